@@ -1,0 +1,2 @@
+/* Same file name as CANN's include/aclnnop/aclnn_max_pool3d_with_argmax_backward.h. */
+#include "aclnn_ops.h"

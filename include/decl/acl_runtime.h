@@ -1,0 +1,33 @@
+/* ACL runtime calls (libascendcl.so, or libacl_rt.so on CANN >= 8.5).
+ * Prototypes as in shared/reference/acl-abi.md section 3. Read by cffi's
+ * cdef() and by the C/C++ wrapper include/acl/acl.h.
+ */
+
+aclError aclInit(const char *configPath);
+aclError aclFinalize(void);
+aclError aclFinalizeReference(uint64_t *refCount);
+const char *aclGetRecentErrMsg(void);
+aclError aclrtSetDevice(int32_t deviceId);
+aclError aclrtResetDevice(int32_t deviceId);
+aclError aclrtGetDevice(int32_t *deviceId);
+aclError aclrtSynchronizeDevice(void);
+aclError aclrtGetDeviceCount(uint32_t *count);
+aclError aclrtCreateStream(aclrtStream *stream);
+aclError aclrtDestroyStream(aclrtStream stream);
+aclError aclrtSynchronizeStream(aclrtStream stream);
+aclError aclrtMalloc(void **devPtr, size_t size, aclrtMemMallocPolicy policy);
+aclError aclrtFree(void *devPtr);
+aclError aclrtMallocHost(void **hostPtr, size_t size);
+aclError aclrtFreeHost(void *hostPtr);
+aclError aclrtMemcpy(void *dst, size_t destMax, const void *src, size_t count, aclrtMemcpyKind kind);
+aclError aclrtMemcpyAsync(void *dst, size_t destMax, const void *src, size_t count, aclrtMemcpyKind kind, aclrtStream stream);
+aclError aclrtMemset(void *devPtr, size_t maxCount, int32_t value, size_t count);
+aclError aclrtMemsetAsync(void *devPtr, size_t maxCount, int32_t value, size_t count, aclrtStream stream);
+aclError aclrtGetMemInfo(aclrtMemAttr attr, size_t *free, size_t *total);
+aclError aclrtCtxSetSysParamOpt(aclSysParamOpt opt, int64_t value);
+aclError aclrtCtxGetSysParamOpt(aclSysParamOpt opt, int64_t *value);
+aclError aclrtSetSysParamOpt(aclSysParamOpt opt, int64_t value);
+aclError aclrtGetSysParamOpt(aclSysParamOpt opt, int64_t *value);
+aclError aclrtGetVersion(int32_t *majorVersion, int32_t *minorVersion, int32_t *patchVersion);
+const char *aclrtGetSocName(void);
+size_t aclDataTypeSize(aclDataType dataType);

@@ -1,0 +1,10 @@
+/* Emulator-only introspection, exported by the host emulator of the CANN ABI
+ * in tests/emulator (from its libascendcl.so). Real CANN has no such symbol;
+ * pyaclnn looks it up lazily and only in tests.
+ *
+ * pyaclnnEmuLiveCounts fills counts[0..n) with the numbers of live
+ * device allocations, host allocations, tensors, int arrays, bool arrays,
+ * executors and streams, in that order, and returns how many it wrote.
+ */
+
+int pyaclnnEmuLiveCounts(int64_t *counts, int n);

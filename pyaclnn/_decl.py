@@ -1,0 +1,65 @@
+"""The C declarations in ``include/decl``: where they are and what they define.
+
+They are the one source of truth for prototypes, enum values and status codes.
+cffi reads them verbatim (npu backend); everything else derives its constants
+from them here, so no value is typed twice.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+
+#: Declaration files in the order cffi's ``cdef`` must read them.
+DECL_FILES = ("acl_types.h", "acl_status.h", "acl_runtime.h", "aclnn_meta.h", "aclnn_ops.h", "emulator.h")
+
+_DEFINE = re.compile(r"^#define\s+(\w+)\s+(-?\d+)\s*$", re.MULTILINE)
+_ENUM = re.compile(r"typedef\s+enum\s*\{(?P<body>[^}]*)\}\s*(?P<name>\w+)\s*;", re.DOTALL)
+_ENUMERATOR = re.compile(r"(\w+)\s*=\s*(-?\d+)")
+_COMMENT = re.compile(r"/\*.*?\*/", re.DOTALL)
+
+
+@functools.cache
+def include_dir() -> Path:
+    """Directory holding ``decl/``: package data when installed, else the source tree."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "include", here.parent / "include"):
+        if (candidate / "decl" / DECL_FILES[0]).is_file():
+            return candidate
+    raise FileNotFoundError(
+        f"pyaclnn's C declarations are missing: looked for decl/{DECL_FILES[0]} under "
+        f"{here / 'include'} and {here.parent / 'include'}; reinstall pyaclnn"
+    )
+
+
+@functools.cache
+def read(name: str) -> str:
+    """Text of one declaration file, comments removed (cffi needs none of them)."""
+    return _COMMENT.sub("", (include_dir() / "decl" / name).read_text(encoding="utf-8"))
+
+
+@functools.cache
+def status_codes() -> dict[str, int]:
+    """Every ``#define NAME <int>`` of acl_status.h, in file order."""
+    return {name: int(value) for name, value in _DEFINE.findall(read("acl_status.h"))}
+
+
+@functools.cache
+def enums() -> dict[str, dict[str, int]]:
+    """``{enum type name: {enumerator: value}}`` of acl_types.h."""
+    return {
+        match["name"]: {k: int(v) for k, v in _ENUMERATOR.findall(match["body"])}
+        for match in _ENUM.finditer(read("acl_types.h"))
+    }
+
+
+def constant(name: str) -> int:
+    """Value of a status code or enumerator by its C name."""
+    codes = status_codes()
+    if name in codes:
+        return codes[name]
+    for members in enums().values():
+        if name in members:
+            return members[name]
+    raise KeyError(f"{name} is not declared in include/decl")

@@ -1,0 +1,26 @@
+"""Shared fixtures: the PyTorch oracle and the backends under test."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+def _torch_required() -> bool:
+    # CI sets this so that a missing torch fails the oracle tests instead of skipping them.
+    return os.environ.get("PYACLNN_REQUIRE_TORCH", "") not in ("", "0")
+
+
+@pytest.fixture(scope="session")
+def torch():
+    """PyTorch CPU, the oracle for the math; skipped with a reason when absent
+    unless PYACLNN_REQUIRE_TORCH=1, where its absence is an error."""
+    try:
+        import torch as _torch
+    except ImportError as exc:
+        if _torch_required():
+            raise RuntimeError("PYACLNN_REQUIRE_TORCH=1 but torch cannot be imported") from exc
+        pytest.skip("PyTorch is not installed: the oracle comparisons need it (pip install torch)")
+    _torch.set_num_threads(1)
+    return _torch
