@@ -1,0 +1,47 @@
+"""pyaclnn: the Ascend aclnn operators MaxPool3dWithArgmax(Backward) and
+GridSampler3D(Backward) from Python, on an NPU through CANN or anywhere through
+a NumPy backend that gives the same answers and the same errors.
+
+The public API is all here; see DESIGN.md for the layers below it
+(``pyaclnn.acl`` / ``pyaclnn.aclnn`` mirror the C API).
+"""
+
+from __future__ import annotations
+
+from . import backends as _backends
+from .dtypes import bfloat16
+from .errors import AclError, AclnnError, AclOutOfMemoryError
+from .functional import (
+    grid_sampler3d,
+    grid_sampler3d_backward,
+    max_pool3d_with_argmax,
+    max_pool3d_with_argmax_backward,
+)
+from .runtime import DeviceArray, Stream, empty, finalize, set_deterministic, to_device, zeros
+
+__version__ = "0.1.0"
+
+
+def get_backend() -> str:
+    """Name of the active backend: "npu" or "numpy"."""
+    return _backends.active_name()
+
+
+def set_backend(name: str) -> None:
+    """Make ``name`` ("numpy", "npu" or "auto") the active backend.
+
+    Raises
+    ------
+    ValueError
+        For an unknown name.
+    pyaclnn.backends.npu.LibraryNotFoundError
+        For "npu" when CANN's libraries cannot be loaded (the message lists where it looked).
+    """
+    _backends.set_active(name)
+
+
+__all__ = [
+    "AclError", "AclnnError", "AclOutOfMemoryError", "DeviceArray", "Stream", "bfloat16", "empty", "finalize",
+    "get_backend", "grid_sampler3d", "grid_sampler3d_backward", "max_pool3d_with_argmax",
+    "max_pool3d_with_argmax_backward", "set_backend", "set_deterministic", "to_device", "zeros",
+]

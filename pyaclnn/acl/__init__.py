@@ -1,0 +1,117 @@
+"""Low-level API: one Python function per C function of the ACL runtime and aclnn meta API.
+
+Each mirrors its C function (``acl.create_tensor`` is ``aclCreateTensor``,
+``acl.rt.malloc`` is ``aclrtMalloc``), takes out-parameters as return values
+and raises :class:`pyaclnn.AclError` / :class:`pyaclnn.AclnnError` instead of
+returning a status. Pointers are ints; handles are opaque objects of the
+backend that made them. Every function takes ``backend=None`` (the active
+backend) or "numpy" / "npu".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .. import backends as _backends
+from .._status import check as _check
+from .._status import created as _created
+from ..errors import ACLNN_ERR_PARAM_INVALID, ACL_ERROR_REPEAT_INITIALIZE
+from . import rt
+
+__all__ = [
+    "rt", "init", "finalize", "get_recent_err_msg", "data_type_size", "create_tensor", "destroy_tensor",
+    "create_int_array", "destroy_int_array", "create_bool_array", "destroy_bool_array",
+    "set_acl_op_executor_repeatable", "destroy_acl_op_executor",
+]
+
+
+def init(config_path: str | None = None, *, backend: str | None = None) -> None:
+    """``aclInit``. A repeated call (ACL_ERROR_REPEAT_INITIALIZE) counts as success."""
+    b = _backends.get(backend)
+    status = b.aclInit(config_path)
+    if status == ACL_ERROR_REPEAT_INITIALIZE:
+        b.aclGetRecentErrMsg()  # consume the message so it does not leak into the next error
+        return
+    _check(b, status, "aclInit")
+
+
+def finalize(*, backend: str | None = None) -> None:
+    """``aclFinalize``."""
+    b = _backends.get(backend)
+    _check(b, b.aclFinalize(), "aclFinalize")
+
+
+def get_recent_err_msg(*, backend: str | None = None) -> str:
+    """``aclGetRecentErrMsg``: the calling thread's latest error text ("" if none); reading clears it."""
+    return _backends.get(backend).aclGetRecentErrMsg()
+
+
+def data_type_size(data_type: int, *, backend: str | None = None) -> int:
+    """``aclDataTypeSize``: bytes per element, 0 for an unknown type."""
+    return _backends.get(backend).aclDataTypeSize(data_type)
+
+
+def create_tensor(
+    view_dims: Sequence[int],
+    data_type: int,
+    strides: Sequence[int] | None,
+    offset: int,
+    format: int,
+    storage_dims: Sequence[int],
+    data: int,
+    *,
+    backend: str | None = None,
+) -> Any:
+    """``aclCreateTensor``: a descriptor of ``data`` (strides and offset in elements).
+
+    Raises
+    ------
+    AclnnError
+        ACLNN_ERR_PARAM_INVALID when the C function returns NULL, with its reason.
+    """
+    b = _backends.get(backend)
+    handle = b.aclCreateTensor(view_dims, data_type, strides, offset, format, storage_dims, data)
+    return _created(b, handle, "aclCreateTensor", ACLNN_ERR_PARAM_INVALID)
+
+
+def destroy_tensor(tensor: Any, *, backend: str | None = None) -> None:
+    """``aclDestroyTensor``."""
+    b = _backends.get(backend)
+    _check(b, b.aclDestroyTensor(tensor), "aclDestroyTensor")
+
+
+def create_int_array(values: Sequence[int], *, backend: str | None = None) -> Any:
+    """``aclCreateIntArray`` (the values are copied)."""
+    b = _backends.get(backend)
+    return _created(b, b.aclCreateIntArray(values), "aclCreateIntArray", ACLNN_ERR_PARAM_INVALID)
+
+
+def destroy_int_array(array: Any, *, backend: str | None = None) -> None:
+    """``aclDestroyIntArray``."""
+    b = _backends.get(backend)
+    _check(b, b.aclDestroyIntArray(array), "aclDestroyIntArray")
+
+
+def create_bool_array(values: Sequence[bool], *, backend: str | None = None) -> Any:
+    """``aclCreateBoolArray`` (the values are copied)."""
+    b = _backends.get(backend)
+    return _created(b, b.aclCreateBoolArray(values), "aclCreateBoolArray", ACLNN_ERR_PARAM_INVALID)
+
+
+def destroy_bool_array(array: Any, *, backend: str | None = None) -> None:
+    """``aclDestroyBoolArray``."""
+    b = _backends.get(backend)
+    _check(b, b.aclDestroyBoolArray(array), "aclDestroyBoolArray")
+
+
+def set_acl_op_executor_repeatable(executor: Any, *, backend: str | None = None) -> None:
+    """``aclSetAclOpExecutorRepeatable``: the caller then owns the executor."""
+    b = _backends.get(backend)
+    _check(b, b.aclSetAclOpExecutorRepeatable(executor), "aclSetAclOpExecutorRepeatable")
+
+
+def destroy_acl_op_executor(executor: Any, *, backend: str | None = None) -> None:
+    """``aclDestroyAclOpExecutor``, for repeatable executors only."""
+    b = _backends.get(backend)
+    _check(b, b.aclDestroyAclOpExecutor(executor), "aclDestroyAclOpExecutor")

@@ -1,0 +1,123 @@
+"""Low-level API of the four aclnn operators, two phases each, plus aclnnInit/aclnnFinalize.
+
+Phase 1 (``*_get_workspace_size``) checks the arguments and returns
+``(workspace_size, executor)``; phase 2 launches the executor on a stream and
+consumes it unless it was made repeatable. ``executor`` is None when phase 1
+found nothing to do (empty tensors); phase 2 then needs workspace_size 0 and
+does nothing. Failures raise :class:`pyaclnn.AclnnError` with the status, its
+name and the reason.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import backends as _backends
+from ._status import check as _check
+
+__all__ = [
+    "init", "finalize",
+    "max_pool3d_with_argmax_get_workspace_size", "max_pool3d_with_argmax",
+    "max_pool3d_with_argmax_backward_get_workspace_size", "max_pool3d_with_argmax_backward",
+    "grid_sampler3d_get_workspace_size", "grid_sampler3d",
+    "grid_sampler3d_backward_get_workspace_size", "grid_sampler3d_backward",
+]
+
+
+def init(config_path: str | None = None, *, backend: str | None = None) -> None:
+    """``aclnnInit``."""
+    b = _backends.get(backend)
+    _check(b, b.aclnnInit(config_path), "aclnnInit")
+
+
+def finalize(*, backend: str | None = None) -> None:
+    """``aclnnFinalize``."""
+    b = _backends.get(backend)
+    _check(b, b.aclnnFinalize(), "aclnnFinalize")
+
+
+def _phase1(b, api: str, result: tuple[int, int, Any]) -> tuple[int, Any]:
+    status, workspace_size, executor = result
+    _check(b, status, api)
+    return workspace_size, executor
+
+
+def max_pool3d_with_argmax_get_workspace_size(
+    self: Any, kernel_size: Any, stride: Any, padding: Any, dilation: Any, ceil_mode: bool,
+    out: Any, indices: Any, *, backend: str | None = None,
+) -> tuple[int, Any]:
+    """``aclnnMaxPool3dWithArgmaxGetWorkspaceSize`` (int arrays from ``acl.create_int_array``)."""
+    b = _backends.get(backend)
+    return _phase1(b, "aclnnMaxPool3dWithArgmaxGetWorkspaceSize", b.aclnnMaxPool3dWithArgmaxGetWorkspaceSize(
+        self, kernel_size, stride, padding, dilation, ceil_mode, out, indices))
+
+
+def max_pool3d_with_argmax(
+    workspace: int, workspace_size: int, executor: Any, stream: Any, *, backend: str | None = None
+) -> None:
+    """``aclnnMaxPool3dWithArgmax``."""
+    b = _backends.get(backend)
+    _check(b, b.aclnnMaxPool3dWithArgmax(workspace, workspace_size, executor, stream), "aclnnMaxPool3dWithArgmax")
+
+
+def max_pool3d_with_argmax_backward_get_workspace_size(
+    grad_output: Any, self: Any, indices: Any, kernel_size: Any, stride: Any, padding: Any, dilation: Any,
+    ceil_mode: bool, grad_input: Any, *, backend: str | None = None,
+) -> tuple[int, Any]:
+    """``aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize``."""
+    b = _backends.get(backend)
+    return _phase1(
+        b, "aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize",
+        b.aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize(
+            grad_output, self, indices, kernel_size, stride, padding, dilation, ceil_mode, grad_input),
+    )
+
+
+def max_pool3d_with_argmax_backward(
+    workspace: int, workspace_size: int, executor: Any, stream: Any, *, backend: str | None = None
+) -> None:
+    """``aclnnMaxPool3dWithArgmaxBackward``."""
+    b = _backends.get(backend)
+    _check(b, b.aclnnMaxPool3dWithArgmaxBackward(workspace, workspace_size, executor, stream),
+           "aclnnMaxPool3dWithArgmaxBackward")
+
+
+def grid_sampler3d_get_workspace_size(
+    input: Any, grid: Any, interpolation_mode: int, padding_mode: int, align_corners: bool, out: Any,
+    *, backend: str | None = None,
+) -> tuple[int, Any]:
+    """``aclnnGridSampler3DGetWorkspaceSize``."""
+    b = _backends.get(backend)
+    return _phase1(b, "aclnnGridSampler3DGetWorkspaceSize", b.aclnnGridSampler3DGetWorkspaceSize(
+        input, grid, interpolation_mode, padding_mode, align_corners, out))
+
+
+def grid_sampler3d(
+    workspace: int, workspace_size: int, executor: Any, stream: Any, *, backend: str | None = None
+) -> None:
+    """``aclnnGridSampler3D``."""
+    b = _backends.get(backend)
+    _check(b, b.aclnnGridSampler3D(workspace, workspace_size, executor, stream), "aclnnGridSampler3D")
+
+
+def grid_sampler3d_backward_get_workspace_size(
+    grad_output: Any, input: Any, grid: Any, interpolation_mode: int, padding_mode: int, align_corners: bool,
+    output_mask: Any, input_grad: Any, grid_grad: Any, *, backend: str | None = None,
+) -> tuple[int, Any]:
+    """``aclnnGridSampler3DBackwardGetWorkspaceSize`` (output_mask from ``acl.create_bool_array``)."""
+    b = _backends.get(backend)
+    return _phase1(
+        b, "aclnnGridSampler3DBackwardGetWorkspaceSize",
+        b.aclnnGridSampler3DBackwardGetWorkspaceSize(
+            grad_output, input, grid, interpolation_mode, padding_mode, align_corners, output_mask,
+            input_grad, grid_grad),
+    )
+
+
+def grid_sampler3d_backward(
+    workspace: int, workspace_size: int, executor: Any, stream: Any, *, backend: str | None = None
+) -> None:
+    """``aclnnGridSampler3DBackward``."""
+    b = _backends.get(backend)
+    _check(b, b.aclnnGridSampler3DBackward(workspace, workspace_size, executor, stream),
+           "aclnnGridSampler3DBackward")

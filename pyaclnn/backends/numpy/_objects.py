@@ -1,0 +1,91 @@
+"""Descriptor, array, stream and executor objects of the numpy backend.
+
+Each is a plain Python object; a per-kind registry of live objects lets the
+backend tell a live handle from a destroyed, foreign or made-up one and answer
+with a status instead of misbehaving.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+@dataclass(eq=False)
+class Tensor:
+    shape: tuple[int, ...]
+    data_type: int
+    strides: tuple[int, ...]
+    offset: int
+    format: int
+    storage_dims: tuple[int, ...]
+    data: int  # device address of the storage base
+
+
+@dataclass(eq=False)
+class IntArray:
+    values: tuple[int, ...]
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __iter__(self):
+        return iter(self.values)
+
+
+@dataclass(eq=False)
+class BoolArray:
+    values: tuple[bool, ...]
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __iter__(self):
+        return iter(self.values)
+
+    def __getitem__(self, i: int) -> bool:
+        return self.values[i]
+
+
+@dataclass(eq=False)
+class Stream:
+    pass
+
+
+@dataclass(eq=False)
+class Executor:
+    op: str  # C name of the phase-2 function that may run it
+    run: Callable[[], None]
+    workspace_size: int
+    repeatable: bool = False
+
+
+@dataclass
+class Registry:
+    """Live objects of one kind, safe to use from several threads."""
+
+    kind: str
+    _objects: dict[int, object] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, obj: object) -> object:
+        with self._lock:
+            self._objects[id(obj)] = obj
+        return obj
+
+    def is_live(self, obj: object) -> bool:
+        with self._lock:
+            return self._objects.get(id(obj)) is obj
+
+    def remove(self, obj: object) -> bool:
+        """Forget ``obj``; False when it was not live (double destroy, foreign handle)."""
+        with self._lock:
+            if self._objects.get(id(obj)) is not obj:
+                return False
+            del self._objects[id(obj)]
+            return True
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._objects)

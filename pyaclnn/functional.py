@@ -1,0 +1,478 @@
+"""High-level functions: the four operators on NumPy arrays or DeviceArrays.
+
+Each call converts its arguments, allocates the outputs, runs the two phases
+of the aclnn operator on a stream and returns arrays of the kind it was given:
+NumPy in, NumPy out; any DeviceArray in, DeviceArrays out. Everything the call
+creates on the way (device copies, descriptors, parameter arrays) is freed
+before it returns, on error paths too.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Sequence
+from typing import Any, Union
+
+import numpy as np
+
+from . import acl, aclnn, runtime
+from . import dtypes as _dtypes
+from .errors import ACLNN_ERR_PARAM_INVALID, AclnnError
+from .kernels import checks as _checks
+from .runtime import DeviceArray, Stream
+
+ArrayLike = Union[np.ndarray, DeviceArray]
+IntOrSeq = Union[int, Sequence[int]]
+
+_INT32 = np.dtype(np.int32)
+_INT64 = np.dtype(np.int64)
+_INT64_MAX = 2**63 - 1
+_INTERPOLATION = {name: i for i, name in enumerate(_checks.INTERPOLATION_MODES)} | {"bicubic": 2}
+_PADDING = {name: i for i, name in enumerate(_checks.PADDING_MODES)}
+_LAYOUTS = {"NCDHW": _dtypes.ACL_FORMAT_NCDHW, "NDHWC": _dtypes.ACL_FORMAT_NDHWC}
+
+__all__ = [
+    "max_pool3d_with_argmax", "max_pool3d_with_argmax_backward", "grid_sampler3d", "grid_sampler3d_backward",
+]
+
+
+# -- argument normalisation ----------------------------------------------------
+
+
+def int_tuple(name: str, value: IntOrSeq) -> tuple[int, ...]:
+    """``value`` (an int or a sequence of ints) as a tuple, lengths as given.
+
+    Lengths and ranges are the operator's rules and are checked by its phase 1;
+    only values that cannot be passed to C at all are rejected here.
+
+    Raises
+    ------
+    TypeError
+        If ``value`` is not an int or a sequence of ints (bools are not ints here).
+    ValueError
+        If a value does not fit in int64.
+    """
+    items = (value,) if not isinstance(value, (Sequence, np.ndarray)) or isinstance(value, str) else value
+    if isinstance(value, np.ndarray) and value.ndim != 1:
+        raise TypeError(f"{name} must be an int or a 1-D sequence of ints, got an array of shape {value.shape}")
+    result = []
+    for item in items:
+        if isinstance(item, (bool, np.bool_)) or not isinstance(item, (int, np.integer)):
+            raise TypeError(f"{name} must be an int or a sequence of ints, got {value!r}")
+        if not -_INT64_MAX - 1 <= int(item) <= _INT64_MAX:
+            raise ValueError(f"{name} value {int(item)} does not fit in int64")
+        result.append(operator.index(item))
+    return tuple(result)
+
+
+def _mode(name: str, value: str | int, names: dict[str, int]) -> int:
+    if isinstance(value, str):
+        try:
+            return names[value]
+        except KeyError:
+            valid = ", ".join(repr(n) for n in names)
+            raise ValueError(f"{name} must be one of {valid} or the C API's integer, got {value!r}") from None
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be a str or an int, got {value!r}")
+    return int(value)
+
+
+def _flag(name: str, value: Any) -> bool:
+    if not isinstance(value, (bool, np.bool_, int, np.integer)):
+        raise TypeError(f"{name} must be a bool, got {value!r}")
+    return bool(value)
+
+
+# -- one call ------------------------------------------------------------------
+
+
+class _Call:
+    """Context of one functional call: its backend and stream, and what it must free."""
+
+    def __init__(self, backend: str | None, stream: Stream | None) -> None:
+        self.ctx = runtime.context(backend if backend is not None else None)
+        self.backend = self.ctx.name
+        if stream is not None and (not isinstance(stream, Stream) or stream.backend != self.backend):
+            raise ValueError(f"stream must be a pyaclnn.Stream of backend {self.backend!r}, got {stream!r}")
+        self.stream = stream or runtime.default_stream(self.backend)
+        self.device_results = False  # True once any input is a DeviceArray
+        self._temporaries: list[DeviceArray] = []
+        self._outputs: list[DeviceArray] = []
+        self._returned: set[int] = set()  # ids of outputs handed to the caller
+        self._arrays: list[tuple[Callable, Any]] = []
+
+    def __enter__(self) -> _Call:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        for array in self._temporaries:
+            array.close()
+        for array in self._outputs:
+            if exc_type is not None or id(array) not in self._returned:
+                array.close()
+        for destroy, handle in self._arrays:
+            destroy(handle, backend=self.backend)
+
+    def device(self, name: str, x: ArrayLike | None) -> DeviceArray | None:
+        """``x`` on this call's backend; NumPy data is copied there for the duration of the call."""
+        if x is None:
+            return None
+        if isinstance(x, DeviceArray):
+            if x.backend != self.backend:
+                raise ValueError(f"{name} lives on backend {x.backend!r}, but this call runs on {self.backend!r}")
+            if x.closed:
+                raise ValueError(f"{name} is a closed DeviceArray: its memory was freed")
+            self.device_results = True
+            return x
+        if not isinstance(x, np.ndarray):
+            raise TypeError(f"{name} must be a NumPy array or a pyaclnn.DeviceArray, got {type(x).__name__}")
+        try:
+            _dtypes.from_numpy(x.dtype)
+        except TypeError:
+            raise TypeError(f"{name} has dtype {x.dtype}, which has no aclDataType") from None
+        array = runtime.to_device(x, backend=self.backend)
+        self._temporaries.append(array)
+        return array
+
+    def tensor(self, name: str, x: ArrayLike | None, fmt: int) -> Any:
+        """The aclTensor of ``x`` (None for None)."""
+        array = self.device(name, x)
+        return None if array is None else array.descriptor(fmt)
+
+    def output(self, shape: Sequence[int], dtype: Any) -> DeviceArray:
+        array = runtime.empty(shape, dtype, backend=self.backend)
+        self._outputs.append(array)
+        return array
+
+    def temporary(self, array: DeviceArray) -> DeviceArray:
+        self._temporaries.append(array)
+        return array
+
+    def int_array(self, values: tuple[int, ...]) -> Any:
+        handle = self.ctx.cached_int_array(values)
+        if handle is None:
+            handle = acl.create_int_array(values, backend=self.backend)
+            self._arrays.append((acl.destroy_int_array, handle))
+        return handle
+
+    def bool_array(self, values: tuple[bool, ...]) -> Any:
+        handle = self.ctx.cached_bool_array(values)
+        if handle is None:
+            handle = acl.create_bool_array(values, backend=self.backend)
+            self._arrays.append((acl.destroy_bool_array, handle))
+        return handle
+
+    def launch(self, phase1: Callable, phase2: Callable, *args: Any, outputs: Sequence[DeviceArray]) -> None:
+        """Run both phases and wait for the stream; outputs are zero-filled when there is nothing to compute."""
+        workspace_size, executor = phase1(*args, backend=self.backend)
+        if executor is None:
+            for array in outputs:
+                array.fill_zero()
+            return
+        workspace = self.stream.workspace(workspace_size)
+        phase2(workspace, workspace_size, executor, self.stream.handle, backend=self.backend)
+        self.stream.synchronize()
+
+    def result(self, array: DeviceArray) -> ArrayLike:
+        """What the caller gets for output ``array``: itself for DeviceArray calls, else a NumPy copy."""
+        if self.device_results:
+            self._returned.add(id(array))
+            return array
+        return array.numpy()
+
+
+# -- MaxPool3dWithArgmax(Backward) ---------------------------------------------
+
+
+def _pool_output_shape(x: DeviceArray | None, params: list[tuple[int, ...]], ceil_mode: bool) -> tuple[int, ...]:
+    """Output shape for valid parameters; a placeholder otherwise (phase 1 then reports the problem)."""
+    if x is None or x.ndim not in (4, 5):
+        return (1, 1, 1, 1, 1)
+    try:
+        pool = _checks.pool_params(*params, ceil_mode)
+    except _checks.CheckFailed:
+        return x.shape
+    return x.shape[:-3] + tuple(max(n, 0) for n in _checks.pooled_shape(x.shape[-3:], pool))
+
+
+def max_pool3d_with_argmax(
+    input: ArrayLike,
+    kernel_size: IntOrSeq,
+    stride: IntOrSeq = (),
+    padding: IntOrSeq = 0,
+    dilation: IntOrSeq = 1,
+    ceil_mode: bool = False,
+    *,
+    indices_dtype: Any = np.int32,
+    backend: str | None = None,
+    stream: Stream | None = None,
+) -> tuple[ArrayLike, ArrayLike]:
+    """3-D max pooling with the position of each maximum (``aclnnMaxPool3dWithArgmax``).
+
+    Parameters
+    ----------
+    input : ndarray or DeviceArray
+        (N, C, D, H, W) or (C, D, H, W); float32, float16 or bfloat16; any strides.
+    kernel_size, stride, padding, dilation : int or sequence of int
+        Lengths 1 or 3 (stride also 0: ``()`` means stride = kernel_size).
+        padding <= kernel_size // 2; dilation must be 1 on Atlas A2/A3.
+    ceil_mode : bool
+        Round the output size up (a window starting in the right padding is dropped).
+    indices_dtype : int32 or int64
+        Atlas A2/A3 computes int32 indices; int64 is widened after the op.
+    backend : {"numpy", "npu"}, optional
+        The active backend by default.
+    stream : Stream, optional
+        The calling thread's default stream by default.
+
+    Returns
+    -------
+    out, indices
+        Pooled values, and for each the flat position d*H*W + h*W + w of the
+        maximum in its (n, c) plane. Ties go to the first maximum; a window with
+        NaN gives NaN and the last NaN's position.
+
+    Raises
+    ------
+    AclnnError
+        161001 for a missing input, 161002 for a rule of the op (dtype, rank,
+        parameter lengths and values, shapes), with the argument and rule named.
+    TypeError
+        For arguments that are not arrays, ints or sequences of ints.
+    """
+    ints = [int_tuple(n, v) for n, v in (("kernel_size", kernel_size), ("stride", stride),
+                                          ("padding", padding), ("dilation", dilation))]
+    ceil = _flag("ceil_mode", ceil_mode)
+    wanted = np.dtype(indices_dtype)
+    device_dtype = _INT32 if wanted == _INT64 else wanted
+    with _Call(backend, stream) as call:
+        x = call.device("input", input)
+        shape = _pool_output_shape(x, ints, ceil)
+        out = call.output(shape, x.dtype if x is not None else np.float32)
+        indices = call.output(shape, device_dtype)
+        call.launch(
+            aclnn.max_pool3d_with_argmax_get_workspace_size, aclnn.max_pool3d_with_argmax,
+            None if x is None else x.descriptor(_dtypes.ACL_FORMAT_ND), *(call.int_array(v) for v in ints), ceil,
+            out.descriptor(_dtypes.ACL_FORMAT_ND), indices.descriptor(_dtypes.ACL_FORMAT_ND),
+            outputs=(out, indices),
+        )
+        if wanted != device_dtype:
+            host = indices.numpy().astype(wanted)
+            if call.device_results:
+                indices.close()
+                return out, runtime.to_device(host, backend=call.backend)
+            return call.result(out), host
+        return call.result(out), call.result(indices)
+
+
+def _int32_indices(call: _Call, indices: DeviceArray) -> DeviceArray:
+    """int64 indices narrowed to the int32 the device takes; a value outside int32 is reported."""
+    host = indices.numpy()
+    bad = np.flatnonzero((host < np.iinfo(np.int32).min) | (host > np.iinfo(np.int32).max))
+    if bad.size:
+        where = tuple(int(i) for i in np.unravel_index(bad[0], host.shape))
+        raise AclnnError(
+            ACLNN_ERR_PARAM_INVALID,
+            f"indices{list(where)} = {host[where]} is outside its (n, c) plane (it does not even fit in int32)",
+            "aclnnMaxPool3dWithArgmaxBackward",
+        )
+    return call.temporary(runtime.to_device(host.astype(np.int32), backend=call.backend))
+
+
+def max_pool3d_with_argmax_backward(
+    grad_output: ArrayLike,
+    input: ArrayLike,
+    indices: ArrayLike,
+    kernel_size: IntOrSeq,
+    stride: IntOrSeq = (),
+    padding: IntOrSeq = 0,
+    dilation: IntOrSeq = 1,
+    ceil_mode: bool = False,
+    *,
+    backend: str | None = None,
+    stream: Stream | None = None,
+) -> ArrayLike:
+    """Gradient of :func:`max_pool3d_with_argmax` (``aclnnMaxPool3dWithArgmaxBackward``).
+
+    Parameters
+    ----------
+    grad_output : ndarray or DeviceArray
+        Gradient of the pooled output, the shape pooling gives; input's dtype.
+    input : ndarray or DeviceArray
+        The forward input, (N, C, D, H, W) or (C, D, H, W); float32, float16 or bfloat16.
+    indices : ndarray or DeviceArray
+        The forward's indices, grad_output's shape; int32 (int64 is narrowed first).
+    kernel_size, stride, padding, dilation, ceil_mode
+        As in the forward; they fix the expected grad_output shape.
+    backend, stream
+        As in :func:`max_pool3d_with_argmax`.
+
+    Returns
+    -------
+    grad_input
+        input's shape and dtype: grad_output added at each index, accumulated in
+        float32 and rounded once.
+
+    Raises
+    ------
+    AclnnError
+        161001 for a missing tensor; 161002 for a rule of the op, for a
+        grad_output whose shape differs from what pooling input gives, and
+        (beyond the NPU, which would write out of bounds) for an index outside
+        its (n, c) plane, naming the first one.
+    """
+    ints = [int_tuple(n, v) for n, v in (("kernel_size", kernel_size), ("stride", stride),
+                                          ("padding", padding), ("dilation", dilation))]
+    ceil = _flag("ceil_mode", ceil_mode)
+    with _Call(backend, stream) as call:
+        g = call.device("grad_output", grad_output)
+        x = call.device("input", input)
+        i = call.device("indices", indices)
+        if i is not None and i.dtype == _INT64:
+            i = _int32_indices(call, i)
+        grad_input = call.output(x.shape if x is not None else (1, 1, 1, 1, 1),
+                                 x.dtype if x is not None else np.float32)
+        nd = _dtypes.ACL_FORMAT_ND
+        call.launch(
+            aclnn.max_pool3d_with_argmax_backward_get_workspace_size, aclnn.max_pool3d_with_argmax_backward,
+            *(None if t is None else t.descriptor(nd) for t in (g, x, i)),
+            *(call.int_array(v) for v in ints), ceil, grad_input.descriptor(nd),
+            outputs=(grad_input,),
+        )
+        return call.result(grad_input)
+
+
+# -- GridSampler3D(Backward) ---------------------------------------------------
+
+
+def _layout(layout: str) -> int:
+    try:
+        return _LAYOUTS[layout]
+    except (KeyError, TypeError):
+        raise ValueError(f"layout must be 'NCDHW' or 'NDHWC', got {layout!r}") from None
+
+
+def _sampled_shape(x: DeviceArray | None, grid: DeviceArray | None, channels_last: bool) -> tuple[int, ...]:
+    """Shape of grid_sampler3d's output; a placeholder when the inputs cannot give one."""
+    if x is None or grid is None or x.ndim != 5 or grid.ndim != 5:
+        return (1, 1, 1, 1, 1)
+    n, spatial = x.shape[0], grid.shape[1:4]
+    return (n, *spatial, x.shape[4]) if channels_last else (n, x.shape[1], *spatial)
+
+
+def grid_sampler3d(
+    input: ArrayLike,
+    grid: ArrayLike,
+    interpolation_mode: str | int = "bilinear",
+    padding_mode: str | int = "zeros",
+    align_corners: bool = False,
+    *,
+    layout: str = "NCDHW",
+    backend: str | None = None,
+    stream: Stream | None = None,
+) -> ArrayLike:
+    """Sample ``input`` at the points of ``grid`` (``aclnnGridSampler3D``).
+
+    Parameters
+    ----------
+    input : ndarray or DeviceArray
+        (N, C, D, H, W), or (N, D, H, W, C) with ``layout="NDHWC"``; float32,
+        float16, bfloat16 or float64; any strides.
+    grid : ndarray or DeviceArray
+        (N, Do, Ho, Wo, 3) of (x, y, z) in [-1, 1]; input's dtype.
+    interpolation_mode : {"bilinear", "nearest"} or int
+        As in ``torch.nn.functional.grid_sample``, or the C API's 0 / 1.
+        Nearest rounds half to even.
+    padding_mode : {"zeros", "border", "reflection"} or int
+        Or the C API's 0 / 1 / 2.
+    align_corners : bool
+        Whether -1 and 1 are the centres (True) or the outer edges (False) of the corner voxels.
+    layout : {"NCDHW", "NDHWC"}
+        Layout of input and of the result.
+    backend, stream
+        As in :func:`max_pool3d_with_argmax`.
+
+    Returns
+    -------
+    out
+        (N, C, Do, Ho, Wo), or (N, Do, Ho, Wo, C) with ``layout="NDHWC"``.
+    """
+    interp = _mode("interpolation_mode", interpolation_mode, _INTERPOLATION)
+    pad = _mode("padding_mode", padding_mode, _PADDING)
+    corners = _flag("align_corners", align_corners)
+    fmt = _layout(layout)
+    with _Call(backend, stream) as call:
+        x = call.device("input", input)
+        g = call.device("grid", grid)
+        out = call.output(_sampled_shape(x, g, fmt == _dtypes.ACL_FORMAT_NDHWC),
+                          x.dtype if x is not None else np.float32)
+        call.launch(
+            aclnn.grid_sampler3d_get_workspace_size, aclnn.grid_sampler3d,
+            None if x is None else x.descriptor(fmt), None if g is None else g.descriptor(_dtypes.ACL_FORMAT_ND),
+            interp, pad, corners, out.descriptor(fmt),
+            outputs=(out,),
+        )
+        return call.result(out)
+
+
+def grid_sampler3d_backward(
+    grad_output: ArrayLike,
+    input: ArrayLike,
+    grid: ArrayLike,
+    interpolation_mode: str | int = "bilinear",
+    padding_mode: str | int = "zeros",
+    align_corners: bool = False,
+    output_mask: Sequence[bool] = (True, True),
+    *,
+    layout: str = "NCDHW",
+    backend: str | None = None,
+    stream: Stream | None = None,
+) -> tuple[ArrayLike | None, ArrayLike | None]:
+    """Gradients of :func:`grid_sampler3d` (``aclnnGridSampler3DBackward``).
+
+    Parameters
+    ----------
+    grad_output : ndarray or DeviceArray
+        Gradient of the sampled output, shaped like it (``layout`` applies).
+    input, grid, interpolation_mode, padding_mode, align_corners, layout
+        As in :func:`grid_sampler3d`.
+    output_mask : (bool, bool)
+        Which of (input_grad, grid_grad) to return; the other comes back as None.
+    backend, stream
+        As in :func:`max_pool3d_with_argmax`.
+
+    Returns
+    -------
+    input_grad, grid_grad
+        input's and grid's shapes; float16/bfloat16 are computed in float32 and
+        rounded once. grid_grad is zero for nearest interpolation.
+
+    Raises
+    ------
+    AclnnError
+        161001 for a missing tensor; 161002 for a dtype, mode, shape or mask
+        length the op rejects, with the argument and rule named.
+    """
+    interp = _mode("interpolation_mode", interpolation_mode, _INTERPOLATION)
+    pad = _mode("padding_mode", padding_mode, _PADDING)
+    corners = _flag("align_corners", align_corners)
+    fmt = _layout(layout)
+    if isinstance(output_mask, (str, bytes)) or not isinstance(output_mask, (Sequence, np.ndarray)):
+        raise TypeError(f"output_mask must be a sequence of two bools, got {output_mask!r}")
+    mask = tuple(_flag("output_mask", m) for m in output_mask)
+    with _Call(backend, stream) as call:
+        g = call.device("grad_output", grad_output)
+        x = call.device("input", input)
+        gr = call.device("grid", grid)
+        dtype = x.dtype if x is not None else np.float32
+        input_grad = call.output(x.shape if x is not None else (1, 1, 1, 1, 1), dtype)
+        grid_grad = call.output(gr.shape if gr is not None else (1, 1, 1, 1, 3), dtype)
+        call.launch(
+            aclnn.grid_sampler3d_backward_get_workspace_size, aclnn.grid_sampler3d_backward,
+            None if g is None else g.descriptor(fmt), None if x is None else x.descriptor(fmt),
+            None if gr is None else gr.descriptor(_dtypes.ACL_FORMAT_ND), interp, pad, corners,
+            call.bool_array(mask), input_grad.descriptor(fmt), grid_grad.descriptor(_dtypes.ACL_FORMAT_ND),
+            outputs=(input_grad, grid_grad),
+        )
+        wanted = mask if len(mask) == 2 else (False, False)
+        return (call.result(input_grad) if wanted[0] else None, call.result(grid_grad) if wanted[1] else None)

@@ -1,0 +1,408 @@
+"""Phase-1 checks of the four operators, in the NPU's order and with its status codes.
+
+Source: shared/reference/op-semantics.md (sections 1-5), for Atlas A2/A3
+(DAV_2201). The functions take descriptor-like objects (anything with
+``shape``, ``data_type`` and ``format``; ``None`` is a null pointer) and
+parameter sequences, and either raise :class:`CheckFailed` or return a plan
+with the parameters expanded to three values; ``None`` means "valid, nothing
+to compute" (empty tensors, an empty output mask).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+from typing import Protocol, Sequence
+
+from .. import _decl
+from ..dtypes import FORMATS, data_type_name, format_name
+from .max_pool3d import pool_output_size
+
+PARAM_NULLPTR = _decl.constant("ACLNN_ERR_PARAM_NULLPTR")
+PARAM_INVALID = _decl.constant("ACLNN_ERR_PARAM_INVALID")
+INNER_NULLPTR = _decl.constant("ACLNN_ERR_INNER_NULLPTR")
+
+INT32_MAX = 2**31 - 1
+
+_FLOAT = _decl.constant("ACL_FLOAT")
+_FLOAT16 = _decl.constant("ACL_FLOAT16")
+_BF16 = _decl.constant("ACL_BF16")
+_DOUBLE = _decl.constant("ACL_DOUBLE")
+_INT32 = _decl.constant("ACL_INT32")
+
+POOL_DTYPES = (_FLOAT, _FLOAT16, _BF16)
+GRID_DTYPES = (_FLOAT, _FLOAT16, _DOUBLE, _BF16)
+INDEX_DTYPES = (_INT32,)  # A2/A3; int64 only on the 950 series
+
+NDHWC = FORMATS["ACL_FORMAT_NDHWC"]
+NCDHW = FORMATS["ACL_FORMAT_NCDHW"]
+ND = FORMATS["ACL_FORMAT_ND"]
+# Internal (5HD, fractal) formats the aclnn L2 layer rejects.
+PRIVATE_FORMATS = frozenset(
+    FORMATS[name]
+    for name in (
+        "ACL_FORMAT_NC1HWC0",
+        "ACL_FORMAT_FRACTAL_Z",
+        "ACL_FORMAT_NC1HWC0_C04",
+        "ACL_FORMAT_FRACTAL_NZ",
+        "ACL_FORMAT_NDC1HWC0",
+        "ACL_FRACTAL_Z_3D",
+    )
+)
+
+INTERPOLATION_MODES = ("bilinear", "nearest")
+PADDING_MODES = ("zeros", "border", "reflection")
+
+
+class TensorLike(Protocol):
+    shape: tuple[int, ...]
+    data_type: int
+    format: int
+
+
+class CheckFailed(Exception):
+    """A rule the operator enforces was broken: ``status`` and a message naming the argument."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def _fail(message: str, status: int = PARAM_INVALID) -> CheckFailed:
+    return CheckFailed(status, message)
+
+
+def _require(tensors: Sequence[tuple[str, object]]) -> None:
+    for name, value in tensors:
+        if value is None:
+            raise _fail(f"{name} is a null pointer; it is required", PARAM_NULLPTR)
+
+
+def _dtype_in(name: str, t: TensorLike, allowed: Sequence[int]) -> None:
+    if t.data_type not in allowed:
+        names = ", ".join(data_type_name(a) for a in allowed)
+        raise _fail(f"{name} has dtype {data_type_name(t.data_type)}; it must be one of {names}")
+
+
+def _same_dtype(name: str, t: TensorLike, ref_name: str, ref: TensorLike) -> None:
+    if t.data_type != ref.data_type:
+        raise _fail(
+            f"{name} has dtype {data_type_name(t.data_type)}; it must have the dtype of "
+            f"{ref_name} ({data_type_name(ref.data_type)})"
+        )
+
+
+def _rank_in(name: str, t: TensorLike, ranks: Sequence[int]) -> None:
+    if len(t.shape) not in ranks:
+        allowed = " or ".join(str(r) for r in ranks)
+        raise _fail(f"{name} has rank {len(t.shape)} (shape {list(t.shape)}); it must have rank {allowed}")
+
+
+def _numel(t: TensorLike) -> int:
+    return prod(t.shape)
+
+
+def _shapes_match(a: Sequence[int], b: Sequence[int]) -> bool:
+    # The L2 layer accepts equal shapes, or two shapes that both hold exactly one element.
+    return tuple(a) == tuple(b) or (prod(a) == 1 and prod(b) == 1)
+
+
+# -- pooling parameters -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PoolParams:
+    kernel_size: tuple[int, int, int]
+    stride: tuple[int, int, int]
+    padding: tuple[int, int, int]
+    dilation: tuple[int, int, int]
+    ceil_mode: bool
+
+
+def _expand(name: str, values: Sequence[int], lengths: Sequence[int]) -> tuple[int, ...]:
+    if len(values) not in lengths:
+        allowed = ", ".join(str(n) for n in lengths[:-1]) + f" or {lengths[-1]}"
+        raise _fail(f"{name} has length {len(values)} ({list(values)}); its length must be {allowed}")
+    return tuple(values) * 3 if len(values) == 1 else tuple(values)
+
+
+def pool_params(
+    kernel_size: Sequence[int],
+    stride: Sequence[int],
+    padding: Sequence[int],
+    dilation: Sequence[int],
+    ceil_mode: bool,
+) -> PoolParams:
+    """Rules of op-semantics.md section 1 (lengths and values), all 161002."""
+    k = _expand("kernelSize", kernel_size, (1, 3))
+    if any(v <= 0 for v in k):
+        raise _fail(f"kernelSize {list(kernel_size)} has a value <= 0; every value must be > 0")
+    s = k if len(stride) == 0 else _expand("stride", stride, (0, 1, 3))
+    if any(v <= 0 for v in s):
+        raise _fail(f"stride {list(stride)} has a value <= 0; every value must be > 0")
+    p = _expand("padding", padding, (1, 3))
+    for axis, (pv, kv) in enumerate(zip(p, k)):
+        if pv < 0 or pv > kv // 2:
+            raise _fail(
+                f"padding {list(padding)}: value {pv} on axis {'DHW'[axis]} must be >= 0 and "
+                f"<= kernelSize/2 = {kv // 2}"
+            )
+    d = _expand("dilation", dilation, (1, 3))
+    if any(v <= 0 for v in d):
+        raise _fail(f"dilation {list(dilation)} has a value <= 0; every value must be > 0")
+    return PoolParams(k, s, p, d, bool(ceil_mode))
+
+
+def pooled_shape(spatial: Sequence[int], params: PoolParams) -> tuple[int, int, int]:
+    return tuple(  # type: ignore[return-value]
+        pool_output_size(L, k, s, p, d, params.ceil_mode)
+        for L, k, s, p, d in zip(spatial, params.kernel_size, params.stride, params.padding, params.dilation)
+    )
+
+
+# -- MaxPool3dWithArgmax ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MaxPoolPlan:
+    params: PoolParams
+    batched: bool  # False: 4-D (C, D, H, W) tensors, computed as N = 1
+
+
+def max_pool3d_with_argmax(
+    self: TensorLike | None,
+    kernel_size: Sequence[int] | None,
+    stride: Sequence[int] | None,
+    padding: Sequence[int] | None,
+    dilation: Sequence[int] | None,
+    ceil_mode: bool,
+    out: TensorLike | None,
+    indices: TensorLike | None,
+) -> MaxPoolPlan | None:
+    """aclnnMaxPool3dWithArgmaxGetWorkspaceSize checks (op-semantics.md section 2)."""
+    _require(
+        [("self", self), ("kernelSize", kernel_size), ("stride", stride), ("padding", padding),
+         ("dilation", dilation), ("out", out), ("indices", indices)]
+    )
+    _dtype_in("self", self, POOL_DTYPES)
+    _dtype_in("indices", indices, INDEX_DTYPES)
+    _same_dtype("out", out, "self", self)
+    for name, t in (("out", out), ("indices", indices)):
+        if t.format != self.format:
+            raise _fail(
+                f"{name} has format {format_name(t.format)}; self, out and indices must share one "
+                f"format (self is {format_name(self.format)})"
+            )
+    if self.format == NDHWC or self.format in PRIVATE_FORMATS:
+        raise _fail(f"self has format {format_name(self.format)}, which Atlas A2/A3 does not support here")
+    _rank_in("self", self, (4, 5))
+    params = pool_params(kernel_size, stride, padding, dilation, ceil_mode)
+    if params.dilation != (1, 1, 1):
+        raise _fail(f"dilation {list(dilation)}: Atlas A2/A3 supports only dilation 1 in the forward")
+    if _numel(self) == 0 or _numel(out) == 0:
+        return None
+    spatial = self.shape[-3:]
+    expected = tuple(self.shape[:-3]) + pooled_shape(spatial, params)
+    for name, t in (("out", out), ("indices", indices)):
+        if not _shapes_match(t.shape, expected):
+            raise _fail(
+                f"{name} has shape {list(t.shape)}; pooling self {list(self.shape)} with these "
+                f"parameters gives {list(expected)}"
+            )
+    if prod(spatial) > INT32_MAX:
+        raise _fail(
+            f"self: D*H*W = {prod(spatial)} exceeds INT32_MAX, which Atlas A2/A3 cannot index",
+            INNER_NULLPTR,
+        )
+    return MaxPoolPlan(params, len(self.shape) == 5)
+
+
+# -- MaxPool3dWithArgmaxBackward ----------------------------------------------
+
+
+def max_pool3d_with_argmax_backward(
+    grad_output: TensorLike | None,
+    self: TensorLike | None,
+    indices: TensorLike | None,
+    kernel_size: Sequence[int] | None,
+    stride: Sequence[int] | None,
+    padding: Sequence[int] | None,
+    dilation: Sequence[int] | None,
+    ceil_mode: bool,
+    grad_input: TensorLike | None,
+) -> MaxPoolPlan | None:
+    """aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize checks (op-semantics.md section 3).
+
+    Beyond the L2 layer, the tiling rules are applied here too (gradOutput's N, C
+    and D, H, W must equal what pooling self gives, and padding must fit the
+    dilated kernel); the device reports those as 561002 or at launch, pyaclnn
+    reports them as 161002 from phase 1.
+    """
+    _require(
+        [("gradOutput", grad_output), ("self", self), ("indices", indices), ("kernelSize", kernel_size),
+         ("stride", stride), ("padding", padding), ("dilation", dilation), ("gradInput", grad_input)]
+    )
+    _dtype_in("self", self, POOL_DTYPES)
+    _dtype_in("indices", indices, INDEX_DTYPES)
+    _same_dtype("gradOutput", grad_output, "self", self)
+    _same_dtype("gradInput", grad_input, "self", self)
+    for name, t in (("gradOutput", grad_output), ("gradInput", grad_input)):
+        if t.format != self.format:
+            raise _fail(
+                f"{name} has format {format_name(t.format)}; self, gradOutput and gradInput must "
+                f"share one format (self is {format_name(self.format)})"
+            )
+    for name, t in (("gradOutput", grad_output), ("self", self), ("indices", indices), ("gradInput", grad_input)):
+        if t.format in PRIVATE_FORMATS:
+            raise _fail(f"{name} has the private format {format_name(t.format)}; use ND, NCHW or NCDHW")
+    for name, t in (("gradOutput", grad_output), ("gradInput", grad_input), ("indices", indices), ("self", self)):
+        _rank_in(name, t, (4, 5))
+    params = pool_params(kernel_size, stride, padding, dilation, ceil_mode)
+    spatial = self.shape[-3:]
+    if prod(spatial) > INT32_MAX:
+        raise _fail(f"self: D*H*W = {prod(spatial)} exceeds INT32_MAX, the Atlas A2/A3 limit")
+    if tuple(indices.shape) != tuple(grad_output.shape):
+        raise _fail(
+            f"indices has shape {list(indices.shape)}; it must equal gradOutput's shape {list(grad_output.shape)}"
+        )
+    if tuple(grad_input.shape) != tuple(self.shape):
+        raise _fail(f"gradInput has shape {list(grad_input.shape)}; it must equal self's shape {list(self.shape)}")
+    if _numel(grad_output) == 0 or _numel(self) == 0 or _numel(indices) == 0:
+        return None
+    # Tiling rules (see the docstring).
+    for axis, (p, k, d) in enumerate(zip(params.padding, params.kernel_size, params.dilation)):
+        if p > ((k - 1) * d + 1) // 2:
+            raise _fail(
+                f"padding {p} on axis {'DHW'[axis]} exceeds half the dilated kernel ((k-1)*d+1)/2 = {((k - 1) * d + 1) // 2}"
+            )
+    if len(grad_output.shape) != len(self.shape):
+        raise _fail(
+            f"gradOutput has rank {len(grad_output.shape)} but self has rank {len(self.shape)}; they must match"
+        )
+    expected = tuple(self.shape[:-3]) + pooled_shape(spatial, params)
+    if min(expected[-3:]) <= 0 or tuple(grad_output.shape) != expected:
+        raise _fail(
+            f"gradOutput has shape {list(grad_output.shape)}; pooling self {list(self.shape)} with these "
+            f"parameters gives {list(expected)}"
+        )
+    return MaxPoolPlan(params, len(self.shape) == 5)
+
+
+# -- GridSampler3D ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GridPlan:
+    channels_last: bool  # input (and gradOutput / out) are (N, D, H, W, C)
+    interpolation_mode: int
+    padding_mode: int
+    align_corners: bool
+    output_mask: tuple[bool, bool] = (True, True)
+
+
+def _modes(interpolation_mode: int, padding_mode: int) -> None:
+    if not 0 <= padding_mode <= 2:
+        raise _fail(f"paddingMode is {padding_mode}; it must be 0 (zeros), 1 (border) or 2 (reflection)")
+    if not 0 <= interpolation_mode <= 1:
+        raise _fail(f"interpolationMode is {interpolation_mode}; it must be 0 (bilinear) or 1 (nearest)")
+
+
+def _channels(t: TensorLike, channels_last: bool) -> int:
+    return t.shape[4] if channels_last else t.shape[1]
+
+
+def _spatial(t: TensorLike, channels_last: bool) -> tuple[int, ...]:
+    return tuple(t.shape[1:4]) if channels_last else tuple(t.shape[2:5])
+
+
+def grid_sampler3d(
+    input: TensorLike | None,
+    grid: TensorLike | None,
+    interpolation_mode: int,
+    padding_mode: int,
+    align_corners: bool,
+    out: TensorLike | None,
+) -> GridPlan | None:
+    """aclnnGridSampler3DGetWorkspaceSize checks (op-semantics.md section 4)."""
+    _require([("input", input), ("grid", grid), ("out", out)])
+    _dtype_in("input", input, GRID_DTYPES)
+    _same_dtype("grid", grid, "input", input)
+    _same_dtype("out", out, "input", input)
+    for name, t in (("input", input), ("out", out)):
+        if t.format not in (NCDHW, NDHWC, ND):
+            raise _fail(f"{name} has format {format_name(t.format)}; it must be NCDHW, NDHWC or ND")
+    _modes(interpolation_mode, padding_mode)
+    for name, t in (("input", input), ("grid", grid), ("out", out)):
+        _rank_in(name, t, (5,))
+    cl = input.format == NDHWC
+    if not (input.shape[0] == grid.shape[0] == out.shape[0]):
+        raise _fail(
+            f"N differs: input {input.shape[0]}, grid {grid.shape[0]}, out {out.shape[0]}; they must be equal"
+        )
+    if _channels(input, cl) != _channels(out, cl):
+        raise _fail(f"out has C = {_channels(out, cl)}; it must equal input's C = {_channels(input, cl)}")
+    if tuple(grid.shape[1:4]) != _spatial(out, cl):
+        raise _fail(
+            f"grid has (D, H, W) = {list(grid.shape[1:4])}; it must equal out's {list(_spatial(out, cl))}"
+        )
+    if input.shape[3] == 0 or input.shape[4] == 0:
+        raise _fail(f"input has shape {list(input.shape)}; its dims 3 and 4 must not be 0")
+    if grid.shape[4] != 3:
+        raise _fail(f"grid has last dim {grid.shape[4]}; it must be 3 (x, y, z)")
+    if _numel(input) == 0 or _numel(grid) == 0:
+        return None
+    return GridPlan(cl, interpolation_mode, padding_mode, bool(align_corners))
+
+
+# -- GridSampler3DBackward ----------------------------------------------------
+
+
+def grid_sampler3d_backward(
+    grad_output: TensorLike | None,
+    input: TensorLike | None,
+    grid: TensorLike | None,
+    interpolation_mode: int,
+    padding_mode: int,
+    align_corners: bool,
+    output_mask: Sequence[bool] | None,
+    input_grad: TensorLike | None,
+    grid_grad: TensorLike | None,
+) -> GridPlan | None:
+    """aclnnGridSampler3DBackwardGetWorkspaceSize checks (op-semantics.md section 5)."""
+    if output_mask is None:
+        return None
+    _require([("gradOutput", grad_output), ("input", input), ("grid", grid), ("inputGrad", input_grad),
+              ("gridGrad", grid_grad)])
+    _dtype_in("input", input, GRID_DTYPES)
+    for name, t in (("gradOutput", grad_output), ("grid", grid), ("inputGrad", input_grad), ("gridGrad", grid_grad)):
+        _same_dtype(name, t, "input", input)
+    _modes(interpolation_mode, padding_mode)
+    for name, t in (("input", input), ("grid", grid), ("gradOutput", grad_output)):
+        _rank_in(name, t, (5,))
+    cl = input.format == NDHWC
+    if not (input.shape[0] == grid.shape[0] == grad_output.shape[0]):
+        raise _fail(
+            f"N differs: input {input.shape[0]}, grid {grid.shape[0]}, gradOutput {grad_output.shape[0]}; "
+            "they must be equal"
+        )
+    if _channels(input, cl) != _channels(grad_output, cl):
+        raise _fail(
+            f"gradOutput has C = {_channels(grad_output, cl)}; it must equal input's C = {_channels(input, cl)}"
+        )
+    if tuple(grid.shape[1:4]) != _spatial(grad_output, cl):
+        raise _fail(
+            f"grid has (D, H, W) = {list(grid.shape[1:4])}; it must equal gradOutput's {list(_spatial(grad_output, cl))}"
+        )
+    if grid.shape[4] != 3:
+        raise _fail(f"grid has last dim {grid.shape[4]}; it must be 3 (x, y, z)")
+    if tuple(input_grad.shape) != tuple(input.shape):
+        raise _fail(f"inputGrad has shape {list(input_grad.shape)}; it must equal input's {list(input.shape)}")
+    if tuple(grid_grad.shape) != tuple(grid.shape):
+        raise _fail(f"gridGrad has shape {list(grid_grad.shape)}; it must equal grid's {list(grid.shape)}")
+    if len(output_mask) != 2:
+        raise _fail(f"outputMask has length {len(output_mask)}; it must have 2 entries (inputGrad, gridGrad)")
+    mask = (bool(output_mask[0]), bool(output_mask[1]))
+    if _numel(grad_output) == 0 or _numel(input) == 0 or _numel(grid) == 0 or not any(mask):
+        return None
+    return GridPlan(cl, interpolation_mode, padding_mode, bool(align_corners), mask)

@@ -1,0 +1,417 @@
+"""Pythonic runtime over the low-level API: devices, streams, device arrays, workspace.
+
+Ownership: every device allocation belongs to one :class:`DeviceArray` (views
+share their base's memory), every stream handle to one :class:`Stream`, every
+workspace buffer to the stream it serves. Each owner frees what it owns in an
+idempotent ``close()`` (also a context manager); a ``weakref.finalize`` frees
+it on garbage collection, and an exit hook closes whatever is still open, then
+resets the device and finalizes ACL, in the order the C API expects.
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+import weakref
+from collections.abc import Sequence
+from math import prod
+from typing import Any
+
+import numpy as np
+
+from . import _decl, acl
+from . import backends as _backends
+from . import dtypes as _dtypes
+from .errors import AclError
+
+_H2D = _decl.constant("ACL_MEMCPY_HOST_TO_DEVICE")
+_D2H = _decl.constant("ACL_MEMCPY_DEVICE_TO_HOST")
+_D2D = _decl.constant("ACL_MEMCPY_DEVICE_TO_DEVICE")
+_DETERMINISTIC = _decl.constant("ACL_OPT_DETERMINISTIC")
+_ARRAY_CACHE_LIMIT = 256  # distinct parameter tuples kept per backend
+
+
+class _Context:
+    """Per-backend process state: initialisation, device binding, cached parameter arrays."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.backend = _backends.get(name)
+        self.lock = threading.Lock()
+        self.initialized = False
+        self.tls = threading.local()
+        self.owners: weakref.WeakSet = weakref.WeakSet()  # open Streams and DeviceArrays
+        self.int_arrays: dict[tuple[int, ...], Any] = {}
+        self.bool_arrays: dict[tuple[bool, ...], Any] = {}
+        self.deterministic: bool | None = None
+
+    def ready(self) -> _Context:
+        """Initialise ACL once per process and bind device 0 once per thread."""
+        if not self.initialized:
+            with self.lock:
+                if not self.initialized:
+                    acl.init(backend=self.name)
+                    self.initialized = True
+                    atexit.register(self.shutdown)
+        if not getattr(self.tls, "device_set", False):
+            acl.rt.set_device(0, backend=self.name)
+            self.tls.device_set = True
+        return self
+
+    def cached_int_array(self, values: tuple[int, ...]) -> Any | None:
+        """A cached aclIntArray of ``values``, owned by this context and freed at shutdown.
+
+        None once the cache is full: the caller then creates and frees its own.
+        """
+        return self._cached(self.int_arrays, values, acl.create_int_array)
+
+    def cached_bool_array(self, values: tuple[bool, ...]) -> Any | None:
+        """A cached aclBoolArray of ``values`` (see :meth:`cached_int_array`)."""
+        return self._cached(self.bool_arrays, values, acl.create_bool_array)
+
+    def _cached(self, cache: dict, values: tuple, create) -> Any | None:
+        handle = cache.get(values)
+        if handle is None:
+            with self.lock:
+                handle = cache.get(values)
+                if handle is None and len(cache) < _ARRAY_CACHE_LIMIT:
+                    handle = cache[values] = create(values, backend=self.name)
+        return handle
+
+    def shutdown(self) -> None:
+        """Close every open owner, free cached arrays, reset the device, finalize ACL."""
+        if not self.initialized:
+            return
+        for owner in sorted(list(self.owners), key=lambda o: isinstance(o, Stream)):
+            try:
+                owner.close()
+            except AclError:
+                pass  # best effort at exit: report nothing, free the rest
+        for handle in self.int_arrays.values():
+            _quiet(acl.destroy_int_array, handle, backend=self.name)
+        for handle in self.bool_arrays.values():
+            _quiet(acl.destroy_bool_array, handle, backend=self.name)
+        self.int_arrays.clear()
+        self.bool_arrays.clear()
+        _quiet(acl.rt.reset_device, 0, backend=self.name)
+        _quiet(acl.finalize, backend=self.name)
+        self.initialized = False
+        self.tls = threading.local()
+
+
+def _quiet(fn, *args, **kwargs) -> None:
+    try:
+        fn(*args, **kwargs)
+    except AclError:
+        pass
+
+
+_contexts: dict[str, _Context] = {}
+_contexts_lock = threading.Lock()
+
+
+def context(backend: str | None = None) -> _Context:
+    """The ready context of ``backend`` (None: the active backend)."""
+    name = backend or _backends.active_name()
+    ctx = _contexts.get(name)
+    if ctx is None:
+        with _contexts_lock:
+            ctx = _contexts.get(name) or _Context(name)
+            _contexts[name] = ctx
+    return ctx.ready()
+
+
+def finalize(backend: str | None = None) -> None:
+    """Free everything pyaclnn holds on ``backend`` (all backends if None) and finalize ACL.
+
+    Open DeviceArrays and Streams are closed. pyaclnn can be used again
+    afterwards; it initialises again on first use.
+    """
+    for name, ctx in list(_contexts.items()):
+        if backend is None or name == backend:
+            ctx.shutdown()
+
+
+def set_deterministic(enabled: bool, *, backend: str | None = None) -> None:
+    """Ask for deterministic backward ops: ``aclrtCtxSetSysParamOpt(ACL_OPT_DETERMINISTIC, 0/1)``.
+
+    The backward ops accumulate with atomic adds on the NPU unless this is on.
+    The numpy backend is always deterministic; it records the setting.
+    Set once per thread, before the ops it should apply to.
+    """
+    ctx = context(backend)
+    value = bool(enabled)
+    if ctx.deterministic is not value:
+        acl.rt.ctx_set_sys_param_opt(_DETERMINISTIC, int(value), backend=ctx.name)
+        ctx.deterministic = value
+
+
+# -- streams and workspace ---------------------------------------------------
+
+
+def _destroy_stream(backend: str, handle: Any, workspace: list[int]) -> None:
+    try:
+        acl.rt.synchronize_stream(handle, backend=backend)
+    finally:
+        if workspace[0]:
+            _quiet(acl.rt.free, workspace[0], backend=backend)
+            workspace[0] = 0
+        acl.rt.destroy_stream(handle, backend=backend)
+
+
+class Stream:
+    """An ACL stream with its own workspace buffer (``aclrtCreateStream``).
+
+    Work on different streams may run concurrently; give each thread its own.
+    ``close()`` synchronizes, frees the workspace and destroys the stream.
+    """
+
+    def __init__(self, backend: str | None = None) -> None:
+        ctx = context(backend)
+        self.backend = ctx.name
+        self.handle = acl.rt.create_stream(backend=ctx.name)
+        self._workspace = [0, 0]  # [pointer, size]: shared with the finalizer
+        self._finalizer = weakref.finalize(self, _destroy_stream, self.backend, self.handle, self._workspace)
+        self._finalizer.atexit = False  # the context's exit hook closes streams in order
+        ctx.owners.add(self)
+
+    @property
+    def closed(self) -> bool:
+        return not self._finalizer.alive
+
+    def synchronize(self) -> None:
+        """Wait until all work queued on this stream is done (``aclrtSynchronizeStream``)."""
+        self._check_open()
+        acl.rt.synchronize_stream(self.handle, backend=self.backend)
+
+    def workspace(self, size: int) -> int:
+        """Device pointer to at least ``size`` bytes of workspace (0 for size 0), reused across calls."""
+        self._check_open()
+        if size <= 0:
+            return 0
+        if size > self._workspace[1]:
+            if self._workspace[0]:
+                acl.rt.synchronize_stream(self.handle, backend=self.backend)  # the old buffer may be in use
+                acl.rt.free(self._workspace[0], backend=self.backend)
+                self._workspace[:] = [0, 0]
+            ptr = acl.rt.malloc(size, backend=self.backend)
+            self._workspace[:] = [ptr, size]
+        return self._workspace[0]
+
+    def close(self) -> None:
+        """Synchronize and destroy the stream; a second call does nothing."""
+        self._finalizer()
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ValueError("stream is closed")
+
+    def __enter__(self) -> Stream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<pyaclnn.Stream backend={self.backend!r}{' closed' if self.closed else ''}>"
+
+
+def default_stream(backend: str | None = None) -> Stream:
+    """The calling thread's default stream on ``backend``, created on first use."""
+    ctx = context(backend)
+    stream = getattr(ctx.tls, "stream", None)
+    if stream is None or stream.closed:
+        stream = Stream(ctx.name)
+        ctx.tls.stream = stream
+    return stream
+
+
+# -- device memory -----------------------------------------------------------
+
+
+def _free_memory(backend: str, ptr: int, descriptors: dict) -> None:
+    for handle in descriptors.values():
+        _quiet(acl.destroy_tensor, handle, backend=backend)
+    descriptors.clear()
+    if ptr:
+        acl.rt.free(ptr, backend=backend)
+
+
+class DeviceArray:
+    """An array in device memory: shape, strides and offset (in elements) over an owned allocation.
+
+    Create one with :func:`to_device` or :func:`empty`; read it back with
+    :meth:`numpy`. ``close()`` frees the memory (and the aclTensor descriptors
+    cached for it); a closed array raises ValueError when used.
+    """
+
+    def __init__(
+        self,
+        shape: Sequence[int],
+        dtype: np.dtype,
+        *,
+        strides: Sequence[int] | None = None,
+        offset: int = 0,
+        storage_size: int | None = None,
+        backend: str | None = None,
+    ) -> None:
+        ctx = context(backend)
+        self.backend = ctx.name
+        self.shape = tuple(int(d) for d in shape)
+        self.dtype = np.dtype(dtype)
+        _dtypes.from_numpy(self.dtype)  # TypeError for dtypes ACL has no name for
+        self.strides = tuple(strides) if strides is not None else _contiguous_strides(self.shape)
+        self.offset = int(offset)
+        self.storage_size = prod(self.shape) if storage_size is None else int(storage_size)
+        nbytes = self.storage_size * self.dtype.itemsize
+        self.ptr = acl.rt.malloc(nbytes, backend=self.backend) if nbytes else 0
+        self._descriptors: dict[int, Any] = {}  # aclFormat -> aclTensor, freed with the memory
+        self._finalizer = weakref.finalize(self, _free_memory, self.backend, self.ptr, self._descriptors)
+        self._finalizer.atexit = False
+        ctx.owners.add(self)
+
+    # -- properties ---------------------------------------------------------
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the allocation (the storage the view lies in)."""
+        return self.storage_size * self.dtype.itemsize
+
+    @property
+    def closed(self) -> bool:
+        return not self._finalizer.alive
+
+    def is_contiguous(self) -> bool:
+        return self.offset == 0 and self.strides == _contiguous_strides(self.shape)
+
+    # -- conversion ---------------------------------------------------------
+    def numpy(self) -> np.ndarray:
+        """A NumPy copy of the array (``aclrtMemcpy`` device to host)."""
+        self._check_open()
+        storage = np.empty(self.storage_size, dtype=self.dtype)
+        if self.nbytes:
+            acl.rt.memcpy(storage, storage.nbytes, self.ptr, self.nbytes, _D2H, backend=self.backend)
+        if self.is_contiguous() and self.storage_size == self.size:
+            return storage.reshape(self.shape)
+        if self.size == 0:
+            return np.empty(self.shape, dtype=self.dtype)
+        view = np.lib.stride_tricks.as_strided(
+            storage[self.offset :],
+            shape=self.shape,
+            strides=tuple(s * self.dtype.itemsize for s in self.strides),
+            writeable=False,
+        )
+        return np.array(view)
+
+    def descriptor(self, fmt: int) -> Any:
+        """The aclTensor describing this array with format ``fmt``; cached, owned by the array."""
+        handle = self._descriptors.get(fmt)
+        if handle is None:
+            self._check_open()
+            handle = acl.create_tensor(
+                self.shape, _dtypes.from_numpy(self.dtype), self.strides, self.offset, fmt,
+                (self.storage_size,), self.ptr, backend=self.backend,
+            )
+            self._descriptors[fmt] = handle
+        return handle
+
+    def fill_zero(self) -> None:
+        """Set the whole allocation to zero (``aclrtMemset``)."""
+        self._check_open()
+        if self.nbytes:
+            acl.rt.memset(self.ptr, self.nbytes, 0, self.nbytes, backend=self.backend)
+
+    def close(self) -> None:
+        """Free the device memory; a second call does nothing."""
+        self._finalizer()
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ValueError("DeviceArray is closed: its device memory was freed")
+
+    def __enter__(self) -> DeviceArray:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = " closed" if self.closed else ""
+        return f"<pyaclnn.DeviceArray shape={self.shape} dtype={self.dtype} backend={self.backend!r}{state}>"
+
+
+def _contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    strides, step = [], 1
+    for d in reversed(shape):
+        strides.append(step)
+        step *= max(d, 1)
+    return tuple(reversed(strides))
+
+
+def empty(shape: Sequence[int], dtype: Any = np.float32, *, backend: str | None = None) -> DeviceArray:
+    """An uninitialised contiguous DeviceArray."""
+    return DeviceArray(shape, np.dtype(dtype), backend=backend)
+
+
+def zeros(shape: Sequence[int], dtype: Any = np.float32, *, backend: str | None = None) -> DeviceArray:
+    """A zero-filled contiguous DeviceArray."""
+    array = empty(shape, dtype, backend=backend)
+    array.fill_zero()
+    return array
+
+
+def _covering_storage(x: np.ndarray) -> tuple[np.ndarray, tuple[int, ...], int]:
+    """The bytes spanned by ``x`` as a 1-D array, and x's strides and offset within it (in elements)."""
+    itemsize = x.dtype.itemsize
+    if x.flags.c_contiguous:
+        return x.reshape(-1), _contiguous_strides(x.shape), 0
+    if any(s % itemsize for s in x.strides):
+        x = np.ascontiguousarray(x)  # strides that are not whole elements cannot be described
+        return x.reshape(-1), _contiguous_strides(x.shape), 0
+    strides = tuple(s // itemsize for s in x.strides)
+    low = sum(s * (d - 1) for s, d in zip(strides, x.shape) if s < 0)
+    high = sum(s * (d - 1) for s, d in zip(strides, x.shape) if s > 0)
+    corner = x[tuple(slice(d - 1, d) if s < 0 else slice(0, 1) for s, d in zip(strides, x.shape))]
+    span = np.lib.stride_tricks.as_strided(corner, shape=(high - low + 1,), strides=(itemsize,), writeable=False)
+    return span, strides, -low
+
+
+def to_device(x: Any, *, backend: str | None = None) -> DeviceArray:
+    """Copy ``x`` to device memory (``aclrtMalloc`` + ``aclrtMemcpy``).
+
+    A non-contiguous NumPy view is copied once together with the storage it
+    spans and described with its strides, not densified. A DeviceArray is
+    returned as is when it already lives on ``backend``.
+
+    Parameters
+    ----------
+    x : array_like or DeviceArray
+        Data of a dtype ACL names (float32, float16, bfloat16, float64, int32, int64, ...).
+    backend : {"numpy", "npu"}, optional
+        Where to put it; the active backend by default.
+    """
+    if isinstance(x, DeviceArray):
+        name = backend or _backends.active_name()
+        if x.backend == name:
+            return x
+        return to_device(x.numpy(), backend=name)
+    x = np.asarray(x)
+    if x.size == 0:
+        return DeviceArray(x.shape, x.dtype, backend=backend)
+    storage, strides, offset = _covering_storage(x)
+    array = DeviceArray(x.shape, x.dtype, strides=strides, offset=offset, storage_size=storage.size,
+                        backend=backend)
+    try:
+        host = np.ascontiguousarray(storage)
+        acl.rt.memcpy(array.ptr, array.nbytes, host, host.nbytes, _H2D, backend=array.backend)
+    except BaseException:
+        array.close()
+        raise
+    return array
