@@ -256,13 +256,12 @@ def max_pool3d_with_argmax(
             out.descriptor(_dtypes.ACL_FORMAT_ND), indices.descriptor(_dtypes.ACL_FORMAT_ND),
             outputs=(out, indices),
         )
-        if wanted != device_dtype:
-            host = indices.numpy().astype(wanted)
-            if call.device_results:
-                indices.close()
-                return out, runtime.to_device(host, backend=call.backend)
-            return call.result(out), host
-        return call.result(out), call.result(indices)
+        if wanted == device_dtype:
+            return call.result(out), call.result(indices)
+        widened = indices.numpy().astype(wanted)
+        if call.device_results:
+            widened = runtime.to_device(widened, backend=call.backend)
+        return call.result(out), widened
 
 
 def _int32_indices(call: _Call, indices: DeviceArray) -> DeviceArray:

@@ -297,7 +297,8 @@ class DeviceArray:
         self._check_open()
         storage = np.empty(self.storage_size, dtype=self.dtype)
         if self.nbytes:
-            acl.rt.memcpy(storage, storage.nbytes, self.ptr, self.nbytes, _D2H, backend=self.backend)
+            # as bytes: the buffer protocol has no format for bfloat16
+            acl.rt.memcpy(storage.view(np.uint8), storage.nbytes, self.ptr, self.nbytes, _D2H, backend=self.backend)
         if self.is_contiguous() and self.storage_size == self.size:
             return storage.reshape(self.shape)
         if self.size == 0:
@@ -409,7 +410,7 @@ def to_device(x: Any, *, backend: str | None = None) -> DeviceArray:
     array = DeviceArray(x.shape, x.dtype, strides=strides, offset=offset, storage_size=storage.size,
                         backend=backend)
     try:
-        host = np.ascontiguousarray(storage)
+        host = np.ascontiguousarray(storage).view(np.uint8)
         acl.rt.memcpy(array.ptr, array.nbytes, host, host.nbytes, _H2D, backend=array.backend)
     except BaseException:
         array.close()

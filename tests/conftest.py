@@ -24,3 +24,17 @@ def torch():
         pytest.skip("PyTorch is not installed: the oracle comparisons need it (pip install torch)")
     _torch.set_num_threads(1)
     return _torch
+
+
+@pytest.fixture(params=["numpy"])
+def backend(request):
+    """Name of the backend under test; after the test, everything pyaclnn holds is
+    freed and the backend must report no live object (no leak, no double free)."""
+    import pyaclnn
+    from pyaclnn import backends
+
+    name = request.param
+    yield name
+    pyaclnn.finalize(name)
+    counts = backends.get(name).live_counts()
+    assert counts is None or not any(counts.values()), f"live objects left on {name}: {counts}"

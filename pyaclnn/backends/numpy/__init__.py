@@ -212,12 +212,19 @@ class NumpyBackend:
             return heap.bytes_at(int(where), count, what)
         if side == "device":
             raise HeapError(f"{what} must be a device address (an int from aclrtMalloc), got {type(where).__name__}")
-        view = memoryview(where)
-        if writable and view.readonly:
-            raise HeapError(f"{what} is a read-only buffer")
-        if not view.c_contiguous:
-            raise HeapError(f"{what} must be a contiguous buffer")
-        flat = np.frombuffer(view.cast("B"), dtype=np.uint8) if view.nbytes else np.empty(0, np.uint8)
+        if isinstance(where, np.ndarray):  # also dtypes without a buffer format, such as bfloat16
+            if not where.flags.c_contiguous:
+                raise HeapError(f"{what} must be a contiguous buffer")
+            if writable and not where.flags.writeable:
+                raise HeapError(f"{what} is a read-only buffer")
+            flat = where.reshape(-1).view(np.uint8)
+        else:
+            view = memoryview(where)
+            if writable and view.readonly:
+                raise HeapError(f"{what} is a read-only buffer")
+            if not view.c_contiguous:
+                raise HeapError(f"{what} must be a contiguous buffer")
+            flat = np.frombuffer(view.cast("B"), dtype=np.uint8) if view.nbytes else np.empty(0, np.uint8)
         if count > flat.size:
             raise HeapError(f"{what} holds {flat.size} bytes; {count} were asked for")
         return flat[:count]
@@ -431,7 +438,10 @@ class NumpyBackend:
             p = plan.params
 
             def run() -> None:
-                xa, oa, ia = (_batched(self._array(t, n), plan) for t, n in ((x, "self"), (o, "out"), (i, "indices")))
+                xa = _batched(self._array(x, "self"), plan)
+                # out and indices may hold their single element in another shape (the op allows it)
+                shape = xa.shape[:2] + _checks.pooled_shape(xa.shape[2:], p)
+                oa, ia = (self._array(t, n).reshape(shape) for t, n in ((o, "out"), (i, "indices")))
                 _pool.max_pool3d_with_argmax(xa, p.kernel_size, p.stride, p.padding, p.dilation, p.ceil_mode, oa, ia)
 
             return run
