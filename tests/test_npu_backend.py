@@ -277,8 +277,8 @@ def test_handles_of_the_wrong_kind_are_type_errors(npu, stream):
             npu.aclnnMaxPool3dWithArgmax(0, 0, None, handle)
         with pytest.raises(TypeError, match=r"aclrtSynchronizeStream: stream must be a stream"):
             npu.aclrtSynchronizeStream(0)
-        with pytest.raises(TypeError, match=r"aclnnGridSampler3DBackward: executor"):
-            npu.aclnnGridSampler3DBackward(0, 0, handle, stream)
+        with pytest.raises(TypeError, match=r"aclnnMaxPool3dWithArgmaxBackward: executor"):
+            npu.aclnnMaxPool3dWithArgmaxBackward(0, 0, handle, stream)
     finally:
         npu.aclDestroyTensor(handle)
         npu.aclDestroyIntArray(k)

@@ -53,6 +53,7 @@ _EXECPP = ffi.typeof("aclOpExecutor **")
 # a private tag type for the streams we hand out keeps them apart from tensors.
 _STREAM = ffi.typeof("struct pyaclnnStream *")
 _STREAMP = ffi.typeof("aclrtStream *")
+_CDATA = type(ffi.cast(_STREAM, 0))  # the class of non-owning cdata, as returned by C
 
 #: Names of pyaclnnEmuLiveCounts' slots, in the order the emulator fills them.
 LIVE_COUNT_NAMES = ("device_allocs", "host_allocs", "tensors", "int_arrays", "bool_arrays", "executors", "streams")
@@ -192,7 +193,7 @@ def _host(value: Any, nbytes: int, writable: bool, api: str, param: str) -> Any:
     except (TypeError, ValueError, BufferError) as exc:
         need = "a writable C-contiguous buffer" if writable else "a C-contiguous buffer"
         raise TypeError(f"{api}: {param} must be an int address or {need}, got {_describe(value)}: {exc}") from None
-    if type(nbytes) is int and nbytes > len(buf):
+    if isinstance(nbytes, numbers.Integral) and int(nbytes) > len(buf):
         raise ValueError(f"{api}: {param} holds {len(buf)} bytes but the call would access {nbytes}")
     return buf
 
@@ -237,7 +238,7 @@ def _cstring(value: str | bytes | os.PathLike | None, api: str, param: str) -> A
 def _stream(stream: Any, api: str) -> Any:
     if stream is None:
         return NULL
-    if isinstance(stream, ffi.CData) and ffi.typeof(stream) is _STREAM:
+    if type(stream) is _CDATA and ffi.typeof(stream) is _STREAM:
         return stream
     raise TypeError(f"{api}: stream must be a stream from aclrtCreateStream (or None), got {_describe(stream)}")
 
@@ -525,104 +526,144 @@ class NpuBackend:
             raise self._bad_argument("aclDestroyAclOpExecutor", (executor,), exc) from None
 
     # -- operators (libopapi*) -------------------------------------------------------
-    # Phase 1: (status, workspace size, executor or None). The executor is
-    # None on failure whatever the library left in the out-parameter.
+    # The hot path: no per-call allocation of the out-parameters (one pair per
+    # thread, reset before each call), no extra Python call per argument. On
+    # failure the executor is None whatever the library left behind.
     def aclnnMaxPool3dWithArgmaxGetWorkspaceSize(
         self, self_: Any, kernel_size: Any, stride: Any, padding: Any,
         dilation: Any, ceil_mode: bool, out: Any, indices: Any,
     ) -> tuple[int, int, Any | None]:
-        size, executor = ffi.new(_U64P), ffi.new(_EXECPP)
-        args = (
-            NULL if self_ is None else self_, NULL if kernel_size is None else kernel_size,
-            NULL if stride is None else stride, NULL if padding is None else padding,
-            NULL if dilation is None else dilation, ceil_mode,
-            NULL if out is None else out, NULL if indices is None else indices, size, executor,
-        )
+        size, executor = _outs()
         try:
-            status = self._c.aclnnMaxPool3dWithArgmaxGetWorkspaceSize(*args)
+            status = self._c.aclnnMaxPool3dWithArgmaxGetWorkspaceSize(
+                NULL if self_ is None else self_, NULL if kernel_size is None else kernel_size,
+                NULL if stride is None else stride, NULL if padding is None else padding,
+                NULL if dilation is None else dilation, ceil_mode,
+                NULL if out is None else out, NULL if indices is None else indices, size, executor,
+            )
         except (TypeError, OverflowError) as exc:
-            raise self._bad_argument("aclnnMaxPool3dWithArgmaxGetWorkspaceSize", args, exc) from None
+            args = (self_, kernel_size, stride, padding, dilation, ceil_mode, out, indices)
+            raise self._bad_argument("aclnnMaxPool3dWithArgmaxGetWorkspaceSize", _nulls(args), exc) from None
         ex = executor[0]
         return status, size[0], (ex if status == 0 and ex != NULL else None)
 
     def aclnnMaxPool3dWithArgmax(self, workspace: int, workspace_size: int, executor: Any, stream: Any) -> int:
-        return self._phase2("aclnnMaxPool3dWithArgmax", workspace, workspace_size, executor, stream)
+        api = "aclnnMaxPool3dWithArgmax"
+        ws = NULL if workspace == 0 else _pointer(workspace, api, "workspace")
+        st = _stream(stream, api)
+        try:
+            return self._c.aclnnMaxPool3dWithArgmax(ws, workspace_size, NULL if executor is None else executor, st)
+        except (TypeError, OverflowError) as exc:
+            raise self._bad_argument(api, (ws, workspace_size, _null(executor), st), exc) from None
 
     def aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize(
         self, grad_output: Any, self_: Any, indices: Any, kernel_size: Any, stride: Any,
         padding: Any, dilation: Any, ceil_mode: bool, grad_input: Any,
     ) -> tuple[int, int, Any | None]:
-        size, executor = ffi.new(_U64P), ffi.new(_EXECPP)
-        args = (
-            NULL if grad_output is None else grad_output, NULL if self_ is None else self_,
-            NULL if indices is None else indices, NULL if kernel_size is None else kernel_size,
-            NULL if stride is None else stride, NULL if padding is None else padding,
-            NULL if dilation is None else dilation, ceil_mode,
-            NULL if grad_input is None else grad_input, size, executor,
-        )
+        size, executor = _outs()
         try:
-            status = self._c.aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize(*args)
+            status = self._c.aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize(
+                NULL if grad_output is None else grad_output, NULL if self_ is None else self_,
+                NULL if indices is None else indices, NULL if kernel_size is None else kernel_size,
+                NULL if stride is None else stride, NULL if padding is None else padding,
+                NULL if dilation is None else dilation, ceil_mode,
+                NULL if grad_input is None else grad_input, size, executor,
+            )
         except (TypeError, OverflowError) as exc:
-            raise self._bad_argument("aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize", args, exc) from None
+            args = (grad_output, self_, indices, kernel_size, stride, padding, dilation, ceil_mode, grad_input)
+            raise self._bad_argument(
+                "aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize", _nulls(args), exc) from None
         ex = executor[0]
         return status, size[0], (ex if status == 0 and ex != NULL else None)
 
     def aclnnMaxPool3dWithArgmaxBackward(
         self, workspace: int, workspace_size: int, executor: Any, stream: Any
     ) -> int:
-        return self._phase2("aclnnMaxPool3dWithArgmaxBackward", workspace, workspace_size, executor, stream)
+        api = "aclnnMaxPool3dWithArgmaxBackward"
+        ws = NULL if workspace == 0 else _pointer(workspace, api, "workspace")
+        st = _stream(stream, api)
+        try:
+            return self._c.aclnnMaxPool3dWithArgmaxBackward(
+                ws, workspace_size, NULL if executor is None else executor, st)
+        except (TypeError, OverflowError) as exc:
+            raise self._bad_argument(api, (ws, workspace_size, _null(executor), st), exc) from None
 
     def aclnnGridSampler3DGetWorkspaceSize(
         self, input: Any, grid: Any, interpolation_mode: int, padding_mode: int,
         align_corners: bool, out: Any,
     ) -> tuple[int, int, Any | None]:
-        size, executor = ffi.new(_U64P), ffi.new(_EXECPP)
-        args = (
-            NULL if input is None else input, NULL if grid is None else grid,
-            interpolation_mode, padding_mode, align_corners,
-            NULL if out is None else out, size, executor,
-        )
+        size, executor = _outs()
         try:
-            status = self._c.aclnnGridSampler3DGetWorkspaceSize(*args)
+            status = self._c.aclnnGridSampler3DGetWorkspaceSize(
+                NULL if input is None else input, NULL if grid is None else grid,
+                interpolation_mode, padding_mode, align_corners,
+                NULL if out is None else out, size, executor,
+            )
         except (TypeError, OverflowError) as exc:
-            raise self._bad_argument("aclnnGridSampler3DGetWorkspaceSize", args, exc) from None
+            args = (input, grid, interpolation_mode, padding_mode, align_corners, out)
+            raise self._bad_argument("aclnnGridSampler3DGetWorkspaceSize", _nulls(args), exc) from None
         ex = executor[0]
         return status, size[0], (ex if status == 0 and ex != NULL else None)
 
     def aclnnGridSampler3D(self, workspace: int, workspace_size: int, executor: Any, stream: Any) -> int:
-        return self._phase2("aclnnGridSampler3D", workspace, workspace_size, executor, stream)
+        api = "aclnnGridSampler3D"
+        ws = NULL if workspace == 0 else _pointer(workspace, api, "workspace")
+        st = _stream(stream, api)
+        try:
+            return self._c.aclnnGridSampler3D(ws, workspace_size, NULL if executor is None else executor, st)
+        except (TypeError, OverflowError) as exc:
+            raise self._bad_argument(api, (ws, workspace_size, _null(executor), st), exc) from None
 
     def aclnnGridSampler3DBackwardGetWorkspaceSize(
         self, grad_output: Any, input: Any, grid: Any, interpolation_mode: int, padding_mode: int,
         align_corners: bool, output_mask: Any, input_grad: Any, grid_grad: Any,
     ) -> tuple[int, int, Any | None]:
-        size, executor = ffi.new(_U64P), ffi.new(_EXECPP)
-        args = (
-            NULL if grad_output is None else grad_output, NULL if input is None else input,
-            NULL if grid is None else grid, interpolation_mode, padding_mode, align_corners,
-            NULL if output_mask is None else output_mask,
-            NULL if input_grad is None else input_grad, NULL if grid_grad is None else grid_grad,
-            size, executor,
-        )
+        size, executor = _outs()
         try:
-            status = self._c.aclnnGridSampler3DBackwardGetWorkspaceSize(*args)
+            status = self._c.aclnnGridSampler3DBackwardGetWorkspaceSize(
+                NULL if grad_output is None else grad_output, NULL if input is None else input,
+                NULL if grid is None else grid, interpolation_mode, padding_mode, align_corners,
+                NULL if output_mask is None else output_mask,
+                NULL if input_grad is None else input_grad, NULL if grid_grad is None else grid_grad,
+                size, executor,
+            )
         except (TypeError, OverflowError) as exc:
-            raise self._bad_argument("aclnnGridSampler3DBackwardGetWorkspaceSize", args, exc) from None
+            args = (grad_output, input, grid, interpolation_mode, padding_mode, align_corners,
+                    output_mask, input_grad, grid_grad)
+            raise self._bad_argument("aclnnGridSampler3DBackwardGetWorkspaceSize", _nulls(args), exc) from None
         ex = executor[0]
         return status, size[0], (ex if status == 0 and ex != NULL else None)
 
     def aclnnGridSampler3DBackward(self, workspace: int, workspace_size: int, executor: Any, stream: Any) -> int:
-        return self._phase2("aclnnGridSampler3DBackward", workspace, workspace_size, executor, stream)
-
-    def _phase2(self, api: str, workspace: int, workspace_size: int, executor: Any, stream: Any) -> int:
-        # Workspace size 0: pass NULL, as CANN's own samples do.
-        ws = ffi.cast(_VOIDP, workspace) if type(workspace) is int else _pointer(workspace, api, "workspace")
+        api = "aclnnGridSampler3DBackward"
+        ws = NULL if workspace == 0 else _pointer(workspace, api, "workspace")
         st = _stream(stream, api)
-        args = (ws, workspace_size, NULL if executor is None else executor, st)
         try:
-            return getattr(self._c, api)(*args)
+            return self._c.aclnnGridSampler3DBackward(ws, workspace_size, NULL if executor is None else executor, st)
         except (TypeError, OverflowError) as exc:
-            raise self._bad_argument(api, args, exc) from None
+            raise self._bad_argument(api, (ws, workspace_size, _null(executor), st), exc) from None
+
+
+_tls = threading.local()
+
+
+def _outs() -> tuple[Any, Any]:
+    """This thread's (workspace size, executor) out-parameters, reset for a new call."""
+    try:
+        size, executor = _tls.outs
+    except AttributeError:
+        size, executor = _tls.outs = (ffi.new(_U64P), ffi.new(_EXECPP))
+    size[0] = 0
+    executor[0] = NULL
+    return size, executor
+
+
+def _null(value: Any) -> Any:
+    return NULL if value is None else value
+
+
+def _nulls(values: tuple) -> tuple:
+    return tuple(NULL if v is None else v for v in values)
 
 
 # -- probe ----------------------------------------------------------------------
