@@ -1,0 +1,459 @@
+/* Shared helpers of the emulated operators; see ops_common.h. */
+#include "ops_common.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- fp16 / bf16 ------------------------------------------------------- */
+
+static uint32_t float_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static float bits_float(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+float emu_half_to_float(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1Fu;
+    uint32_t mant = h & 0x3FFu;
+    if (exp == 0x1F) {
+        return bits_float(sign | 0x7F800000u | (mant << 13));
+    }
+    if (exp == 0) {
+        /* zero or subnormal: mant * 2^-24, exact in float */
+        float v = (float)mant * 0x1p-24f;
+        return sign ? -v : v;
+    }
+    return bits_float(sign | ((exp + 112u) << 23) | (mant << 13));
+}
+
+uint16_t emu_float_to_half(float f)
+{
+    uint32_t x = float_bits(f);
+    uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+    uint32_t ax = x & 0x7FFFFFFFu;
+    if (ax >= 0x7F800000u) { /* inf or NaN (NaN stays quiet NaN) */
+        return (uint16_t)(sign | (ax > 0x7F800000u ? 0x7E00u : 0x7C00u));
+    }
+    if (ax >= 0x477FF000u) { /* >= 65520 rounds to infinity */
+        return (uint16_t)(sign | 0x7C00u);
+    }
+    if (ax < 0x38800000u) { /* below 2^-14: subnormal half; the product is exact */
+        float scaled = bits_float(ax) * 0x1p24f;
+        return (uint16_t)(sign | (uint16_t)nearbyintf(scaled));
+    }
+    /* normal: add the rounding bias (ties to even), then rebias the exponent */
+    ax += 0xFFFu + ((ax >> 13) & 1u);
+    return (uint16_t)(sign | ((ax - 0x38000000u) >> 13));
+}
+
+float emu_bf16_to_float(uint16_t b) { return bits_float((uint32_t)b << 16); }
+
+uint16_t emu_float_to_bf16(float f)
+{
+    uint32_t x = float_bits(f);
+    if ((x & 0x7FFFFFFFu) > 0x7F800000u) {
+        return (uint16_t)((x >> 16) | 0x0040u); /* quiet NaN */
+    }
+    x += 0x7FFFu + ((x >> 16) & 1u);
+    return (uint16_t)(x >> 16);
+}
+
+/* ---- views -------------------------------------------------------------- */
+
+const char *emu_dtype_name(aclDataType dtype)
+{
+    switch (dtype) {
+    case ACL_FLOAT: return "FLOAT";
+    case ACL_FLOAT16: return "FLOAT16";
+    case ACL_BF16: return "BF16";
+    case ACL_DOUBLE: return "DOUBLE";
+    case ACL_INT32: return "INT32";
+    case ACL_INT64: return "INT64";
+    case ACL_INT8: return "INT8";
+    case ACL_UINT8: return "UINT8";
+    case ACL_INT16: return "INT16";
+    case ACL_UINT16: return "UINT16";
+    case ACL_UINT32: return "UINT32";
+    case ACL_UINT64: return "UINT64";
+    case ACL_BOOL: return "BOOL";
+    default: return "another type";
+    }
+}
+
+void emu_snapshot(emu_view *v, const aclTensor *t)
+{
+    memset(v, 0, sizeof *v);
+    v->data = t->data;
+    v->dtype = t->dtype;
+    v->itemsize = aclDataTypeSize(t->dtype);
+    v->ndim = t->ndim;
+    memcpy(v->dims, t->dims, sizeof v->dims);
+    memcpy(v->strides, t->strides, sizeof v->strides);
+    v->offset = t->offset;
+    v->format = t->format;
+    size_t elems = 1;
+    for (int i = 0; i < t->storage_ndim; i++) {
+        elems *= (size_t)t->storage_dims[i];
+    }
+    v->storage_bytes = elems * v->itemsize;
+}
+
+int64_t emu_numel(const emu_view *v)
+{
+    int64_t n = 1;
+    for (int i = 0; i < v->ndim; i++) {
+        n *= v->dims[i];
+    }
+    return n;
+}
+
+double emu_load(const emu_view *v, int64_t elem)
+{
+    const char *p = v->data + (v->offset + elem) * (int64_t)v->itemsize;
+    switch (v->dtype) {
+    case ACL_FLOAT: {
+        float f;
+        memcpy(&f, p, sizeof f);
+        return f;
+    }
+    case ACL_FLOAT16: {
+        uint16_t h;
+        memcpy(&h, p, sizeof h);
+        return emu_half_to_float(h);
+    }
+    case ACL_BF16: {
+        uint16_t b;
+        memcpy(&b, p, sizeof b);
+        return emu_bf16_to_float(b);
+    }
+    case ACL_DOUBLE: {
+        double d;
+        memcpy(&d, p, sizeof d);
+        return d;
+    }
+    default:
+        return (double)emu_load_index(v, elem);
+    }
+}
+
+void emu_store(const emu_view *v, int64_t elem, double value)
+{
+    char *p = v->data + (v->offset + elem) * (int64_t)v->itemsize;
+    switch (v->dtype) {
+    case ACL_FLOAT: {
+        float f = (float)value;
+        memcpy(p, &f, sizeof f);
+        break;
+    }
+    case ACL_FLOAT16: {
+        uint16_t h = emu_float_to_half((float)value);
+        memcpy(p, &h, sizeof h);
+        break;
+    }
+    case ACL_BF16: {
+        uint16_t b = emu_float_to_bf16((float)value);
+        memcpy(p, &b, sizeof b);
+        break;
+    }
+    case ACL_DOUBLE:
+        memcpy(p, &value, sizeof value);
+        break;
+    default:
+        emu_store_index(v, elem, (int64_t)value);
+        break;
+    }
+}
+
+int64_t emu_load_index(const emu_view *v, int64_t elem)
+{
+    const char *p = v->data + (v->offset + elem) * (int64_t)v->itemsize;
+    if (v->dtype == ACL_INT64) {
+        int64_t i;
+        memcpy(&i, p, sizeof i);
+        return i;
+    }
+    int32_t i;
+    memcpy(&i, p, sizeof i);
+    return i;
+}
+
+void emu_store_index(const emu_view *v, int64_t elem, int64_t value)
+{
+    char *p = v->data + (v->offset + elem) * (int64_t)v->itemsize;
+    if (v->dtype == ACL_INT64) {
+        memcpy(p, &value, sizeof value);
+    } else {
+        int32_t i = (int32_t)value;
+        memcpy(p, &i, sizeof i);
+    }
+}
+
+/* ---- phase-1 checks ----------------------------------------------------- */
+
+static const char *kind_name(int kind)
+{
+    return kind == EMU_TENSOR ? "aclTensor" : kind == EMU_INT_ARRAY ? "aclIntArray" : "aclBoolArray";
+}
+
+aclnnStatus emu_check_args(const char *api, int n, const char *const names[], const void *const ptrs[],
+                           const int kinds[])
+{
+    for (int i = 0; i < n; i++) {
+        if (ptrs[i] == NULL) {
+            pyaclnnEmuSetError("%s: %s is NULL; expected an %s", api, names[i], kind_name(kinds[i]));
+            return ACLNN_ERR_PARAM_NULLPTR;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        if (!pyaclnnEmuHandleIsLive(kinds[i], ptrs[i])) {
+            pyaclnnEmuSetError("%s: %s %p is not a live %s (destroyed, or never created)", api, names[i],
+                               ptrs[i], kind_name(kinds[i]));
+            return ACLNN_ERR_PARAM_INVALID;
+        }
+    }
+    return ACLNN_SUCCESS;
+}
+
+aclnnStatus emu_check_outputs(const char *api, uint64_t *workspace_size, aclOpExecutor **executor)
+{
+    if (workspace_size == NULL || executor == NULL) {
+        pyaclnnEmuSetError("%s: %s is NULL", api, workspace_size == NULL ? "workspaceSize" : "executor");
+        return ACLNN_ERR_PARAM_NULLPTR;
+    }
+    *workspace_size = 0;
+    *executor = NULL;
+    return ACLNN_SUCCESS;
+}
+
+void emu_canon5(const emu_view *v, const int perm[5], int64_t dims[5], int64_t strides[5])
+{
+    if (v->ndim == 4) { /* (C, D, H, W): a batch of one */
+        dims[0] = 1;
+        strides[0] = 0;
+        for (int i = 0; i < 4; i++) {
+            dims[i + 1] = v->dims[i];
+            strides[i + 1] = v->strides[i];
+        }
+        return;
+    }
+    for (int i = 0; i < 5; i++) {
+        dims[i] = v->dims[perm[i]];
+        strides[i] = v->strides[perm[i]];
+    }
+}
+
+aclnnStatus emu_check_tensor(const char *api, const char *arg, const aclTensor *t)
+{
+    if (t == NULL) {
+        pyaclnnEmuSetError("%s: %s is NULL; expected an aclTensor", api, arg);
+        return ACLNN_ERR_PARAM_NULLPTR;
+    }
+    if (!pyaclnnEmuHandleIsLive(EMU_TENSOR, t)) {
+        pyaclnnEmuSetError("%s: %s %p is not a live aclTensor (destroyed, or never created)", api, arg,
+                           (const void *)t);
+        return ACLNN_ERR_PARAM_INVALID;
+    }
+    return ACLNN_SUCCESS;
+}
+
+aclnnStatus emu_check_int_array(const char *api, const char *arg, const aclIntArray *a)
+{
+    if (a == NULL) {
+        pyaclnnEmuSetError("%s: %s is NULL; expected an aclIntArray", api, arg);
+        return ACLNN_ERR_PARAM_NULLPTR;
+    }
+    if (!pyaclnnEmuHandleIsLive(EMU_INT_ARRAY, a)) {
+        pyaclnnEmuSetError("%s: %s %p is not a live aclIntArray (destroyed, or never created)", api, arg,
+                           (const void *)a);
+        return ACLNN_ERR_PARAM_INVALID;
+    }
+    return ACLNN_SUCCESS;
+}
+
+int emu_same_shape(const aclTensor *a, const aclTensor *b)
+{
+    if (a->ndim != b->ndim) {
+        return 0;
+    }
+    for (int i = 0; i < a->ndim; i++) {
+        if (a->dims[i] != b->dims[i]) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+void emu_shape_str(const aclTensor *t, char *buf, size_t n)
+{
+    size_t used = (size_t)snprintf(buf, n, "(");
+    for (int i = 0; i < t->ndim && used < n; i++) {
+        used += (size_t)snprintf(buf + used, n - used, i ? ", %lld" : "%lld", (long long)t->dims[i]);
+    }
+    if (used < n) {
+        snprintf(buf + used, n - used, ")");
+    }
+}
+
+int emu_is_private_format(aclFormat format)
+{
+    switch (format) {
+    case ACL_FORMAT_NC1HWC0:
+    case ACL_FORMAT_FRACTAL_Z:
+    case ACL_FORMAT_NC1HWC0_C04:
+    case ACL_FORMAT_FRACTAL_NZ:
+    case ACL_FORMAT_NDC1HWC0:
+    case ACL_FRACTAL_Z_3D:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static aclnnStatus expand3(const char *api, const char *arg, const aclIntArray *a, int allow_empty,
+                           const int64_t *if_empty, int64_t min_value, int64_t out[3])
+{
+    if (a->size == 0 && allow_empty) {
+        memcpy(out, if_empty, 3 * sizeof *out);
+        return ACLNN_SUCCESS;
+    }
+    if (a->size != 1 && a->size != 3) {
+        pyaclnnEmuSetError("%s: %s has %llu values; it must have %s", api, arg, (unsigned long long)a->size,
+                           allow_empty ? "0, 1 or 3" : "1 or 3");
+        return ACLNN_ERR_PARAM_INVALID;
+    }
+    for (int i = 0; i < 3; i++) {
+        out[i] = a->values[a->size == 1 ? 0 : i];
+        if (out[i] < min_value) {
+            pyaclnnEmuSetError("%s: %s[%d] = %lld; every value must be %s", api, arg, a->size == 1 ? 0 : i,
+                               (long long)out[i], min_value > 0 ? "> 0" : ">= 0");
+            return ACLNN_ERR_PARAM_INVALID;
+        }
+    }
+    return ACLNN_SUCCESS;
+}
+
+aclnnStatus emu_pool_params_parse(const char *api, const aclIntArray *kernel, const aclIntArray *stride,
+                                  const aclIntArray *padding, const aclIntArray *dilation, emu_pool_params *out)
+{
+    aclnnStatus rc = expand3(api, "kernelSize", kernel, 0, NULL, 1, out->k);
+    if (rc == ACLNN_SUCCESS) {
+        rc = expand3(api, "stride", stride, 1, out->k, 1, out->s); /* empty stride = kernel */
+    }
+    if (rc == ACLNN_SUCCESS) {
+        rc = expand3(api, "padding", padding, 0, NULL, 0, out->p);
+    }
+    for (int i = 0; rc == ACLNN_SUCCESS && i < 3; i++) {
+        if (out->p[i] > out->k[i] / 2) {
+            pyaclnnEmuSetError("%s: padding[%d] = %lld exceeds kernelSize[%d] / 2 = %lld", api, i,
+                               (long long)out->p[i], i, (long long)(out->k[i] / 2));
+            rc = ACLNN_ERR_PARAM_INVALID;
+        }
+    }
+    if (rc == ACLNN_SUCCESS) {
+        rc = expand3(api, "dilation", dilation, 0, NULL, 1, out->d);
+    }
+    return rc;
+}
+
+static int64_t floor_div(int64_t a, int64_t b)
+{
+    int64_t q = a / b;
+    return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
+}
+
+int64_t emu_pool_out_size(int64_t len, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode)
+{
+    int64_t out = floor_div(len + 2 * p - d * (k - 1) - 1 + (ceil_mode ? s - 1 : 0), s) + 1;
+    if (ceil_mode && (out - 1) * s >= len + p) {
+        out--; /* a window may not start inside the right padding */
+    }
+    return out;
+}
+
+/* ---- executors ---------------------------------------------------------- */
+
+aclnnStatus emu_executor_publish(const char *api, aclOpExecutor *ex, aclOpExecutor **out)
+{
+    if (pyaclnnEmuHandleAdd(EMU_EXECUTOR, ex) != 0) {
+        ex->release(ex);
+        pyaclnnEmuSetError("%s: out of host memory for the executor", api);
+        return ACLNN_ERR_INNER_CREATE_EXECUTOR;
+    }
+    *out = ex;
+    return ACLNN_SUCCESS;
+}
+
+aclnnStatus emu_phase2_begin(const char *api, const char *op_name, void *workspace, uint64_t workspace_size,
+                             aclOpExecutor *ex, aclrtStream stream, int *run, int *owned)
+{
+    *run = 0;
+    *owned = 0;
+    if (ex == NULL) {
+        if (workspace_size == 0) {
+            return ACLNN_SUCCESS; /* phase 1 found nothing to do */
+        }
+        pyaclnnEmuSetError("%s: executor is NULL but workspaceSize is %llu", api,
+                           (unsigned long long)workspace_size);
+        return ACLNN_ERR_INNER_NULLPTR;
+    }
+    if (!pyaclnnEmuHandleIsLive(EMU_EXECUTOR, ex)) {
+        pyaclnnEmuSetError("%s: executor %p is not live (a non-repeatable executor is consumed by its first "
+                           "second-phase call; destroyed; or never created)",
+                           api, (void *)ex);
+        return ACLNN_ERR_INNER_NULLPTR;
+    }
+    if (strcmp(ex->op_name, op_name) != 0) {
+        pyaclnnEmuSetError("%s: executor %p was made by %sGetWorkspaceSize, not by %sGetWorkspaceSize", api,
+                           (void *)ex, ex->op_name, op_name);
+        return ACLNN_ERR_PARAM_INVALID;
+    }
+    int acquired = pyaclnnEmuHandleAcquire(EMU_EXECUTOR, ex);
+    if (acquired < 0) {
+        pyaclnnEmuSetError("%s: executor %p was consumed concurrently", api, (void *)ex);
+        return ACLNN_ERR_INNER_NULLPTR;
+    }
+    int own = acquired == 0;
+    aclnnStatus rc = ACLNN_SUCCESS;
+    if (!pyaclnnEmuStreamIsValid(stream)) {
+        pyaclnnEmuSetError("%s: stream %p is not a live stream (destroyed, or not from aclrtCreateStream)", api,
+                           stream);
+        rc = ACLNN_ERR_RUNTIME_ERROR;
+    } else if (ex->workspace > 0 && (workspace == NULL || workspace_size < ex->workspace)) {
+        pyaclnnEmuSetError("%s: workspace %p of %llu bytes given; phase 1 asked for %llu bytes", api, workspace,
+                           (unsigned long long)workspace_size, (unsigned long long)ex->workspace);
+        rc = ACLNN_ERR_PARAM_INVALID;
+    } else if (ex->workspace > 0 && !pyaclnnEmuDeviceRange(workspace, (size_t)ex->workspace)) {
+        pyaclnnEmuSetError("%s: workspace %p (%llu bytes needed) is not inside one live aclrtMalloc allocation",
+                           api, workspace, (unsigned long long)ex->workspace);
+        rc = ACLNN_ERR_PARAM_INVALID;
+    }
+    if (rc != ACLNN_SUCCESS) {
+        if (own) {
+            ex->release(ex); /* the second phase frees a non-repeatable executor, also when it fails */
+        }
+        return rc;
+    }
+    *run = 1;
+    *owned = own;
+    return ACLNN_SUCCESS;
+}
+
+aclnnStatus emu_view_still_live(const char *api, const char *arg, const emu_view *v)
+{
+    if (v->storage_bytes > 0 && !pyaclnnEmuDeviceRange(v->data, v->storage_bytes)) {
+        pyaclnnEmuSetError("%s: the memory of %s (%p) was freed after phase 1", api, arg, (void *)v->data);
+        return ACLNN_ERR_RUNTIME_ERROR;
+    }
+    return ACLNN_SUCCESS;
+}

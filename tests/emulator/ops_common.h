@@ -1,0 +1,78 @@
+/* Helpers shared by the emulated operator libraries (linked into each one,
+ * hidden): element access through view strides, fp16/bf16 conversions,
+ * pooling parameters, and the two-phase executor protocol. */
+#ifndef PYACLNN_EMU_OPS_COMMON_H
+#define PYACLNN_EMU_OPS_COMMON_H
+
+#include "emu.h"
+
+/* What phase 2 needs of a tensor: a copy taken at phase 1, so the
+ * descriptor may be destroyed in between. */
+typedef struct {
+    char *data;
+    aclDataType dtype;
+    size_t itemsize;
+    int ndim;
+    int64_t dims[EMU_MAX_DIMS];
+    int64_t strides[EMU_MAX_DIMS];
+    int64_t offset;
+    aclFormat format;
+    size_t storage_bytes;
+} emu_view;
+
+/* fp16 / bf16 <-> fp32, round to nearest even. */
+float emu_half_to_float(uint16_t h);
+uint16_t emu_float_to_half(float f);
+float emu_bf16_to_float(uint16_t b);
+uint16_t emu_float_to_bf16(float f);
+
+const char *emu_dtype_name(aclDataType dtype);
+void emu_snapshot(emu_view *v, const aclTensor *t);
+int64_t emu_numel(const emu_view *v);
+
+/* Element at `elem` elements past the view's offset (floats widened
+ * exactly; for float16/bfloat16/float32 the result is a float value). */
+double emu_load(const emu_view *v, int64_t elem);
+/* Store: float16/bfloat16/float32 round (float)value once; double as is. */
+void emu_store(const emu_view *v, int64_t elem, double value);
+int64_t emu_load_index(const emu_view *v, int64_t elem);
+void emu_store_index(const emu_view *v, int64_t elem, int64_t value);
+
+/* Phase-1 helpers; each sets the recent error message on failure. */
+/* NULL checks of all n arguments first (161001), then liveness of each
+ * (161002); kinds[i] is EMU_TENSOR, EMU_INT_ARRAY or EMU_BOOL_ARRAY. */
+aclnnStatus emu_check_args(const char *api, int n, const char *const names[], const void *const ptrs[],
+                           const int kinds[]);
+/* 161001 if workspaceSize or executor is NULL; otherwise zeroes both. */
+aclnnStatus emu_check_outputs(const char *api, uint64_t *workspace_size, aclOpExecutor **executor);
+/* Canonical (n, c, d, h, w) dims and element strides of a 4-D (C,D,H,W)
+ * or 5-D view; perm maps canonical axes to view axes (5-D only). */
+void emu_canon5(const emu_view *v, const int perm[5], int64_t dims[5], int64_t strides[5]);
+aclnnStatus emu_check_tensor(const char *api, const char *arg, const aclTensor *t);
+aclnnStatus emu_check_int_array(const char *api, const char *arg, const aclIntArray *a);
+int emu_same_shape(const aclTensor *a, const aclTensor *b);
+void emu_shape_str(const aclTensor *t, char *buf, size_t n);
+int emu_is_private_format(aclFormat format);
+
+typedef struct {
+    int64_t k[3], s[3], p[3], d[3];
+} emu_pool_params;
+
+/* §1 of op-semantics.md: lengths, signs, padding <= kernel / 2. */
+aclnnStatus emu_pool_params_parse(const char *api, const aclIntArray *kernel, const aclIntArray *stride,
+                                  const aclIntArray *padding, const aclIntArray *dilation, emu_pool_params *out);
+int64_t emu_pool_out_size(int64_t len, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode);
+
+/* Register a freshly built executor (first member of the op's snapshot). */
+aclnnStatus emu_executor_publish(const char *api, aclOpExecutor *ex, aclOpExecutor **out);
+
+/* Phase-2 prologue. Returns ACLNN_SUCCESS with *run = 1 when the op must
+ * compute (then *owned says whether phase 2 must release the executor at
+ * the end), ACLNN_SUCCESS with *run = 0 for the no-op of an empty phase 1,
+ * or an error status (a non-repeatable executor is then already released). */
+aclnnStatus emu_phase2_begin(const char *api, const char *op_name, void *workspace, uint64_t workspace_size,
+                             aclOpExecutor *ex, aclrtStream stream, int *run, int *owned);
+/* Phase 2: the snapshot's memory must still be allocated. */
+aclnnStatus emu_view_still_live(const char *api, const char *arg, const emu_view *v);
+
+#endif

@@ -1,0 +1,735 @@
+/* Emulated ACL runtime (libascendcl.so / libacl_rt.so).
+ *
+ * One emulated device (id 0) whose "device memory" is 32-byte aligned host
+ * memory. Every call runs synchronously, so streams are just counted handles.
+ * This library also owns the state shared with libnnopbase and the operator
+ * libraries: the registry of live handles, the allocation table and the
+ * per-thread recent error message, all behind one mutex.
+ *
+ * Documented choices (no hardware to compare with):
+ * - aclrtGet/CtxGetSysParamOpt of an option never set returns
+ *   ACL_ERROR_RT_SYSPARAMOPT_NOT_SET (107021); process and context values are
+ *   stored separately.
+ * - Argument errors of runtime calls return ACL_ERROR_INVALID_PARAM (100000),
+ *   except the codes named below (bad device id, allocation, free).
+ * - aclrtMalloc fills new memory with 0xFF bytes (NaN for floats, -1 for ints)
+ *   so that code relying on zeroed device memory fails loudly.
+ * - aclGetRecentErrMsg returns "" (never NULL) when there is no message.
+ * - aclInit is not required before other calls.
+ */
+#define _GNU_SOURCE
+#include "emu.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EMU_DEVICE_TOTAL ((size_t)64 << 30) /* 64 GiB, like a 910B */
+#define EMU_ALIGN 32
+#define EMU_MSG_LEN 1024
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* ---- recent error message (per thread) --------------------------------- */
+
+static _Thread_local char t_msg[EMU_MSG_LEN];
+static _Thread_local char t_returned[EMU_MSG_LEN];
+static _Thread_local int t_has_msg;
+
+void pyaclnnEmuSetError(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t_msg, sizeof t_msg, fmt, ap);
+    va_end(ap);
+    t_has_msg = 1;
+}
+
+const char *aclGetRecentErrMsg(void)
+{
+    /* The returned text stays valid until this thread's next call. */
+    if (!t_has_msg) {
+        t_returned[0] = '\0';
+        return t_returned;
+    }
+    memcpy(t_returned, t_msg, sizeof t_returned);
+    t_has_msg = 0;
+    t_msg[0] = '\0';
+    return t_returned;
+}
+
+/* ---- handle registry ---------------------------------------------------- */
+
+typedef struct {
+    const void *handle;
+    int kind;
+    int persistent;
+} handle_entry;
+
+static handle_entry *g_handles;
+static size_t g_handle_count, g_handle_cap;
+static int64_t g_live[EMU_KIND_COUNT];
+
+/* Caller holds g_lock. */
+static long find_handle(int kind, const void *handle)
+{
+    for (size_t i = g_handle_count; i-- > 0;) {
+        if (g_handles[i].handle == handle && g_handles[i].kind == kind) {
+            return (long)i;
+        }
+    }
+    return -1;
+}
+
+/* Caller holds g_lock. */
+static void drop_handle(long i)
+{
+    g_live[g_handles[i].kind]--;
+    g_handles[i] = g_handles[--g_handle_count];
+}
+
+int pyaclnnEmuHandleAdd(int kind, const void *handle)
+{
+    int rc = 0;
+    pthread_mutex_lock(&g_lock);
+    if (g_handle_count == g_handle_cap) {
+        size_t cap = g_handle_cap ? 2 * g_handle_cap : 256;
+        handle_entry *grown = realloc(g_handles, cap * sizeof *grown);
+        if (grown == NULL) {
+            rc = -1;
+        } else {
+            g_handles = grown;
+            g_handle_cap = cap;
+        }
+    }
+    if (rc == 0) {
+        g_handles[g_handle_count++] = (handle_entry){handle, kind, 0};
+        g_live[kind]++;
+    }
+    pthread_mutex_unlock(&g_lock);
+    return rc;
+}
+
+int pyaclnnEmuHandleRemove(int kind, const void *handle)
+{
+    pthread_mutex_lock(&g_lock);
+    long i = find_handle(kind, handle);
+    if (i >= 0) {
+        drop_handle(i);
+    }
+    pthread_mutex_unlock(&g_lock);
+    return i >= 0;
+}
+
+int pyaclnnEmuHandleIsLive(int kind, const void *handle)
+{
+    pthread_mutex_lock(&g_lock);
+    long i = find_handle(kind, handle);
+    pthread_mutex_unlock(&g_lock);
+    return i >= 0;
+}
+
+int pyaclnnEmuHandleSetPersistent(int kind, const void *handle)
+{
+    pthread_mutex_lock(&g_lock);
+    long i = find_handle(kind, handle);
+    if (i >= 0) {
+        g_handles[i].persistent = 1;
+    }
+    pthread_mutex_unlock(&g_lock);
+    return i >= 0;
+}
+
+int pyaclnnEmuHandleAcquire(int kind, const void *handle)
+{
+    int rc;
+    pthread_mutex_lock(&g_lock);
+    long i = find_handle(kind, handle);
+    if (i < 0) {
+        rc = -1;
+    } else if (g_handles[i].persistent) {
+        rc = 1;
+    } else {
+        drop_handle(i);
+        rc = 0;
+    }
+    pthread_mutex_unlock(&g_lock);
+    return rc;
+}
+
+int pyaclnnEmuStreamIsValid(aclrtStream stream)
+{
+    return stream == NULL || pyaclnnEmuHandleIsLive(EMU_STREAM, stream);
+}
+
+/* ---- allocation table --------------------------------------------------- */
+
+typedef struct {
+    char *base;
+    size_t size;
+    int kind; /* EMU_DEVICE_ALLOC or EMU_HOST_ALLOC */
+} alloc_entry;
+
+static alloc_entry *g_allocs;
+static size_t g_alloc_count, g_alloc_cap;
+static size_t g_device_bytes;
+
+/* Caller holds g_lock. Index of the allocation of `kind` containing
+ * [p, p + n) (n may be 0: p itself must be inside), or -1. */
+static long find_alloc_range(int kind, const void *ptr, size_t n)
+{
+    uintptr_t p = (uintptr_t)ptr;
+    for (size_t i = 0; i < g_alloc_count; i++) {
+        uintptr_t b = (uintptr_t)g_allocs[i].base;
+        if (g_allocs[i].kind == kind && p >= b && p - b < g_allocs[i].size
+            && n <= g_allocs[i].size - (p - b)) {
+            return (long)i;
+        }
+    }
+    return -1;
+}
+
+/* Caller holds g_lock. Index of the allocation of any kind starting at p. */
+static long find_alloc_base(const void *ptr)
+{
+    for (size_t i = 0; i < g_alloc_count; i++) {
+        if (g_allocs[i].base == ptr) {
+            return (long)i;
+        }
+    }
+    return -1;
+}
+
+int pyaclnnEmuDeviceRange(const void *ptr, size_t nbytes)
+{
+    pthread_mutex_lock(&g_lock);
+    long i = find_alloc_range(EMU_DEVICE_ALLOC, ptr, nbytes);
+    pthread_mutex_unlock(&g_lock);
+    return i >= 0;
+}
+
+static aclError emu_alloc(const char *api, void **out, size_t size, int kind)
+{
+    if (out == NULL) {
+        pyaclnnEmuSetError("%s: the output pointer is NULL", api);
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    *out = NULL;
+    if (size == 0) {
+        pyaclnnEmuSetError("%s: size is 0; the size must be greater than 0", api);
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    pthread_mutex_lock(&g_lock);
+    size_t used = g_device_bytes;
+    pthread_mutex_unlock(&g_lock);
+    int too_big = kind == EMU_DEVICE_ALLOC && size > EMU_DEVICE_TOTAL - used;
+    if (too_big || size > SIZE_MAX - EMU_ALIGN) {
+        pyaclnnEmuSetError("%s: cannot allocate %zu bytes: the emulated device has %zu bytes in total "
+                           "and %zu in use",
+                           api, size, EMU_DEVICE_TOTAL, used);
+        return ACL_ERROR_RT_MEMORY_ALLOCATION;
+    }
+    size_t rounded = (size + EMU_ALIGN - 1) / EMU_ALIGN * EMU_ALIGN;
+    char *mem = aligned_alloc(EMU_ALIGN, rounded);
+    if (mem == NULL) {
+        pyaclnnEmuSetError("%s: the host could not provide %zu bytes", api, size);
+        return ACL_ERROR_RT_MEMORY_ALLOCATION;
+    }
+    if (kind == EMU_DEVICE_ALLOC) {
+        memset(mem, 0xFF, rounded);
+    }
+    pthread_mutex_lock(&g_lock);
+    if (g_alloc_count == g_alloc_cap) {
+        size_t cap = g_alloc_cap ? 2 * g_alloc_cap : 256;
+        alloc_entry *grown = realloc(g_allocs, cap * sizeof *grown);
+        if (grown == NULL) {
+            pthread_mutex_unlock(&g_lock);
+            free(mem);
+            pyaclnnEmuSetError("%s: the allocation table cannot grow", api);
+            return ACL_ERROR_RT_MEMORY_ALLOCATION;
+        }
+        g_allocs = grown;
+        g_alloc_cap = cap;
+    }
+    g_allocs[g_alloc_count++] = (alloc_entry){mem, size, kind};
+    g_live[kind]++;
+    if (kind == EMU_DEVICE_ALLOC) {
+        g_device_bytes += size;
+    }
+    pthread_mutex_unlock(&g_lock);
+    *out = mem;
+    return ACL_SUCCESS;
+}
+
+static aclError emu_free(const char *api, void *ptr, int kind)
+{
+    if (ptr == NULL) {
+        pyaclnnEmuSetError("%s: the pointer is NULL", api);
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    pthread_mutex_lock(&g_lock);
+    long i = find_alloc_base(ptr);
+    int wrong_kind = i >= 0 && g_allocs[i].kind != kind;
+    if (i >= 0 && !wrong_kind) {
+        if (kind == EMU_DEVICE_ALLOC) {
+            g_device_bytes -= g_allocs[i].size;
+        }
+        g_live[kind]--;
+        g_allocs[i] = g_allocs[--g_alloc_count];
+    }
+    pthread_mutex_unlock(&g_lock);
+    if (i < 0) {
+        pyaclnnEmuSetError("%s: %p is not the start of a live allocation (freed twice, or never returned "
+                           "by %s)",
+                           api, ptr, kind == EMU_DEVICE_ALLOC ? "aclrtMalloc" : "aclrtMallocHost");
+        return ACL_ERROR_RT_MEMORY_FREE;
+    }
+    if (wrong_kind) {
+        pyaclnnEmuSetError("%s: %p was allocated by %s; free it with %s", api, ptr,
+                           kind == EMU_DEVICE_ALLOC ? "aclrtMallocHost" : "aclrtMalloc",
+                           kind == EMU_DEVICE_ALLOC ? "aclrtFreeHost" : "aclrtFree");
+        return ACL_ERROR_RT_MEMORY_FREE;
+    }
+    free(ptr);
+    return ACL_SUCCESS;
+}
+
+aclError aclrtMalloc(void **devPtr, size_t size, aclrtMemMallocPolicy policy)
+{
+    if ((int)policy < 0 || (int)policy > ACL_MEM_MALLOC_HUGE1G_ONLY_P2P) {
+        if (devPtr != NULL) {
+            *devPtr = NULL;
+        }
+        pyaclnnEmuSetError("aclrtMalloc: policy %d is not an aclrtMemMallocPolicy (0..7)", (int)policy);
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    return emu_alloc("aclrtMalloc", devPtr, size, EMU_DEVICE_ALLOC);
+}
+
+aclError aclrtFree(void *devPtr) { return emu_free("aclrtFree", devPtr, EMU_DEVICE_ALLOC); }
+
+aclError aclrtMallocHost(void **hostPtr, size_t size)
+{
+    return emu_alloc("aclrtMallocHost", hostPtr, size, EMU_HOST_ALLOC);
+}
+
+aclError aclrtFreeHost(void *hostPtr) { return emu_free("aclrtFreeHost", hostPtr, EMU_HOST_ALLOC); }
+
+/* ---- memcpy / memset ---------------------------------------------------- */
+
+static aclError check_device_side(const char *api, const char *arg, const void *ptr, size_t count)
+{
+    if (!pyaclnnEmuDeviceRange(ptr, count)) {
+        pyaclnnEmuSetError("%s: %s range [%p, +%zu bytes) is not inside one live aclrtMalloc allocation",
+                           api, arg, ptr, count);
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    return ACL_SUCCESS;
+}
+
+/* With ACL_MEMCPY_DEFAULT the side is inferred: a pointer that starts inside
+ * a device allocation must have its whole range inside it. */
+static aclError check_default_side(const char *api, const char *arg, const void *ptr, size_t count)
+{
+    int starts_inside = pyaclnnEmuDeviceRange(ptr, 0);
+    if (starts_inside && !pyaclnnEmuDeviceRange(ptr, count)) {
+        return check_device_side(api, arg, ptr, count);
+    }
+    return ACL_SUCCESS;
+}
+
+static aclError emu_memcpy(const char *api, void *dst, size_t destMax, const void *src, size_t count,
+                           aclrtMemcpyKind kind)
+{
+    if (count > destMax) {
+        pyaclnnEmuSetError("%s: count %zu exceeds destMax %zu; count must be <= destMax", api, count,
+                           destMax);
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    if ((int)kind < ACL_MEMCPY_HOST_TO_HOST || (int)kind > ACL_MEMCPY_DEFAULT) {
+        pyaclnnEmuSetError("%s: kind %d is not supported; use HOST_TO_HOST(0), HOST_TO_DEVICE(1), "
+                           "DEVICE_TO_HOST(2), DEVICE_TO_DEVICE(3) or DEFAULT(4)",
+                           api, (int)kind);
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    if (count == 0) {
+        return ACL_SUCCESS;
+    }
+    if (dst == NULL || src == NULL) {
+        pyaclnnEmuSetError("%s: %s is NULL", api, dst == NULL ? "dst" : "src");
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    aclError rc = ACL_SUCCESS;
+    switch (kind) {
+    case ACL_MEMCPY_HOST_TO_DEVICE:
+        rc = check_device_side(api, "dst", dst, count);
+        break;
+    case ACL_MEMCPY_DEVICE_TO_HOST:
+        rc = check_device_side(api, "src", src, count);
+        break;
+    case ACL_MEMCPY_DEVICE_TO_DEVICE:
+        rc = check_device_side(api, "dst", dst, count);
+        if (rc == ACL_SUCCESS) {
+            rc = check_device_side(api, "src", src, count);
+        }
+        break;
+    case ACL_MEMCPY_DEFAULT:
+        rc = check_default_side(api, "dst", dst, count);
+        if (rc == ACL_SUCCESS) {
+            rc = check_default_side(api, "src", src, count);
+        }
+        break;
+    default:
+        break;
+    }
+    if (rc == ACL_SUCCESS) {
+        memmove(dst, src, count);
+    }
+    return rc;
+}
+
+aclError aclrtMemcpy(void *dst, size_t destMax, const void *src, size_t count, aclrtMemcpyKind kind)
+{
+    return emu_memcpy("aclrtMemcpy", dst, destMax, src, count, kind);
+}
+
+static aclError check_stream(const char *api, aclrtStream stream)
+{
+    if (!pyaclnnEmuStreamIsValid(stream)) {
+        pyaclnnEmuSetError("%s: stream %p is not a live stream (destroyed, or not from aclrtCreateStream)",
+                           api, stream);
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    return ACL_SUCCESS;
+}
+
+aclError aclrtMemcpyAsync(void *dst, size_t destMax, const void *src, size_t count, aclrtMemcpyKind kind,
+                          aclrtStream stream)
+{
+    aclError rc = check_stream("aclrtMemcpyAsync", stream);
+    return rc != ACL_SUCCESS ? rc : emu_memcpy("aclrtMemcpyAsync", dst, destMax, src, count, kind);
+}
+
+static aclError emu_memset(const char *api, void *devPtr, size_t maxCount, int32_t value, size_t count)
+{
+    if (count > maxCount) {
+        pyaclnnEmuSetError("%s: count %zu exceeds maxCount %zu; count must be <= maxCount", api, count,
+                           maxCount);
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    if (devPtr == NULL) {
+        pyaclnnEmuSetError("%s: devPtr is NULL", api);
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    pthread_mutex_lock(&g_lock);
+    int inside = find_alloc_range(EMU_DEVICE_ALLOC, devPtr, count) >= 0
+                 || find_alloc_range(EMU_HOST_ALLOC, devPtr, count) >= 0;
+    pthread_mutex_unlock(&g_lock);
+    if (!inside) {
+        pyaclnnEmuSetError("%s: devPtr range [%p, +%zu bytes) is not inside one live aclrtMalloc or "
+                           "aclrtMallocHost allocation",
+                           api, devPtr, count);
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    memset(devPtr, value, count);
+    return ACL_SUCCESS;
+}
+
+aclError aclrtMemset(void *devPtr, size_t maxCount, int32_t value, size_t count)
+{
+    return emu_memset("aclrtMemset", devPtr, maxCount, value, count);
+}
+
+aclError aclrtMemsetAsync(void *devPtr, size_t maxCount, int32_t value, size_t count, aclrtStream stream)
+{
+    aclError rc = check_stream("aclrtMemsetAsync", stream);
+    return rc != ACL_SUCCESS ? rc : emu_memset("aclrtMemsetAsync", devPtr, maxCount, value, count);
+}
+
+aclError aclrtGetMemInfo(aclrtMemAttr attr, size_t *free_bytes, size_t *total)
+{
+    if ((int)attr < ACL_DDR_MEM || (int)attr > ACL_HBM_MEM_P2P_HUGE1G) {
+        pyaclnnEmuSetError("aclrtGetMemInfo: attr %d is not an aclrtMemAttr (0..11)", (int)attr);
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    if (free_bytes == NULL || total == NULL) {
+        pyaclnnEmuSetError("aclrtGetMemInfo: %s is NULL", free_bytes == NULL ? "free" : "total");
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    pthread_mutex_lock(&g_lock);
+    *total = EMU_DEVICE_TOTAL;
+    *free_bytes = EMU_DEVICE_TOTAL - g_device_bytes;
+    pthread_mutex_unlock(&g_lock);
+    return ACL_SUCCESS;
+}
+
+/* ---- init, device, streams --------------------------------------------- */
+
+static int g_init_refs;
+static int g_device_set;
+
+aclError aclInit(const char *configPath)
+{
+    (void)configPath;
+    pthread_mutex_lock(&g_lock);
+    int repeat = g_init_refs > 0;
+    g_init_refs++;
+    pthread_mutex_unlock(&g_lock);
+    if (repeat) {
+        pyaclnnEmuSetError("aclInit: already initialized (repeated aclInit is reference-counted)");
+        return ACL_ERROR_REPEAT_INITIALIZE;
+    }
+    return ACL_SUCCESS;
+}
+
+aclError aclFinalize(void)
+{
+    pthread_mutex_lock(&g_lock);
+    int was = g_init_refs;
+    g_init_refs = 0;
+    pthread_mutex_unlock(&g_lock);
+    if (was == 0) {
+        pyaclnnEmuSetError("aclFinalize: aclInit was not called, or aclFinalize already ran");
+        return ACL_ERROR_REPEAT_FINALIZE;
+    }
+    return ACL_SUCCESS;
+}
+
+aclError aclFinalizeReference(uint64_t *refCount)
+{
+    pthread_mutex_lock(&g_lock);
+    int was = g_init_refs;
+    if (was > 0) {
+        g_init_refs--;
+    }
+    int now = g_init_refs;
+    pthread_mutex_unlock(&g_lock);
+    if (refCount != NULL) {
+        *refCount = (uint64_t)now;
+    }
+    if (was == 0) {
+        pyaclnnEmuSetError("aclFinalizeReference: aclInit was not called, or everything is finalized");
+        return ACL_ERROR_REPEAT_FINALIZE;
+    }
+    return ACL_SUCCESS;
+}
+
+static aclError check_device_id(const char *api, int32_t deviceId)
+{
+    if (deviceId != 0) {
+        pyaclnnEmuSetError("%s: deviceId %d does not exist; the emulator has one device, id 0", api,
+                           (int)deviceId);
+        return ACL_ERROR_RT_INVALID_DEVICEID;
+    }
+    return ACL_SUCCESS;
+}
+
+aclError aclrtSetDevice(int32_t deviceId)
+{
+    aclError rc = check_device_id("aclrtSetDevice", deviceId);
+    if (rc == ACL_SUCCESS) {
+        pthread_mutex_lock(&g_lock);
+        g_device_set = 1;
+        pthread_mutex_unlock(&g_lock);
+    }
+    return rc;
+}
+
+aclError aclrtResetDevice(int32_t deviceId)
+{
+    aclError rc = check_device_id("aclrtResetDevice", deviceId);
+    if (rc == ACL_SUCCESS) {
+        pthread_mutex_lock(&g_lock);
+        g_device_set = 0;
+        pthread_mutex_unlock(&g_lock);
+    }
+    return rc;
+}
+
+aclError aclrtGetDevice(int32_t *deviceId)
+{
+    if (deviceId == NULL) {
+        pyaclnnEmuSetError("aclrtGetDevice: deviceId is NULL");
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    pthread_mutex_lock(&g_lock);
+    int set = g_device_set;
+    pthread_mutex_unlock(&g_lock);
+    if (!set) {
+        pyaclnnEmuSetError("aclrtGetDevice: no device is set; call aclrtSetDevice first");
+        return ACL_ERROR_RT_CONTEXT_NULL;
+    }
+    *deviceId = 0;
+    return ACL_SUCCESS;
+}
+
+aclError aclrtGetDeviceCount(uint32_t *count)
+{
+    if (count == NULL) {
+        pyaclnnEmuSetError("aclrtGetDeviceCount: count is NULL");
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    *count = 1;
+    return ACL_SUCCESS;
+}
+
+aclError aclrtSynchronizeDevice(void) { return ACL_SUCCESS; }
+
+/* A stream needs a distinct address only; the byte is never read. */
+aclError aclrtCreateStream(aclrtStream *stream)
+{
+    if (stream == NULL) {
+        pyaclnnEmuSetError("aclrtCreateStream: stream is NULL");
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    char *s = calloc(1, 1);
+    if (s == NULL || pyaclnnEmuHandleAdd(EMU_STREAM, s) != 0) {
+        free(s);
+        *stream = NULL;
+        pyaclnnEmuSetError("aclrtCreateStream: out of host memory");
+        return ACL_ERROR_RT_RESOURCE_ALLOC_FAIL;
+    }
+    *stream = s;
+    return ACL_SUCCESS;
+}
+
+aclError aclrtDestroyStream(aclrtStream stream)
+{
+    if (stream == NULL) {
+        pyaclnnEmuSetError("aclrtDestroyStream: stream is NULL (the default stream cannot be destroyed)");
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    if (!pyaclnnEmuHandleRemove(EMU_STREAM, stream)) {
+        pyaclnnEmuSetError("aclrtDestroyStream: stream %p is not live (destroyed twice, or not from "
+                           "aclrtCreateStream)",
+                           stream);
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    free(stream);
+    return ACL_SUCCESS;
+}
+
+aclError aclrtSynchronizeStream(aclrtStream stream)
+{
+    return check_stream("aclrtSynchronizeStream", stream);
+}
+
+/* ---- system parameters, versions, sizes -------------------------------- */
+
+#define EMU_OPT_COUNT (ACL_OPT_ENABLE_KERNEL_EARLY_START + 1)
+static int64_t g_opt_value[2][EMU_OPT_COUNT];
+static int g_opt_set[2][EMU_OPT_COUNT];
+
+static aclError set_opt(const char *api, int scope, aclSysParamOpt opt, int64_t value)
+{
+    if ((int)opt < 0 || (int)opt >= EMU_OPT_COUNT) {
+        pyaclnnEmuSetError("%s: opt %d is not an aclSysParamOpt (0..%d)", api, (int)opt, EMU_OPT_COUNT - 1);
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    pthread_mutex_lock(&g_lock);
+    g_opt_value[scope][opt] = value;
+    g_opt_set[scope][opt] = 1;
+    pthread_mutex_unlock(&g_lock);
+    return ACL_SUCCESS;
+}
+
+static aclError get_opt(const char *api, int scope, aclSysParamOpt opt, int64_t *value)
+{
+    if ((int)opt < 0 || (int)opt >= EMU_OPT_COUNT) {
+        pyaclnnEmuSetError("%s: opt %d is not an aclSysParamOpt (0..%d)", api, (int)opt, EMU_OPT_COUNT - 1);
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    if (value == NULL) {
+        pyaclnnEmuSetError("%s: value is NULL", api);
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    pthread_mutex_lock(&g_lock);
+    int set = g_opt_set[scope][opt];
+    int64_t v = g_opt_value[scope][opt];
+    pthread_mutex_unlock(&g_lock);
+    if (!set) {
+        pyaclnnEmuSetError("%s: option %d was never set", api, (int)opt);
+        return ACL_ERROR_RT_SYSPARAMOPT_NOT_SET;
+    }
+    *value = v;
+    return ACL_SUCCESS;
+}
+
+aclError aclrtCtxSetSysParamOpt(aclSysParamOpt opt, int64_t value)
+{
+    return set_opt("aclrtCtxSetSysParamOpt", 0, opt, value);
+}
+
+aclError aclrtCtxGetSysParamOpt(aclSysParamOpt opt, int64_t *value)
+{
+    return get_opt("aclrtCtxGetSysParamOpt", 0, opt, value);
+}
+
+aclError aclrtSetSysParamOpt(aclSysParamOpt opt, int64_t value)
+{
+    return set_opt("aclrtSetSysParamOpt", 1, opt, value);
+}
+
+aclError aclrtGetSysParamOpt(aclSysParamOpt opt, int64_t *value)
+{
+    return get_opt("aclrtGetSysParamOpt", 1, opt, value);
+}
+
+aclError aclrtGetVersion(int32_t *majorVersion, int32_t *minorVersion, int32_t *patchVersion)
+{
+    if (majorVersion == NULL || minorVersion == NULL || patchVersion == NULL) {
+        pyaclnnEmuSetError("aclrtGetVersion: an output pointer is NULL");
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    *majorVersion = 1; /* ACL API 1.17.0, as in the runtime headers described */
+    *minorVersion = 17;
+    *patchVersion = 0;
+    return ACL_SUCCESS;
+}
+
+const char *aclrtGetSocName(void) { return "Ascend910B-emulator"; }
+
+size_t aclDataTypeSize(aclDataType dataType)
+{
+    switch (dataType) {
+    case ACL_INT8:
+    case ACL_UINT8:
+    case ACL_BOOL:
+        return 1;
+    case ACL_FLOAT16:
+    case ACL_BF16:
+    case ACL_INT16:
+    case ACL_UINT16:
+        return 2;
+    case ACL_FLOAT:
+    case ACL_INT32:
+    case ACL_UINT32:
+    case ACL_COMPLEX32:
+        return 4;
+    case ACL_INT64:
+    case ACL_UINT64:
+    case ACL_DOUBLE:
+    case ACL_COMPLEX64:
+        return 8;
+    case ACL_COMPLEX128:
+        return 16;
+    default: /* undefined, string and sub-byte types have no element size */
+        return 0;
+    }
+}
+
+int pyaclnnEmuLiveCounts(int64_t *counts, int n)
+{
+    if (counts == NULL || n <= 0) {
+        return 0;
+    }
+    int written = n < 7 ? n : 7;
+    pthread_mutex_lock(&g_lock);
+    for (int i = 0; i < written; i++) {
+        counts[i] = g_live[i];
+    }
+    pthread_mutex_unlock(&g_lock);
+    return written;
+}
