@@ -84,11 +84,18 @@ def test_split_layout_loads_acl_rt_then_nnopbase_then_both_operator_libraries(tm
         "libacl_rt.so", "libnnopbase.so", "libopapi_nn.so", "libopapi_cv.so"]
 
 
-def test_split_operator_libraries_win_over_libopapi_and_ascendcl_over_acl_rt(tmp_path):
+def test_split_operator_libraries_win_over_libopapi_and_bring_acl_rt_with_them(tmp_path):
     home = make_home(tmp_path, "cann", SPLIT + CLASSIC)
     chosen = discover(env(tmp_path, PYACLNN_ASCEND_HOME=home)).chosen
     assert [p.name for p in chosen.libraries] == [
-        "libascendcl.so", "libnnopbase.so", "libopapi_nn.so", "libopapi_cv.so"]
+        "libacl_rt.so", "libnnopbase.so", "libopapi_nn.so", "libopapi_cv.so"]
+
+
+def test_classic_layout_prefers_ascendcl_and_falls_back_to_acl_rt(tmp_path):
+    both = make_home(tmp_path, "both", CLASSIC + ("libacl_rt.so",))
+    assert discover(env(tmp_path, PYACLNN_ASCEND_HOME=both)).chosen.runtime.name == "libascendcl.so"
+    rt_only = make_home(tmp_path, "rt", ("libacl_rt.so", "libnnopbase.so", "libopapi.so"))
+    assert discover(env(tmp_path, PYACLNN_ASCEND_HOME=rt_only)).chosen.runtime.name == "libacl_rt.so"
 
 
 def test_one_split_operator_library_is_enough(tmp_path):

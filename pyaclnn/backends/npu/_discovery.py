@@ -3,7 +3,8 @@
 A *home* is a CANN install root; its ``lib64`` must hold
 
 * a runtime library: ``libascendcl.so`` (every release) or ``libacl_rt.so``
-  (CANN >= 8.5, where ``libascendcl.so`` is kept for compatibility);
+  (CANN >= 8.5, where ``libascendcl.so`` is kept for compatibility). With the
+  new operator libraries ``libacl_rt.so`` is preferred, else ``libascendcl.so``;
 * ``libnnopbase.so`` (the aclnn descriptors and executors);
 * at least one operator library: ``libopapi_nn.so`` / ``libopapi_cv.so``
   (CANN >= 8.5: max-pool in the first, the grid sampler in the second) or
@@ -32,7 +33,7 @@ DEFAULT_HOMES = (
     "~/Ascend/cann",
     "~/Ascend/ascend-toolkit/latest",
 )
-RUNTIME_LIBS = ("libascendcl.so", "libacl_rt.so")  # first present is loaded
+RUNTIME_LIBS = ("libascendcl.so", "libacl_rt.so")  # classic preference; reversed for the new layout
 NNOPBASE_LIB = "libnnopbase.so"
 SPLIT_OP_LIBS = ("libopapi_nn.so", "libopapi_cv.so")  # CANN >= 8.5
 CLASSIC_OP_LIB = "libopapi.so"  # CANN <= 8.3
@@ -137,11 +138,14 @@ def _inspect(home: Path, source: str) -> Candidate:
         path = lib_dir / name
         return path if path.is_file() else None
 
-    runtime = next((p for p in map(have, RUNTIME_LIBS) if p is not None), None)
     nnopbase = have(NNOPBASE_LIB)
     op_libs = tuple(p for p in map(have, SPLIT_OP_LIBS) if p is not None)
-    if not op_libs and have(CLASSIC_OP_LIB) is not None:
+    runtimes = RUNTIME_LIBS
+    if op_libs:
+        runtimes = runtimes[::-1]  # new layout: libacl_rt.so is the recommended runtime
+    elif have(CLASSIC_OP_LIB) is not None:
         op_libs = (lib_dir / CLASSIC_OP_LIB,)
+    runtime = next((p for p in map(have, runtimes) if p is not None), None)
     missing = []
     if runtime is None:
         missing.append("no " + " or ".join(RUNTIME_LIBS))
