@@ -38,7 +38,7 @@ def npu():
 
     home = emulator_build.emulator_home("classic")
     backend = NpuBackend({"PYACLNN_ASCEND_HOME": str(home)})
-    assert backend.live_counts() is not None, f"the npu backend of this process is not the emulator: {backend.home}"
+    assert backend.live_counts() is not None, f"npu backend not the emulator: {backend.home}"
     assert backend.aclInit(None) in (errors.ACL_SUCCESS, errors.ACL_ERROR_REPEAT_INITIALIZE)
     assert backend.aclrtSetDevice(0) == errors.ACL_SUCCESS
     yield backend
@@ -136,6 +136,7 @@ def test_device_queries_and_the_determinism_switch(npu):
 
 def test_memset_and_memcpy_async_run_on_a_stream(npu, stream):
     status, ptr = npu.aclrtMalloc(8, 0)
+    assert status == 0
     assert npu.aclrtMemsetAsync(ptr, 8, 0x7F, 8, stream) == 0
     out = np.zeros(8, np.uint8)
     assert npu.aclrtMemcpyAsync(out, 8, ptr, 8, D2H, stream) == 0
@@ -149,7 +150,8 @@ def test_memset_and_memcpy_async_run_on_a_stream(npu, stream):
 
 def test_seed_example_of_max_pool_backward_through_the_raw_interface(npu, stream):
     grad_out = to_device(npu, np.array([0.4757], np.float32))
-    x = to_device(npu, np.array([0.0850, -0.5147, -0.0212, -0.5654, -0.3222, 0.5847, 1.7510, 0.9954], np.float32))
+    x_host = np.array([0.0850, -0.5147, -0.0212, -0.5654, -0.3222, 0.5847, 1.7510, 0.9954], np.float32)
+    x = to_device(npu, x_host)
     idx = to_device(npu, np.array([6], np.int32))
     grad_in = to_device(npu, np.zeros(8, np.float32))
     t_grad_out = tensor(npu, grad_out, [1, 1, 1, 1, 1], F32)
@@ -181,7 +183,7 @@ def test_phase_one_failure_gives_the_status_the_text_and_no_executor(npu):
     ptr = to_device(npu, np.zeros(8, np.float32))
     x = tensor(npu, ptr, [1, 1, 2, 2, 2], F32)
     k = npu.aclCreateIntArray([2, 2, 2])
-    status, ws_size, executor = npu.aclnnMaxPool3dWithArgmaxGetWorkspaceSize(x, k, k, k, k, False, None, x)
+    status, _, executor = npu.aclnnMaxPool3dWithArgmaxGetWorkspaceSize(x, k, k, k, k, False, None, x)
     message = npu.aclGetRecentErrMsg()
     assert (npu.aclDestroyTensor(x), npu.aclDestroyIntArray(k), npu.aclrtFree(ptr)) == (0, 0, 0)
     assert status == errors.ACLNN_ERR_PARAM_NULLPTR
@@ -254,7 +256,7 @@ class ForeignTensor:
 def test_a_foreign_object_as_a_tensor_is_a_type_error_naming_the_parameter(npu):
     k = npu.aclCreateIntArray([2])
     try:
-        with pytest.raises(TypeError, match=r"aclnnMaxPool3dWithArgmaxGetWorkspaceSize: self \(aclTensor \*\)"):
+        with pytest.raises(TypeError, match=r"MaxPool3dWithArgmaxGetWorkspaceSize: self \(aclTensor \*\)"):
             npu.aclnnMaxPool3dWithArgmaxGetWorkspaceSize(ForeignTensor(), k, k, k, k, False, None, None)
         with pytest.raises(TypeError, match=r"aclDestroyTensor: tensor .*ForeignTensor"):
             npu.aclDestroyTensor(ForeignTensor())
@@ -301,6 +303,7 @@ def test_bad_scalars_pointers_and_buffers_are_named(npu):
     with pytest.raises(TypeError, match="aclInit: config_path"):
         npu.aclInit(3.5)
     status, ptr = npu.aclrtMalloc(16, 0)
+    assert status == 0
     try:
         with pytest.raises(TypeError, match="aclrtMemcpy: dst must be an int address or a writable"):
             npu.aclrtMemcpy(b"\0" * 16, 16, ptr, 16, D2H)
@@ -330,7 +333,8 @@ def ten(p, shape, dt):
     strides = [int(np.prod(shape[i + 1:])) for i in range(len(shape))]
     return npu.aclCreateTensor(shape, dt, strides, 0, 2, shape, p)
 def max_pool():
-    xp, op, ip = dev(np.array([1, 5, 3, 2], np.float32)), dev(np.zeros(1, np.float32)), dev(np.zeros(1, np.int32))
+    xp, op = dev(np.array([1, 5, 3, 2], np.float32)), dev(np.zeros(1, np.float32))
+    ip = dev(np.zeros(1, np.int32))
     x, o, i = ten(xp, [1, 1, 1, 2, 2], 0), ten(op, [1, 1, 1, 1, 1], 0), ten(ip, [1, 1, 1, 1, 1], 3)
     arrs = [npu.aclCreateIntArray(v) for v in ([1, 2, 2], [1, 2, 2], [0, 0, 0], [1, 1, 1])]
     st, ws, ex = npu.aclnnMaxPool3dWithArgmaxGetWorkspaceSize(x, *arrs, False, o, i)
@@ -342,7 +346,8 @@ def max_pool():
     for p in (xp, op, ip): npu.aclrtFree(p)
     return float(got[0])
 def grid_sampler():
-    ip, gp, op = dev(np.arange(8, dtype=np.float32)), dev(np.zeros(3, np.float32)), dev(np.zeros(1, np.float32))
+    ip, gp = dev(np.arange(8, dtype=np.float32)), dev(np.zeros(3, np.float32))
+    op = dev(np.zeros(1, np.float32))
     x, g, o = ten(ip, [1, 1, 2, 2, 2], 0), ten(gp, [1, 1, 1, 1, 3], 0), ten(op, [1, 1, 1, 1, 1], 0)
     try:
         st, ws, ex = npu.aclnnGridSampler3DGetWorkspaceSize(x, g, 0, 0, True, o)
@@ -355,7 +360,8 @@ def grid_sampler():
         for p in (ip, gp, op): npu.aclrtFree(p)
 def report(**values):
     counts = npu.live_counts()
-    print(json.dumps(dict(values, libraries=[str(p) for p in npu.libraries], leaks={k: v for k, v in counts.items() if v})))
+    leaks = {k: v for k, v in counts.items() if v}
+    print(json.dumps(dict(values, libraries=[str(p) for p in npu.libraries], leaks=leaks)))
 """
 
 
@@ -363,7 +369,7 @@ def run_child(body: str, home: Path) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ENV_VARS}
     env["PYACLNN_ASCEND_HOME"] = str(home)
     done = subprocess.run([sys.executable, "-c", CHILD_PRELUDE + textwrap.dedent(body)], env=env,
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -410,7 +416,8 @@ def test_probe_in_a_fresh_process_loads_the_emulator_and_counts_its_devices():
         "import json, dataclasses\nfrom pyaclnn.backends.npu import probe\n"
         "print(json.dumps(dataclasses.asdict(probe())))\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["ok"] is True and result["reason"] == ""
@@ -418,3 +425,59 @@ def test_probe_in_a_fresh_process_loads_the_emulator_and_counts_its_devices():
     assert result["soc_name"].startswith("Ascend")
     assert [Path(p).name for p in result["libraries"]] == ["libascendcl.so", "libnnopbase.so", "libopapi.so"]
     assert result["missing_functions"] == []
+
+
+# -- probe's decisions and the missing-symbol error, in this process ------------
+
+
+def probe_with(monkeypatch, npu, counts):
+    """probe() over the loaded emulator with aclrtGetDeviceCount answering ``counts`` in turn."""
+    from pyaclnn.backends.npu import _backend
+
+    answers = list(counts)
+    calls = []
+
+    class Scripted(_backend.NpuBackend):
+        def aclrtGetDeviceCount(self):
+            return answers.pop(0)
+
+        def aclInit(self, config_path):
+            calls.append(config_path)
+            return super().aclInit(config_path)
+
+    monkeypatch.setattr(_backend, "NpuBackend", Scripted)
+    return _backend.probe(), calls
+
+
+def test_probe_says_so_when_no_device_is_visible(monkeypatch, npu):
+    result, _ = probe_with(monkeypatch, npu, [(0, 0)])
+    assert result.ok is False and result.device_count == 0
+    assert "reports no NPU device" in result.reason
+    assert result.home == str(npu.home) and result.soc_name is None
+
+
+def test_probe_initializes_acl_only_when_the_count_needs_it(monkeypatch, npu):
+    result, calls = probe_with(monkeypatch, npu, [(errors.ACL_ERROR_UNINITIALIZE, 0), (0, 2)])
+    assert calls == [None]
+    assert result.ok is True and result.device_count == 2 and result.soc_name.startswith("Ascend")
+    result, calls = probe_with(monkeypatch, npu, [(0, 1)])
+    assert calls == [] and result.ok is True
+
+
+def test_probe_reports_a_failing_device_count_with_its_status_name(monkeypatch, npu):
+    result, _ = probe_with(monkeypatch, npu, [(errors.ACL_ERROR_RT_NO_DEVICE, 0)])
+    assert result.ok is False and result.device_count is None
+    assert "aclrtGetDeviceCount failed: ACL_ERROR_RT_NO_DEVICE (207004)" in result.reason
+
+
+def test_a_missing_runtime_function_raises_acl_error_and_an_operator_aclnn_error():
+    from pyaclnn.backends.npu._backend import _missing_stub
+
+    libs = [Path("/opt/cann/lib64/libascendcl.so"), Path("/opt/cann/lib64/libnnopbase.so")]
+    with pytest.raises(errors.AclError) as info:
+        _missing_stub("aclFinalizeReference", libs)(None)
+    assert type(info.value) is errors.AclError
+    assert info.value.status == errors.ACL_ERROR_API_NOT_SUPPORT and info.value.api == "aclFinalizeReference"
+    assert "/opt/cann/lib64/libascendcl.so, /opt/cann/lib64/libnnopbase.so" in str(info.value)
+    with pytest.raises(errors.AclnnError):
+        _missing_stub("aclnnGridSampler3D", libs)(0, 0, None, None)

@@ -38,6 +38,7 @@ from ._discovery import Candidate, Discovery, LibraryNotFoundError, discover
 from ._ffi import ffi, function_names, parameter_names
 
 NULL = ffi.NULL
+_typeof = ffi.typeof
 _VOIDP = ffi.typeof("void *")
 _VOIDPP = ffi.typeof("void **")
 _UINTPTR = ffi.typeof("uintptr_t")
@@ -56,7 +57,9 @@ _STREAMP = ffi.typeof("aclrtStream *")
 _CDATA = type(ffi.cast(_STREAM, 0))  # the class of non-owning cdata, as returned by C
 
 #: Names of pyaclnnEmuLiveCounts' slots, in the order the emulator fills them.
-LIVE_COUNT_NAMES = ("device_allocs", "host_allocs", "tensors", "int_arrays", "bool_arrays", "executors", "streams")
+LIVE_COUNT_NAMES = (
+    "device_allocs", "host_allocs", "tensors", "int_arrays", "bool_arrays", "executors", "streams",
+)
 
 _LOAD_HINT = (
     "CANN's libraries are present but could not be opened; the NPU driver libraries "
@@ -192,7 +195,9 @@ def _host(value: Any, nbytes: int, writable: bool, api: str, param: str) -> Any:
         buf = ffi.from_buffer(value, require_writable=writable)
     except (TypeError, ValueError, BufferError) as exc:
         need = "a writable C-contiguous buffer" if writable else "a C-contiguous buffer"
-        raise TypeError(f"{api}: {param} must be an int address or {need}, got {_describe(value)}: {exc}") from None
+        raise TypeError(
+            f"{api}: {param} must be an int address or {need}, got {_describe(value)}: {exc}"
+        ) from None
     if isinstance(nbytes, numbers.Integral) and int(nbytes) > len(buf):
         raise ValueError(f"{api}: {param} holds {len(buf)} bytes but the call would access {nbytes}")
     return buf
@@ -207,7 +212,9 @@ def _int64s(values: Any, api: str, param: str) -> Any:
     try:
         return ffi.new(_I64ARR, values)
     except (TypeError, OverflowError) as exc:
-        raise type(exc)(f"{api}: {param} must be a sequence of int64 values, got {_describe(values)}: {exc}") from None
+        raise type(exc)(
+            f"{api}: {param} must be a sequence of int64 values, got {_describe(values)}: {exc}"
+        ) from None
 
 
 def _bools(values: Any, api: str, param: str) -> Any:
@@ -240,7 +247,9 @@ def _stream(stream: Any, api: str) -> Any:
         return NULL
     if type(stream) is _CDATA and ffi.typeof(stream) is _STREAM:
         return stream
-    raise TypeError(f"{api}: stream must be a stream from aclrtCreateStream (or None), got {_describe(stream)}")
+    raise TypeError(
+        f"{api}: stream must be a stream from aclrtCreateStream (or None), got {_describe(stream)}"
+    )
 
 
 def _handle(value: Any) -> Any:
@@ -299,7 +308,9 @@ class NpuBackend:
                 ffi.new(ffi.getctype(ptype, "*"), value)  # the same check as passing it
             except (TypeError, OverflowError) as err:
                 what = "a handle of this type" if ptype.kind == "pointer" else "a value of this type"
-                return type(err)(f"{api}: {param} ({ptype.cname}) needs {what}, got {_describe(value)}: {err}")
+                return type(err)(
+                    f"{api}: {param} ({ptype.cname}) needs {what}, got {_describe(value)}: {err}"
+                )
         return exc
 
     # -- runtime (libascendcl / libacl_rt) ---------------------------------------
@@ -545,14 +556,17 @@ class NpuBackend:
             args = (self_, kernel_size, stride, padding, dilation, ceil_mode, out, indices)
             raise self._bad_argument("aclnnMaxPool3dWithArgmaxGetWorkspaceSize", _nulls(args), exc) from None
         ex = executor[0]
-        return status, size[0], (ex if status == 0 and ex != NULL else None)
+        return status, size[0], (ex if status == 0 and ex else None)  # a NULL cdata is false
 
-    def aclnnMaxPool3dWithArgmax(self, workspace: int, workspace_size: int, executor: Any, stream: Any) -> int:
+    def aclnnMaxPool3dWithArgmax(
+        self, workspace: int, workspace_size: int, executor: Any, stream: Any
+    ) -> int:
         api = "aclnnMaxPool3dWithArgmax"
         ws = NULL if workspace == 0 else _pointer(workspace, api, "workspace")
-        st = _stream(stream, api)
+        st = stream if type(stream) is _CDATA and _typeof(stream) is _STREAM else _stream(stream, api)
         try:
-            return self._c.aclnnMaxPool3dWithArgmax(ws, workspace_size, NULL if executor is None else executor, st)
+            return self._c.aclnnMaxPool3dWithArgmax(
+                ws, workspace_size, NULL if executor is None else executor, st)
         except (TypeError, OverflowError) as exc:
             raise self._bad_argument(api, (ws, workspace_size, _null(executor), st), exc) from None
 
@@ -570,18 +584,19 @@ class NpuBackend:
                 NULL if grad_input is None else grad_input, size, executor,
             )
         except (TypeError, OverflowError) as exc:
-            args = (grad_output, self_, indices, kernel_size, stride, padding, dilation, ceil_mode, grad_input)
+            args = (grad_output, self_, indices, kernel_size, stride, padding, dilation, ceil_mode,
+                    grad_input)
             raise self._bad_argument(
                 "aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize", _nulls(args), exc) from None
         ex = executor[0]
-        return status, size[0], (ex if status == 0 and ex != NULL else None)
+        return status, size[0], (ex if status == 0 and ex else None)  # a NULL cdata is false
 
     def aclnnMaxPool3dWithArgmaxBackward(
         self, workspace: int, workspace_size: int, executor: Any, stream: Any
     ) -> int:
         api = "aclnnMaxPool3dWithArgmaxBackward"
         ws = NULL if workspace == 0 else _pointer(workspace, api, "workspace")
-        st = _stream(stream, api)
+        st = stream if type(stream) is _CDATA and _typeof(stream) is _STREAM else _stream(stream, api)
         try:
             return self._c.aclnnMaxPool3dWithArgmaxBackward(
                 ws, workspace_size, NULL if executor is None else executor, st)
@@ -603,12 +618,12 @@ class NpuBackend:
             args = (input, grid, interpolation_mode, padding_mode, align_corners, out)
             raise self._bad_argument("aclnnGridSampler3DGetWorkspaceSize", _nulls(args), exc) from None
         ex = executor[0]
-        return status, size[0], (ex if status == 0 and ex != NULL else None)
+        return status, size[0], (ex if status == 0 and ex else None)  # a NULL cdata is false
 
     def aclnnGridSampler3D(self, workspace: int, workspace_size: int, executor: Any, stream: Any) -> int:
         api = "aclnnGridSampler3D"
         ws = NULL if workspace == 0 else _pointer(workspace, api, "workspace")
-        st = _stream(stream, api)
+        st = stream if type(stream) is _CDATA and _typeof(stream) is _STREAM else _stream(stream, api)
         try:
             return self._c.aclnnGridSampler3D(ws, workspace_size, NULL if executor is None else executor, st)
         except (TypeError, OverflowError) as exc:
@@ -630,16 +645,20 @@ class NpuBackend:
         except (TypeError, OverflowError) as exc:
             args = (grad_output, input, grid, interpolation_mode, padding_mode, align_corners,
                     output_mask, input_grad, grid_grad)
-            raise self._bad_argument("aclnnGridSampler3DBackwardGetWorkspaceSize", _nulls(args), exc) from None
+            raise self._bad_argument(
+                "aclnnGridSampler3DBackwardGetWorkspaceSize", _nulls(args), exc) from None
         ex = executor[0]
-        return status, size[0], (ex if status == 0 and ex != NULL else None)
+        return status, size[0], (ex if status == 0 and ex else None)  # a NULL cdata is false
 
-    def aclnnGridSampler3DBackward(self, workspace: int, workspace_size: int, executor: Any, stream: Any) -> int:
+    def aclnnGridSampler3DBackward(
+        self, workspace: int, workspace_size: int, executor: Any, stream: Any
+    ) -> int:
         api = "aclnnGridSampler3DBackward"
         ws = NULL if workspace == 0 else _pointer(workspace, api, "workspace")
-        st = _stream(stream, api)
+        st = stream if type(stream) is _CDATA and _typeof(stream) is _STREAM else _stream(stream, api)
         try:
-            return self._c.aclnnGridSampler3DBackward(ws, workspace_size, NULL if executor is None else executor, st)
+            return self._c.aclnnGridSampler3DBackward(
+                ws, workspace_size, NULL if executor is None else executor, st)
         except (TypeError, OverflowError) as exc:
             raise self._bad_argument(api, (ws, workspace_size, _null(executor), st), exc) from None
 
@@ -716,7 +735,7 @@ def probe(environ: dict[str, str] | None = None) -> ProbeResult:
         backend = NpuBackend(environ)
     except LibraryNotFoundError as exc:
         return ProbeResult(False, str(exc))
-    except Exception as exc:  # a broken install must not break backend selection
+    except Exception as exc:  # noqa: BLE001 -- a broken install must not break backend selection
         return ProbeResult(False, f"loading CANN failed: {type(exc).__name__}: {exc}")
     found = {
         "home": str(backend.home),
@@ -733,7 +752,7 @@ def probe(environ: dict[str, str] | None = None) -> ProbeResult:
         if status != errors.ACL_SUCCESS:
             return ProbeResult(False, _failed("aclrtGetDeviceCount", status, backend), **found)
         soc = backend.aclrtGetSocName() if count else None
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 -- probe never raises
         return ProbeResult(False, f"querying the devices failed: {type(exc).__name__}: {exc}", **found)
     if count < 1:
         return ProbeResult(
@@ -746,6 +765,6 @@ def probe(environ: dict[str, str] | None = None) -> ProbeResult:
 def _failed(api: str, status: int, backend: NpuBackend) -> str:
     try:
         message = backend.aclGetRecentErrMsg()
-    except Exception:
+    except Exception:  # noqa: BLE001 -- reporting one failure must not raise another
         message = ""
     return str(errors.make_error(status, message, api))
