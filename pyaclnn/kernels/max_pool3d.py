@@ -1,0 +1,520 @@
+"""NumPy math of aclnnMaxPool3dWithArgmax and aclnnMaxPool3dWithArgmaxBackward.
+
+Pure NumPy: no ACL types, no descriptors. The numpy backend validates the
+arguments the way the device does (op-semantics.md §1-3) and then calls these
+kernels with NCDHW arrays of any strides; the kernels write into the output
+views they are given and never modify their inputs.
+
+The forward follows PyTorch ``max_pool3d_with_indices`` on CPU: the in-bounds
+cells of a window are scanned in d, h, w order starting from -inf and the first
+in-bounds cell, and a cell wins when it is greater than the running maximum or
+NaN. So ties go to the first maximum, a window holding NaN gives NaN and the
+index of its last NaN, and an all -inf window gives -inf and its first
+in-bounds cell.
+
+The backward is PyTorch's ``max_pool3d_with_indices_backward`` with float32
+accumulation for float16/bfloat16 (float64 for float64), rounded once.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+__all__ = [
+    "IndexOutOfPlaneError",
+    "pool_output_size",
+    "pool_output_shape",
+    "max_pool3d_with_argmax",
+    "max_pool3d_with_argmax_backward",
+]
+
+# Scratch budget of one chunk of (n, c) planes in the forward: small enough that
+# a chunk's running maximum, argmax and mask stay in the L2 cache across kernel
+# offsets, large enough that NumPy's per-call overhead stays small.
+_FORWARD_CHUNK_BYTES = 1 << 20
+# Same for the backward's flat indices, values and float32 accumulator.
+_BACKWARD_CHUNK_BYTES = 4 << 20
+
+_INT32_MAX = int(np.iinfo(np.int32).max)
+
+
+class IndexOutOfPlaneError(ValueError):
+    """An argmax index given to the backward lies outside its (n, c) input plane."""
+
+
+# --------------------------------------------------------------------------
+# Output shape
+# --------------------------------------------------------------------------
+
+
+def pool_output_size(
+    length: int, kernel: int, stride: int, padding: int, dilation: int, ceil_mode: bool
+) -> int:
+    """Pooled length of one axis.
+
+    Parameters
+    ----------
+    length : int
+        Input length L of the axis.
+    kernel, stride, padding, dilation : int
+        Window size k, step s, padding p on each side and dilation d.
+    ceil_mode : bool
+        Round the window count up instead of down.
+
+    Returns
+    -------
+    int
+        ``floor((L + 2p - d(k-1) - 1 + (s-1 if ceil_mode else 0)) / s) + 1``
+        (division rounding toward -inf), minus one when ``ceil_mode`` would make
+        the last window start inside the right padding, i.e. when
+        ``(out-1)*s >= L + p``. May be <= 0; the caller decides whether that is
+        an error.
+    """
+    numerator = length + 2 * padding - dilation * (kernel - 1) - 1
+    if ceil_mode:
+        numerator += stride - 1
+    out = numerator // stride + 1  # Python's // floors toward -inf, as required
+    if ceil_mode and (out - 1) * stride >= length + padding:
+        out -= 1
+    return out
+
+
+def pool_output_shape(
+    spatial: Sequence[int],
+    kernel_size: Sequence[int],
+    stride: Sequence[int],
+    padding: Sequence[int],
+    dilation: Sequence[int],
+    ceil_mode: bool,
+) -> tuple[int, int, int]:
+    """(Do, Ho, Wo) of an input volume (D, H, W); see :func:`pool_output_size`.
+
+    Every parameter is a 3-tuple ordered (depth, height, width).
+    """
+    d, h, w = (
+        pool_output_size(int(n), int(k), int(s), int(p), int(dl), bool(ceil_mode))
+        for n, k, s, p, dl in zip(spatial, kernel_size, stride, padding, dilation, strict=True)
+    )
+    return d, h, w
+
+
+# --------------------------------------------------------------------------
+# Chunking over (n, c) planes
+# --------------------------------------------------------------------------
+
+
+def _merge_planes(a: np.ndarray) -> np.ndarray | None:
+    """(N, C, ...) as an (N*C, ...) view, or None if that needs a copy."""
+    try:
+        return np.reshape(a, (a.shape[0] * a.shape[1], *a.shape[2:]), copy=False)
+    except ValueError:
+        return None
+
+
+def _plane_blocks(arrays: Sequence[np.ndarray], planes: int) -> Iterator[tuple[np.ndarray, ...]]:
+    """Yield 4-D views (planes, D, H, W) of the 5-D arrays, chunk by chunk.
+
+    Chunks run over the flattened N*C planes when every array allows that
+    without a copy, else over C inside each n.
+    """
+    n_count, c_count = arrays[0].shape[:2]
+    merged = [_merge_planes(a) for a in arrays]
+    if all(m is not None for m in merged):
+        for start in range(0, n_count * c_count, planes):
+            yield tuple(m[start : start + planes] for m in merged)  # type: ignore[index]
+    else:
+        for n in range(n_count):
+            for start in range(0, c_count, planes):
+                yield tuple(a[n, start : start + planes] for a in arrays)
+
+
+# --------------------------------------------------------------------------
+# Forward
+# --------------------------------------------------------------------------
+
+# One pooling axis: (kernel, stride, padding, dilation).
+_Axis = tuple[int, int, int, int]
+
+
+def _first_inside(out_len: int, axis: _Axis) -> np.ndarray:
+    """Kernel offset of the first in-bounds cell of every window along an axis.
+
+    Like PyTorch, a window start left of 0 moves right by whole dilations.
+    """
+    _, s, p, d = axis
+    start = np.arange(out_len, dtype=np.int64) * s - p
+    return -(np.minimum(start, 0) // d)  # ceil(max(0, -start) / d)
+
+
+def _outer_sum(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """(len a, len b, len c) array of a[i] + b[j] + c[k]."""
+    return a[:, None, None] + b[None, :, None] + c[None, None, :]
+
+
+class _ForwardPlan:
+    """Geometry and scratch of one forward call.
+
+    The padded input of a chunk of planes is split by stride phase: phase
+    (rd, rh, rw) holds the padded cells (rd + sd*i, rh + sh*j, rw + sw*k), with
+    -inf in the padding. The window of output (od, oh, ow) then reads, for
+    every kernel offset, the cell (od, oh, ow) + q of one phase, where q is the
+    offset's shift. Laying the outputs out with the phases' row pitch
+    (Hq, Wq) turns that into one contiguous 1-D slice per plane and offset, so
+    every NumPy call is a long unit-stride loop. The columns past (Ho, Wo) are
+    scratch that is never read back.
+    """
+
+    def __init__(
+        self,
+        spatial: tuple[int, int, int],
+        out_spatial: tuple[int, int, int],
+        axes: tuple[_Axis, _Axis, _Axis],
+        compute: np.dtype,
+        index_dtype: np.dtype,
+    ) -> None:
+        self.spatial = spatial
+        self.out_spatial = out_spatial
+        self.axes = axes
+        self.compute = compute
+        self.index_dtype = index_dtype
+        strides = (spatial[1] * spatial[2], spatial[2], 1)
+
+        # Phase lengths: enough for the padding and for a ceil-mode window
+        # that reaches past it, rounded up to whole strides.
+        self.phase_len = tuple(
+            -(-max(n + 2 * p, (o - 1) * s + (k - 1) * d + 1) // s)
+            for n, o, (k, s, p, d) in zip(spatial, out_spatial, axes)
+        )
+        _, hq, wq = self.phase_len
+        self.pitched = (out_spatial[0], hq, wq)  # outputs laid out with the phase pitch
+        self.pitched_size = out_spatial[0] * hq * wq
+
+        # Per kernel offset in d, h, w scan order: phase, flat shift inside the
+        # phase, and flat offset from the window start in the unpadded plane.
+        self.offsets: list[tuple[tuple[int, int, int], int, int]] = []
+        for j in itertools.product(*(range(ax[0]) for ax in axes)):
+            reach = [jj * ax[3] for jj, ax in zip(j, axes)]
+            phase = tuple(r % ax[1] for r, ax in zip(reach, axes))
+            q = [r // ax[1] for r, ax in zip(reach, axes)]
+            shift = (q[0] * hq + q[1]) * wq + q[2]
+            offset = sum(r * st for r, st in zip(reach, strides))
+            self.offsets.append((phase, shift, offset))  # type: ignore[arg-type]
+        self.phases = sorted({phase for phase, _, _ in self.offsets})
+        max_shift = max(shift for _, shift, _ in self.offsets)
+        self.phase_size = max(
+            self.phase_len[0] * hq * wq, self.pitched_size + max_shift
+        )
+        # With offsets increasing in scan order a masked store is a maximum.
+        offs = [offset for _, _, offset in self.offsets]
+        self.increasing = all(a < b for a, b in zip(offs, offs[1:]))
+
+        # Initial argmax: the first in-bounds cell of every window (pitched grid).
+        out_d, _, _ = out_spatial
+        firsts = [
+            _first_inside(n, ax) * ax[3] * st
+            for n, ax, st in zip((out_d, hq, wq), axes, strides)
+        ]
+        self.first_offset = _outer_sum(*firsts).astype(index_dtype)
+        self.window_start = _outer_sum(
+            *(
+                (np.arange(o, dtype=np.int64) * ax[1] - ax[2]) * st
+                for o, ax, st in zip(out_spatial, axes, strides)
+            )
+        )
+        # Where each phase's copy of the input goes and comes from, per axis:
+        # (first phase index, count, first input cell).
+        self.copy_ranges: dict[tuple[int, int, int], list[tuple[int, int, int]]] = {}
+        for phase in self.phases:
+            ranges = []
+            for r, n, (_, s, p, _) in zip(phase, spatial, axes):
+                q0 = -((r - p) // s)  # ceil((p - r) / s): first phase cell inside
+                q1 = (n - 1 + p - r) // s + 1
+                ranges.append((q0, max(0, q1 - q0), q0 * s + r - p))
+            self.copy_ranges[phase] = ranges
+
+    def bytes_per_plane(self) -> int:
+        phases = len(self.phases) * self.phase_size * self.compute.itemsize
+        outputs = self.pitched_size * (self.compute.itemsize + 2 * self.index_dtype.itemsize + 1)
+        return phases + outputs
+
+    def allocate(self, planes: int) -> None:
+        # Padding cells stay -inf for the whole call; chunks overwrite the rest.
+        self.phase_buf = {
+            phase: np.full((planes, self.phase_size), -np.inf, self.compute)
+            for phase in self.phases
+        }
+        self.best = np.empty((planes, self.pitched_size), self.compute)
+        self.sel = np.empty((planes, self.pitched_size), self.index_dtype)
+        self.scratch = np.empty((planes, self.pitched_size), self.index_dtype)
+        self.mask = np.empty((planes, self.pitched_size), np.bool_)
+
+    def load(self, xc: np.ndarray) -> None:
+        """Copy a chunk (planes, D, H, W) of the input into the phases."""
+        count = xc.shape[0]
+        dq, hq, wq = self.phase_len
+        for phase, buf in self.phase_buf.items():
+            grid = buf[:count, : dq * hq * wq].reshape(count, dq, hq, wq)
+            target: list[slice] = [slice(None)]
+            source: list[slice] = [slice(None)]
+            for (q0, n, first), ax in zip(self.copy_ranges[phase], self.axes):
+                target.append(slice(q0, q0 + n))
+                source.append(slice(first, first + (n - 1) * ax[1] + 1 if n else first, ax[1]))
+            _widen(xc[tuple(source)], grid[tuple(target)])
+
+    def run(self, count: int, nan_rule: bool) -> tuple[np.ndarray, np.ndarray]:
+        """Pool the loaded chunk; returns pitched (maxima, window offsets)."""
+        size = self.pitched_size
+        best = self.best[:count]
+        sel = self.sel[:count]
+        scratch = self.scratch[:count]
+        mask = self.mask[:count]
+        best.fill(-np.inf)
+        sel.reshape(count, *self.pitched)[...] = self.first_offset
+        for phase, shift, offset in self.offsets:
+            v = self.phase_buf[phase][:count, shift : shift + size]
+            np.greater(v, best, out=mask)
+            if nan_rule:
+                # A NaN always takes over, so the last NaN in scan order wins.
+                np.logical_or(mask, np.isnan(v), out=mask)
+            if self.increasing:
+                # Offsets grow in scan order and a window starts at its smallest
+                # in-bounds one, so max(sel, mask*offset) is the masked store
+                # (np.copyto with where= is an order of magnitude slower).
+                np.multiply(mask, offset, out=scratch)
+                np.maximum(sel, scratch, out=sel)
+            else:
+                # sel += mask * (offset - sel)
+                np.subtract(offset, sel, out=scratch)
+                np.multiply(scratch, mask, out=scratch)
+                np.add(sel, scratch, out=sel)
+            # np.maximum propagates NaN, and nothing compares greater than a
+            # NaN best, so a later number never replaces it.
+            np.maximum(best, v, out=best)
+        do, ho, wo = self.out_spatial
+        valid = (slice(None), slice(0, do), slice(0, ho), slice(0, wo))
+        return (
+            best.reshape(count, *self.pitched)[valid],
+            sel.reshape(count, *self.pitched)[valid],
+        )
+
+
+def _gather_planes(xc: np.ndarray, plane: np.ndarray, flat: np.ndarray) -> np.ndarray:
+    """xc[plane, flat unravelled over (D, H, W)] for matching index arrays."""
+    _, _, height, width = xc.shape
+    return xc[plane, flat // (height * width), (flat // width) % height, flat % width]
+
+
+def max_pool3d_with_argmax(
+    x: np.ndarray,
+    kernel_size: Sequence[int],
+    stride: Sequence[int],
+    padding: Sequence[int],
+    dilation: Sequence[int],
+    ceil_mode: bool,
+    out: np.ndarray,
+    indices: np.ndarray,
+) -> None:
+    """3-D max pooling with argmax, written into ``out`` and ``indices``.
+
+    Parameters
+    ----------
+    x : ndarray, shape (N, C, D, H, W)
+        float32, float16, bfloat16 or float64; any strides. Not modified.
+    kernel_size, stride, padding, dilation : 3-tuples of int
+        Already validated: k > 0, s > 0, 0 <= p <= k // 2, d > 0.
+    ceil_mode : bool
+        Output-size rounding, see :func:`pool_output_size`.
+    out : ndarray, shape (N, C, Do, Ho, Wo)
+        Writable array (or view) of ``x``'s dtype; receives the window maxima.
+    indices : ndarray, shape (N, C, Do, Ho, Wo)
+        Writable int32 or int64 array (or view); receives d*H*W + h*W + w of
+        each maximum inside its unpadded (n, c) plane.
+
+    Raises
+    ------
+    ValueError
+        If ``out`` or ``indices`` does not have the pooled shape.
+
+    Notes
+    -----
+    Padding cells are -inf and never chosen. Ties go to the first maximum in
+    d, h, w order; a window holding NaN gives NaN and the index of its last
+    NaN; an all -inf window gives -inf and its first in-bounds cell.
+    Comparisons run in float32 (float64 for float64 input), which is exact,
+    and every output is an exact copy of an input value.
+
+    The kernel loops over the kD*kH*kW kernel offsets on chunks of (n, c)
+    planes small enough to stay in cache (see ``_ForwardPlan``).
+    """
+    n_count, c_count, depth, height, width = x.shape
+    spatial = (depth, height, width)
+    axes: tuple[_Axis, _Axis, _Axis] = tuple(  # type: ignore[assignment]
+        (int(k), int(s), int(p), int(d))
+        for k, s, p, d in zip(kernel_size, stride, padding, dilation, strict=True)
+    )
+    out_spatial = pool_output_shape(spatial, *zip(*axes), ceil_mode)
+    expected = (n_count, c_count, *out_spatial)
+    if tuple(out.shape) != expected or tuple(indices.shape) != expected:
+        raise ValueError(
+            f"out {tuple(out.shape)} and indices {tuple(indices.shape)} must both have "
+            f"the pooled shape {expected}"
+        )
+    if out.size == 0 or x.size == 0:
+        return
+
+    compute = np.dtype(np.float64 if x.dtype == np.float64 else np.float32)
+    index_dtype = np.dtype(np.int32 if depth * height * width <= _INT32_MAX else np.int64)
+    plan = _ForwardPlan(spatial, out_spatial, axes, compute, index_dtype)
+    planes = min(n_count * c_count, max(1, _FORWARD_CHUNK_BYTES // plan.bytes_per_plane()))
+    plan.allocate(planes)
+
+    for xc, oc, ic in _plane_blocks((x, out, indices), planes):
+        count = xc.shape[0]
+        plan.load(xc)
+        best, sel = plan.run(count, nan_rule=False)
+        if np.isnan(best).any():
+            # Rare: redo the chunk with the full NaN rule, which the fast path
+            # skips (it keeps the offset of the largest number).
+            best, sel = plan.run(count, nan_rule=True)
+        np.add(sel, plan.window_start, out=ic, casting="unsafe")
+        np.copyto(oc, best, casting="unsafe")
+        # np.maximum may hand back +0 for (-0, +0), or another NaN than the
+        # chosen one: copy those outputs exactly from the input.
+        fix = best == 0
+        np.logical_or(fix, np.isnan(best), out=fix)
+        if fix.any():
+            where = np.nonzero(fix)
+            oc[where] = _gather_planes(xc, where[0], ic[where].astype(np.int64))
+
+
+# --------------------------------------------------------------------------
+# Backward
+# --------------------------------------------------------------------------
+
+
+def _check_indices(indices: np.ndarray, plane: int) -> None:
+    """Raise IndexOutOfPlaneError naming the first index outside [0, plane)."""
+    if indices.size == 0:
+        return
+    if int(indices.min()) >= 0 and int(indices.max()) < plane:
+        return
+    bad = (indices < 0) | (indices >= plane)
+    position = np.unravel_index(int(np.argmax(bad)), indices.shape)  # first in C order
+    where = ", ".join(str(int(i)) for i in position)
+    raise IndexOutOfPlaneError(
+        f"indices[{where}] = {int(indices[position])} is outside its (n, c) plane of "
+        f"D*H*W = {plane} elements; every index must be in [0, {plane})"
+    )
+
+
+# float16 -> float32 by table: NumPy's float16 casts are scalar and slow.
+_HALF_TO_FLOAT: np.ndarray | None = None
+
+
+def _widen(values: np.ndarray, out: np.ndarray) -> None:
+    """Exact copy of ``values`` into the float32/float64 buffer ``out``."""
+    global _HALF_TO_FLOAT
+    if values.dtype == np.float16 and out.dtype == np.float32:
+        if _HALF_TO_FLOAT is None:
+            _HALF_TO_FLOAT = np.arange(1 << 16, dtype=np.uint16).view(np.float16).astype(np.float32)
+        np.take(_HALF_TO_FLOAT, values.view(np.uint16), out=out)
+    else:
+        np.copyto(out, values, casting="unsafe")
+
+
+def max_pool3d_with_argmax_backward(
+    grad_output: np.ndarray, indices: np.ndarray, grad_input: np.ndarray
+) -> None:
+    """Scatter-add ``grad_output`` to the argmax positions, into ``grad_input``.
+
+    Parameters
+    ----------
+    grad_output : ndarray, shape (N, C, Do, Ho, Wo)
+        float32, float16, bfloat16 or float64; any strides. Not modified.
+    indices : ndarray, shape (N, C, Do, Ho, Wo)
+        int32 or int64, any strides: flat positions d*H*W + h*W + w inside each
+        (n, c) plane of the input, as the forward produces. Not modified.
+    grad_input : ndarray, shape (N, C, D, H, W)
+        Writable array (or view) of ``grad_output``'s dtype, fully overwritten:
+        zeros plus the sum of the gradients sent to each position.
+
+    Raises
+    ------
+    IndexOutOfPlaneError
+        If an index is outside [0, D*H*W); raised before anything is written,
+        naming the first bad position in C order.
+    ValueError
+        If the shapes do not fit together.
+
+    Notes
+    -----
+    float16/bfloat16 gradients are summed in float32 and rounded once
+    (float32 in float32, float64 in float64); the summation order is the
+    C order of ``grad_output``, as in PyTorch.
+    """
+    if grad_output.ndim != 5 or grad_input.ndim != 5 or indices.shape != grad_output.shape:
+        raise ValueError(
+            f"grad_output {grad_output.shape} and indices {indices.shape} must be equal 5-D "
+            f"shapes and grad_input {grad_input.shape} 5-D"
+        )
+    if grad_output.shape[:2] != grad_input.shape[:2]:
+        raise ValueError(
+            f"grad_output {grad_output.shape} and grad_input {grad_input.shape} must agree in N and C"
+        )
+    n_count, c_count, depth, height, width = grad_input.shape
+    plane = depth * height * width
+    if grad_input.size == 0:
+        return
+    _check_indices(indices, plane)
+    if grad_output.size == 0:
+        grad_input[...] = 0
+        return
+
+    out_spatial = grad_output.shape[2:]
+    per_out = out_spatial[0] * out_spatial[1] * out_spatial[2]
+    acc_dtype = np.dtype(np.float64 if grad_input.dtype == np.float64 else np.float32)
+    in_place = grad_input.dtype == acc_dtype
+    # Scratch per plane: int64 flat indices, the widened gradients and, unless
+    # grad_input can accumulate in place, a float32 accumulator.
+    per_plane = per_out * (8 + acc_dtype.itemsize) + plane * acc_dtype.itemsize
+    planes = min(n_count * c_count, max(1, _BACKWARD_CHUNK_BYTES // per_plane))
+    flat_buf = np.empty(planes * per_out, np.int64)
+    value_buf = np.empty(planes * per_out, acc_dtype)
+    acc_buf: np.ndarray | None = None
+    plane_start = (np.arange(planes, dtype=np.int64) * plane).reshape(planes, 1, 1, 1)
+
+    for goc, ic, gic in _plane_blocks((grad_output, indices, grad_input), planes):
+        count = goc.shape[0]
+        flat = flat_buf[: count * per_out]
+        # Indices of the whole chunk as one 1-D range, computed in int64.
+        np.add(ic, plane_start[:count], out=flat.reshape(ic.shape))
+        if goc.dtype == acc_dtype and goc.flags.c_contiguous:
+            values = goc.reshape(-1)
+        else:
+            values = value_buf[: count * per_out]
+            _widen(goc, values.reshape(goc.shape))
+        if in_place and gic.flags.c_contiguous:
+            acc = gic.reshape(-1)
+            acc.fill(0)
+            np.add.at(acc, flat, values)
+            continue
+        if acc_buf is None:
+            acc_buf = np.empty(planes * plane, acc_dtype)
+        acc = acc_buf[: count * plane]
+        acc.fill(0)
+        np.add.at(acc, flat, values)
+        if (
+            gic.flags.c_contiguous
+            and gic.dtype == np.float16
+            and count * per_out * 2 < count * plane
+        ):
+            # NumPy's float32 -> float16 cast is slow: round only the touched
+            # positions and zero the rest with a fill.
+            gflat = gic.reshape(-1)
+            gflat.fill(0)
+            gflat[flat] = acc[flat].astype(np.float16)
+        else:
+            np.copyto(gic, acc.reshape(gic.shape), casting="unsafe")
