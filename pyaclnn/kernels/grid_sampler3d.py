@@ -158,68 +158,96 @@ def _source_index(
     return i, mult, g
 
 
-def _axis_offsets(i0: np.ndarray, size: int, stride: int, sentinel: int) -> np.ndarray:
-    """Flat-index contributions ``i0 * stride`` of one axis, or ``sentinel``
-    (>= number of cells) where i0 is outside [0, size)."""
-    ok = (i0 >= 0) & (i0 < size)
-    return np.where(ok, i0 * stride, sentinel)
+class _Geometry:
+    """Padded cell layout of one batch item.
 
+    The (D, H, W) cells are stored with one cell of padding on every side, as
+    (D+2, H+2, W+2), followed by a tail. A bilinear corner is at most one cell
+    outside the input when its point has any in-bounds corner, so it lands in
+    the padding: zero when gathered, thrown away when scattered. A point with
+    no in-bounds corner gets the base index ``sentinel``, whose corners all
+    land in the tail.
+    """
 
-# --------------------------------------------------------------------------
-# Per-chunk geometry
-# --------------------------------------------------------------------------
+    __slots__ = ("dims", "wp", "hwp", "mp", "sentinel", "length", "off8", "off4")
+
+    def __init__(self, D: int, H: int, W: int) -> None:
+        self.dims = (D, H, W)
+        self.wp = W + 2
+        self.hwp = (H + 2) * self.wp
+        self.mp = (D + 2) * self.hwp
+        self.sentinel = self.mp
+        self.length = self.mp + self.hwp + self.wp + 2
+        # Corner k = 4a + 2b + e sits at (z0+a, y0+b, x0+e): z-major, x-minor.
+        self.off8 = np.array(
+            [a * self.hwp + b * self.wp + e for a in range(2) for b in range(2) for e in range(2)],
+            dtype=np.intp,
+        )
+        # The x0/x1 corners of a row are adjacent: they form one complex pair.
+        self.off4 = self.off8[::2].copy()
+
+    def interior(self, a: np.ndarray) -> np.ndarray:
+        """The (..., D, H, W) interior of a (..., length) array (a view)."""
+        D, H, W = self.dims
+        lead = a.shape[:-1]
+        v = a[..., : self.mp].reshape(*lead, D + 2, H + 2, W + 2)
+        return v[..., 1:-1, 1:-1, 1:-1]
 
 
 class _Chunk:
-    """Corner indices and weights of a chunk of points of one batch item."""
+    """Corner base indices and weights of a chunk of points of one batch item."""
 
-    __slots__ = ("idx", "w", "wx", "wy", "wz", "mx", "my", "mz", "gx", "gy", "gz")
+    __slots__ = ("base", "w", "wx", "wy", "wz", "mx", "my", "mz", "gx", "gy", "gz")
 
     def __init__(
         self,
         g: np.ndarray,
-        dims: tuple[int, int, int],
+        geo: _Geometry,
         interp: int,
         padding: int,
         align: bool,
         need_grad: bool,
     ) -> None:
-        D, H, W = dims
-        M = D * H * W
+        D, H, W = geo.dims
         ix, self.mx, self.gx = _source_index(g[:, 0], W, padding, align, need_grad)
         iy, self.my, self.gy = _source_index(g[:, 1], H, padding, align, need_grad)
         iz, self.mz, self.gz = _source_index(g[:, 2], D, padding, align, need_grad)
         if interp == NEAREST:
-            cx = _axis_offsets(np.rint(ix).astype(np.intp), W, 1, M)
-            cy = _axis_offsets(np.rint(iy).astype(np.intp), H, W, M)
-            cz = _axis_offsets(np.rint(iz).astype(np.intp), D, H * W, M)
-            cx += cy
-            cx += cz
-            self.idx = np.minimum(cx, M, out=cx)
+            fx, fy, fz = np.rint(ix), np.rint(iy), np.rint(iz)
+            # The cell itself may be in the padding (one outside): it reads 0.
+            hx, hy, hz = W, H, D
+        else:
+            fx, fy, fz = np.floor(ix), np.floor(iy), np.floor(iz)
+            # x0 in [-1, W-1]: at least one of x0, x0+1 is inside.
+            hx, hy, hz = W - 1, H - 1, D - 1
+        ok = (fx >= -1) & (fx <= hx)
+        ok &= (fy >= -1) & (fy <= hy)
+        ok &= (fz >= -1) & (fz <= hz)
+        # Clip first so that the integer arithmetic cannot overflow.
+        xi = np.clip(fx, -1, W).astype(np.intp)
+        yi = np.clip(fy, -1, H).astype(np.intp)
+        zi = np.clip(fz, -1, D).astype(np.intp)
+        zi += 1
+        zi *= geo.hwp
+        yi += 1
+        yi *= geo.wp
+        xi += 1
+        zi += yi
+        zi += xi
+        self.base = np.where(ok, zi, geo.sentinel)
+        if interp == NEAREST:
             self.w = None
             return
-        fx, fy, fz = np.floor(ix), np.floor(iy), np.floor(iz)
         # Per-axis weights of the low and high corner, as PyTorch forms them.
         self.wx = (fx + 1 - ix, ix - fx)
         self.wy = (fy + 1 - iy, iy - fy)
         self.wz = (fz + 1 - iz, iz - fz)
-        x0, y0, z0 = fx.astype(np.intp), fy.astype(np.intp), fz.astype(np.intp)
-        cx = (_axis_offsets(x0, W, 1, M), _axis_offsets(x0 + 1, W, 1, M))
-        cy = (_axis_offsets(y0, H, W, M), _axis_offsets(y0 + 1, H, W, M))
-        cz = (_axis_offsets(z0, D, H * W, M), _axis_offsets(z0 + 1, D, H * W, M))
-        n = g.shape[0]
-        idx = np.empty((n, 8), dtype=np.intp)
-        w = np.empty((n, 8), dtype=ix.dtype)
+        w = np.empty((g.shape[0], 8), dtype=ix.dtype)
         for b in range(2):
             for e in range(2):
-                cyx = cy[b] + cx[e]
                 wyx = self.wx[e] * self.wy[b]
                 for a in range(2):
-                    k = 4 * a + 2 * b + e  # z-major, x-minor corner order
-                    np.add(cyx, cz[a], out=idx[:, k])
-                    np.multiply(wyx, self.wz[a], out=w[:, k])
-        # Any out-of-bounds axis pushed the sum to >= M: map it to the sentinel.
-        self.idx = np.minimum(idx, M, out=idx)
+                    np.multiply(wyx, self.wz[a], out=w[:, 4 * a + 2 * b + e])
         self.w = w
 
 
@@ -250,19 +278,19 @@ def _grid_grad_from_corner_dots(ch: _Chunk, dots: np.ndarray, out: np.ndarray) -
 # --------------------------------------------------------------------------
 
 
-def _table(inp_n: np.ndarray, ct: np.dtype) -> np.ndarray:
-    """Channels-last (D*H*W + 1, C) copy of one batch item with a zero last row."""
-    C, D, H, W = inp_n.shape
-    M = D * H * W
-    tab = np.empty((M + 1, C), dtype=ct)
-    tab[M] = 0
-    tab[:M].reshape(D, H, W, C)[...] = np.moveaxis(inp_n, 0, -1)
-    return tab
+def _fill_table(tab: np.ndarray, geo: _Geometry, inp_n: np.ndarray) -> None:
+    """Copy one batch item into the interior of the channels-last
+    (length, C) table; padding and tail stay zero."""
+    np.copyto(geo.interior(tab.T).transpose(1, 2, 3, 0), np.moveaxis(inp_n, 0, -1), casting="unsafe")
 
 
 def _points_cf(a_n: np.ndarray) -> np.ndarray:
     """(C, P) view (or copy) of a (C, Do, Ho, Wo) array."""
     return a_n.reshape(a_n.shape[0], -1)
+
+
+def _complex_of(ct: np.dtype) -> np.dtype:
+    return np.dtype(np.complex128) if ct == np.float64 else np.dtype(np.complex64)
 
 
 # --------------------------------------------------------------------------
@@ -306,24 +334,27 @@ def grid_sampler3d(
     ct = _compute_dtype(input.dtype)
     Do, Ho, Wo = grid.shape[1:4]
     P = Do * Ho * Wo
+    geo = _Geometry(D, H, W)
     chunk = _chunk_points(C)
-    for n in range(N):
-        tab = _table(input[n], ct)
-        out_n = _view_as(out[n], (C, P))
-        buf = np.empty((C, P), dtype=out.dtype) if out_n is None else out_n
-        grid_n = grid[n].reshape(P, 3)
-        for p0 in range(0, P, chunk):
-            p1 = min(P, p0 + chunk)
-            g = grid_n[p0:p1].astype(ct)
-            ch = _Chunk(g, (D, H, W), interpolation_mode, padding_mode, align_corners, False)
-            if ch.w is None:
-                res = np.take(tab, ch.idx, axis=0)  # (p, C)
-            else:
-                v = np.take(tab, ch.idx, axis=0)  # (p, 8, C)
-                res = np.matmul(ch.w[:, None, :], v)[:, 0, :]
-            buf[:, p0:p1] = res.T
-        if out_n is None:
-            out[n] = buf.reshape(C, Do, Ho, Wo)
+    tab = np.zeros((geo.length, C), dtype=ct)
+    with np.errstate(all="ignore"):
+        for n in range(N):
+            _fill_table(tab, geo, input[n])
+            out_n = _view_as(out[n], (C, P))
+            buf = np.empty((C, P), dtype=out.dtype) if out_n is None else out_n
+            grid_n = grid[n].reshape(P, 3)
+            for p0 in range(0, P, chunk):
+                p1 = min(P, p0 + chunk)
+                g = grid_n[p0:p1].astype(ct)
+                ch = _Chunk(g, geo, interpolation_mode, padding_mode, align_corners, False)
+                if ch.w is None:
+                    res = np.take(tab, ch.base, axis=0)  # (p, C)
+                else:
+                    v = np.take(tab, ch.base[:, None] + geo.off8, axis=0)  # (p, 8, C)
+                    res = np.matmul(ch.w[:, None, :], v)[:, 0, :]
+                buf[:, p0:p1] = res.T
+            if out_n is None:
+                out[n] = buf.reshape(C, Do, Ho, Wo)
 
 
 # --------------------------------------------------------------------------
@@ -380,38 +411,52 @@ def grid_sampler3d_backward(
         want_in = False
     if not (want_in or want_grid):
         return
+    geo = _Geometry(D, H, W)
     chunk = _chunk_points(C)
-    for n in range(N):
-        tab = _table(input[n], ct) if want_grid else None
-        acc = np.zeros((C, M + 1), dtype=ct) if want_in else None
-        gout_n = _points_cf(grad_output[n])  # (C, P)
-        grid_n = grid[n].reshape(P, 3)
-        gg_n = None
-        if want_grid:
-            gg_n = _view_as(grid_grad[n], (P, 3))
-            gg_buf = np.empty((P, 3), dtype=grid_grad.dtype) if gg_n is None else gg_n
-        for p0 in range(0, P, chunk):
-            p1 = min(P, p0 + chunk)
-            g = grid_n[p0:p1].astype(ct)
-            ch = _Chunk(g, (D, H, W), interpolation_mode, padding_mode, align_corners, want_grid)
-            go = gout_n[:, p0:p1].astype(ct, copy=False)  # (C, p)
-            if want_in:
-                if ch.w is None:
-                    for c in range(C):
-                        np.add.at(acc[c], ch.idx, go[c])
-                else:
-                    flat = ch.idx.reshape(-1)
-                    vals = np.empty_like(ch.w)
-                    for c in range(C):
-                        np.multiply(ch.w, go[c][:, None], out=vals)
-                        np.add.at(acc[c], flat, vals.reshape(-1))
+    tab = np.zeros((geo.length, C), dtype=ct) if want_grid else None
+    # inputGrad accumulators, one plane per channel. Bilinear adds the x0/x1
+    # corners of a row as one complex pair (half the scatter operations):
+    # slot u holds (cell u, cell u+1) in its (real, imag) parts.
+    acc = np.zeros((C, geo.length), dtype=_complex_of(ct)) if want_in else None
+    accf = acc.view(ct) if want_in else None  # (C, 2 * length): re, im interleaved
+    with np.errstate(all="ignore"):
+        for n in range(N):
             if want_grid:
-                v = np.take(tab, ch.idx, axis=0)  # (p, 8, C)
-                dots = np.matmul(v, go.T[:, :, None])[:, :, 0]
-                res = np.empty((p1 - p0, 3), dtype=ct)
-                _grid_grad_from_corner_dots(ch, dots, res)
-                gg_buf[p0:p1] = res
-        if want_in:
-            input_grad[n] = acc[:, :M].reshape(C, D, H, W)
-        if want_grid and gg_n is None:
-            grid_grad[n] = gg_buf.reshape(Do, Ho, Wo, 3)
+                _fill_table(tab, geo, input[n])
+            if want_in and n:
+                acc.fill(0)
+            gout_n = _points_cf(grad_output[n])  # (C, P)
+            grid_n = grid[n].reshape(P, 3)
+            if want_grid:
+                gg_n = _view_as(grid_grad[n], (P, 3))
+                gg_buf = np.empty((P, 3), dtype=grid_grad.dtype) if gg_n is None else gg_n
+            for p0 in range(0, P, chunk):
+                p1 = min(P, p0 + chunk)
+                g = grid_n[p0:p1].astype(ct)
+                ch = _Chunk(g, geo, interpolation_mode, padding_mode, align_corners, want_grid)
+                go = gout_n[:, p0:p1].astype(ct, copy=False)  # (C, p)
+                if want_in:
+                    if ch.w is None:
+                        idx = 2 * ch.base  # real part of the slot
+                        for c in range(C):
+                            np.add.at(accf[c], idx, go[c])
+                    else:
+                        idx = (ch.base[:, None] + geo.off4).reshape(-1)
+                        vals = np.empty_like(ch.w)
+                        pairs = vals.view(acc.dtype).reshape(-1)
+                        for c in range(C):
+                            np.multiply(ch.w, go[c][:, None], out=vals)
+                            np.add.at(acc[c], idx, pairs)
+                if want_grid:
+                    v = np.take(tab, ch.base[:, None] + geo.off8, axis=0)  # (p, 8, C)
+                    dots = np.matmul(v, go.T[:, :, None])[:, :, 0]
+                    res = np.empty((p1 - p0, 3), dtype=ct)
+                    _grid_grad_from_corner_dots(ch, dots, res)
+                    gg_buf[p0:p1] = res
+            if want_in:
+                # Cell u got the real part of slot u and the imaginary part of slot u-1.
+                re, im = accf[:, 0::2], accf[:, 1::2]
+                np.add(re[:, 1:], im[:, :-1], out=re[:, 1:])
+                input_grad[n] = geo.interior(re)
+            if want_grid and gg_n is None:
+                grid_grad[n] = gg_buf.reshape(Do, Ho, Wo, 3)
