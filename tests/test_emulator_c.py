@@ -1,0 +1,590 @@
+"""The host emulator of the CANN C ABI (tests/emulator), driven through cffi.
+
+Both layouts are built with CMake (tests/emulator_build.py). Their libraries
+share SONAMEs, so each layout is exercised in its own subprocess: this file,
+run as a script, performs every check of ``_CHECKS`` against one layout and
+prints a JSON report; the pytest tests below read that report, one test per
+check and layout. Results that need the PyTorch oracle come back as arrays and
+are compared here, in the parent, with the ``torch`` fixture.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import traceback
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from emulator_build import emulator_home  # noqa: E402
+
+LIBS = {
+    "classic": ("libascendcl.so", "libnnopbase.so", "libopapi.so"),
+    "split": ("libacl_rt.so", "libnnopbase.so", "libopapi_nn.so", "libopapi_cv.so"),
+}
+MAXPOOL = (
+    "aclnnMaxPool3dWithArgmaxGetWorkspaceSize",
+    "aclnnMaxPool3dWithArgmax",
+    "aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize",
+    "aclnnMaxPool3dWithArgmaxBackward",
+)
+GRID = (
+    "aclnnGridSampler3DGetWorkspaceSize",
+    "aclnnGridSampler3D",
+    "aclnnGridSampler3DBackwardGetWorkspaceSize",
+    "aclnnGridSampler3DBackward",
+)
+
+# ----------------------------------------------------------------------------
+# Child side: runs inside the subprocess, one layout per process.
+# ----------------------------------------------------------------------------
+
+
+class _Emu:
+    """cffi handles on one emulator layout plus small helpers."""
+
+    def __init__(self, layout: str, home: Path) -> None:
+        import cffi
+
+        from pyaclnn import _decl
+
+        self.layout = layout
+        self.home = home
+        self.ffi = ffi = cffi.FFI()
+        ffi.cdef("".join(_decl.read(name) for name in _decl.DECL_FILES))
+        flags = ffi.RTLD_GLOBAL | ffi.RTLD_NOW
+        # Dependency order, as a real binding loads CANN.
+        self.handles = {name: ffi.dlopen(str(home / "lib64" / name), flags) for name in LIBS[layout]}
+        names = LIBS[layout]
+        self.rt, self.nn = self.handles[names[0]], self.handles[names[1]]
+        self.ops = {sym: next(h for h in (self.handles[n] for n in names[2:]) if hasattr(h, sym))
+                    for sym in MAXPOOL + GRID}
+        self.c = _decl.status_codes()
+
+    def op(self, name):
+        return getattr(self.ops[name], name)
+
+    def counts(self) -> list[int]:
+        out = self.ffi.new("int64_t[7]")
+        assert self.rt.pyaclnnEmuLiveCounts(out, 7) == 7
+        return list(out)
+
+    def msg(self) -> str:
+        return self.ffi.string(self.rt.aclGetRecentErrMsg()).decode()
+
+    def malloc(self, size: int):
+        p = self.ffi.new("void **")
+        assert self.rt.aclrtMalloc(p, size, 0) == 0, self.msg()
+        return p[0]
+
+    def device(self, array: np.ndarray, dtype: int, fmt: int = 2):
+        """Device copy of a contiguous array and an aclTensor over it: (ptr, tensor)."""
+        array = np.ascontiguousarray(array)
+        ptr = self.malloc(max(array.nbytes, 1))
+        host = self.ffi.from_buffer(array)
+        assert self.rt.aclrtMemcpy(ptr, array.nbytes, host, array.nbytes, 1) == 0, self.msg()
+        dims = self.ffi.new("int64_t[]", list(array.shape))
+        t = self.nn.aclCreateTensor(dims, array.ndim, dtype, self.ffi.NULL, 0, fmt, dims, array.ndim, ptr)
+        assert t != self.ffi.NULL, self.msg()
+        return ptr, t
+
+    def fetch(self, ptr, shape, np_dtype) -> np.ndarray:
+        out = np.empty(shape, np_dtype)
+        assert self.rt.aclrtMemcpy(self.ffi.from_buffer(out), out.nbytes, ptr, out.nbytes, 2) == 0, self.msg()
+        return out
+
+    def int_array(self, values):
+        return self.nn.aclCreateIntArray(self.ffi.new("int64_t[]", list(values)), len(values))
+
+    def out_params(self):
+        return self.ffi.new("uint64_t *"), self.ffi.new("aclOpExecutor **")
+
+    def run(self, phase2: str, ws_size, executor, stream=None) -> int:
+        ws = self.malloc(ws_size) if ws_size else self.ffi.NULL
+        status = self.op(phase2)(ws, ws_size, executor, stream if stream is not None else self.ffi.NULL)
+        if ws_size:
+            assert self.rt.aclrtFree(ws) == 0
+        return status
+
+
+def _check_malloc_alignment_and_live_counters(e: _Emu) -> None:
+    base = e.counts()
+    ptrs = [e.malloc(n) for n in (1, 33, 1000, 4096 + 5)]
+    assert all(int(e.ffi.cast("uintptr_t", p)) % 32 == 0 for p in ptrs)
+    host = e.ffi.new("void **")
+    assert e.rt.aclrtMallocHost(host, 64) == 0
+    stream = e.ffi.new("aclrtStream *")
+    assert e.rt.aclrtCreateStream(stream) == 0
+    now = e.counts()
+    assert now[0] == base[0] + 4 and now[1] == base[1] + 1 and now[6] == base[6] + 1
+    free_bytes, total = e.ffi.new("size_t *"), e.ffi.new("size_t *")
+    assert e.rt.aclrtGetMemInfo(1, free_bytes, total) == 0 and 0 < free_bytes[0] < total[0]
+    for p in ptrs:
+        assert e.rt.aclrtFree(p) == 0
+    assert e.rt.aclrtFreeHost(host[0]) == 0
+    assert e.rt.aclrtDestroyStream(stream[0]) == 0
+    assert e.rt.aclrtDestroyStream(stream[0]) == e.c["ACL_ERROR_INVALID_PARAM"]
+    assert e.counts() == base
+
+
+def _check_malloc_and_free_errors(e: _Emu) -> None:
+    p = e.malloc(64)
+    assert e.rt.aclrtFree(p) == 0
+    assert e.rt.aclrtFree(p) == e.c["ACL_ERROR_RT_MEMORY_FREE"]
+    assert "aclrtFree" in e.msg()
+    out = e.ffi.new("void **")
+    assert e.rt.aclrtMalloc(out, 0, 0) == e.c["ACL_ERROR_INVALID_PARAM"]
+    assert e.rt.aclrtMalloc(out, 1 << 62, 0) == e.c["ACL_ERROR_RT_MEMORY_ALLOCATION"]
+    assert e.rt.aclrtMallocHost(out, 16) == 0
+    assert e.rt.aclrtFree(out[0]) == e.c["ACL_ERROR_RT_MEMORY_FREE"]  # host memory via the device free
+    assert "aclrtFreeHost" in e.msg()
+    assert e.rt.aclrtFreeHost(out[0]) == 0
+    assert e.rt.aclrtSetDevice(1) == e.c["ACL_ERROR_RT_INVALID_DEVICEID"]
+    assert e.rt.aclInit(e.ffi.NULL) in (0, e.c["ACL_ERROR_REPEAT_INITIALIZE"])
+    assert e.rt.aclInit(e.ffi.NULL) == e.c["ACL_ERROR_REPEAT_INITIALIZE"]
+    e.msg()
+
+
+def _check_memcpy_bounds_and_message_naming_the_argument(e: _Emu) -> None:
+    dev = e.malloc(64)
+    host = np.arange(32, dtype=np.float32)
+    hp = e.ffi.from_buffer(host)
+    assert e.rt.aclrtMemcpy(dev, 64, hp, 128, 1) == e.c["ACL_ERROR_INVALID_PARAM"]  # count > destMax
+    assert "destMax" in e.msg()
+    assert e.rt.aclrtMemcpy(dev, 128, hp, 128, 1) == e.c["ACL_ERROR_INVALID_PARAM"]  # beyond the allocation
+    text = e.msg()
+    assert "dst" in text and "aclrtMalloc" in text
+    assert e.rt.aclrtMemcpy(hp, 128, dev, 128, 2) == e.c["ACL_ERROR_INVALID_PARAM"]
+    assert "src" in e.msg()
+    assert e.rt.aclrtMemcpy(dev, 64, hp, 64, 1) == 0
+    back = e.fetch(dev, (16,), np.float32)
+    assert np.array_equal(back, host[:16])
+    assert e.rt.aclrtMemset(dev, 64, 0, 64) == 0
+    assert not e.fetch(dev, (16,), np.float32).any()
+    assert e.rt.aclrtFree(dev) == 0
+    # freed memory is no longer a valid device side
+    assert e.rt.aclrtMemcpy(dev, 64, hp, 64, 1) == e.c["ACL_ERROR_INVALID_PARAM"]
+    e.msg()
+
+
+def _check_recent_error_message_is_per_thread_and_cleared_by_reading(e: _Emu) -> None:
+    assert e.msg() == ""
+    assert e.rt.aclrtFree(e.ffi.NULL) != 0
+    seen_elsewhere = []
+    worker = threading.Thread(target=lambda: seen_elsewhere.append(e.msg()))
+    worker.start()
+    worker.join()
+    assert seen_elsewhere == [""]
+    first = e.msg()
+    assert "aclrtFree" in first and "NULL" in first
+    assert e.msg() == ""  # reading cleared it
+
+
+def _check_eight_threads_allocate_and_free_concurrently(e: _Emu) -> None:
+    base = e.counts()
+    errors = []
+
+    def work() -> None:
+        try:
+            for _ in range(300):
+                p = e.malloc(96)
+                dims = e.ffi.new("int64_t[]", [4, 6])
+                t = e.nn.aclCreateTensor(dims, 2, 0, e.ffi.NULL, 0, 2, dims, 2, p)
+                assert t != e.ffi.NULL
+                assert e.nn.aclDestroyTensor(t) == 0
+                assert e.rt.aclrtFree(p) == 0
+        except Exception as exc:  # reported to the main thread below
+            errors.append(repr(exc))
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert e.counts() == base
+
+
+def _check_tensor_create_destroy_and_double_destroy(e: _Emu) -> None:
+    base = e.counts()
+    ptr, t = e.device(np.zeros((2, 3, 4), np.float32), 0)
+    assert e.counts()[2] == base[2] + 1
+    fmt, offset = e.ffi.new("aclFormat *"), e.ffi.new("int64_t *")
+    assert e.nn.aclGetFormat(t, fmt) == 0 and fmt[0] == 2
+    assert e.nn.aclGetViewOffset(t, offset) == 0 and offset[0] == 0
+    assert e.nn.aclDestroyTensor(t) == 0
+    assert e.nn.aclDestroyTensor(t) == e.c["ACLNN_ERR_PARAM_INVALID"]
+    assert e.nn.aclDestroyTensor(e.ffi.NULL) == e.c["ACLNN_ERR_PARAM_NULLPTR"]
+    e.msg()
+    dims = e.ffi.new("int64_t[]", [2, 3, 4])
+    big = e.ffi.new("int64_t[]", [1000])
+    assert e.nn.aclCreateTensor(dims, 3, 0, e.ffi.NULL, 0, 2, big, 1, ptr) == e.ffi.NULL  # storage too big
+    assert "tensorData" in e.msg()
+    assert e.nn.aclCreateTensor(dims, 3, 0, e.ffi.NULL, 5, 2, dims, 3, ptr) == e.ffi.NULL  # view past storage
+    assert "storageDims" in e.msg()
+    arr = e.int_array([1, 2, 3])
+    size = e.ffi.new("uint64_t *")
+    assert e.nn.aclGetIntArraySize(arr, size) == 0 and size[0] == 3
+    assert e.nn.aclDestroyIntArray(arr) == 0
+    assert e.nn.aclDestroyIntArray(arr) == e.c["ACLNN_ERR_PARAM_INVALID"]
+    e.msg()
+    assert e.rt.aclrtFree(ptr) == 0
+    assert e.counts() == base
+
+
+def _maxpool_backward_seed(e: _Emu, repeatable: bool):
+    """The op document's example: returns (status, gradInput, live tensors)."""
+    go_ptr, go = e.device(np.array([0.4757], np.float32).reshape(1, 1, 1, 1, 1), 0)
+    x = np.array([0.0850, -0.5147, -0.0212, -0.5654, -0.3222, 0.5847, 1.7510, 0.9954], np.float32)
+    x_ptr, xt = e.device(x.reshape(1, 1, 2, 2, 2), 0)
+    i_ptr, it = e.device(np.array([6], np.int32).reshape(1, 1, 1, 1, 1), 3)
+    gi_ptr, git = e.device(np.zeros((1, 1, 2, 2, 2), np.float32), 0)
+    arrays = [e.int_array(v) for v in ([2, 2, 2], [2, 2, 2], [0, 0, 0], [1, 1, 1])]
+    ws, ex = e.out_params()
+    status = e.op(MAXPOOL[2])(go, xt, it, *arrays, False, git, ws, ex)
+    assert status == 0, e.msg()
+    assert ws[0] == 32
+    if repeatable:
+        assert e.nn.aclSetAclOpExecutorRepeatable(ex[0]) == 0
+    # descriptors may go before phase 2
+    for t in (go, xt, it, git):
+        assert e.nn.aclDestroyTensor(t) == 0
+    for a in arrays:
+        assert e.nn.aclDestroyIntArray(a) == 0
+    return ws[0], ex[0], gi_ptr, [go_ptr, x_ptr, i_ptr, gi_ptr]
+
+
+def _check_maxpool_backward_seed_example_and_executor_lifetime(e: _Emu) -> None:
+    base = e.counts()
+    ws, ex, gi_ptr, ptrs = _maxpool_backward_seed(e, repeatable=False)
+    assert e.op(MAXPOOL[3])(e.ffi.NULL, 0, ex, e.ffi.NULL) == e.c["ACLNN_ERR_PARAM_INVALID"]  # no workspace
+    assert "workspace" in e.msg()
+    # the failed phase 2 consumed the non-repeatable executor
+    assert e.run(MAXPOOL[3], ws, ex) == e.c["ACLNN_ERR_INNER_NULLPTR"]
+    e.msg()
+    for p in ptrs:
+        assert e.rt.aclrtFree(p) == 0
+
+    ws, ex, gi_ptr, ptrs = _maxpool_backward_seed(e, repeatable=True)
+    stream = e.ffi.new("aclrtStream *")
+    assert e.rt.aclrtCreateStream(stream) == 0
+    for _ in range(2):  # a repeatable executor runs again and again
+        assert e.run(MAXPOOL[3], ws, ex, stream[0]) == 0, e.msg()
+        assert e.rt.aclrtSynchronizeStream(stream[0]) == 0
+        got = e.fetch(gi_ptr, (8,), np.float32)
+        assert np.array_equal(got, np.array([0, 0, 0, 0, 0, 0, 0.4757, 0], np.float32)), got
+    assert e.nn.aclDestroyAclOpExecutor(ex) == 0
+    assert e.nn.aclDestroyAclOpExecutor(ex) == e.c["ACLNN_ERR_INNER_NULLPTR"]
+    assert e.rt.aclrtDestroyStream(stream[0]) == 0
+    assert e.run(MAXPOOL[3], 0, e.ffi.NULL, stream[0]) == 0  # NULL executor with no workspace: no-op
+    e.msg()
+    for p in ptrs:
+        assert e.rt.aclrtFree(p) == 0
+    assert e.counts() == base
+
+
+def _check_maxpool_backward_rejects_an_index_outside_its_plane_before_writing(e: _Emu) -> None:
+    go_ptr, go = e.device(np.ones((1, 1, 1, 1, 1), np.float32), 0)
+    x_ptr, xt = e.device(np.ones((1, 1, 2, 2, 2), np.float32), 0)
+    i_ptr, it = e.device(np.array([8], np.int64).reshape(1, 1, 1, 1, 1), 9)
+    sentinel = np.full((1, 1, 2, 2, 2), 7.0, np.float32)
+    gi_ptr, git = e.device(sentinel, 0)
+    arrays = [e.int_array([2]), e.int_array([]), e.int_array([0]), e.int_array([1])]
+    ws, ex = e.out_params()
+    assert e.op(MAXPOOL[2])(go, xt, it, *arrays, False, git, ws, ex) == 0, e.msg()
+    assert e.run(MAXPOOL[3], ws[0], ex[0]) == e.c["ACLNN_ERR_PARAM_INVALID"]
+    assert "outside" in e.msg()
+    assert np.array_equal(e.fetch(gi_ptr, sentinel.shape, np.float32), sentinel)
+    # the output-size rule is a phase-1 error
+    bad = e.int_array([3])
+    status = e.op(MAXPOOL[2])(go, xt, it, arrays[0], arrays[1], arrays[2], bad, True, git, ws, ex)
+    assert status == e.c["ACLNN_ERR_PARAM_INVALID"], status
+    assert "gradOutput" in e.msg()
+    for t in (go, xt, it, git):
+        e.nn.aclDestroyTensor(t)
+    for a in arrays + [bad]:
+        e.nn.aclDestroyIntArray(a)
+    for p in (go_ptr, x_ptr, i_ptr, gi_ptr):
+        e.rt.aclrtFree(p)
+
+
+def _maxpool_forward_case(e: _Emu) -> dict:
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 3, 5, 6, 7)).astype(np.float32)
+    x[0, 0, :2, :2, :2] = 1.5  # ties: the first maximum wins
+    k, s, p, d = (3, 2, 2), (2, 2, 3), (1, 1, 1), (1, 2, 1)
+    out_shape = [2, 3] + [
+        _pool_size(n, *a) for n, a in zip(x.shape[2:], zip(k, s, p, d))
+    ]
+    x_ptr, xt = e.device(x, 0)
+    o_ptr, ot = e.device(np.zeros(out_shape, np.float32), 0)
+    i_ptr, it = e.device(np.zeros(out_shape, np.int32), 3)
+    arrays = [e.int_array(v) for v in (k, s, p, d)]
+    ws, ex = e.out_params()
+    assert e.op(MAXPOOL[0])(xt, *arrays, True, ot, it, ws, ex) == 0, e.msg()
+    assert ws[0] == 0
+    assert e.run(MAXPOOL[1], 0, ex[0]) == 0, e.msg()
+    result = {"x": x.tolist(), "k": k, "s": s, "p": p, "d": d,
+              "out": e.fetch(o_ptr, out_shape, np.float32).tolist(),
+              "indices": e.fetch(i_ptr, out_shape, np.int32).tolist()}
+    for t in (xt, ot, it):
+        e.nn.aclDestroyTensor(t)
+    for a in arrays:
+        e.nn.aclDestroyIntArray(a)
+    for ptr in (x_ptr, o_ptr, i_ptr):
+        e.rt.aclrtFree(ptr)
+    return result
+
+
+def _maxpool_half_case(e: _Emu, acl: int) -> dict:
+    """fp16 / bf16 through the max-pool ops, as raw bits: every bit pattern
+    through a 1x1x1 forward, and random pairs summed in fp32 by the backward
+    (both rows' indices point at row 0) and rounded once."""
+    rng = np.random.default_rng(acl)
+    every = np.arange(1 << 16, dtype=np.uint16).reshape(1, 1, 1, 256, 256)
+    ones = [e.int_array([1]), e.int_array([]), e.int_array([0]), e.int_array([1])]
+    x_ptr, xt = e.device(every, acl)
+    o_ptr, ot = e.device(np.zeros_like(every), acl)
+    i_ptr, it = e.device(np.zeros(every.shape, np.int32), 3)
+    ws, ex = e.out_params()
+    assert e.op(MAXPOOL[0])(xt, *ones, False, ot, it, ws, ex) == 0, e.msg()
+    assert e.run(MAXPOOL[1], ws[0], ex[0]) == 0, e.msg()
+    forward = e.fetch(o_ptr, every.shape, np.uint16)
+    forward_idx = e.fetch(i_ptr, every.shape, np.int32)
+    pairs = rng.integers(0, 1 << 16, (1, 1, 1, 2, 4096), dtype=np.uint16)
+    go_ptr, got = e.device(pairs, acl)
+    idx = np.broadcast_to(np.arange(4096, dtype=np.int32), pairs.shape)
+    ix_ptr, ixt = e.device(idx, 3)
+    s_ptr, st = e.device(np.zeros_like(pairs), acl)
+    gi_ptr, git = e.device(np.zeros_like(pairs), acl)
+    assert e.op(MAXPOOL[2])(got, st, ixt, *ones, False, git, ws, ex) == 0, e.msg()
+    assert e.run(MAXPOOL[3], ws[0], ex[0]) == 0, e.msg()
+    backward = e.fetch(gi_ptr, pairs.shape, np.uint16)
+    for t in (xt, ot, it, got, ixt, st, git):
+        e.nn.aclDestroyTensor(t)
+    for a in ones:
+        e.nn.aclDestroyIntArray(a)
+    for ptr in (x_ptr, o_ptr, i_ptr, go_ptr, ix_ptr, s_ptr, gi_ptr):
+        e.rt.aclrtFree(ptr)
+    return {"forward": forward.ravel().tolist(), "forward_idx": forward_idx.ravel().tolist(),
+            "pairs": pairs.reshape(2, -1).tolist(), "backward": backward.reshape(2, -1).tolist()}
+
+
+def _pool_size(n: int, k: int, s: int, p: int, d: int) -> int:
+    out = (n + 2 * p - d * (k - 1) - 1 + s - 1) // s + 1  # ceil mode
+    return out - 1 if (out - 1) * s >= n + p else out
+
+
+def _grid_case(e: _Emu, dtype: str, interp: int, pad: int, align: bool, mask=(True, True), ties=False) -> dict:
+    rng = np.random.default_rng(interp * 10 + pad)
+    np_dtype, acl = {"float32": (np.float32, 0), "float64": (np.float64, 11)}[dtype]
+    x = rng.standard_normal((2, 3, 5, 5, 5) if ties else (2, 3, 4, 5, 6)).astype(np_dtype)
+    if ties:  # with align_corners and size 5 these land exactly on .5: nearest rounds half to even
+        grid = rng.choice(np.array([-0.75, -0.25, 0.25, 0.75], np_dtype), (2, 3, 2, 4, 3))
+    else:
+        grid = rng.uniform(-1.3, 1.3, (2, 3, 2, 4, 3)).astype(np_dtype)
+    go = rng.standard_normal((2, 3, 3, 2, 4)).astype(np_dtype)
+    ptrs, tensors = zip(*(e.device(a, acl) for a in (go, x, grid)))
+    ig_ptr, igt = e.device(np.full(x.shape, 5, np_dtype), acl)
+    gg_ptr, ggt = e.device(np.full(grid.shape, 5, np_dtype), acl)
+    mask_arr = e.nn.aclCreateBoolArray(e.ffi.new("bool[]", list(mask)), 2)
+    ws, ex = e.out_params()
+    assert e.op(GRID[2])(*tensors, interp, pad, align, mask_arr, igt, ggt, ws, ex) == 0, e.msg()
+    assert e.run(GRID[3], ws[0], ex[0]) == 0, e.msg()
+    # forward on the same data
+    o_ptr, ot = e.device(np.zeros(go.shape, np_dtype), acl)
+    assert e.op(GRID[0])(tensors[1], tensors[2], interp, pad, align, ot, ws, ex) == 0, e.msg()
+    assert e.run(GRID[1], ws[0], ex[0]) == 0, e.msg()
+    result = {"x": x.tolist(), "grid": grid.tolist(), "go": go.tolist(), "dtype": dtype,
+              "interp": interp, "pad": pad, "align": align, "mask": list(mask),
+              "input_grad": e.fetch(ig_ptr, x.shape, np_dtype).tolist(),
+              "grid_grad": e.fetch(gg_ptr, grid.shape, np_dtype).tolist(),
+              "out": e.fetch(o_ptr, go.shape, np_dtype).tolist()}
+    for t in tensors + (igt, ggt, ot):
+        e.nn.aclDestroyTensor(t)
+    e.nn.aclDestroyBoolArray(mask_arr)
+    for p in ptrs + (ig_ptr, gg_ptr, o_ptr):
+        e.rt.aclrtFree(p)
+    return result
+
+
+def _check_empty_and_maskless_calls_succeed_without_an_executor(e: _Emu) -> None:
+    base = e.counts()
+    go_ptr, go = e.device(np.zeros((1, 2, 0, 2, 2), np.float32), 0)
+    x_ptr, x = e.device(np.zeros((1, 2, 3, 3, 3), np.float32), 0)
+    g_ptr, g = e.device(np.zeros((1, 0, 2, 2, 3), np.float32), 0)
+    ws, ex = e.out_params()
+    mask = e.nn.aclCreateBoolArray(e.ffi.new("bool[]", [True, True]), 2)
+    assert e.op(GRID[2])(go, x, g, 0, 0, False, mask, x, g, ws, ex) == 0, e.msg()
+    assert ws[0] == 0 and ex[0] == e.ffi.NULL
+    assert e.run(GRID[3], 0, e.ffi.NULL) == 0
+    assert e.op(GRID[2])(e.ffi.NULL, e.ffi.NULL, e.ffi.NULL, 0, 0, False, e.ffi.NULL,
+                         e.ffi.NULL, e.ffi.NULL, ws, ex) == 0  # no mask: nothing is checked
+    assert e.op(GRID[2])(go, x, g, 0, 5, False, mask, x, g, ws, ex) == e.c["ACLNN_ERR_PARAM_INVALID"]
+    assert "paddingMode" in e.msg()
+    assert e.op(GRID[2])(go, e.ffi.NULL, g, 0, 0, False, mask, x, g, ws, ex) == e.c["ACLNN_ERR_PARAM_NULLPTR"]
+    assert "input" in e.msg()
+    for t in (go, x, g):
+        e.nn.aclDestroyTensor(t)
+    e.nn.aclDestroyBoolArray(mask)
+    for p in (go_ptr, x_ptr, g_ptr):
+        e.rt.aclrtFree(p)
+    assert e.counts() == base
+
+
+def _check_layout_exports(e: _Emu) -> None:
+    if e.layout == "classic":
+        opapi = e.handles["libopapi.so"]
+        assert all(hasattr(opapi, s) for s in MAXPOOL + GRID)
+        return
+    nn, cv = e.handles["libopapi_nn.so"], e.handles["libopapi_cv.so"]
+    assert all(hasattr(nn, s) for s in MAXPOOL) and not any(hasattr(nn, s) for s in GRID)
+    assert all(hasattr(cv, s) for s in GRID) and not any(hasattr(cv, s) for s in MAXPOOL)
+    # libascendcl.so is the same runtime as libacl_rt.so: one state
+    compat = e.ffi.dlopen(str(e.home / "lib64" / "libascendcl.so"), e.ffi.RTLD_GLOBAL | e.ffi.RTLD_NOW)
+    before = e.counts()[0]
+    p = e.ffi.new("void **")
+    assert compat.aclrtMalloc(p, 64, 0) == 0
+    assert e.counts()[0] == before + 1
+    assert e.rt.aclrtFree(p[0]) == 0
+
+
+_CHECKS = [f for name, f in sorted(globals().items()) if name.startswith("_check_")]
+_CHECK_NAMES = [f.__name__[len("_check_"):] for f in _CHECKS]
+_CASES = {
+    "maxpool_forward": lambda e: _maxpool_forward_case(e),
+    "maxpool_float16_bits": lambda e: _maxpool_half_case(e, 1),
+    "maxpool_bfloat16_bits": lambda e: _maxpool_half_case(e, 27),
+    "grid_bilinear_zeros": lambda e: _grid_case(e, "float32", 0, 0, False),
+    "grid_bilinear_reflection_align": lambda e: _grid_case(e, "float32", 0, 2, True),
+    "grid_nearest_border_double": lambda e: _grid_case(e, "float64", 1, 1, False),
+    "grid_partial_mask": lambda e: _grid_case(e, "float32", 0, 1, True, mask=(False, True)),
+    "grid_nearest_ties": lambda e: _grid_case(e, "float32", 1, 0, True, ties=True),
+}
+
+
+def _child_main(layout: str, home: str) -> None:
+    report: dict = {"checks": {}, "cases": {}}
+    e = _Emu(layout, Path(home))
+    for name, check in zip(_CHECK_NAMES, _CHECKS):
+        try:
+            check(e)
+            report["checks"][name] = None
+        except Exception:
+            report["checks"][name] = traceback.format_exc()
+    for name, case in _CASES.items():
+        try:
+            report["cases"][name] = case(e)
+        except Exception:
+            report["cases"][name] = {"error": traceback.format_exc()}
+    report["final_counts"] = e.counts()
+    json.dump(report, sys.stdout)
+
+
+# ----------------------------------------------------------------------------
+# Parent side: pytest.
+# ----------------------------------------------------------------------------
+
+_reports: dict[str, dict] = {}
+
+
+def _report(layout: str) -> dict:
+    if layout not in _reports:
+        home = emulator_home(layout)
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")]))
+        proc = subprocess.run([sys.executable, __file__, layout, str(home)], capture_output=True, text=True,
+                              env=env, timeout=120)
+        assert proc.returncode == 0, f"emulator child ({layout}) crashed:\n{proc.stderr}\n{proc.stdout[-2000:]}"
+        _reports[layout] = json.loads(proc.stdout)
+    return _reports[layout]
+
+
+LAYOUT_PARAMS = pytest.mark.parametrize("layout", ["classic", "split"])
+
+
+@LAYOUT_PARAMS
+@pytest.mark.parametrize("check", _CHECK_NAMES)
+def test_emulator_behaviour(layout: str, check: str) -> None:
+    failure = _report(layout)["checks"][check]
+    assert failure is None, failure
+
+
+@LAYOUT_PARAMS
+def test_everything_the_checks_created_was_released(layout: str) -> None:
+    assert _report(layout)["final_counts"] == [0] * 7
+
+
+def _case(layout: str, name: str) -> dict:
+    case = _report(layout)["cases"][name]
+    assert "error" not in case, case.get("error")
+    return case
+
+
+@LAYOUT_PARAMS
+def test_maxpool_forward_matches_torch(layout: str, torch) -> None:
+    c = _case(layout, "maxpool_forward")
+    x = torch.tensor(c["x"])
+    out, idx = torch.ops.aten.max_pool3d_with_indices(x, c["k"], c["s"], c["p"], c["d"], True)
+    np.testing.assert_array_equal(np.array(c["out"], np.float32), out.numpy())
+    np.testing.assert_array_equal(np.array(c["indices"]), idx.numpy())
+
+
+@LAYOUT_PARAMS
+@pytest.mark.parametrize("name", ["maxpool_float16_bits", "maxpool_bfloat16_bits"])
+def test_half_types_are_read_exactly_and_rounded_once_to_nearest_even(layout: str, name: str) -> None:
+    import ml_dtypes
+
+    half = np.float16 if name == "maxpool_float16_bits" else ml_dtypes.bfloat16
+    c = _case(layout, name)
+    every = np.arange(1 << 16, dtype=np.uint16).view(half)
+    forward = np.array(c["forward"], np.uint16).view(half)
+    nan = np.isnan(every.astype(np.float32))
+    assert np.array_equal(np.isnan(forward.astype(np.float32)), nan)
+    assert np.array_equal(forward.view(np.uint16)[~nan], every.view(np.uint16)[~nan])  # -0.0 and inf kept
+    assert np.array_equal(np.array(c["forward_idx"]), np.arange(1 << 16))
+    a, b = np.array(c["pairs"], np.uint16).view(half).astype(np.float32)
+    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf and overflow are part of the test
+        want = (a + b).astype(half)  # fp32 sum, one round-to-nearest-even cast (NumPy / ml_dtypes)
+    got = np.array(c["backward"], np.uint16)[0].view(half)
+    want_nan = np.isnan(want.astype(np.float32))
+    assert np.array_equal(np.isnan(got.astype(np.float32)), want_nan)
+    assert np.array_equal(got.view(np.uint16)[~want_nan], want.view(np.uint16)[~want_nan])
+    assert not np.array(c["backward"], np.uint16)[1].any()  # row 1 received nothing: +0.0
+
+
+@LAYOUT_PARAMS
+@pytest.mark.parametrize(
+    "name",
+    [
+        "grid_bilinear_zeros",
+        "grid_bilinear_reflection_align",
+        "grid_nearest_border_double",
+        "grid_partial_mask",
+        "grid_nearest_ties",
+    ],
+)
+def test_grid_sampler_matches_torch(layout: str, name: str, torch) -> None:
+    c = _case(layout, name)
+    dt = torch.float64 if c["dtype"] == "float64" else torch.float32
+    x, grid, go = (torch.tensor(c[k], dtype=dt) for k in ("x", "grid", "go"))
+    out = torch.ops.aten.grid_sampler_3d(x, grid, c["interp"], c["pad"], c["align"])
+    gi, gg = torch.ops.aten.grid_sampler_3d_backward(go, x, grid, c["interp"], c["pad"], c["align"], [True, True])
+    tol = {"rtol": 1e-12, "atol": 1e-12} if dt == torch.float64 else {"rtol": 1e-5, "atol": 1e-5}
+    np.testing.assert_allclose(np.array(c["out"]), out.numpy(), **tol)
+    if c["mask"][0]:
+        np.testing.assert_allclose(np.array(c["input_grad"]), gi.numpy(), **tol)
+    else:  # unmasked output keeps its previous contents
+        assert np.all(np.array(c["input_grad"]) == 5)
+    np.testing.assert_allclose(np.array(c["grid_grad"]), gg.numpy(), **tol)
+
+
+if __name__ == "__main__":
+    _child_main(sys.argv[1], sys.argv[2])
