@@ -96,6 +96,22 @@ class _Emu:
         assert t != self.ffi.NULL, self.msg()
         return ptr, t
 
+    def device_strided(self, view: np.ndarray, dtype: int, fmt: int = 2):
+        """aclTensor over `view`'s own strides (in elements) and storage offset: the whole base array
+        goes to the device, the descriptor says where the view lies in it."""
+        base = view.base if view.base is not None else view
+        assert base.flags.c_contiguous
+        ptr, t0 = self.device(base, dtype, fmt)
+        assert self.nn.aclDestroyTensor(t0) == 0
+        item = view.itemsize
+        offset = (view.__array_interface__["data"][0] - base.__array_interface__["data"][0]) // item
+        dims = self.ffi.new("int64_t[]", list(view.shape))
+        strides = self.ffi.new("int64_t[]", [st // item for st in view.strides])
+        storage = self.ffi.new("int64_t[]", [base.size])
+        t = self.nn.aclCreateTensor(dims, view.ndim, dtype, strides, offset, fmt, storage, 1, ptr)
+        assert t != self.ffi.NULL, self.msg()
+        return ptr, t
+
     def fetch(self, ptr, shape, np_dtype) -> np.ndarray:
         out = np.empty(shape, np_dtype)
         assert self.rt.aclrtMemcpy(self.ffi.from_buffer(out), out.nbytes, ptr, out.nbytes, 2) == 0, self.msg()
@@ -321,10 +337,13 @@ def _maxpool_forward_case(e: _Emu) -> dict:
     x = rng.standard_normal((2, 3, 5, 6, 7)).astype(np.float32)
     x[0, 0, :2, :2, :2] = 1.5  # ties: the first maximum wins
     k, s, p, d = (3, 2, 2), (2, 2, 3), (1, 1, 1), (1, 2, 1)
-    out_shape = [2, 3] + [
-        _pool_size(n, *a) for n, a in zip(x.shape[2:], zip(k, s, p, d))
-    ]
-    x_ptr, xt = e.device(x, 0)
+    out_shape = [2, 3] + [_pool_size(n, *a) for n, a in zip(x.shape[2:], zip(k, s, p, d))]
+    # a non-contiguous view with an offset: x lives transposed inside a larger buffer
+    storage = np.zeros((2, 3, 2, 7, 6, 5), np.float32)
+    storage[1] = x.transpose(1, 0, 4, 3, 2)
+    view = storage[1].transpose(1, 0, 4, 3, 2)
+    assert np.array_equal(view, x)
+    x_ptr, xt = e.device_strided(view, 0)
     o_ptr, ot = e.device(np.zeros(out_shape, np.float32), 0)
     i_ptr, it = e.device(np.zeros(out_shape, np.int32), 3)
     arrays = [e.int_array(v) for v in (k, s, p, d)]
@@ -383,7 +402,9 @@ def _pool_size(n: int, k: int, s: int, p: int, d: int) -> int:
     return out - 1 if (out - 1) * s >= n + p else out
 
 
-def _grid_case(e: _Emu, dtype: str, interp: int, pad: int, align: bool, mask=(True, True), ties=False) -> dict:
+def _grid_case(
+    e: _Emu, dtype: str, interp: int, pad: int, align: bool, mask=(True, True), ties=False, ndhwc=False
+) -> dict:
     rng = np.random.default_rng(interp * 10 + pad)
     np_dtype, acl = {"float32": (np.float32, 0), "float64": (np.float64, 11)}[dtype]
     x = rng.standard_normal((2, 3, 5, 5, 5) if ties else (2, 3, 4, 5, 6)).astype(np_dtype)
@@ -392,18 +413,21 @@ def _grid_case(e: _Emu, dtype: str, interp: int, pad: int, align: bool, mask=(Tr
     else:
         grid = rng.uniform(-1.3, 1.3, (2, 3, 2, 4, 3)).astype(np_dtype)
     go = rng.standard_normal((2, 3, 3, 2, 4)).astype(np_dtype)
-    ptrs, tensors = zip(*(e.device(a, acl) for a in (go, x, grid)))
-    ig_ptr, igt = e.device(np.full(x.shape, 5, np_dtype), acl)
+    fmt = 2
+    if ndhwc:  # channels last: input and gradOutput are (N, D, H, W, C), chosen by input's format
+        x, go, fmt = x.transpose(0, 2, 3, 4, 1).copy(), go.transpose(0, 2, 3, 4, 1).copy(), 27
+    ptrs, tensors = zip(*(e.device(a, acl, f) for a, f in ((go, 2), (x, fmt), (grid, 2))))
+    ig_ptr, igt = e.device(np.full(x.shape, 5, np_dtype), acl, fmt)
     gg_ptr, ggt = e.device(np.full(grid.shape, 5, np_dtype), acl)
     mask_arr = e.nn.aclCreateBoolArray(e.ffi.new("bool[]", list(mask)), 2)
     ws, ex = e.out_params()
     assert e.op(GRID[2])(*tensors, interp, pad, align, mask_arr, igt, ggt, ws, ex) == 0, e.msg()
     assert e.run(GRID[3], ws[0], ex[0]) == 0, e.msg()
     # forward on the same data
-    o_ptr, ot = e.device(np.zeros(go.shape, np_dtype), acl)
+    o_ptr, ot = e.device(np.zeros(go.shape, np_dtype), acl, fmt)
     assert e.op(GRID[0])(tensors[1], tensors[2], interp, pad, align, ot, ws, ex) == 0, e.msg()
     assert e.run(GRID[1], ws[0], ex[0]) == 0, e.msg()
-    result = {"x": x.tolist(), "grid": grid.tolist(), "go": go.tolist(), "dtype": dtype,
+    result = {"x": x.tolist(), "grid": grid.tolist(), "go": go.tolist(), "dtype": dtype, "ndhwc": ndhwc,
               "interp": interp, "pad": pad, "align": align, "mask": list(mask),
               "input_grad": e.fetch(ig_ptr, x.shape, np_dtype).tolist(),
               "grid_grad": e.fetch(gg_ptr, grid.shape, np_dtype).tolist(),
@@ -468,6 +492,7 @@ _CASES = {
     "grid_nearest_border_double": lambda e: _grid_case(e, "float64", 1, 1, False),
     "grid_partial_mask": lambda e: _grid_case(e, "float32", 0, 1, True, mask=(False, True)),
     "grid_nearest_ties": lambda e: _grid_case(e, "float32", 1, 0, True, ties=True),
+    "grid_ndhwc": lambda e: _grid_case(e, "float32", 0, 2, False, ndhwc=True),
 }
 
 
@@ -569,14 +594,19 @@ def test_half_types_are_read_exactly_and_rounded_once_to_nearest_even(layout: st
         "grid_nearest_border_double",
         "grid_partial_mask",
         "grid_nearest_ties",
+        "grid_ndhwc",
     ],
 )
 def test_grid_sampler_matches_torch(layout: str, name: str, torch) -> None:
     c = _case(layout, name)
     dt = torch.float64 if c["dtype"] == "float64" else torch.float32
     x, grid, go = (torch.tensor(c[k], dtype=dt) for k in ("x", "grid", "go"))
+    if c["ndhwc"]:
+        x, go = x.permute(0, 4, 1, 2, 3), go.permute(0, 4, 1, 2, 3)
     out = torch.ops.aten.grid_sampler_3d(x, grid, c["interp"], c["pad"], c["align"])
     gi, gg = torch.ops.aten.grid_sampler_3d_backward(go, x, grid, c["interp"], c["pad"], c["align"], [True, True])
+    if c["ndhwc"]:  # back to the emulator's (N, D, H, W, C)
+        out, gi = out.permute(0, 2, 3, 4, 1), gi.permute(0, 2, 3, 4, 1)
     tol = {"rtol": 1e-12, "atol": 1e-12} if dt == torch.float64 else {"rtol": 1e-5, "atol": 1e-5}
     np.testing.assert_allclose(np.array(c["out"]), out.numpy(), **tol)
     if c["mask"][0]:
