@@ -464,6 +464,33 @@ def _check_empty_and_maskless_calls_succeed_without_an_executor(e: _Emu) -> None
     assert e.counts() == base
 
 
+def _check_phase2_rejects_a_destroyed_stream_and_freed_memory(e: _Emu) -> None:
+    base = e.counts()
+    x_ptr, xt = e.device(np.ones((1, 2, 2, 2), np.float32), 0)  # 4-D: (C, D, H, W)
+    o_ptr, ot = e.device(np.zeros((1, 1, 1, 1), np.float32), 0)
+    i_ptr, it = e.device(np.zeros((1, 1, 1, 1), np.int32), 3)
+    arrays = [e.int_array([2]), e.int_array([]), e.int_array([0]), e.int_array([1])]
+    stream = e.ffi.new("aclrtStream *")
+    assert e.rt.aclrtCreateStream(stream) == 0
+    assert e.rt.aclrtDestroyStream(stream[0]) == 0
+    ws, ex = e.out_params()
+    assert e.op(MAXPOOL[0])(xt, *arrays, False, ot, it, ws, ex) == 0, e.msg()
+    assert e.op(MAXPOOL[1])(e.ffi.NULL, 0, ex[0], stream[0]) == e.c["ACLNN_ERR_RUNTIME_ERROR"]
+    assert "stream" in e.msg()
+    assert e.op(MAXPOOL[0])(xt, *arrays, False, ot, it, ws, ex) == 0, e.msg()
+    assert e.rt.aclrtFree(o_ptr) == 0
+    assert e.op(MAXPOOL[1])(e.ffi.NULL, 0, ex[0], e.ffi.NULL) == e.c["ACLNN_ERR_RUNTIME_ERROR"]
+    text = e.msg()
+    assert "out" in text and "freed" in text
+    for t in (xt, ot, it):
+        assert e.nn.aclDestroyTensor(t) == 0
+    for a in arrays:
+        assert e.nn.aclDestroyIntArray(a) == 0
+    for p in (x_ptr, i_ptr):
+        assert e.rt.aclrtFree(p) == 0
+    assert e.counts() == base
+
+
 def _check_layout_exports(e: _Emu) -> None:
     if e.layout == "classic":
         opapi = e.handles["libopapi.so"]
