@@ -373,22 +373,23 @@ def _covering_storage(x: np.ndarray) -> tuple[np.ndarray, tuple[int, ...], int]:
     itemsize = x.dtype.itemsize
     if x.flags.c_contiguous:
         return x.reshape(-1), _contiguous_strides(x.shape), 0
-    if any(s % itemsize for s in x.strides):
-        x = np.ascontiguousarray(x)  # strides that are not whole elements cannot be described
+    if any(s % itemsize or s < 0 for s in x.strides):
+        # aclTensor strides are whole, non-negative element counts: other views are copied dense
+        x = np.ascontiguousarray(x)
         return x.reshape(-1), _contiguous_strides(x.shape), 0
     strides = tuple(s // itemsize for s in x.strides)
-    low = sum(s * (d - 1) for s, d in zip(strides, x.shape) if s < 0)
-    high = sum(s * (d - 1) for s, d in zip(strides, x.shape) if s > 0)
-    corner = x[tuple(slice(d - 1, d) if s < 0 else slice(0, 1) for s, d in zip(strides, x.shape))]
-    span = np.lib.stride_tricks.as_strided(corner, shape=(high - low + 1,), strides=(itemsize,), writeable=False)
-    return span, strides, -low
+    span_size = 1 + sum(s * (d - 1) for s, d in zip(strides, x.shape))
+    first = x[tuple(slice(0, 1) for _ in x.shape)]
+    span = np.lib.stride_tricks.as_strided(first, shape=(span_size,), strides=(itemsize,), writeable=False)
+    return span, strides, 0
 
 
 def to_device(x: Any, *, backend: str | None = None) -> DeviceArray:
     """Copy ``x`` to device memory (``aclrtMalloc`` + ``aclrtMemcpy``).
 
     A non-contiguous NumPy view is copied once together with the storage it
-    spans and described with its strides, not densified. A DeviceArray is
+    spans and described with its strides, not densified (a view with negative
+    strides, which an aclTensor cannot describe, is copied dense). A DeviceArray is
     returned as is when it already lives on ``backend``.
 
     Parameters

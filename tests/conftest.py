@@ -26,14 +26,29 @@ def torch():
     return _torch
 
 
-@pytest.fixture(params=["numpy"])
+@pytest.fixture(scope="session")
+def emulator_home():
+    """The classic-layout emulator home, built on first use (never skipped: CI must build it)."""
+    from emulator_build import emulator_home as build
+
+    return build("classic")
+
+
+@pytest.fixture(params=["numpy", "npu"])
 def backend(request):
-    """Name of the backend under test; after the test, everything pyaclnn holds is
-    freed and the backend must report no live object (no leak, no double free)."""
+    """Name of the backend under test: numpy, or npu over the host emulator of CANN.
+
+    After the test everything pyaclnn holds is freed and the backend must report
+    no live object (no leak, no double free).
+    """
     import pyaclnn
     from pyaclnn import backends
 
     name = request.param
+    if name == "npu":
+        home = request.getfixturevalue("emulator_home")
+        # One CANN per process: the first npu use loads this home for the whole session.
+        os.environ["PYACLNN_ASCEND_HOME"] = str(home)
     yield name
     pyaclnn.finalize(name)
     counts = backends.get(name).live_counts()

@@ -24,9 +24,9 @@ def _create(name: str) -> Backend:
         from .numpy import NumpyBackend
 
         return NumpyBackend()
-    from .npu import load
+    from .npu import NpuBackend
 
-    return load()
+    return NpuBackend()
 
 
 def get(name: str | None = None) -> Backend:
@@ -72,8 +72,8 @@ def _auto() -> tuple[str, str]:
 
     result = probe()
     if result.ok:
-        return "npu", f"auto: {result.reason}"
-    return "numpy", f"auto: npu not usable ({result.reason})"
+        return "npu", f"auto: CANN loaded from {result.home}, {result.device_count} device(s)"
+    return "numpy", f"auto: npu not usable: {result.reason}"
 
 
 def active_name() -> str:

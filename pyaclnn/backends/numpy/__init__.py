@@ -294,6 +294,8 @@ class NumpyBackend:
         strides = tuple(int(s) for s in strides)
         if len(strides) != len(shape):
             return self._null(NN_PARAM_INVALID, f"stride has {len(strides)} values for {len(shape)} dims")
+        if any(s < 0 for s in strides):
+            return self._null(NN_PARAM_INVALID, f"stride {list(strides)} has a negative value; strides must be >= 0")
         if offset < 0:
             return self._null(NN_PARAM_INVALID, f"offset {offset} is negative")
         try:
