@@ -124,13 +124,21 @@ def _benchmarks_dir() -> Path | None:
     return None
 
 
-def bench(extra: Sequence[str] = ()) -> int:
-    """Run the benchmark scripts of the source checkout, one subprocess each; their exit status."""
-    if importlib.util.find_spec("torch") is None:
+def _have_torch() -> bool:
+    return importlib.util.find_spec("torch") is not None
+
+
+def bench(extra: Sequence[str] = (), directory: Path | None = None) -> int:
+    """Run the benchmark scripts, one subprocess each, in ``directory`` (default: the checkout's benchmarks/).
+
+    Returns 0 when all ran and succeeded, 2 when torch or a script is missing,
+    else the first failing script's exit status.
+    """
+    if not _have_torch():
         print("bench: the benchmarks compare against PyTorch CPU, which is not installed "
               "(pip install torch)", file=sys.stderr)
         return 2
-    directory = _benchmarks_dir()
+    directory = directory or _benchmarks_dir()
     if directory is None:
         print("bench: no benchmarks/ directory: the benchmarks ship with the source tree, not the wheel; "
               "run this from a checkout of pyaclnn", file=sys.stderr)
