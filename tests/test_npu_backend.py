@@ -481,3 +481,10 @@ def test_a_missing_runtime_function_raises_acl_error_and_an_operator_aclnn_error
     assert "/opt/cann/lib64/libascendcl.so, /opt/cann/lib64/libnnopbase.so" in str(info.value)
     with pytest.raises(errors.AclnnError):
         _missing_stub("aclnnGridSampler3D", libs)(0, 0, None, None)
+
+
+def test_arrays_where_scalars_belong_are_type_errors(npu, stream):
+    with pytest.raises(TypeError, match="aclCreateBoolArray: values"):
+        npu.aclCreateBoolArray([np.array([True, False])])
+    with pytest.raises(TypeError, match="aclnnGridSampler3D: workspace must be an int address"):
+        npu.aclnnGridSampler3D(np.zeros(2), 0, None, stream)

@@ -220,7 +220,7 @@ def _int64s(values: Any, api: str, param: str) -> Any:
 def _bools(values: Any, api: str, param: str) -> Any:
     try:
         flags = [_as_bool(v) for v in values]
-    except TypeError:
+    except (TypeError, ValueError):  # ValueError: a NumPy array has no single truth value
         raise TypeError(f"{api}: {param} must be a sequence of bools, got {_describe(values)}") from None
     return ffi.new(_BOOLARR, flags)
 
@@ -562,7 +562,7 @@ class NpuBackend:
         self, workspace: int, workspace_size: int, executor: Any, stream: Any
     ) -> int:
         api = "aclnnMaxPool3dWithArgmax"
-        ws = NULL if workspace == 0 else _pointer(workspace, api, "workspace")
+        ws = NULL if type(workspace) is int and workspace == 0 else _pointer(workspace, api, "workspace")
         st = stream if type(stream) is _CDATA and _typeof(stream) is _STREAM else _stream(stream, api)
         try:
             return self._c.aclnnMaxPool3dWithArgmax(
@@ -595,7 +595,7 @@ class NpuBackend:
         self, workspace: int, workspace_size: int, executor: Any, stream: Any
     ) -> int:
         api = "aclnnMaxPool3dWithArgmaxBackward"
-        ws = NULL if workspace == 0 else _pointer(workspace, api, "workspace")
+        ws = NULL if type(workspace) is int and workspace == 0 else _pointer(workspace, api, "workspace")
         st = stream if type(stream) is _CDATA and _typeof(stream) is _STREAM else _stream(stream, api)
         try:
             return self._c.aclnnMaxPool3dWithArgmaxBackward(
@@ -622,7 +622,7 @@ class NpuBackend:
 
     def aclnnGridSampler3D(self, workspace: int, workspace_size: int, executor: Any, stream: Any) -> int:
         api = "aclnnGridSampler3D"
-        ws = NULL if workspace == 0 else _pointer(workspace, api, "workspace")
+        ws = NULL if type(workspace) is int and workspace == 0 else _pointer(workspace, api, "workspace")
         st = stream if type(stream) is _CDATA and _typeof(stream) is _STREAM else _stream(stream, api)
         try:
             return self._c.aclnnGridSampler3D(ws, workspace_size, NULL if executor is None else executor, st)
@@ -654,7 +654,7 @@ class NpuBackend:
         self, workspace: int, workspace_size: int, executor: Any, stream: Any
     ) -> int:
         api = "aclnnGridSampler3DBackward"
-        ws = NULL if workspace == 0 else _pointer(workspace, api, "workspace")
+        ws = NULL if type(workspace) is int and workspace == 0 else _pointer(workspace, api, "workspace")
         st = stream if type(stream) is _CDATA and _typeof(stream) is _STREAM else _stream(stream, api)
         try:
             return self._c.aclnnGridSampler3DBackward(
