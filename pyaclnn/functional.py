@@ -195,6 +195,16 @@ def _pool_output_shape(x: DeviceArray | None, params: list[tuple[int, ...]], cei
     return x.shape[:-3] + tuple(max(n, 0) for n in _checks.pooled_shape(x.shape[-3:], pool))
 
 
+def _plane_size_limit(x: Any, api: str, forward: bool) -> None:
+    """Reject a plane too large for the device before anything is allocated for it."""
+    shape = getattr(x, "shape", ())
+    if len(shape) in (4, 5):
+        try:
+            _checks.plane_size_limit(shape, forward)
+        except _checks.CheckFailed as exc:
+            raise AclnnError(exc.status, exc.message, api) from None
+
+
 def max_pool3d_with_argmax(
     input: ArrayLike,
     kernel_size: IntOrSeq,
@@ -245,6 +255,7 @@ def max_pool3d_with_argmax(
     ceil = _flag("ceil_mode", ceil_mode)
     wanted = np.dtype(indices_dtype)
     device_dtype = _INT32 if wanted == _INT64 else wanted
+    _plane_size_limit(input, "aclnnMaxPool3dWithArgmaxGetWorkspaceSize", forward=True)
     with _Call(backend, stream) as call:
         x = call.device("input", input)
         shape = _pool_output_shape(x, ints, ceil)
@@ -323,6 +334,7 @@ def max_pool3d_with_argmax_backward(
     ints = [int_tuple(n, v) for n, v in (("kernel_size", kernel_size), ("stride", stride),
                                           ("padding", padding), ("dilation", dilation))]
     ceil = _flag("ceil_mode", ceil_mode)
+    _plane_size_limit(input, "aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize", forward=False)
     with _Call(backend, stream) as call:
         g = call.device("grad_output", grad_output)
         x = call.device("input", input)

@@ -253,3 +253,20 @@ def test_a_missing_tensor_is_161001(backend):
         pyaclnn.grid_sampler3d(None, np.zeros((1, 1, 1, 1, 3), np.float32), backend=backend)
     assert info.value.status == 161001 and info.value.status_name == "ACLNN_ERR_PARAM_NULLPTR"
     assert "input" in str(info.value)
+
+
+@pytest.mark.parametrize("forward", [True, False])
+def test_a_plane_above_int32_max_is_rejected_before_any_allocation(backend, forward):
+    x = np.broadcast_to(np.float32(0), (1, 1, 2048, 2048, 1024))  # 2**32 elements, no memory
+    from pyaclnn import backends
+
+    pyaclnn.to_device(np.zeros(1, np.float32), backend=backend).close()  # initialise first
+    before = backends.get(backend).live_counts()
+    with pytest.raises(AclnnError) as info:
+        if forward:
+            pyaclnn.max_pool3d_with_argmax(x, 1, backend=backend)
+        else:
+            pyaclnn.max_pool3d_with_argmax_backward(x, x, np.broadcast_to(np.int32(0), x.shape), 1, backend=backend)
+    assert info.value.status == (561103 if forward else 161002)
+    assert "INT32_MAX" in str(info.value)
+    assert backends.get(backend).live_counts() == before

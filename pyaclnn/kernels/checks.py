@@ -161,6 +161,19 @@ def pooled_shape(spatial: Sequence[int], params: PoolParams) -> tuple[int, int, 
     )
 
 
+def plane_size_limit(shape: Sequence[int], forward: bool) -> None:
+    """Atlas A2/A3 indexes a (n, c) plane with int32: D*H*W of self must not exceed INT32_MAX.
+
+    The forward's L0 layer fails with 561103, the backward's L2 check with 161002.
+    """
+    size = prod(shape[-3:])
+    if size > INT32_MAX:
+        raise _fail(
+            f"self: D*H*W = {size} exceeds INT32_MAX, which Atlas A2/A3 cannot index",
+            INNER_NULLPTR if forward else PARAM_INVALID,
+        )
+
+
 # -- MaxPool3dWithArgmax ------------------------------------------------------
 
 
@@ -210,11 +223,7 @@ def max_pool3d_with_argmax(
                 f"{name} has shape {list(t.shape)}; pooling self {list(self.shape)} with these "
                 f"parameters gives {list(expected)}"
             )
-    if prod(spatial) > INT32_MAX:
-        raise _fail(
-            f"self: D*H*W = {prod(spatial)} exceeds INT32_MAX, which Atlas A2/A3 cannot index",
-            INNER_NULLPTR,
-        )
+    plane_size_limit(self.shape, forward=True)
     return MaxPoolPlan(params, len(self.shape) == 5)
 
 
@@ -260,8 +269,7 @@ def max_pool3d_with_argmax_backward(
         _rank_in(name, t, (4, 5))
     params = pool_params(kernel_size, stride, padding, dilation, ceil_mode)
     spatial = self.shape[-3:]
-    if prod(spatial) > INT32_MAX:
-        raise _fail(f"self: D*H*W = {prod(spatial)} exceeds INT32_MAX, the Atlas A2/A3 limit")
+    plane_size_limit(self.shape, forward=False)
     if tuple(indices.shape) != tuple(grad_output.shape):
         raise _fail(
             f"indices has shape {list(indices.shape)}; it must equal gradOutput's shape {list(grad_output.shape)}"
