@@ -56,6 +56,11 @@ ZEROS, BORDER, REFLECTION = 0, 1, 2  # paddingMode values of the C API
 _CHUNK_BYTES = 1 << 20
 _MIN_CHUNK = 2048
 _MAX_CHUNK = 1 << 16
+# inputGrad: points whose corner indices and weights are cached for the
+# channel-by-channel scatter (bounds that cache to ~20 MB), and the points per
+# np.add.at call.
+_MAX_CACHED_POINTS = 1 << 18
+_SCATTER_CHUNK = 8192
 
 # Sentinel of the device kernel for coordinates that do not fit an int32.
 _OUT_OF_RANGE = -100.0
@@ -293,6 +298,58 @@ def _complex_of(ct: np.dtype) -> np.dtype:
     return np.dtype(np.complex128) if ct == np.float64 else np.dtype(np.complex64)
 
 
+class _ScatterCache:
+    """Corner base indices and weights of a group of points, kept for the
+    channel-by-channel scatter of inputGrad.
+
+    Bilinear adds the x0/x1 corners of a row as one complex pair: slot u of a
+    complex accumulator plane holds (cell u, cell u+1) in its (real, imag)
+    parts, which halves the ``np.add.at`` work. Nearest adds to the real part.
+    """
+
+    __slots__ = ("base", "w", "ct", "cplx", "vals", "idx")
+
+    def __init__(self, npoints: int, nearest: bool, ct: np.dtype) -> None:
+        self.ct = ct
+        self.cplx = _complex_of(ct)
+        self.base = np.empty(npoints, dtype=np.intp)
+        self.w = None if nearest else np.empty((npoints, 8), dtype=ct)
+        self.vals = None if nearest else np.empty((_SCATTER_CHUNK, 8), dtype=ct)
+        self.idx = np.empty((_SCATTER_CHUNK, 1 if nearest else 4), dtype=np.intp)
+
+    def store(self, q0: int, ch: _Chunk) -> None:
+        q1 = q0 + ch.base.shape[0]
+        self.base[q0:q1] = ch.base
+        if self.w is not None:
+            self.w[q0:q1] = ch.w
+
+    def scatter(self, plane: np.ndarray, gout: np.ndarray, geo: _Geometry) -> None:
+        """Add one channel's contributions (gout: that channel's gradOutput
+        of the group's points) into a complex accumulator plane."""
+        n = self.base.shape[0]
+        for q0 in range(0, n, _SCATTER_CHUNK):
+            q1 = min(n, q0 + _SCATTER_CHUNK)
+            g = gout[q0:q1].astype(self.ct, copy=False)
+            idx = self.idx[: q1 - q0]
+            if self.w is None:
+                np.multiply(self.base[q0:q1, None], 2, out=idx)  # real part of the slot
+                np.add.at(plane.view(self.ct), idx.reshape(-1), g)
+            else:
+                np.add(self.base[q0:q1, None], geo.off4, out=idx)
+                vals = self.vals[: q1 - q0]
+                np.multiply(self.w[q0:q1], g[:, None], out=vals)
+                np.add.at(plane, idx.reshape(-1), vals.view(self.cplx).reshape(-1))
+
+
+def _finish_plane(plane: np.ndarray, geo: _Geometry) -> np.ndarray:
+    """The (D, H, W) inputGrad of a complex accumulator plane (a view into it):
+    cell u got the real part of slot u and the imaginary part of slot u-1."""
+    f = plane.view(plane.real.dtype)
+    re, im = f[0::2], f[1::2]
+    np.add(re[1:], im[:-1], out=re[1:])
+    return geo.interior(re)
+
+
 # --------------------------------------------------------------------------
 # Forward
 # --------------------------------------------------------------------------
@@ -413,50 +470,55 @@ def grid_sampler3d_backward(
         return
     geo = _Geometry(D, H, W)
     chunk = _chunk_points(C)
+    nearest = interpolation_mode == NEAREST
     tab = np.zeros((geo.length, C), dtype=ct) if want_grid else None
-    # inputGrad accumulators, one plane per channel. Bilinear adds the x0/x1
-    # corners of a row as one complex pair (half the scatter operations):
-    # slot u holds (cell u, cell u+1) in its (real, imag) parts.
-    acc = np.zeros((C, geo.length), dtype=_complex_of(ct)) if want_in else None
-    accf = acc.view(ct) if want_in else None  # (C, 2 * length): re, im interleaved
+    # inputGrad is scattered channel by channel over the cached corner indices
+    # and weights of many points, so that one channel's accumulator stays in
+    # cache. When all points of a batch item fit the cache, one accumulator
+    # plane is enough; otherwise every channel keeps its plane across the
+    # groups of points.
+    group = P if P <= _MAX_CACHED_POINTS else _MAX_CACHED_POINTS
+    planes = C if group < P else 1
+    acc = np.zeros((planes, geo.length), dtype=_complex_of(ct)) if want_in else None
     with np.errstate(all="ignore"):
         for n in range(N):
             if want_grid:
                 _fill_table(tab, geo, input[n])
-            if want_in and n:
+            if want_in and planes > 1 and n:
                 acc.fill(0)
             gout_n = _points_cf(grad_output[n])  # (C, P)
             grid_n = grid[n].reshape(P, 3)
             if want_grid:
                 gg_n = _view_as(grid_grad[n], (P, 3))
                 gg_buf = np.empty((P, 3), dtype=grid_grad.dtype) if gg_n is None else gg_n
-            for p0 in range(0, P, chunk):
-                p1 = min(P, p0 + chunk)
-                g = grid_n[p0:p1].astype(ct)
-                ch = _Chunk(g, geo, interpolation_mode, padding_mode, align_corners, want_grid)
-                go = gout_n[:, p0:p1].astype(ct, copy=False)  # (C, p)
+            for s0 in range(0, P, group):
+                s1 = min(P, s0 + group)
                 if want_in:
-                    if ch.w is None:
-                        idx = 2 * ch.base  # real part of the slot
-                        for c in range(C):
-                            np.add.at(accf[c], idx, go[c])
-                    else:
-                        idx = (ch.base[:, None] + geo.off4).reshape(-1)
-                        vals = np.empty_like(ch.w)
-                        pairs = vals.view(acc.dtype).reshape(-1)
-                        for c in range(C):
-                            np.multiply(ch.w, go[c][:, None], out=vals)
-                            np.add.at(acc[c], idx, pairs)
-                if want_grid:
-                    v = np.take(tab, ch.base[:, None] + geo.off8, axis=0)  # (p, 8, C)
-                    dots = np.matmul(v, go.T[:, :, None])[:, :, 0]
-                    res = np.empty((p1 - p0, 3), dtype=ct)
-                    _grid_grad_from_corner_dots(ch, dots, res)
-                    gg_buf[p0:p1] = res
-            if want_in:
-                # Cell u got the real part of slot u and the imaginary part of slot u-1.
-                re, im = accf[:, 0::2], accf[:, 1::2]
-                np.add(re[:, 1:], im[:, :-1], out=re[:, 1:])
-                input_grad[n] = geo.interior(re)
+                    cache = None  # free the previous group's cache first
+                    cache = _ScatterCache(s1 - s0, nearest, ct)
+                for p0 in range(s0, s1, chunk):
+                    p1 = min(s1, p0 + chunk)
+                    g = grid_n[p0:p1].astype(ct)
+                    ch = _Chunk(g, geo, interpolation_mode, padding_mode, align_corners, want_grid)
+                    if want_in:
+                        cache.store(p0 - s0, ch)
+                    if want_grid:
+                        go = gout_n[:, p0:p1].astype(ct, copy=False)  # (C, p)
+                        v = np.take(tab, ch.base[:, None] + geo.off8, axis=0)  # (p, 8, C)
+                        dots = np.matmul(v, go.T[:, :, None])[:, :, 0]
+                        res = np.empty((p1 - p0, 3), dtype=ct)
+                        _grid_grad_from_corner_dots(ch, dots, res)
+                        gg_buf[p0:p1] = res
+                if want_in:
+                    for c in range(C):
+                        plane = acc[c if planes > 1 else 0]
+                        if planes == 1:
+                            plane.fill(0)
+                        cache.scatter(plane, gout_n[c, s0:s1], geo)
+                        if planes == 1:
+                            input_grad[n, c] = _finish_plane(plane, geo)
+            if want_in and planes > 1:
+                for c in range(C):
+                    input_grad[n, c] = _finish_plane(acc[c], geo)
             if want_grid and gg_n is None:
                 grid_grad[n] = gg_buf.reshape(Do, Ho, Wo, 3)
