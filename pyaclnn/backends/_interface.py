@@ -28,6 +28,12 @@ from typing import Any, Protocol
 
 Handle = Any
 Pointer = int
+
+#: Keys of ``live_counts()``: the order of the emulator's pyaclnnEmuLiveCounts
+#: (include/decl/emulator.h), which the numpy backend reports too.
+LIVE_COUNT_NAMES = (
+    "device_allocs", "host_allocs", "tensors", "int_arrays", "bool_arrays", "executors", "streams",
+)
 HostBuffer = Any  # int pointer or buffer-protocol object
 
 

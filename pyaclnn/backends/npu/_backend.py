@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ... import errors
+from .._interface import LIVE_COUNT_NAMES
 from ._discovery import Candidate, Discovery, LibraryNotFoundError, discover
 from ._ffi import ffi, function_names, parameter_names
 
@@ -56,10 +57,6 @@ _STREAM = ffi.typeof("struct pyaclnnStream *")
 _STREAMP = ffi.typeof("aclrtStream *")
 _CDATA = type(ffi.cast(_STREAM, 0))  # the class of non-owning cdata, as returned by C
 
-#: Names of pyaclnnEmuLiveCounts' slots, in the order the emulator fills them.
-LIVE_COUNT_NAMES = (
-    "device_allocs", "host_allocs", "tensors", "int_arrays", "bool_arrays", "executors", "streams",
-)
 
 _LOAD_HINT = (
     "CANN's libraries are present but could not be opened; the NPU driver libraries "

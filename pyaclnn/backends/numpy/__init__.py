@@ -21,6 +21,7 @@ from ... import dtypes as _dtypes
 from ...kernels import checks as _checks
 from ...kernels import grid_sampler3d as _grid
 from ...kernels import max_pool3d as _pool
+from .._interface import LIVE_COUNT_NAMES
 from ._heap import Heap, HeapError
 from ._objects import BoolArray, Executor, IntArray, Registry, Stream, Tensor
 
@@ -352,16 +353,12 @@ class NumpyBackend:
         return SUCCESS
 
     def live_counts(self) -> dict[str, int]:
-        """Live objects of each kind (the emulator reports the same through pyaclnnEmuLiveCounts)."""
-        return {
-            "device_allocations": self.heap.live_count(host=False),
-            "host_allocations": self.host_heap.live_count(host=True),
-            "tensors": len(self.tensors),
-            "int_arrays": len(self.int_arrays),
-            "bool_arrays": len(self.bool_arrays),
-            "executors": len(self.executors),
-            "streams": len(self.streams),
-        }
+        """Live objects of each kind, as the emulator reports them through pyaclnnEmuLiveCounts."""
+        counts = (
+            self.heap.live_count(host=False), self.host_heap.live_count(host=True), len(self.tensors),
+            len(self.int_arrays), len(self.bool_arrays), len(self.executors), len(self.streams),
+        )
+        return dict(zip(LIVE_COUNT_NAMES, counts))
 
     # -- operators: shared machinery ----------------------------------------
     def _phase1(self, api: str, check, args: tuple, make_run, workspace_size: int) -> tuple[int, int, Any]:
