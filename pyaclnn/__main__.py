@@ -171,12 +171,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     bp = sub.add_parser("bench", help="run benchmarks/ (needs PyTorch and a source checkout)")
     bp.add_argument("args", nargs=argparse.REMAINDER, help="passed on to each benchmark script")
     args = parser.parse_args(argv)
-    if args.command == "info":
-        return info()
-    if args.command == "selftest":
-        return selftest.run(args.backend, args.quick, args.k)
-    if args.command == "bench":
-        return bench(args.args)
+    try:
+        if args.command == "info":
+            return info()
+        if args.command == "selftest":
+            return selftest.run(args.backend, args.quick, args.k)
+        if args.command == "bench":
+            return bench(args.args)
+    except BrokenPipeError:  # output piped into e.g. `head`: stop quietly
+        sys.stdout = open(os.devnull, "w")
+        return 141
     parser.print_help()
     return 2
 
