@@ -345,12 +345,20 @@ def test_forward_copies_signed_zeros_exactly():
     np.testing.assert_array_equal(np.signbit(out.ravel()), [True, False])
 
 
+def _force_threads(monkeypatch, threads: int) -> None:
+    """Make every call use ``threads`` worker threads, however small."""
+    monkeypatch.setattr(mp, "_PARALLEL_MIN_WORK", 0)
+    monkeypatch.setenv("PYACLNN_NUM_THREADS", str(threads))
+
+
+@pytest.mark.parametrize("threads", [1, 3])
 @pytest.mark.parametrize("chunk_bytes", [1, 3000])
 @pytest.mark.parametrize("layout", ["contiguous", "transposed"])
-def test_forward_is_the_same_whatever_the_chunking(torch, monkeypatch, chunk_bytes, layout):
+def test_forward_is_the_same_whatever_the_chunking(torch, monkeypatch, chunk_bytes, layout, threads):
     # One plane per chunk, and chunks that do not divide N*C; "transposed"
     # cannot merge N and C, so it chunks over C inside each n.
     monkeypatch.setattr(mp, "_FORWARD_CHUNK_BYTES", chunk_bytes)
+    _force_threads(monkeypatch, threads)
     rng = np.random.default_rng(3)
     x = _layout(_values(rng, (3, 5, 5, 6, 7), "ties").astype(np.float32), layout, rng)
     args = ((2, 3, 2), (2, 1, 2), (1, 1, 0), (1, 1, 1), True)
@@ -487,10 +495,12 @@ def test_backward_accumulates_low_precision_in_float32(dtype):
     np.testing.assert_array_equal(gi.astype(np.float32).ravel(), [1.015625, 0, 0])
 
 
+@pytest.mark.parametrize("threads", [1, 3])
 @pytest.mark.parametrize("chunk_bytes", [1, 5000])
 @pytest.mark.parametrize("dtype", [F32, F16, BF16])
-def test_backward_is_the_same_whatever_the_chunking(torch, monkeypatch, chunk_bytes, dtype):
+def test_backward_is_the_same_whatever_the_chunking(torch, monkeypatch, chunk_bytes, dtype, threads):
     monkeypatch.setattr(mp, "_BACKWARD_CHUNK_BYTES", chunk_bytes)
+    _force_threads(monkeypatch, threads)
     rng = np.random.default_rng(5)
     shape = (3, 5, 6, 5, 7)
     args = ((3, 3, 3), (1, 2, 1), (1, 1, 1), (1, 1, 1), True)
@@ -500,6 +510,25 @@ def test_backward_is_the_same_whatever_the_chunking(torch, monkeypatch, chunk_by
     # Transposed arrays cannot merge N and C: chunks run over C inside each n.
     _check_backward(torch, _layout(go, "transposed", rng), idx, shape, args, "contiguous")
     _check_backward(torch, go, idx, shape, args, "transposed")
+
+
+@pytest.mark.parametrize("dtype", [F16, BF16])
+def test_backward_rounds_sums_once_when_few_positions_are_touched(dtype):
+    # 8 gradients into a 64-cell plane: only the touched cells are written.
+    # Cell 0 gets three gradients, cell 7 two; cell 5 gets -0, which becomes
+    # +0 once added to the zero the plane starts from.
+    idx = np.array([0, 0, 0, 3, 5, 7, 7, 9], np.int64).reshape(1, 1, 1, 1, 8)
+    go = np.array([1.0, 2.0**-9, 2.0**-9, 4.0, -0.0, np.nan, 1.0, 2.5], np.float32)
+    go = go.astype(dtype).reshape(idx.shape)
+    gi = np.full((1, 1, 4, 4, 4), 3.0, dtype)
+    max_pool3d_with_argmax_backward(go, idx, gi)
+    want = np.zeros(64, np.float32)
+    for i, v in zip(idx.ravel(), go.astype(np.float32).ravel()):
+        want[i] += v
+    want = want.astype(dtype)
+    assert _ulp_distance(gi.ravel(), want).max() == 0
+    assert not np.signbit(gi.ravel()[5])
+    assert np.isnan(gi.ravel()[7])
 
 
 def test_out_of_plane_index_names_the_first_bad_position_and_writes_nothing():

@@ -19,7 +19,10 @@ accumulation for float16/bfloat16 (float64 for float64), rounded once.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Sequence
+import os
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
 
 import numpy as np
 
@@ -132,6 +135,63 @@ def _plane_blocks(arrays: Sequence[np.ndarray], planes: int) -> Iterator[tuple[n
 
 
 # --------------------------------------------------------------------------
+# Worker threads
+# --------------------------------------------------------------------------
+
+# Below this many element operations a call runs in the calling thread only.
+_PARALLEL_MIN_WORK = 1 << 20
+
+_executor: ThreadPoolExecutor | None = None
+_executor_lock = threading.Lock()
+
+
+def _thread_count() -> int:
+    """Worker threads for one call: PYACLNN_NUM_THREADS, else the usable cores (at most 8)."""
+    env = os.environ.get("PYACLNN_NUM_THREADS", "").strip()
+    if env:
+        try:
+            return max(1, int(env))
+        except ValueError:
+            pass
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, 8))
+
+
+def _run_shared(
+    work: Callable[[list[tuple[np.ndarray, ...]]], None],
+    blocks: list[tuple[np.ndarray, ...]],
+    amount: int,
+) -> None:
+    """Run ``work`` on shares of ``blocks``, in parallel when worth it.
+
+    NumPy releases the GIL inside its loops, so chunks of planes pool on
+    several cores; every chunk writes its own part of the outputs, so the
+    result does not depend on the number of threads.
+    """
+    threads = min(_thread_count(), len(blocks)) if amount >= _PARALLEL_MIN_WORK else 1
+    if threads <= 1:
+        work(blocks)
+        return
+    global _executor
+    with _executor_lock:
+        if _executor is None or _executor._max_workers < threads - 1:
+            _executor = ThreadPoolExecutor(threads - 1, thread_name_prefix="pyaclnn-kernel")
+        pool = _executor
+    shares = [blocks[i::threads] for i in range(threads)]
+    futures = [pool.submit(work, share) for share in shares[1:]]
+    try:
+        work(shares[0])
+    finally:
+        # Never return while a worker still writes into the outputs.
+        wait(futures)
+    for future in futures:
+        future.result()
+
+
+# --------------------------------------------------------------------------
 # Forward
 # --------------------------------------------------------------------------
 
@@ -240,46 +300,58 @@ class _ForwardPlan:
         outputs = self.pitched_size * (self.compute.itemsize + 2 * self.index_dtype.itemsize + 1)
         return phases + outputs
 
-    def allocate(self, planes: int) -> None:
+    def allocate(self, planes: int) -> _ForwardScratch:
+        return _ForwardScratch(self, planes)
+
+
+class _ForwardScratch:
+    """Buffers of one worker of a forward call: the phases of a chunk of
+    planes and the running maximum, argmax offset and mask."""
+
+    def __init__(self, plan: _ForwardPlan, planes: int) -> None:
+        self.plan = plan
         # Padding cells stay -inf for the whole call; chunks overwrite the rest.
         self.phase_buf = {
-            phase: np.full((planes, self.phase_size), -np.inf, self.compute)
-            for phase in self.phases
+            phase: np.full((planes, plan.phase_size), -np.inf, plan.compute)
+            for phase in plan.phases
         }
-        self.best = np.empty((planes, self.pitched_size), self.compute)
-        self.sel = np.empty((planes, self.pitched_size), self.index_dtype)
-        self.scratch = np.empty((planes, self.pitched_size), self.index_dtype)
-        self.mask = np.empty((planes, self.pitched_size), np.bool_)
+        self.best = np.empty((planes, plan.pitched_size), plan.compute)
+        self.sel = np.empty((planes, plan.pitched_size), plan.index_dtype)
+        self.scratch = np.empty((planes, plan.pitched_size), plan.index_dtype)
+        self.mask = np.empty((planes, plan.pitched_size), np.bool_)
 
     def load(self, xc: np.ndarray) -> None:
         """Copy a chunk (planes, D, H, W) of the input into the phases."""
+        plan = self.plan
         count = xc.shape[0]
-        dq, hq, wq = self.phase_len
+        dq, hq, wq = plan.phase_len
         for phase, buf in self.phase_buf.items():
             grid = buf[:count, : dq * hq * wq].reshape(count, dq, hq, wq)
             target: list[slice] = [slice(None)]
             source: list[slice] = [slice(None)]
-            for (q0, n, first), ax in zip(self.copy_ranges[phase], self.axes):
+            for (q0, n, first), ax in zip(plan.copy_ranges[phase], plan.axes):
                 target.append(slice(q0, q0 + n))
                 source.append(slice(first, first + (n - 1) * ax[1] + 1 if n else first, ax[1]))
             _widen(xc[tuple(source)], grid[tuple(target)])
 
     def run(self, count: int, nan_rule: bool) -> tuple[np.ndarray, np.ndarray]:
-        """Pool the loaded chunk; returns pitched (maxima, window offsets)."""
-        size = self.pitched_size
+        """Pool the loaded chunk; returns the (maxima, window offsets) of its
+        valid outputs, views of the pitched buffers."""
+        plan = self.plan
+        size = plan.pitched_size
         best = self.best[:count]
         sel = self.sel[:count]
         scratch = self.scratch[:count]
         mask = self.mask[:count]
         best.fill(-np.inf)
-        sel.reshape(count, *self.pitched)[...] = self.first_offset
-        for phase, shift, offset in self.offsets:
+        sel.reshape(count, *plan.pitched)[...] = plan.first_offset
+        for phase, shift, offset in plan.offsets:
             v = self.phase_buf[phase][:count, shift : shift + size]
             np.greater(v, best, out=mask)
             if nan_rule:
                 # A NaN always takes over, so the last NaN in scan order wins.
                 np.logical_or(mask, np.isnan(v), out=mask)
-            if self.increasing:
+            if plan.increasing:
                 # Offsets grow in scan order and a window starts at its smallest
                 # in-bounds one, so max(sel, mask*offset) is the masked store
                 # (np.copyto with where= is an order of magnitude slower).
@@ -293,12 +365,31 @@ class _ForwardPlan:
             # np.maximum propagates NaN, and nothing compares greater than a
             # NaN best, so a later number never replaces it.
             np.maximum(best, v, out=best)
-        do, ho, wo = self.out_spatial
+        do, ho, wo = plan.out_spatial
         valid = (slice(None), slice(0, do), slice(0, ho), slice(0, wo))
         return (
-            best.reshape(count, *self.pitched)[valid],
-            sel.reshape(count, *self.pitched)[valid],
+            best.reshape(count, *plan.pitched)[valid],
+            sel.reshape(count, *plan.pitched)[valid],
         )
+
+    def pool(self, xc: np.ndarray, oc: np.ndarray, ic: np.ndarray) -> None:
+        """Pool one chunk of planes of the input into its outputs."""
+        count = xc.shape[0]
+        self.load(xc)
+        best, sel = self.run(count, nan_rule=False)
+        if np.isnan(best).any():
+            # Rare: redo the chunk with the full NaN rule, which the fast path
+            # skips (it keeps the offset of the largest number).
+            best, sel = self.run(count, nan_rule=True)
+        np.add(sel, self.plan.window_start, out=ic, casting="unsafe")
+        np.copyto(oc, best, casting="unsafe")
+        # np.maximum may hand back +0 for (-0, +0), or another NaN than the
+        # chosen one: copy those outputs exactly from the input.
+        fix = best == 0
+        np.logical_or(fix, np.isnan(best), out=fix)
+        if fix.any():
+            where = np.nonzero(fix)
+            oc[where] = _gather_planes(xc, where[0], ic[where].astype(np.int64))
 
 
 def _gather_planes(xc: np.ndarray, plane: np.ndarray, flat: np.ndarray) -> np.ndarray:
@@ -369,25 +460,14 @@ def max_pool3d_with_argmax(
     index_dtype = np.dtype(np.int32 if depth * height * width <= _INT32_MAX else np.int64)
     plan = _ForwardPlan(spatial, out_spatial, axes, compute, index_dtype)
     planes = min(n_count * c_count, max(1, _FORWARD_CHUNK_BYTES // plan.bytes_per_plane()))
-    plan.allocate(planes)
+    blocks = list(_plane_blocks((x, out, indices), planes))
 
-    for xc, oc, ic in _plane_blocks((x, out, indices), planes):
-        count = xc.shape[0]
-        plan.load(xc)
-        best, sel = plan.run(count, nan_rule=False)
-        if np.isnan(best).any():
-            # Rare: redo the chunk with the full NaN rule, which the fast path
-            # skips (it keeps the offset of the largest number).
-            best, sel = plan.run(count, nan_rule=True)
-        np.add(sel, plan.window_start, out=ic, casting="unsafe")
-        np.copyto(oc, best, casting="unsafe")
-        # np.maximum may hand back +0 for (-0, +0), or another NaN than the
-        # chosen one: copy those outputs exactly from the input.
-        fix = best == 0
-        np.logical_or(fix, np.isnan(best), out=fix)
-        if fix.any():
-            where = np.nonzero(fix)
-            oc[where] = _gather_planes(xc, where[0], ic[where].astype(np.int64))
+    def work(share: list[tuple[np.ndarray, ...]]) -> None:
+        scratch = plan.allocate(planes)
+        for xc, oc, ic in share:
+            scratch.pool(xc, oc, ic)
+
+    _run_shared(work, blocks, out.size * len(plan.offsets))
 
 
 # --------------------------------------------------------------------------
@@ -399,7 +479,12 @@ def _check_indices(indices: np.ndarray, plane: int) -> None:
     """Raise IndexOutOfPlaneError naming the first index outside [0, plane)."""
     if indices.size == 0:
         return
-    if int(indices.min()) >= 0 and int(indices.max()) < plane:
+    signed = indices.dtype.kind == "i"
+    if signed and plane <= np.iinfo(indices.dtype).max:
+        # One pass: negative numbers read as unsigned are larger than any plane.
+        if int(indices.view(indices.dtype.str.replace("i", "u")).max()) < plane:
+            return
+    elif int(indices.min()) >= 0 and int(indices.max()) < plane:
         return
     bad = (indices < 0) | (indices >= plane)
     position = np.unravel_index(int(np.argmax(bad)), indices.shape)  # first in C order
@@ -476,45 +561,69 @@ def max_pool3d_with_argmax_backward(
     out_spatial = grad_output.shape[2:]
     per_out = out_spatial[0] * out_spatial[1] * out_spatial[2]
     acc_dtype = np.dtype(np.float64 if grad_input.dtype == np.float64 else np.float32)
-    in_place = grad_input.dtype == acc_dtype
     # Scratch per plane: int64 flat indices, the widened gradients and, unless
     # grad_input can accumulate in place, a float32 accumulator.
     per_plane = per_out * (8 + acc_dtype.itemsize) + plane * acc_dtype.itemsize
     planes = min(n_count * c_count, max(1, _BACKWARD_CHUNK_BYTES // per_plane))
-    flat_buf = np.empty(planes * per_out, np.int64)
-    value_buf = np.empty(planes * per_out, acc_dtype)
-    acc_buf: np.ndarray | None = None
-    plane_start = (np.arange(planes, dtype=np.int64) * plane).reshape(planes, 1, 1, 1)
+    blocks = list(_plane_blocks((grad_output, indices, grad_input), planes))
 
-    for goc, ic, gic in _plane_blocks((grad_output, indices, grad_input), planes):
+    def work(share: list[tuple[np.ndarray, ...]]) -> None:
+        scratch = _BackwardScratch(planes, plane, per_out, acc_dtype)
+        for goc, ic, gic in share:
+            scratch.scatter(goc, ic, gic)
+
+    _run_shared(work, blocks, grad_output.size * 4)
+
+
+class _BackwardScratch:
+    """Buffers of one worker of a backward call."""
+
+    def __init__(self, planes: int, plane: int, per_out: int, acc_dtype: np.dtype) -> None:
+        self.plane = plane
+        self.per_out = per_out
+        self.acc_dtype = acc_dtype
+        self.flat = np.empty(planes * per_out, np.int64)
+        self.values = np.empty(planes * per_out, acc_dtype)
+        self.acc: np.ndarray | None = None
+        self.plane_start = (np.arange(planes, dtype=np.int64) * plane).reshape(planes, 1, 1, 1)
+
+    def scatter(self, goc: np.ndarray, ic: np.ndarray, gic: np.ndarray) -> None:
+        """grad_input chunk = zeros + scatter-add of the grad_output chunk."""
         count = goc.shape[0]
-        flat = flat_buf[: count * per_out]
+        size = count * self.per_out
+        flat = self.flat[:size]
         # Indices of the whole chunk as one 1-D range, computed in int64.
-        np.add(ic, plane_start[:count], out=flat.reshape(ic.shape))
-        if goc.dtype == acc_dtype and goc.flags.c_contiguous:
+        np.add(ic, self.plane_start[:count], out=flat.reshape(ic.shape))
+        if goc.dtype == self.acc_dtype and goc.flags.c_contiguous:
             values = goc.reshape(-1)
         else:
-            values = value_buf[: count * per_out]
+            values = self.values[:size]
             _widen(goc, values.reshape(goc.shape))
-        if in_place and gic.flags.c_contiguous:
+        if gic.dtype == self.acc_dtype and gic.flags.c_contiguous:
             acc = gic.reshape(-1)
             acc.fill(0)
             np.add.at(acc, flat, values)
-            continue
-        if acc_buf is None:
-            acc_buf = np.empty(planes * plane, acc_dtype)
-        acc = acc_buf[: count * plane]
+            return
+        if self.acc is None:
+            self.acc = np.empty(self.flat.size // self.per_out * self.plane, self.acc_dtype)
+        acc = self.acc[: count * self.plane]
         acc.fill(0)
         np.add.at(acc, flat, values)
-        if (
-            gic.flags.c_contiguous
-            and gic.dtype == np.float16
-            and count * per_out * 2 < count * plane
-        ):
-            # NumPy's float32 -> float16 cast is slow: round only the touched
-            # positions and zero the rest with a fill.
-            gflat = gic.reshape(-1)
-            gflat.fill(0)
-            gflat[flat] = acc[flat].astype(np.float16)
-        else:
+        # When few positions are touched (windows that do not overlap), write
+        # only those: a position hit once holds exactly its one gradient, so
+        # store grad_output there and round only the sums that differ from the
+        # value stored (compared bit for bit, which also catches -0 and NaN
+        # payloads). This spares rounding the whole accumulator, which NumPy
+        # does slowly for float16.
+        sparse = 4 * size < acc.size
+        if not (sparse and gic.flags.c_contiguous and goc.dtype == gic.dtype):
             np.copyto(gic, acc.reshape(gic.shape), casting="unsafe")
+            return
+        gflat = gic.reshape(-1)
+        gflat.fill(0)
+        gflat[flat] = goc.reshape(-1)
+        sums = acc[flat]
+        differ = sums.view(np.uint32) != values.view(np.uint32)
+        if differ.any():
+            where = flat[differ]
+            gflat[where] = sums[differ].astype(gic.dtype)
