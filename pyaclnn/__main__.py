@@ -67,7 +67,8 @@ def info(out=None) -> int:
         print(text, file=out)
 
     say(f"pyaclnn {__version__} ({Path(__file__).resolve().parent})")
-    say(f"python {platform.python_version()}, numpy {np.__version__}, {platform.machine()} {platform.system()}")
+    say(f"python {platform.python_version()}, numpy {np.__version__}, "
+        f"{platform.machine()} {platform.system()}")
     try:
         active = _backends.active_name()
         reason = _backends.selection_reason().splitlines()

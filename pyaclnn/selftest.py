@@ -212,8 +212,8 @@ def _pool_backward_case(name: str, dtype: np.dtype, shape: Sequence[int], kernel
         grad_output = _random(rng, indices.shape, dtype)
         if strided:
             grad_output = _non_contiguous(grad_output)
-        got = F.max_pool3d_with_argmax_backward(grad_output, x, indices, kernel, stride, padding, 1, ceil_mode,
-                                                backend=backend)
+        got = F.max_pool3d_with_argmax_backward(grad_output, x, indices, kernel, stride, padding, 1,
+                                                ceil_mode, backend=backend)
         cmp = Comparison()
         cmp.add("grad_input", got, reference_max_pool3d_with_argmax_backward(grad_output, indices, x.shape))
         return cmp
@@ -221,8 +221,9 @@ def _pool_backward_case(name: str, dtype: np.dtype, shape: Sequence[int], kernel
     return Case(name, np.dtype(dtype), run, quick=quick)
 
 
-def _grid_inputs(rng: np.random.Generator, dtype: np.dtype, in_shape: Sequence[int], out_spatial: Sequence[int],
-                 layout: str, strided: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _grid_inputs(rng: np.random.Generator, dtype: np.dtype, in_shape: Sequence[int],
+                 out_spatial: Sequence[int], layout: str,
+                 strided: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(input as the op takes it in ``layout``, its NCDHW view, grid); the grid reaches beyond [-1, 1]."""
     x = _random(rng, in_shape, dtype)
     if strided:
@@ -241,7 +242,8 @@ def _grid_forward_case(name: str, dtype: np.dtype, interpolation: str, padding: 
                        layout: str = "NCDHW", strided: bool = False, quick: bool = False) -> Case:
     def run(backend: str, rng: np.random.Generator) -> Comparison:
         x_op, x, grid = _grid_inputs(rng, dtype, in_shape, out_spatial, layout, strided)
-        got = F.grid_sampler3d(x_op, grid, interpolation, padding, align_corners, layout=layout, backend=backend)
+        got = F.grid_sampler3d(x_op, grid, interpolation, padding, align_corners, layout=layout,
+                               backend=backend)
         ref = reference_grid_sampler3d(x, grid, _MODES[interpolation], _PADDINGS[padding], align_corners)
         cmp = Comparison()
         cmp.add("out", got, _to_layout(ref, layout))
@@ -252,8 +254,8 @@ def _grid_forward_case(name: str, dtype: np.dtype, interpolation: str, padding: 
 
 def _grid_backward_case(name: str, dtype: np.dtype, interpolation: str, padding: str, align_corners: bool, *,
                         in_shape: Sequence[int] = (2, 3, 5, 6, 7), out_spatial: Sequence[int] = (4, 5, 6),
-                        layout: str = "NCDHW", strided: bool = False, output_mask: tuple[bool, bool] = (True, True),
-                        quick: bool = False) -> Case:
+                        layout: str = "NCDHW", strided: bool = False,
+                        output_mask: tuple[bool, bool] = (True, True), quick: bool = False) -> Case:
     def run(backend: str, rng: np.random.Generator) -> Comparison:
         x_op, x, grid = _grid_inputs(rng, dtype, in_shape, out_spatial, layout, strided)
         grad_output = _random(rng, (in_shape[0], in_shape[1], *out_spatial), dtype)
@@ -275,17 +277,21 @@ def cases() -> list[Case]:
     """The selftest matrix; ``quick=True`` marks the subset of ``--quick``."""
     return [
         _pool_forward_case("max_pool3d fwd k2 s2", FP32, (2, 3, 8, 8, 8), 2, quick=True),
-        _pool_forward_case("max_pool3d fwd k3 s2 p1 ceil_mode", FP16, (1, 4, 7, 6, 9), 3, 2, 1, True, quick=True),
+        _pool_forward_case("max_pool3d fwd k3 s2 p1 ceil_mode", FP16, (1, 4, 7, 6, 9), 3, 2, 1, True,
+                           quick=True),
         _pool_forward_case("max_pool3d fwd k(3,2,2) s(2,1,2) p(1,1,0)", BF16, (2, 2, 6, 7, 8), (3, 2, 2),
                            (2, 1, 2), (1, 1, 0)),
         _pool_forward_case("max_pool3d fwd 4-D (C,D,H,W) stride 1", FP32, (3, 5, 5, 5), 2, 1),
-        _pool_forward_case("max_pool3d fwd non-contiguous input", FP32, (2, 2, 6, 6, 6), 3, 2, 1, strided=True),
+        _pool_forward_case("max_pool3d fwd non-contiguous input", FP32, (2, 2, 6, 6, 6), 3, 2, 1,
+                           strided=True),
         _pool_forward_case("max_pool3d fwd int64 indices", FP32, (1, 2, 6, 6, 6), 2, indices_dtype=np.int64),
         _pool_forward_case("max_pool3d fwd larger k3 s2 p1", FP32, (2, 16, 16, 24, 24), 3, 2, 1),
-        _pool_backward_case("max_pool3d bwd k3 s2 p1 (overlapping)", FP32, (2, 3, 7, 7, 7), 3, 2, 1, quick=True),
+        _pool_backward_case("max_pool3d bwd k3 s2 p1 (overlapping)", FP32, (2, 3, 7, 7, 7), 3, 2, 1,
+                            quick=True),
         _pool_backward_case("max_pool3d bwd k2 ceil_mode", FP16, (1, 4, 7, 5, 9), 2, 2, 0, True),
         _pool_backward_case("max_pool3d bwd k3 s1 p1", BF16, (1, 3, 6, 6, 6), 3, 1, 1),
-        _pool_backward_case("max_pool3d bwd non-contiguous grad_output", FP32, (2, 2, 6, 6, 6), 2, strided=True),
+        _pool_backward_case("max_pool3d bwd non-contiguous grad_output", FP32, (2, 2, 6, 6, 6), 2,
+                            strided=True),
         _grid_forward_case("grid_sampler3d fwd bilinear zeros", FP32, "bilinear", "zeros", False, quick=True),
         _grid_forward_case("grid_sampler3d fwd nearest border align", FP32, "nearest", "border", True),
         _grid_forward_case("grid_sampler3d fwd bilinear reflection", FP16, "bilinear", "reflection", False),
@@ -294,8 +300,10 @@ def cases() -> list[Case]:
         _grid_forward_case("grid_sampler3d fwd NDHWC", FP32, "bilinear", "zeros", False, layout="NDHWC"),
         _grid_forward_case("grid_sampler3d fwd non-contiguous input", FP32, "bilinear", "reflection", True,
                            strided=True),
-        _grid_backward_case("grid_sampler3d bwd bilinear zeros", FP32, "bilinear", "zeros", False, quick=True),
-        _grid_backward_case("grid_sampler3d bwd nearest reflection align", FP32, "nearest", "reflection", True),
+        _grid_backward_case("grid_sampler3d bwd bilinear zeros", FP32, "bilinear", "zeros", False,
+                            quick=True),
+        _grid_backward_case("grid_sampler3d bwd nearest reflection align", FP32, "nearest", "reflection",
+                            True),
         _grid_backward_case("grid_sampler3d bwd bilinear border", FP16, "bilinear", "border", False),
         _grid_backward_case("grid_sampler3d bwd bilinear zeros align", BF16, "bilinear", "zeros", True),
         _grid_backward_case("grid_sampler3d bwd bilinear reflection", FP64, "bilinear", "reflection", False),
@@ -351,7 +359,8 @@ def format_table(results: Sequence[CaseResult]) -> str:
             details.append(f"  {c.name}: {r.error}")
             continue
         mism = "-" if cmp.index_mismatches is None else str(cmp.index_mismatches)
-        rows.append((c.name, str(c.dtype), _format_error(cmp.error), tol, mism, "PASS" if r.passed else "FAIL"))
+        verdict = "PASS" if r.passed else "FAIL"
+        rows.append((c.name, str(c.dtype), _format_error(cmp.error), tol, mism, verdict))
         if cmp.exact_mismatches:
             details.append(f"  {c.name}: {cmp.exact_mismatches} value(s) differ from the reference")
         details.extend(f"  {c.name}: {note}" for note in cmp.notes)

@@ -178,7 +178,8 @@ def test_selftest_exits_nonzero_when_the_npu_backend_cannot_load(tmp_path):
 
 def test_bench_runs_each_script_and_returns_the_first_failure(tmp_path, monkeypatch, capfd):
     (tmp_path / "bench_kernels.py").write_text("print('kernels ran')\n")
-    (tmp_path / "bench_overhead.py").write_text("import sys\nprint('overhead ran', sys.argv[1:])\nsys.exit(3)\n")
+    (tmp_path / "bench_overhead.py").write_text(
+        "import sys\nprint('overhead ran', sys.argv[1:])\nsys.exit(3)\n")
     monkeypatch.setattr(cli, "_have_torch", lambda: True)
     assert cli.bench(["--quick"], directory=tmp_path) == 3
     out, err = capfd.readouterr()

@@ -78,7 +78,8 @@ def _document_grid_sampler_expected(torch) -> dict[str, np.ndarray]:
     x = torch.arange(1, 10, dtype=torch.float32).reshape(1, 1, 1, 3, 3)
     grid = torch.tensor([-1, -1, 0, -1, 1, -1, -1, 0, 0, 0, 1, 0], dtype=torch.float32).reshape(1, 1, 2, 2, 3)
     input_grad, grid_grad = torch.ops.aten.grid_sampler_3d_backward(grad, x, grid, 0, 0, False, [True, True])
-    return {"inputGradResultData": input_grad.numpy().ravel(), "gridGradResultData": grid_grad.numpy().ravel()}
+    return {"inputGradResultData": input_grad.numpy().ravel(),
+            "gridGradResultData": grid_grad.numpy().ravel()}
 
 
 def _close(got: np.ndarray, want: np.ndarray, rel: float = 1e-5) -> None:
@@ -173,8 +174,9 @@ print(json.dumps(backends.get().live_counts()))
 
 
 def test_a_low_level_sample_frees_everything_when_a_call_fails(run_sample_env):
-    proc = subprocess.run([sys.executable, "-c", _FAILING_RUN, str(SAMPLES / "max_pool3d_with_argmax_backward.py")],
-                          env=run_sample_env, capture_output=True, text=True, timeout=120)
+    script = str(SAMPLES / "max_pool3d_with_argmax_backward.py")
+    proc = subprocess.run([sys.executable, "-c", _FAILING_RUN, script], env=run_sample_env,
+                          capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0] == "status 161002"
@@ -215,7 +217,7 @@ def top_level_samples(emulator_home) -> Path:
 
 
 @pytest.mark.parametrize("name", CPP_SAMPLES)
-def test_cpp_sample_built_by_the_top_level_project_prints_what_the_python_port_prints(name, top_level_samples):
+def test_cpp_sample_of_the_top_level_build_prints_what_the_python_port_prints(name, top_level_samples):
     binary = top_level_samples / name
     assert binary.is_file(), f"{binary} was not built by the top-level CMake project"
     proc = subprocess.run([str(binary)], env=_env("numpy", None), capture_output=True, text=True, timeout=60)
