@@ -247,30 +247,31 @@ class _Chunk:
         self.wx = (fx + 1 - ix, ix - fx)
         self.wy = (fy + 1 - iy, iy - fy)
         self.wz = (fz + 1 - iz, iz - fz)
-        w = np.empty((g.shape[0], 8), dtype=ix.dtype)
+        # (8, points): corner-major rows keep NumPy's inner loops long.
+        w = np.empty((8, g.shape[0]), dtype=ix.dtype)
         for b in range(2):
             for e in range(2):
                 wyx = self.wx[e] * self.wy[b]
                 for a in range(2):
-                    np.multiply(wyx, self.wz[a], out=w[:, 4 * a + 2 * b + e])
+                    np.multiply(wyx, self.wz[a], out=w[4 * a + 2 * b + e])
         self.w = w
 
 
 def _grid_grad_from_corner_dots(ch: _Chunk, dots: np.ndarray, out: np.ndarray) -> None:
-    """gridGrad of a bilinear chunk from ``dots[p, k] = sum_c V[p, k, c] * gOut[p, c]``.
+    """gridGrad of a bilinear chunk from ``dots[k, p] = sum_c V[k, p, c] * gOut[p, c]``.
 
-    ``out`` is the (points, 3) result in the compute dtype.
+    ``out`` is the (points, 3) result, of any float dtype.
     """
-    t = dots.reshape(-1, 2, 2, 2)  # (p, z, y, x)
+    t = dots.reshape(2, 2, 2, -1)  # (z, y, x, p)
     wx0, wx1 = ch.wx
     wy0, wy1 = ch.wy
     wz0, wz1 = ch.wz
-    dx = t[:, :, :, 1] - t[:, :, :, 0]  # (p, z, y)
-    gx = (dx[:, 0, 0] * wy0 + dx[:, 0, 1] * wy1) * wz0 + (dx[:, 1, 0] * wy0 + dx[:, 1, 1] * wy1) * wz1
-    dy = t[:, :, 1, :] - t[:, :, 0, :]  # (p, z, x)
-    gy = (dy[:, 0, 0] * wx0 + dy[:, 0, 1] * wx1) * wz0 + (dy[:, 1, 0] * wx0 + dy[:, 1, 1] * wx1) * wz1
-    dz = t[:, 1, :, :] - t[:, 0, :, :]  # (p, y, x)
-    gz = (dz[:, 0, 0] * wx0 + dz[:, 0, 1] * wx1) * wy0 + (dz[:, 1, 0] * wx0 + dz[:, 1, 1] * wx1) * wy1
+    dx = t[:, :, 1] - t[:, :, 0]  # (z, y, p)
+    gx = (dx[0, 0] * wy0 + dx[0, 1] * wy1) * wz0 + (dx[1, 0] * wy0 + dx[1, 1] * wy1) * wz1
+    dy = t[:, 1] - t[:, 0]  # (z, x, p)
+    gy = (dy[0, 0] * wx0 + dy[0, 1] * wx1) * wz0 + (dy[1, 0] * wx0 + dy[1, 1] * wx1) * wz1
+    dz = t[1] - t[0]  # (y, x, p)
+    gz = (dz[0, 0] * wx0 + dz[0, 1] * wx1) * wy0 + (dz[1, 0] * wx0 + dz[1, 1] * wx1) * wy1
     for j, (gsum, m, gpad) in enumerate(((gx, ch.mx, ch.gx), (gy, ch.my, ch.gy), (gz, ch.mz, ch.gz))):
         gsum *= gsum.dtype.type(m)
         if gpad is not None:
@@ -304,24 +305,27 @@ class _ScatterCache:
 
     Bilinear adds the x0/x1 corners of a row as one complex pair: slot u of a
     complex accumulator plane holds (cell u, cell u+1) in its (real, imag)
-    parts, which halves the ``np.add.at`` work. Nearest adds to the real part.
+    parts, which halves the ``np.add.at`` work. The weights are kept as those
+    complex pairs, (4, points). Nearest adds to the real part.
     """
 
-    __slots__ = ("base", "w", "ct", "cplx", "vals", "idx")
+    __slots__ = ("base", "w", "ct", "idx", "vals")
 
     def __init__(self, npoints: int, nearest: bool, ct: np.dtype) -> None:
         self.ct = ct
-        self.cplx = _complex_of(ct)
+        cplx = _complex_of(ct)
         self.base = np.empty(npoints, dtype=np.intp)
-        self.w = None if nearest else np.empty((npoints, 8), dtype=ct)
-        self.vals = None if nearest else np.empty((_SCATTER_CHUNK, 8), dtype=ct)
-        self.idx = np.empty((_SCATTER_CHUNK, 1 if nearest else 4), dtype=np.intp)
+        self.w = None if nearest else np.empty((4, npoints), dtype=cplx)
+        self.vals = None if nearest else np.empty((4, _SCATTER_CHUNK), dtype=cplx)
+        self.idx = np.empty((1 if nearest else 4, _SCATTER_CHUNK), dtype=np.intp)
 
     def store(self, q0: int, ch: _Chunk) -> None:
         q1 = q0 + ch.base.shape[0]
         self.base[q0:q1] = ch.base
         if self.w is not None:
-            self.w[q0:q1] = ch.w
+            # Row 2j+e of ch.w is corner pair j, x side e: interleave e.
+            pairs = self.w[:, q0:q1].view(self.ct).reshape(4, q1 - q0, 2)
+            pairs[...] = ch.w.reshape(4, 2, -1).transpose(0, 2, 1)
 
     def scatter(self, plane: np.ndarray, gout: np.ndarray, geo: _Geometry) -> None:
         """Add one channel's contributions (gout: that channel's gradOutput
@@ -330,15 +334,15 @@ class _ScatterCache:
         for q0 in range(0, n, _SCATTER_CHUNK):
             q1 = min(n, q0 + _SCATTER_CHUNK)
             g = gout[q0:q1].astype(self.ct, copy=False)
-            idx = self.idx[: q1 - q0]
+            idx = self.idx[:, : q1 - q0]
             if self.w is None:
-                np.multiply(self.base[q0:q1, None], 2, out=idx)  # real part of the slot
-                np.add.at(plane.view(self.ct), idx.reshape(-1), g)
+                np.multiply(self.base[q0:q1], 2, out=idx[0])  # real part of the slot
+                np.add.at(plane.view(self.ct), idx[0], g)
             else:
-                np.add(self.base[q0:q1, None], geo.off4, out=idx)
-                vals = self.vals[: q1 - q0]
-                np.multiply(self.w[q0:q1], g[:, None], out=vals)
-                np.add.at(plane, idx.reshape(-1), vals.view(self.cplx).reshape(-1))
+                np.add(self.base[q0:q1], geo.off4[:, None], out=idx)
+                # complex weight pair times a real gradient: both parts exact.
+                vals = np.multiply(self.w[:, q0:q1], g, out=self.vals[:, : q1 - q0])
+                np.add.at(plane, idx.reshape(-1), vals.reshape(-1))
 
 
 def _finish_plane(plane: np.ndarray, geo: _Geometry) -> np.ndarray:
@@ -407,8 +411,8 @@ def grid_sampler3d(
                 if ch.w is None:
                     res = np.take(tab, ch.base, axis=0)  # (p, C)
                 else:
-                    v = np.take(tab, ch.base[:, None] + geo.off8, axis=0)  # (p, 8, C)
-                    res = np.matmul(ch.w[:, None, :], v)[:, 0, :]
+                    v = np.take(tab, ch.base + geo.off8[:, None], axis=0)  # (8, p, C)
+                    res = np.matmul(ch.w.T[:, None, :], v.transpose(1, 0, 2))[:, 0, :]
                 buf[:, p0:p1] = res.T
             if out_n is None:
                 out[n] = buf.reshape(C, Do, Ho, Wo)
@@ -472,6 +476,7 @@ def grid_sampler3d_backward(
     chunk = _chunk_points(C)
     nearest = interpolation_mode == NEAREST
     tab = np.zeros((geo.length, C), dtype=ct) if want_grid else None
+    ones = np.ones(C, dtype=ct)
     # inputGrad is scattered channel by channel over the cached corner indices
     # and weights of many points, so that one channel's accumulator stays in
     # cache. When all points of a batch item fit the cache, one accumulator
@@ -503,12 +508,12 @@ def grid_sampler3d_backward(
                     if want_in:
                         cache.store(p0 - s0, ch)
                     if want_grid:
-                        go = gout_n[:, p0:p1].astype(ct, copy=False)  # (C, p)
-                        v = np.take(tab, ch.base[:, None] + geo.off8, axis=0)  # (p, 8, C)
-                        dots = np.matmul(v, go.T[:, :, None])[:, :, 0]
-                        res = np.empty((p1 - p0, 3), dtype=ct)
-                        _grid_grad_from_corner_dots(ch, dots, res)
-                        gg_buf[p0:p1] = res
+                        go = np.ascontiguousarray(gout_n[:, p0:p1].T, dtype=ct)  # (p, C)
+                        v = np.take(tab, ch.base + geo.off8[:, None], axis=0)  # (8, p, C)
+                        # dots[k, p] = sum_c v[k, p, c] * go[p, c]: one multiply, one gemv.
+                        np.multiply(v, go, out=v)
+                        dots = (v.reshape(-1, C) @ ones).reshape(8, -1)
+                        _grid_grad_from_corner_dots(ch, dots, gg_buf[p0:p1])
                 if want_in:
                     for c in range(C):
                         plane = acc[c if planes > 1 else 0]
