@@ -167,14 +167,17 @@ def _forward_cases(count: int, seed: int):
 
 
 # Fixed cases worth naming: the last-window rule, size-1 axes, a 4-D
-# equivalent batch, offsets not increasing in scan order, dilation with padding.
+# equivalent batch, flat offsets not increasing in scan order (w reaches 4,
+# the next h row starts at 3), dilation with padding.
 _NAMED_FORWARD = [
     pytest.param((1, 1, 5, 5, 5), (2, 2, 2), (2, 2, 2), (1, 1, 1), (1, 1, 1), True, id="last-window-rule"),
     pytest.param((1, 2, 7, 6, 5), (3, 3, 3), (2, 2, 2), (1, 1, 1), (1, 1, 1), True, id="ceil-k3s2p1"),
     pytest.param((1, 3, 1, 1, 1), (1, 1, 1), (1, 1, 1), (0, 0, 0), (1, 1, 1), False, id="size-1"),
     pytest.param((1, 4, 1, 9, 1), (1, 3, 1), (1, 2, 1), (0, 1, 0), (1, 1, 1), True, id="size-1-axes"),
     pytest.param((1, 5, 6, 7, 8), (2, 3, 2), (2, 1, 2), (1, 1, 0), (1, 1, 1), False, id="batch-of-1"),
-    pytest.param((2, 2, 4, 3, 3), (3, 3, 3), (1, 1, 1), (1, 1, 1), (2, 1, 2), False, id="offsets-not-increasing"),
+    pytest.param(
+        (2, 2, 4, 3, 3), (3, 3, 3), (1, 1, 1), (1, 1, 1), (2, 1, 2), False, id="offsets-not-increasing"
+    ),
     pytest.param((1, 2, 9, 9, 9), (3, 3, 3), (2, 3, 1), (1, 1, 1), (2, 3, 2), True, id="dilated-padded"),
     pytest.param((2, 3, 8, 8, 8), (2, 2, 2), (2, 2, 2), (0, 0, 0), (1, 1, 1), False, id="k2s2"),
     pytest.param((1, 2, 6, 6, 6), (3, 3, 3), (1, 1, 1), (1, 1, 1), (1, 1, 1), True, id="k3s1p1-ceil"),
@@ -231,9 +234,9 @@ def test_pool_output_shape_matches_pytorch_over_random_parameters(torch):
 
 
 def test_forward_matches_the_documented_example():
-    x = np.array(
-        [0.0850, -0.5147, -0.0212, -0.5654, -0.3222, 0.5847, 1.7510, 0.9954], np.float32
-    ).reshape(1, 1, 2, 2, 2)
+    x = np.array([0.0850, -0.5147, -0.0212, -0.5654, -0.3222, 0.5847, 1.7510, 0.9954], np.float32).reshape(
+        1, 1, 2, 2, 2
+    )
     out = np.zeros((1, 1, 1, 1, 1), np.float32)
     idx = np.zeros((1, 1, 1, 1, 1), np.int32)
     max_pool3d_with_argmax(x, (2, 2, 2), (2, 2, 2), (0, 0, 0), (1, 1, 1), False, out, idx)
@@ -275,15 +278,6 @@ def test_forward_named_cases_match_pytorch(torch, shape, k, s, p, d, ceil_mode, 
     np.testing.assert_array_equal(out, want_vals)
 
 
-def test_offsets_not_increasing_case_takes_the_general_store():
-    # The named case above is meant to exercise the branch that cannot use the
-    # maximum trick; make sure it still does.
-    # Offsets w = 0, 2, 4 then h = 3: the flat offsets are not increasing.
-    axes = ((3, 1, 1, 2), (3, 1, 1, 1), (3, 1, 1, 2))
-    plan = mp._ForwardPlan((4, 3, 3), (2, 3, 1), axes, F32, np.dtype(np.int32))
-    assert not plan.increasing
-
-
 def test_ties_pick_the_first_maximum_in_scan_order(torch):
     # All equal: every window must report its first in-bounds cell.
     x = np.ones((1, 1, 5, 5, 5), np.float32)
@@ -311,7 +305,7 @@ def test_all_minus_inf_window_reports_its_first_in_bounds_cell(torch):
     out = np.empty((1, 1, 3, 3, 3), np.float32)
     idx = np.empty((1, 1, 3, 3, 3), np.int64)
     max_pool3d_with_argmax(x, (3, 3, 3), (2, 2, 2), (1, 1, 1), (1, 1, 1), True, out, idx)
-    want_vals, want_idx = _torch_forward(torch, x, (3, 3, 3), (2, 2, 2), (1, 1, 1), (1, 1, 1), True)
+    _, want_idx = _torch_forward(torch, x, (3, 3, 3), (2, 2, 2), (1, 1, 1), (1, 1, 1), True)
     assert np.all(out == -np.inf)
     np.testing.assert_array_equal(idx, want_idx)
     assert idx[0, 0, 0, 0, 0] == 0  # the padded corner window starts at cell (0, 0, 0)
@@ -383,7 +377,9 @@ def test_forward_rejects_an_output_of_the_wrong_shape():
     x = np.ones((1, 1, 4, 4, 4), np.float32)
     out = np.empty((1, 1, 2, 2, 3), np.float32)
     with pytest.raises(ValueError, match=r"pooled shape \(1, 1, 2, 2, 2\)"):
-        max_pool3d_with_argmax(x, (2, 2, 2), (2, 2, 2), (0, 0, 0), (1, 1, 1), False, out, out.astype(np.int32))
+        max_pool3d_with_argmax(
+            x, (2, 2, 2), (2, 2, 2), (0, 0, 0), (1, 1, 1), False, out, out.astype(np.int32)
+        )
 
 
 # --------------------------------------------------------------------------
@@ -576,4 +572,6 @@ def test_backward_rejects_mismatched_shapes():
     with pytest.raises(ValueError, match="agree in N and C"):
         max_pool3d_with_argmax_backward(go, go.astype(np.int32), np.empty((1, 3, 4, 4, 4), np.float32))
     with pytest.raises(ValueError, match="equal 5-D shapes"):
-        max_pool3d_with_argmax_backward(go, np.ones((1, 2, 2, 2, 3), np.int32), np.empty((1, 2, 4, 4, 4), np.float32))
+        max_pool3d_with_argmax_backward(
+            go, np.ones((1, 2, 2, 2, 3), np.int32), np.empty((1, 2, 4, 4, 4), np.float32)
+        )

@@ -28,10 +28,10 @@ import numpy as np
 
 __all__ = [
     "IndexOutOfPlaneError",
-    "pool_output_size",
-    "pool_output_shape",
     "max_pool3d_with_argmax",
     "max_pool3d_with_argmax_backward",
+    "pool_output_shape",
+    "pool_output_size",
 ]
 
 # Scratch budget of one chunk of (n, c) planes in the forward: small enough that
@@ -135,6 +135,25 @@ def _plane_blocks(arrays: Sequence[np.ndarray], planes: int) -> Iterator[tuple[n
 
 
 # --------------------------------------------------------------------------
+# Widening
+# --------------------------------------------------------------------------
+
+# float16 -> float32 by table: NumPy's float16 casts are scalar and slow.
+_HALF_TO_FLOAT: np.ndarray | None = None
+
+
+def _widen(values: np.ndarray, out: np.ndarray) -> None:
+    """Exact copy of ``values`` into the float32/float64 buffer ``out``."""
+    global _HALF_TO_FLOAT
+    if values.dtype == np.float16 and out.dtype == np.float32:
+        if _HALF_TO_FLOAT is None:
+            _HALF_TO_FLOAT = np.arange(1 << 16, dtype=np.uint16).view(np.float16).astype(np.float32)
+        np.take(_HALF_TO_FLOAT, values.view(np.uint16), out=out)
+    else:
+        np.copyto(out, values, casting="unsafe")
+
+
+# --------------------------------------------------------------------------
 # Worker threads
 # --------------------------------------------------------------------------
 
@@ -142,6 +161,7 @@ def _plane_blocks(arrays: Sequence[np.ndarray], planes: int) -> Iterator[tuple[n
 _PARALLEL_MIN_WORK = 1 << 20
 
 _executor: ThreadPoolExecutor | None = None
+_executor_key: tuple[int, int] = (0, 0)  # (process id, workers) it was made for
 _executor_lock = threading.Lock()
 
 
@@ -175,10 +195,14 @@ def _run_shared(
     if threads <= 1:
         work(blocks)
         return
-    global _executor
+    global _executor, _executor_key
     with _executor_lock:
-        if _executor is None or _executor._max_workers < threads - 1:
+        # A forked child inherits the pool object but not its threads.
+        if _executor is None or _executor_key[0] != os.getpid() or _executor_key[1] < threads - 1:
+            if _executor is not None and _executor_key[0] == os.getpid():
+                _executor.shutdown(wait=False)
             _executor = ThreadPoolExecutor(threads - 1, thread_name_prefix="pyaclnn-kernel")
+            _executor_key = (os.getpid(), threads - 1)
         pool = _executor
     shares = [blocks[i::threads] for i in range(threads)]
     futures = [pool.submit(work, share) for share in shares[1:]]
@@ -264,20 +288,18 @@ class _ForwardPlan:
             self.offsets.append((phase, shift, offset))  # type: ignore[arg-type]
         self.phases = sorted({phase for phase, _, _ in self.offsets})
         max_shift = max(shift for _, shift, _ in self.offsets)
-        self.phase_size = max(
-            self.phase_len[0] * hq * wq, self.pitched_size + max_shift
-        )
-        # With offsets increasing in scan order a masked store is a maximum.
-        offs = [offset for _, _, offset in self.offsets]
-        self.increasing = all(a < b for a, b in zip(offs, offs[1:]))
+        self.phase_size = max(self.phase_len[0] * hq * wq, self.pitched_size + max_shift)
+        # The running argmax is the offset's number in scan order (a "code"),
+        # in the narrowest type that holds it: less memory traffic per pass.
+        count = len(self.offsets)
+        self.code_dtype = np.dtype(np.uint8 if count <= 256 else np.uint16 if count <= 65536 else np.int32)
+        self.code_offset = np.array([offset for _, _, offset in self.offsets], index_dtype)
 
         # Initial argmax: the first in-bounds cell of every window (pitched grid).
         out_d, _, _ = out_spatial
-        firsts = [
-            _first_inside(n, ax) * ax[3] * st
-            for n, ax, st in zip((out_d, hq, wq), axes, strides)
-        ]
-        self.first_offset = _outer_sum(*firsts).astype(index_dtype)
+        k1, k2 = axes[1][0], axes[2][0]
+        firsts = [_first_inside(n, ax) for n, ax in zip((out_d, hq, wq), axes)]
+        self.first_code = _outer_sum(firsts[0] * k1 * k2, firsts[1] * k2, firsts[2]).astype(self.code_dtype)
         self.window_start = _outer_sum(
             *(
                 (np.arange(o, dtype=np.int64) * ax[1] - ax[2]) * st
@@ -297,7 +319,9 @@ class _ForwardPlan:
 
     def bytes_per_plane(self) -> int:
         phases = len(self.phases) * self.phase_size * self.compute.itemsize
-        outputs = self.pitched_size * (self.compute.itemsize + 2 * self.index_dtype.itemsize + 1)
+        outputs = self.pitched_size * (
+            self.compute.itemsize + 2 * self.code_dtype.itemsize + self.index_dtype.itemsize + 1
+        )
         return phases + outputs
 
     def allocate(self, planes: int) -> _ForwardScratch:
@@ -312,12 +336,12 @@ class _ForwardScratch:
         self.plan = plan
         # Padding cells stay -inf for the whole call; chunks overwrite the rest.
         self.phase_buf = {
-            phase: np.full((planes, plan.phase_size), -np.inf, plan.compute)
-            for phase in plan.phases
+            phase: np.full((planes, plan.phase_size), -np.inf, plan.compute) for phase in plan.phases
         }
         self.best = np.empty((planes, plan.pitched_size), plan.compute)
-        self.sel = np.empty((planes, plan.pitched_size), plan.index_dtype)
-        self.scratch = np.empty((planes, plan.pitched_size), plan.index_dtype)
+        self.sel = np.empty((planes, plan.pitched_size), plan.code_dtype)
+        self.scratch = np.empty((planes, plan.pitched_size), plan.code_dtype)
+        self.offset = np.empty((planes, *plan.out_spatial), plan.index_dtype)
         self.mask = np.empty((planes, plan.pitched_size), np.bool_)
 
     def load(self, xc: np.ndarray) -> None:
@@ -335,8 +359,8 @@ class _ForwardScratch:
             _widen(xc[tuple(source)], grid[tuple(target)])
 
     def run(self, count: int, nan_rule: bool) -> tuple[np.ndarray, np.ndarray]:
-        """Pool the loaded chunk; returns the (maxima, window offsets) of its
-        valid outputs, views of the pitched buffers."""
+        """Pool the loaded chunk; returns the maxima (a view of the pitched
+        buffer) and the flat offsets of the argmax from the window starts."""
         plan = self.plan
         size = plan.pitched_size
         best = self.best[:count]
@@ -344,33 +368,26 @@ class _ForwardScratch:
         scratch = self.scratch[:count]
         mask = self.mask[:count]
         best.fill(-np.inf)
-        sel.reshape(count, *plan.pitched)[...] = plan.first_offset
-        for phase, shift, offset in plan.offsets:
+        sel.reshape(count, *plan.pitched)[...] = plan.first_code
+        for code, (phase, shift, _) in enumerate(plan.offsets):
             v = self.phase_buf[phase][:count, shift : shift + size]
             np.greater(v, best, out=mask)
             if nan_rule:
                 # A NaN always takes over, so the last NaN in scan order wins.
                 np.logical_or(mask, np.isnan(v), out=mask)
-            if plan.increasing:
-                # Offsets grow in scan order and a window starts at its smallest
-                # in-bounds one, so max(sel, mask*offset) is the masked store
-                # (np.copyto with where= is an order of magnitude slower).
-                np.multiply(mask, offset, out=scratch)
-                np.maximum(sel, scratch, out=sel)
-            else:
-                # sel += mask * (offset - sel)
-                np.subtract(offset, sel, out=scratch)
-                np.multiply(scratch, mask, out=scratch)
-                np.add(sel, scratch, out=sel)
+            # Codes grow in scan order and every window starts from its
+            # smallest in-bounds one, so max(sel, mask*code) is the masked
+            # store (np.copyto with where= is an order of magnitude slower).
+            np.multiply(mask, plan.code_dtype.type(code), out=scratch)
+            np.maximum(sel, scratch, out=sel)
             # np.maximum propagates NaN, and nothing compares greater than a
             # NaN best, so a later number never replaces it.
             np.maximum(best, v, out=best)
         do, ho, wo = plan.out_spatial
         valid = (slice(None), slice(0, do), slice(0, ho), slice(0, wo))
-        return (
-            best.reshape(count, *plan.pitched)[valid],
-            sel.reshape(count, *plan.pitched)[valid],
-        )
+        offset = self.offset[:count]
+        np.take(plan.code_offset, sel.reshape(count, *plan.pitched)[valid], out=offset)
+        return best.reshape(count, *plan.pitched)[valid], offset
 
     def pool(self, xc: np.ndarray, oc: np.ndarray, ic: np.ndarray) -> None:
         """Pool one chunk of planes of the input into its outputs."""
@@ -493,21 +510,6 @@ def _check_indices(indices: np.ndarray, plane: int) -> None:
         f"indices[{where}] = {int(indices[position])} is outside its (n, c) plane of "
         f"D*H*W = {plane} elements; every index must be in [0, {plane})"
     )
-
-
-# float16 -> float32 by table: NumPy's float16 casts are scalar and slow.
-_HALF_TO_FLOAT: np.ndarray | None = None
-
-
-def _widen(values: np.ndarray, out: np.ndarray) -> None:
-    """Exact copy of ``values`` into the float32/float64 buffer ``out``."""
-    global _HALF_TO_FLOAT
-    if values.dtype == np.float16 and out.dtype == np.float32:
-        if _HALF_TO_FLOAT is None:
-            _HALF_TO_FLOAT = np.arange(1 << 16, dtype=np.uint16).view(np.float16).astype(np.float32)
-        np.take(_HALF_TO_FLOAT, values.view(np.uint16), out=out)
-    else:
-        np.copyto(out, values, casting="unsafe")
 
 
 def max_pool3d_with_argmax_backward(
