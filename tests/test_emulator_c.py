@@ -310,7 +310,7 @@ def _check_maxpool_backward_seed_example_and_executor_lifetime(e: _Emu) -> None:
 def _check_maxpool_backward_rejects_an_index_outside_its_plane_before_writing(e: _Emu) -> None:
     go_ptr, go = e.device(np.ones((1, 1, 1, 1, 1), np.float32), 0)
     x_ptr, xt = e.device(np.ones((1, 1, 2, 2, 2), np.float32), 0)
-    i_ptr, it = e.device(np.array([8], np.int64).reshape(1, 1, 1, 1, 1), 9)
+    i_ptr, it = e.device(np.array([8], np.int32).reshape(1, 1, 1, 1, 1), 3)
     sentinel = np.full((1, 1, 2, 2, 2), 7.0, np.float32)
     gi_ptr, git = e.device(sentinel, 0)
     arrays = [e.int_array([2]), e.int_array([]), e.int_array([0]), e.int_array([1])]
@@ -332,6 +332,46 @@ def _check_maxpool_backward_rejects_an_index_outside_its_plane_before_writing(e:
         e.rt.aclrtFree(p)
 
 
+class _Soc950:
+    """The emulator follows the 950 rules while PYACLNN_EMU_SOC=950 (read by every call)."""
+
+    def __enter__(self) -> None:
+        self.saved = os.environ.get("PYACLNN_EMU_SOC")
+        os.environ["PYACLNN_EMU_SOC"] = "950"
+
+    def __exit__(self, *exc) -> None:
+        if self.saved is None:
+            del os.environ["PYACLNN_EMU_SOC"]
+        else:
+            os.environ["PYACLNN_EMU_SOC"] = self.saved
+
+
+def _check_max_pool_follows_a2_a3_rules_unless_told_950(e: _Emu) -> None:
+    x_ptr, xt = e.device(np.ones((1, 1, 4, 4, 4), np.float32), 0)
+    o_ptr, ot = e.device(np.zeros((1, 1, 2, 2, 2), np.float32), 0)
+    i_ptr, it = e.device(np.zeros((1, 1, 2, 2, 2), np.int64), 9)
+    arrays = [e.int_array([2]), e.int_array([]), e.int_array([0]), e.int_array([1])]
+    ws, ex = e.out_params()
+    assert e.ffi.string(e.rt.aclrtGetSocName()) == b"Ascend910B-emulator"
+    assert e.op(MAXPOOL[0])(xt, *arrays, False, ot, it, ws, ex) == e.c["ACLNN_ERR_PARAM_INVALID"]
+    assert "indices" in e.msg()
+    with _Soc950():
+        assert e.ffi.string(e.rt.aclrtGetSocName()) == b"Ascend950-emulator"
+        assert e.op(MAXPOOL[0])(xt, *arrays, False, ot, it, ws, ex) == 0, e.msg()
+        assert e.run(MAXPOOL[1], ws[0], ex[0]) == 0, e.msg()
+    assert np.array_equal(e.fetch(i_ptr, (8,), np.int64), [0, 2, 8, 10, 32, 34, 40, 42])
+    i32_ptr, i32 = e.device(np.zeros((1, 1, 2, 2, 2), np.int32), 3)
+    dilated = e.int_array([2])
+    assert e.op(MAXPOOL[0])(xt, *arrays[:3], dilated, False, ot, i32, ws, ex) == e.c["ACLNN_ERR_PARAM_INVALID"]
+    assert "dilation" in e.msg()
+    for t in (xt, ot, it, i32):
+        e.nn.aclDestroyTensor(t)
+    for a in arrays + [dilated]:
+        e.nn.aclDestroyIntArray(a)
+    for p in (x_ptr, o_ptr, i_ptr, i32_ptr):
+        e.rt.aclrtFree(p)
+
+
 def _maxpool_forward_case(e: _Emu) -> dict:
     rng = np.random.default_rng(3)
     x = rng.standard_normal((2, 3, 5, 6, 7)).astype(np.float32)
@@ -345,15 +385,16 @@ def _maxpool_forward_case(e: _Emu) -> dict:
     assert np.array_equal(view, x)
     x_ptr, xt = e.device_strided(view, 0)
     o_ptr, ot = e.device(np.zeros(out_shape, np.float32), 0)
-    i_ptr, it = e.device(np.zeros(out_shape, np.int32), 3)
+    i_ptr, it = e.device(np.zeros(out_shape, np.int64), 9)
     arrays = [e.int_array(v) for v in (k, s, p, d)]
     ws, ex = e.out_params()
-    assert e.op(MAXPOOL[0])(xt, *arrays, True, ot, it, ws, ex) == 0, e.msg()
+    with _Soc950():  # int64 indices and dilation > 1
+        assert e.op(MAXPOOL[0])(xt, *arrays, True, ot, it, ws, ex) == 0, e.msg()
     assert ws[0] == 0
     assert e.run(MAXPOOL[1], 0, ex[0]) == 0, e.msg()
     result = {"x": x.tolist(), "k": k, "s": s, "p": p, "d": d,
               "out": e.fetch(o_ptr, out_shape, np.float32).tolist(),
-              "indices": e.fetch(i_ptr, out_shape, np.int32).tolist()}
+              "indices": e.fetch(i_ptr, out_shape, np.int64).tolist()}
     for t in (xt, ot, it):
         e.nn.aclDestroyTensor(t)
     for a in arrays:

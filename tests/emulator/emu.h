@@ -53,6 +53,10 @@ int pyaclnnEmuHandleAcquire(int kind, const void *handle);
 /* 1 if [ptr, ptr + nbytes) lies inside one live aclrtMalloc allocation. */
 int pyaclnnEmuDeviceRange(const void *ptr, size_t nbytes);
 
+/* 1 when the emulated device follows the 950 rules (environment variable
+ * PYACLNN_EMU_SOC contains "950"), 0 for the Atlas A2/A3 rules (default). */
+int pyaclnnEmuIs950(void);
+
 /* 1 if the stream is NULL (default stream) or a live aclrtCreateStream one. */
 int pyaclnnEmuStreamIsValid(aclrtStream stream);
 #pragma GCC visibility pop

@@ -2,15 +2,16 @@
  * (libopapi.so / libopapi_nn.so). Checks follow op-semantics.md §1-§3 in
  * order, with the codes given there; the math is plain loops.
  *
- * The emulator reports itself as a 950-like device for these ops: int64
- * indices and dilation > 1 are accepted (A2/A3 reject both in the forward).
- * Documented choices: the forward rejects NDHWC storage (not emulated; A2/A3
+ * Device rules: Atlas A2/A3 by default (int32 indices only; forward
+ * dilation 1; D*H*W <= INT32_MAX), 950 with PYACLNN_EMU_SOC=950 (int64
+ * indices, dilation > 1, no size limit). Documented choices: the forward rejects NDHWC storage (not emulated; A2/A3
  * reject it too); the backward rejects an output-size mismatch at phase 1
  * with 161002, and an index outside its (n, c) plane at phase 2 with 161002
  * before writing anything; it asks for a 32-byte workspace.
  */
 #include "ops_common.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +20,17 @@
 static const int k_identity[5] = {0, 1, 2, 3, 4};
 
 static int is_pool_dtype(aclDataType t) { return t == ACL_FLOAT || t == ACL_FLOAT16 || t == ACL_BF16; }
-static int is_index_dtype(aclDataType t) { return t == ACL_INT32 || t == ACL_INT64; }
+static int is_index_dtype(aclDataType t) { return t == ACL_INT32 || (t == ACL_INT64 && pyaclnnEmuIs950()); }
+
+static const char *index_rule(void)
+{
+    return pyaclnnEmuIs950() ? "INT32 or INT64" : "INT32 (Atlas A2/A3; INT64 only on 950: PYACLNN_EMU_SOC=950)";
+}
+
+static int64_t volume(const aclTensor *t)
+{
+    return t->dims[t->ndim - 3] * t->dims[t->ndim - 2] * t->dims[t->ndim - 1];
+}
 
 static int64_t tensor_numel(const aclTensor *t)
 {
@@ -107,8 +118,8 @@ aclnnStatus aclnnMaxPool3dWithArgmaxGetWorkspaceSize(const aclTensor *self, cons
         return ACLNN_ERR_PARAM_INVALID;
     }
     if (!is_index_dtype(indices->dtype)) {
-        pyaclnnEmuSetError("%s: indices has dtype %s; expected INT32 or INT64", api,
-                           emu_dtype_name(indices->dtype));
+        pyaclnnEmuSetError("%s: indices has dtype %s; expected %s", api, emu_dtype_name(indices->dtype),
+                           index_rule());
         return ACLNN_ERR_PARAM_INVALID;
     }
     if (out->dtype != self->dtype) {
@@ -132,11 +143,16 @@ aclnnStatus aclnnMaxPool3dWithArgmaxGetWorkspaceSize(const aclTensor *self, cons
                            api, (int)self->format);
         return ACLNN_ERR_PARAM_INVALID;
     }
-    /* 5. pooling parameters (dilation > 1 allowed, as on 950) */
+    /* 5. pooling parameters; dilation > 1 only on 950 */
     emu_pool_params pp;
     rc = emu_pool_params_parse(api, kernelSize, stride, padding, dilation, &pp);
     if (rc != ACLNN_SUCCESS) {
         return rc;
+    }
+    if (!pyaclnnEmuIs950() && (pp.d[0] != 1 || pp.d[1] != 1 || pp.d[2] != 1)) {
+        pyaclnnEmuSetError("%s: dilation (%lld, %lld, %lld) must be 1 on Atlas A2/A3 (> 1 only on 950)", api,
+                           (long long)pp.d[0], (long long)pp.d[1], (long long)pp.d[2]);
+        return ACLNN_ERR_PARAM_INVALID;
     }
     /* 6. empty: nothing to do */
     if (tensor_numel(self) == 0 || tensor_numel(out) == 0) {
@@ -166,6 +182,11 @@ aclnnStatus aclnnMaxPool3dWithArgmaxGetWorkspaceSize(const aclTensor *self, cons
             pyaclnnEmuSetError("%s: %s has shape %s; the pooled shape is %s", api, checked_names[i], got, expected);
             return ACLNN_ERR_PARAM_INVALID;
         }
+    }
+    /* 8. A2/A3: the L0 op gives up on volumes above INT32_MAX */
+    if (!pyaclnnEmuIs950() && volume(self) > INT32_MAX) {
+        pyaclnnEmuSetError("%s: self's D*H*W = %lld exceeds INT32_MAX on Atlas A2/A3", api, (long long)volume(self));
+        return ACLNN_ERR_INNER_NULLPTR;
     }
     mp_forward *ex = calloc(1, sizeof *ex);
     if (ex == NULL) {
@@ -317,8 +338,8 @@ aclnnStatus aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize(const aclTensor *gr
         return ACLNN_ERR_PARAM_INVALID;
     }
     if (!is_index_dtype(indices->dtype)) {
-        pyaclnnEmuSetError("%s: indices has dtype %s; expected INT32 or INT64", api,
-                           emu_dtype_name(indices->dtype));
+        pyaclnnEmuSetError("%s: indices has dtype %s; expected %s", api, emu_dtype_name(indices->dtype),
+                           index_rule());
         return ACLNN_ERR_PARAM_INVALID;
     }
     if (gradOutput->dtype != self->dtype || gradInput->dtype != self->dtype) {
@@ -355,7 +376,12 @@ aclnnStatus aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize(const aclTensor *gr
     if (rc != ACLNN_SUCCESS) {
         return rc;
     }
-    /* 5. no D*H*W limit on 950. 6. exact shapes */
+    /* 5. A2/A3: D*H*W of self <= INT32_MAX (no limit on 950) */
+    if (!pyaclnnEmuIs950() && volume(self) > INT32_MAX) {
+        pyaclnnEmuSetError("%s: self's D*H*W = %lld exceeds INT32_MAX on Atlas A2/A3", api, (long long)volume(self));
+        return ACLNN_ERR_PARAM_INVALID;
+    }
+    /* 6. exact shapes */
     char got[128], expected[128];
     if (!emu_same_shape(indices, gradOutput)) {
         emu_shape_str(indices, got, sizeof got);

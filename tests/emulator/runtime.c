@@ -16,6 +16,9 @@
  *   so that code relying on zeroed device memory fails loudly.
  * - aclGetRecentErrMsg returns "" (never NULL) when there is no message.
  * - aclInit is not required before other calls.
+ * - The device follows the Atlas A2/A3 operator rules and calls itself
+ *   "Ascend910B-emulator"; with PYACLNN_EMU_SOC=950 in the environment (read
+ *   at every call) it follows the 950 rules and says "Ascend950-emulator".
  */
 #define _GNU_SOURCE
 #include "emu.h"
@@ -689,7 +692,13 @@ aclError aclrtGetVersion(int32_t *majorVersion, int32_t *minorVersion, int32_t *
     return ACL_SUCCESS;
 }
 
-const char *aclrtGetSocName(void) { return "Ascend910B-emulator"; }
+int pyaclnnEmuIs950(void)
+{
+    const char *soc = getenv("PYACLNN_EMU_SOC");
+    return soc != NULL && strstr(soc, "950") != NULL;
+}
+
+const char *aclrtGetSocName(void) { return pyaclnnEmuIs950() ? "Ascend950-emulator" : "Ascend910B-emulator"; }
 
 size_t aclDataTypeSize(aclDataType dataType)
 {
