@@ -455,7 +455,8 @@ def max_pool3d_with_argmax(
     and every output is an exact copy of an input value.
 
     The kernel loops over the kD*kH*kW kernel offsets on chunks of (n, c)
-    planes small enough to stay in cache (see ``_ForwardPlan``).
+    planes small enough to stay in cache (see ``_ForwardPlan``), on up to
+    ``PYACLNN_NUM_THREADS`` threads (default: the usable cores, at most 8).
     """
     n_count, c_count, depth, height, width = x.shape
     spatial = (depth, height, width)
@@ -541,6 +542,11 @@ def max_pool3d_with_argmax_backward(
     float16/bfloat16 gradients are summed in float32 and rounded once
     (float32 in float32, float64 in float64); the summation order is the
     C order of ``grad_output``, as in PyTorch.
+
+    Chunks of (n, c) planes are scattered with ``np.add.at`` on up to
+    ``PYACLNN_NUM_THREADS`` threads (default: the usable cores, at most 8);
+    each chunk owns its part of ``grad_input``, so the result does not depend
+    on the thread count.
     """
     if grad_output.ndim != 5 or grad_input.ndim != 5 or indices.shape != grad_output.shape:
         raise ValueError(
@@ -625,7 +631,8 @@ class _BackwardScratch:
         gflat.fill(0)
         gflat[flat] = goc.reshape(-1)
         sums = acc[flat]
-        differ = sums.view(np.uint32) != values.view(np.uint32)
+        bits = f"u{sums.itemsize}"
+        differ = sums.view(bits) != values.view(bits)
         if differ.any():
             where = flat[differ]
             gflat[where] = sums[differ].astype(gic.dtype)
