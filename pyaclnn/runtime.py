@@ -96,6 +96,7 @@ class _Context:
         _quiet(acl.rt.reset_device, 0, backend=self.name)
         _quiet(acl.finalize, backend=self.name)
         self.initialized = False
+        self.deterministic = None  # a new context starts from the runtime's default
         self.tls = threading.local()
 
 
