@@ -1,0 +1,163 @@
+"""Helpers shared by the benchmark scripts: timing, the machine, torch, output.
+
+Not part of the package: the scripts add this directory to ``sys.path``
+themselves (Python does so for the script being run).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+import tracemalloc
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Exit status when PyTorch, the speed anchor, is missing (as ``python -m pyaclnn bench``).
+EXIT_NO_TORCH = 2
+
+
+def import_torch(script: str) -> Any:
+    """PyTorch, or exit 2 with a message saying why the benchmark cannot run."""
+    try:
+        import torch
+    except ImportError:
+        print(f"{script}: PyTorch is not installed; the benchmarks compare against PyTorch CPU "
+              "(pip install torch)", file=sys.stderr)
+        raise SystemExit(EXIT_NO_TORCH) from None
+    return torch
+
+
+def time_calls(fn: Callable[[], Any], repeat: int, warmup: int = 1) -> list[float]:
+    """Seconds taken by each of ``repeat`` calls of ``fn``, after ``warmup`` untimed calls."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def time_loops(fn: Callable[[], Any], calls: int, loops: int, warmup: int = 50) -> list[float]:
+    """Seconds per call of ``fn`` in each of ``loops`` loops of ``calls`` calls."""
+    for _ in range(warmup):
+        fn()
+    per_call = []
+    for _ in range(loops):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        per_call.append((time.perf_counter() - start) / calls)
+    return per_call
+
+
+def summary(times: Sequence[float]) -> dict[str, float]:
+    return {"min": min(times), "median": statistics.median(times)}
+
+
+def peak_extra_bytes(fn: Callable[[], Any]) -> tuple[int, int]:
+    """(peak bytes allocated during one call of ``fn``, bytes still held after it).
+
+    Counts what Python and NumPy allocate (NumPy reports its data buffers to
+    tracemalloc), from every thread. ``fn`` should return what it allocated
+    for the caller so that it is still alive when "held" is measured; it is
+    released after measuring.
+    """
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        result = fn()
+        current, peak = tracemalloc.get_traced_memory()
+        del result
+    finally:
+        tracemalloc.stop()
+    return peak - base, current - base
+
+
+def geomean(values: Sequence[float]) -> float:
+    values = [v for v in values if v > 0 and math.isfinite(v)]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
+
+
+def machine(torch: Any | None = None) -> dict[str, Any]:
+    """What the figures were measured on."""
+    info: dict[str, Any] = {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "cpus": os.cpu_count(),
+        "cpu": _cpu_model(),
+        "ram_gib": _ram_gib(),
+        "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None,
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+    }
+    try:
+        import pyaclnn
+
+        info["pyaclnn"] = pyaclnn.__version__
+    except ImportError:
+        pass
+    if torch is not None:
+        info["torch"] = torch.__version__
+        info["torch_threads"] = torch.get_num_threads()
+    return info
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _ram_gib() -> float | None:
+    try:
+        return round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def print_machine(info: dict[str, Any]) -> None:
+    load = info.get("load_average")
+    load_text = ", ".join(f"{x:.2f}" for x in load) if load else "n/a"
+    print(f"{info['date']}  {info['cpus']} CPUs ({info['cpu']}), {info['ram_gib']} GiB RAM, load {load_text}")
+    versions = [f"Python {info['python']}", f"NumPy {info['numpy']}"]
+    if "torch" in info:
+        versions.append(f"torch {info['torch']} ({info['torch_threads']} threads)")
+    if "pyaclnn" in info:
+        versions.append(f"pyaclnn {info['pyaclnn']}")
+    print(", ".join(versions))
+
+
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    """A plain-text table; the first column left-aligned, the others right-aligned."""
+    widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) for i, h in enumerate(headers)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+
+    print(line(headers))
+    print("  ".join("-" * w for w in widths))
+    for row in rows:
+        print(line(row))
+
+
+def save_json(path: str, payload: dict[str, Any]) -> None:
+    with open(path, "w") as f:
+        json.dump(payload, f, indent=2, default=str)
+        f.write("\n")
+    print(f"results saved to {path}")

@@ -1,0 +1,346 @@
+"""Speed of the numpy backend against PyTorch CPU on realistic shapes.
+
+Each case runs the same op three ways, on inputs made once before timing:
+
+* pyaclnn: the public functional API on the numpy backend with device-resident
+  inputs (``pyaclnn.to_device(x, backend="numpy")``); the outputs are closed
+  after every call, inside the timed region;
+* kernel: the NumPy kernel alone (``pyaclnn.kernels.*`` on host arrays, output
+  allocated in the timed region), so the cost of the layers above it shows;
+* torch: ``torch.ops.aten.*`` on CPU tensors with torch's default thread count.
+
+Warm-up 1 call, then ``--repeat`` timed calls; the table shows the min and
+median, and the ratio pyaclnn/torch uses the mins (the machine may be shared).
+Peak extra memory of one pyaclnn call (tracemalloc: peak minus the outputs it
+returns) is reported relative to the output size.
+
+Targets (from the issue): geometric mean of pyaclnn/torch <= 1.0, no case
+above 1.5, peak extra memory <= ~2x the output.
+
+Usage: python benchmarks/bench_kernels.py [--quick] [--repeat R] [--json PATH] [--strict]
+Exit status: 0; 2 when PyTorch is missing; 1 with --strict when a target is missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _common  # noqa: E402
+
+GEOMEAN_TARGET = 1.0
+CASE_TARGET = 1.5
+MEMORY_TARGET = 2.0
+
+INTERP = {"bilinear": 0, "nearest": 1}
+PADDING = {"zeros": 0, "border": 1, "reflection": 2}
+
+
+@dataclass
+class Case:
+    """One benchmark case: three zero-argument callables over inputs made once."""
+
+    name: str
+    dtype: str
+    pyaclnn: Callable[[], list]  # returns the DeviceArrays it produced (closed by the caller)
+    kernel: Callable[[], Any]
+    torch: Callable[[], Any]
+    torch_fp32: Callable[[], Any] | None = None  # for fp16/bf16 cases: the same op in fp32
+    output_bytes: int = 0
+    results: dict[str, Any] = field(default_factory=dict)
+
+
+def _dtype(name: str) -> np.dtype:
+    import pyaclnn
+
+    return np.dtype({"fp32": np.float32, "fp16": np.float16, "bf16": pyaclnn.bfloat16}[name])
+
+
+def _torch_dtype(torch: Any, name: str) -> Any:
+    return {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[name]
+
+
+def _closing(call: Callable[[], Any]) -> Callable[[], list]:
+    """``call`` returning its DeviceArray outputs as a flat list (None dropped)."""
+
+    def run() -> list:
+        result = call()
+        items = result if isinstance(result, tuple) else (result,)
+        return [a for a in items if a is not None]
+
+    return run
+
+
+# -- max pooling ------------------------------------------------------------------------
+
+
+def max_pool_cases(torch: Any, quick: bool) -> list[Case]:
+    import pyaclnn
+    from pyaclnn.kernels import max_pool3d as kmp
+
+    big = (1, 4, 8, 16, 16) if quick else (2, 32, 32, 64, 64)
+    res = (1, 4, 8, 14, 14) if quick else (1, 64, 16, 56, 56)
+    specs = [
+        # name, shape, kernel, stride, padding, ceil_mode, dtype, backward
+        ("maxpool bwd k2 s2 p0", big, 2, 2, 0, False, "fp32", True),
+        ("maxpool bwd k3 s2 p1", big, 3, 2, 1, False, "fp32", True),
+        ("maxpool bwd k3 s1 p1 ceil", res, 3, 1, 1, True, "fp32", True),
+        ("maxpool fwd k2 s2 p0", big, 2, 2, 0, False, "fp32", False),
+        ("maxpool bwd k3 s2 p1", big, 3, 2, 1, False, "fp16", True),
+    ]
+    rng = np.random.default_rng(0)
+    cases = []
+    for name, shape, k, s, p, ceil, dname, backward in specs:
+        dt = _dtype(dname)
+        x32 = rng.standard_normal(shape, dtype=np.float32)
+        x = x32.astype(dt)
+        ks, st, pd, dl = (k,) * 3, (s,) * 3, (p,) * 3, (1,) * 3
+
+        def torch_tensors(tdt: Any, x32: np.ndarray = x32, ks=ks, st=st, pd=pd, ceil=ceil) -> tuple:
+            tx = torch.from_numpy(x32).to(tdt)
+            tout, tidx = torch.ops.aten.max_pool3d_with_indices(tx, ks, st, pd, [1, 1, 1], ceil)
+            tgo = torch.from_numpy(rng.standard_normal(tuple(tout.shape), dtype=np.float32)).to(tdt)
+            return tx, tgo, tidx
+
+        if backward:
+            out, idx = pyaclnn.max_pool3d_with_argmax(x, ks, st, pd, 1, ceil, backend="numpy")
+            go = rng.standard_normal(out.shape, dtype=np.float32).astype(dt)
+            d_go, d_x, d_idx = (pyaclnn.to_device(a, backend="numpy") for a in (go, x, idx))
+
+            def call(d_go=d_go, d_x=d_x, d_idx=d_idx, ks=ks, st=st, pd=pd, ceil=ceil):
+                return pyaclnn.max_pool3d_with_argmax_backward(d_go, d_x, d_idx, ks, st, pd, 1, ceil,
+                                                               backend="numpy")
+
+            def kernel(go=go, idx=idx, x=x):
+                gi = np.empty(x.shape, x.dtype)
+                kmp.max_pool3d_with_argmax_backward(go, idx, gi)
+                return gi
+
+            def make_torch(tdt: Any, ks=ks, st=st, pd=pd, ceil=ceil) -> Callable[[], Any]:
+                tx, tgo, tidx = torch_tensors(tdt)
+                return lambda: torch.ops.aten.max_pool3d_with_indices_backward(
+                    tgo, tx, ks, st, pd, [1, 1, 1], ceil, tidx)
+
+            out_bytes = x.nbytes
+        else:
+            d_x = pyaclnn.to_device(x, backend="numpy")
+
+            def call(d_x=d_x, ks=ks, st=st, pd=pd, ceil=ceil):
+                return pyaclnn.max_pool3d_with_argmax(d_x, ks, st, pd, 1, ceil, backend="numpy")
+
+            oshape = shape[:2] + kmp.pool_output_shape(shape[2:], ks, st, pd, dl, ceil)
+
+            def kernel(x=x, ks=ks, st=st, pd=pd, dl=dl, ceil=ceil, oshape=oshape):
+                o, i = np.empty(oshape, x.dtype), np.empty(oshape, np.int32)
+                kmp.max_pool3d_with_argmax(x, ks, st, pd, dl, ceil, o, i)
+                return o, i
+
+            def make_torch(tdt: Any, ks=ks, st=st, pd=pd, ceil=ceil) -> Callable[[], Any]:
+                tx = torch.from_numpy(x32).to(tdt)
+                return lambda: torch.ops.aten.max_pool3d_with_indices(tx, ks, st, pd, [1, 1, 1], ceil)
+
+            out_bytes = int(np.prod(oshape)) * (dt.itemsize + 4)
+        label = f"{name} {'x'.join(map(str, shape))} {dname}"
+        cases.append(Case(label, dname, _closing(call), kernel, make_torch(_torch_dtype(torch, dname)),
+                          make_torch(torch.float32) if dname != "fp32" else None, out_bytes))
+    return cases
+
+
+# -- grid sampling ----------------------------------------------------------------------
+
+
+def grid_cases(torch: Any, quick: bool) -> list[Case]:
+    import pyaclnn
+    from pyaclnn.kernels import grid_sampler3d as kgs
+
+    in_shape = (1, 4, 8, 16, 16) if quick else (2, 16, 32, 64, 64)
+    grid_shape = (1, 8, 16, 16, 3) if quick else (2, 32, 64, 64, 3)
+    specs = [
+        # name, interpolation, padding, align_corners, layout, dtype, backward
+        ("grid bwd bilinear zeros", "bilinear", "zeros", False, "NCDHW", "fp32", True),
+        ("grid bwd bilinear reflection ac", "bilinear", "reflection", True, "NCDHW", "fp32", True),
+        ("grid bwd nearest border", "nearest", "border", False, "NCDHW", "fp32", True),
+        ("grid bwd bilinear zeros NDHWC", "bilinear", "zeros", False, "NDHWC", "fp32", True),
+        ("grid fwd bilinear zeros", "bilinear", "zeros", False, "NCDHW", "fp32", False),
+        ("grid bwd bilinear zeros", "bilinear", "zeros", False, "NCDHW", "bf16", True),
+    ]
+    rng = np.random.default_rng(1)
+    n, c = in_shape[:2]
+    out_shape = (n, c, *grid_shape[1:4])
+    cases = []
+    for name, interp, pad, ac, layout, dname, backward in specs:
+        dt = _dtype(dname)
+        x32 = rng.standard_normal(in_shape, dtype=np.float32)
+        # a little beyond [-1, 1] so the padding mode matters
+        g32 = rng.uniform(-1.1, 1.1, grid_shape).astype(np.float32)
+        go32 = rng.standard_normal(out_shape, dtype=np.float32)
+        last = layout == "NDHWC"
+        # channels-last data is stored (N, D, H, W, C); the kernels see NCDHW views of it
+        to_layout = (lambda a: np.ascontiguousarray(np.moveaxis(a, 1, 4))) if last else (lambda a: a)
+        x, go, g = to_layout(x32).astype(dt), to_layout(go32).astype(dt), g32.astype(dt)
+        im, pm = INTERP[interp], PADDING[pad]
+        kx = np.moveaxis(x, 4, 1) if last else x
+        kgo = np.moveaxis(go, 4, 1) if last else go
+        d_x, d_g = pyaclnn.to_device(x, backend="numpy"), pyaclnn.to_device(g, backend="numpy")
+
+        def torch_inputs(tdt: Any, x32=x32, g32=g32, go32=go32, last=last) -> tuple:
+            def t(a: np.ndarray) -> Any:
+                if last:  # the same NDHWC storage, seen as NCDHW (torch's channels_last_3d)
+                    return torch.from_numpy(np.ascontiguousarray(np.moveaxis(a, 1, 4))).to(tdt).permute(0, 4, 1, 2, 3)
+                return torch.from_numpy(a).to(tdt)
+
+            return t(x32), torch.from_numpy(g32).to(tdt), t(go32)
+
+        if backward:
+            d_go = pyaclnn.to_device(go, backend="numpy")
+
+            def call(d_go=d_go, d_x=d_x, d_g=d_g, interp=interp, pad=pad, ac=ac, layout=layout):
+                return pyaclnn.grid_sampler3d_backward(d_go, d_x, d_g, interp, pad, ac, (True, True),
+                                                       layout=layout, backend="numpy")
+
+            def kernel(kgo=kgo, kx=kx, g=g, x=x, im=im, pm=pm, ac=ac, last=last):
+                ig, gg = np.empty(x.shape, x.dtype), np.empty(g.shape, g.dtype)
+                kig = np.moveaxis(ig, 4, 1) if last else ig
+                kgs.grid_sampler3d_backward(kgo, kx, g, im, pm, ac, kig, gg)
+                return ig, gg
+
+            def make_torch(tdt: Any, im=im, pm=pm, ac=ac) -> Callable[[], Any]:
+                tx, tg, tgo = torch_inputs(tdt)
+                return lambda: torch.ops.aten.grid_sampler_3d_backward(tgo, tx, tg, im, pm, ac, [True, True])
+
+            out_bytes = x.nbytes + g.nbytes
+        else:
+            def call(d_x=d_x, d_g=d_g, interp=interp, pad=pad, ac=ac, layout=layout):
+                return pyaclnn.grid_sampler3d(d_x, d_g, interp, pad, ac, layout=layout, backend="numpy")
+
+            def kernel(kx=kx, g=g, im=im, pm=pm, ac=ac, dt=dt):
+                o = np.empty(out_shape, dt)
+                kgs.grid_sampler3d(kx, g, im, pm, ac, o)
+                return o
+
+            def make_torch(tdt: Any, im=im, pm=pm, ac=ac) -> Callable[[], Any]:
+                tx, tg, _ = torch_inputs(tdt)
+                return lambda: torch.ops.aten.grid_sampler_3d(tx, tg, im, pm, ac)
+
+            out_bytes = int(np.prod(out_shape)) * dt.itemsize
+        label = (f"{name} {'x'.join(map(str, x.shape))} grid {'x'.join(map(str, grid_shape))} {dname}")
+        cases.append(Case(label, dname, _closing(call), kernel, make_torch(_torch_dtype(torch, dname)),
+                          make_torch(torch.float32) if dname != "fp32" else None, out_bytes))
+    return cases
+
+
+# -- running ----------------------------------------------------------------------------
+
+
+def run_case(case: Case, repeat: int) -> None:
+    def pyaclnn_call() -> None:
+        for array in case.pyaclnn():
+            array.close()
+
+    r = case.results
+    r["pyaclnn"] = _common.summary(_common.time_calls(pyaclnn_call, repeat))
+    r["kernel"] = _common.summary(_common.time_calls(case.kernel, repeat))
+    r["torch"] = _common.summary(_common.time_calls(case.torch, repeat))
+    if case.torch_fp32 is not None:
+        r["torch_fp32"] = _common.summary(_common.time_calls(case.torch_fp32, repeat))
+    r["ratio"] = r["pyaclnn"]["min"] / r["torch"]["min"]
+    r["layer_overhead"] = r["pyaclnn"]["min"] / r["kernel"]["min"] - 1.0
+
+    outputs: list = []
+
+    def measured() -> list:
+        outputs.extend(case.pyaclnn())
+        return outputs
+
+    peak, _held = _common.peak_extra_bytes(measured)
+    for array in outputs:
+        array.close()
+    r["output_bytes"] = case.output_bytes
+    r["peak_bytes"] = peak
+    r["peak_extra_bytes"] = max(peak - case.output_bytes, 0)
+    r["memory_ratio"] = r["peak_extra_bytes"] / case.output_bytes
+
+
+def _ms(seconds: float) -> str:
+    ms = seconds * 1e3
+    return f"{ms:.0f}" if ms >= 100 else f"{ms:.3g}"
+
+
+def report(cases: list[Case]) -> dict[str, Any]:
+    headers = ["case", "pyaclnn ms min/med", "kernel ms", "layers", "torch ms min/med", "ratio",
+               "torch fp32 ms", "extra mem/out"]
+    rows = []
+    for case in cases:
+        r = case.results
+        rows.append([
+            case.name,
+            f"{_ms(r['pyaclnn']['min'])} / {_ms(r['pyaclnn']['median'])}",
+            _ms(r["kernel"]["min"]),
+            f"{r['layer_overhead'] * 100:+.0f}%",
+            f"{_ms(r['torch']['min'])} / {_ms(r['torch']['median'])}",
+            f"{r['ratio']:.2f}",
+            _ms(r["torch_fp32"]["min"]) if "torch_fp32" in r else "",
+            f"{r['memory_ratio']:.2f}x",
+        ])
+    _common.print_table(headers, rows)
+    ratios = [c.results["ratio"] for c in cases]
+    fp32 = [c.results["ratio"] for c in cases if c.dtype == "fp32"]
+    gm, gm32 = _common.geomean(ratios), _common.geomean(fp32)
+    worst = max(cases, key=lambda c: c.results["ratio"])
+    mem_worst = max(cases, key=lambda c: c.results["memory_ratio"])
+    print(f"\ngeometric mean of pyaclnn/torch: {gm:.2f} over all cases ({gm32:.2f} over the fp32 cases)")
+    checks = {
+        "geomean": gm <= GEOMEAN_TARGET,
+        "worst_case": worst.results["ratio"] <= CASE_TARGET,
+        "memory": mem_worst.results["memory_ratio"] <= MEMORY_TARGET,
+    }
+    say = {True: "met", False: "MISSED"}
+    print(f"target geometric mean <= {GEOMEAN_TARGET}: {say[checks['geomean']]} ({gm:.2f})")
+    print(f"target no case > {CASE_TARGET}: {say[checks['worst_case']]} "
+          f"(worst {worst.results['ratio']:.2f}: {worst.name})")
+    print(f"target peak extra memory <= {MEMORY_TARGET}x output: {say[checks['memory']]} "
+          f"(worst {mem_worst.results['memory_ratio']:.2f}x: {mem_worst.name})")
+    return {"geomean": gm, "geomean_fp32": gm32, "targets_met": checks}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small shapes, for a smoke run")
+    parser.add_argument("--repeat", type=int, default=5, help="timed calls per measurement (default 5)")
+    parser.add_argument("--json", metavar="PATH", help="save the results as JSON")
+    parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    args = parser.parse_args(argv)
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
+    torch = _common.import_torch("bench_kernels")
+
+    from pyaclnn.kernels import max_pool3d as kmp
+
+    info = _common.machine(torch)
+    info["pyaclnn_kernel_threads"] = kmp._thread_count()
+    _common.print_machine(info)
+    print(f"pyaclnn numpy backend: max-pool kernels use {info['pyaclnn_kernel_threads']} thread(s) "
+          f"(PYACLNN_NUM_THREADS); repeat {args.repeat}, warm-up 1{', quick shapes' if args.quick else ''}\n")
+
+    cases = max_pool_cases(torch, args.quick) + grid_cases(torch, args.quick)
+    for case in cases:
+        print(f"  running {case.name} ...", file=sys.stderr, flush=True)
+        run_case(case, args.repeat)
+    summary = report(cases)
+    if args.json:
+        _common.save_json(args.json, {
+            "machine": info, "repeat": args.repeat, "quick": args.quick, **summary,
+            "cases": [{"name": c.name, "dtype": c.dtype, **c.results} for c in cases],
+        })
+    return 1 if args.strict and not all(summary["targets_met"].values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

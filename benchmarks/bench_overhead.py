@@ -1,0 +1,193 @@
+"""Host overhead per call: the four ops on a few elements, against PyTorch CPU.
+
+With inputs of a handful of elements the op's math costs next to nothing, so
+the time per call is what pyaclnn's layers cost: argument normalisation,
+descriptors, the two phases, the stream, output allocation and freeing. Each
+op is called through the functional API with device-resident inputs (outputs
+closed after every call) on
+
+* npu: the npu backend (cffi over CANN's C ABI) loading the host emulator of
+  CANN built from tests/emulator (``tests/emulator_build.py``), so the whole
+  Python-to-C path an Atlas host runs is measured, with a C "device" that
+  does almost no work;
+* numpy: the numpy backend;
+
+and compared with ``torch.ops.aten.*`` on CPU tensors of the same tiny shapes.
+Each measurement is the best of ``--loops`` loops of ``--calls`` calls.
+
+Target (from the issue): npu over the emulator per call <= 2x PyTorch per call.
+
+``--profile [OP]`` runs cProfile over a loop of one op on the npu backend
+(default grid_sampler3d_backward) and prints the top 25 functions by tottime.
+
+Usage: python benchmarks/bench_overhead.py [--quick] [--calls N] [--loops L]
+                                            [--json PATH] [--profile [OP]] [--strict]
+Exit status: 0; 2 when PyTorch is missing; 1 with --strict when the target is missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import os
+import pstats
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _common  # noqa: E402
+
+TARGET = 2.0  # npu-over-emulator per call / torch per call
+OPS = ("max_pool3d_with_argmax", "max_pool3d_with_argmax_backward", "grid_sampler3d", "grid_sampler3d_backward")
+POOL_SHAPE = (1, 1, 2, 2, 2)
+GRID_INPUT_SHAPE = (1, 1, 2, 2, 2)
+GRID_SHAPE = (1, 1, 1, 1, 3)
+
+
+def use_emulator() -> str:
+    """Build the emulator (if needed) and point the npu backend at it; returns its home.
+
+    Must run before the first npu use: the npu backend loads one CANN per process.
+    """
+    sys.path.insert(0, os.path.join(_common.REPO, "tests"))
+    from emulator_build import emulator_home
+
+    home = str(emulator_home("classic"))
+    os.environ["PYACLNN_ASCEND_HOME"] = home
+    return home
+
+
+def pyaclnn_calls(backend: str) -> dict[str, Callable[[], None]]:
+    """One zero-argument call per op on ``backend``, inputs already on the device."""
+    import pyaclnn
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(POOL_SHAPE, dtype=np.float32)
+    _, idx = pyaclnn.max_pool3d_with_argmax(x, 2, backend="numpy")
+    go_pool = np.ones((1, 1, 1, 1, 1), np.float32)
+    gx = rng.standard_normal(GRID_INPUT_SHAPE, dtype=np.float32)
+    grid = rng.uniform(-1, 1, GRID_SHAPE).astype(np.float32)
+    go_grid = np.ones((1, 1, *GRID_SHAPE[1:4]), np.float32)
+    d = {name: pyaclnn.to_device(a, backend=backend)
+         for name, a in (("x", x), ("idx", idx), ("go_pool", go_pool), ("gx", gx), ("grid", grid),
+                         ("go_grid", go_grid))}
+
+    def closing(call: Callable[[], Any]) -> Callable[[], None]:
+        def run() -> None:
+            result = call()
+            for array in result if isinstance(result, tuple) else (result,):
+                if array is not None:
+                    array.close()
+
+        return run
+
+    return {
+        "max_pool3d_with_argmax": closing(lambda: pyaclnn.max_pool3d_with_argmax(d["x"], 2, backend=backend)),
+        "max_pool3d_with_argmax_backward": closing(lambda: pyaclnn.max_pool3d_with_argmax_backward(
+            d["go_pool"], d["x"], d["idx"], 2, backend=backend)),
+        "grid_sampler3d": closing(lambda: pyaclnn.grid_sampler3d(d["gx"], d["grid"], backend=backend)),
+        "grid_sampler3d_backward": closing(lambda: pyaclnn.grid_sampler3d_backward(
+            d["go_grid"], d["gx"], d["grid"], backend=backend)),
+    }
+
+
+def torch_calls(torch: Any) -> dict[str, Callable[[], Any]]:
+    aten = torch.ops.aten
+    x = torch.randn(POOL_SHAPE)
+    _, idx = aten.max_pool3d_with_indices(x, [2, 2, 2], [2, 2, 2], [0, 0, 0], [1, 1, 1], False)
+    go_pool = torch.ones((1, 1, 1, 1, 1))
+    gx = torch.randn(GRID_INPUT_SHAPE)
+    grid = torch.rand(GRID_SHAPE) * 2 - 1
+    go_grid = torch.ones((1, 1, *GRID_SHAPE[1:4]))
+    k, s, p, dl = [2, 2, 2], [2, 2, 2], [0, 0, 0], [1, 1, 1]
+    return {
+        "max_pool3d_with_argmax": lambda: aten.max_pool3d_with_indices(x, k, s, p, dl, False),
+        "max_pool3d_with_argmax_backward": lambda: aten.max_pool3d_with_indices_backward(
+            go_pool, x, k, s, p, dl, False, idx),
+        "grid_sampler3d": lambda: aten.grid_sampler_3d(gx, grid, 0, 0, False),
+        "grid_sampler3d_backward": lambda: aten.grid_sampler_3d_backward(
+            go_grid, gx, grid, 0, 0, False, [True, True]),
+    }
+
+
+def profile(call: Callable[[], None], calls: int, top: int = 25) -> str:
+    """cProfile of ``calls`` calls; the ``top`` functions by tottime, as text."""
+    for _ in range(50):
+        call()
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(calls):
+        call()
+    profiler.disable()
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).strip_dirs().sort_stats("tottime").print_stats(top)
+    return out.getvalue()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer calls, for a smoke run")
+    parser.add_argument("--calls", type=int, help="calls per loop (default 2000, 200 with --quick)")
+    parser.add_argument("--loops", type=int, help="loops, the best one counts (default 5, 3 with --quick)")
+    parser.add_argument("--json", metavar="PATH", help="save the results as JSON")
+    parser.add_argument("--profile", nargs="?", const="grid_sampler3d_backward", choices=OPS, metavar="OP",
+                        help="cProfile OP on the npu backend (default grid_sampler3d_backward)")
+    parser.add_argument("--strict", action="store_true", help="exit 1 when the target is missed")
+    # accepted so that `python -m pyaclnn bench --repeat N` can pass the same options to both scripts
+    parser.add_argument("--repeat", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    calls = args.calls or (200 if args.quick else 2000)
+    loops = args.loops or (3 if args.quick else 5)
+    if calls < 1 or loops < 1:
+        parser.error("--calls and --loops must be at least 1")
+    torch = _common.import_torch("bench_overhead")
+
+    home = use_emulator()
+    info = _common.machine(torch)
+    info["emulator_home"] = home
+    _common.print_machine(info)
+    print(f"npu backend over the CANN emulator at {home}")
+    print(f"best of {loops} loops of {calls} calls; inputs: max-pool {POOL_SHAPE} k2, "
+          f"grid input {GRID_INPUT_SHAPE} grid {GRID_SHAPE}, float32\n")
+
+    timings: dict[str, dict[str, float]] = {op: {} for op in OPS}
+    sources = {"npu": pyaclnn_calls("npu"), "numpy": pyaclnn_calls("numpy"), "torch": torch_calls(torch)}
+    for op in OPS:
+        for source, fns in sources.items():
+            timings[op][source] = min(_common.time_loops(fns[op], calls, loops))
+
+    rows, ratios = [], {}
+    for op in OPS:
+        t = timings[op]
+        ratios[op] = {"npu": t["npu"] / t["torch"], "numpy": t["numpy"] / t["torch"]}
+        rows.append([op, f"{t['npu'] * 1e6:.1f}", f"{t['numpy'] * 1e6:.1f}", f"{t['torch'] * 1e6:.1f}",
+                     f"{ratios[op]['npu']:.2f}", f"{ratios[op]['numpy']:.2f}"])
+    _common.print_table(["op", "npu µs/call", "numpy µs/call", "torch µs/call", "npu/torch", "numpy/torch"],
+                        rows)
+    worst = max(OPS, key=lambda op: ratios[op]["npu"])
+    met = ratios[worst]["npu"] <= TARGET
+    print(f"\ntarget npu-over-emulator per call <= {TARGET}x torch: {'met' if met else 'MISSED'} "
+          f"(worst {ratios[worst]['npu']:.2f}x: {worst})")
+
+    report = None
+    if args.profile:
+        report = profile(sources["npu"][args.profile], calls)
+        print(f"\ncProfile of {calls} calls of {args.profile} on npu (top 25 by tottime):")
+        print(report)
+    if args.json:
+        _common.save_json(args.json, {
+            "machine": info, "calls": calls, "loops": loops, "seconds_per_call": timings, "ratios": ratios,
+            "target_met": met, "profile": report,
+        })
+    import pyaclnn
+
+    pyaclnn.finalize()
+    return 1 if args.strict and not met else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
