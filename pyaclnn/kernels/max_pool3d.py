@@ -40,6 +40,8 @@ __all__ = [
 _FORWARD_CHUNK_BYTES = 1 << 20
 # Same for the backward's flat indices, values and float32 accumulator.
 _BACKWARD_CHUNK_BYTES = 4 << 20
+# Planes with at least this many gradients get one np.add.at call each.
+_PLANE_AT_MIN = 4096
 
 _INT32_MAX = int(np.iinfo(np.int32).max)
 
@@ -497,10 +499,18 @@ def _check_indices(indices: np.ndarray, plane: int) -> None:
     """Raise IndexOutOfPlaneError naming the first index outside [0, plane)."""
     if indices.size == 0:
         return
-    signed = indices.dtype.kind == "i"
-    if signed and plane <= np.iinfo(indices.dtype).max:
+    if indices.dtype.kind == "i" and plane <= np.iinfo(indices.dtype).max:
         # One pass: negative numbers read as unsigned are larger than any plane.
-        if int(indices.view(indices.dtype.str.replace("i", "u")).max()) < plane:
+        unsigned = indices.view(indices.dtype.str.replace("i", "u"))
+        per_plane = max(1, indices[0, 0].size)
+        blocks = list(_plane_blocks((unsigned,), max(1, (1 << 20) // per_plane)))
+        highest: list[int] = []
+
+        def work(share: list[tuple[np.ndarray, ...]]) -> None:
+            highest.extend(int(b.max()) for (b,) in share if b.size)
+
+        _run_shared(work, blocks, indices.size)
+        if max(highest) < plane:
             return
     elif int(indices.min()) >= 0 and int(indices.max()) < plane:
         return
@@ -599,9 +609,19 @@ class _BackwardScratch:
         """grad_input chunk = zeros + scatter-add of the grad_output chunk."""
         count = goc.shape[0]
         size = count * self.per_out
-        flat = self.flat[:size]
-        # Indices of the whole chunk as one 1-D range, computed in int64.
-        np.add(ic, self.plane_start[:count], out=flat.reshape(ic.shape))
+        direct = (
+            self.per_out >= _PLANE_AT_MIN
+            and ic.dtype == np.int64
+            and ic.flags.c_contiguous
+            and gic.dtype == self.acc_dtype
+            and gic.flags.c_contiguous
+        )
+        if direct:
+            flat = ic
+        else:
+            flat = self.flat[:size]
+            # Indices of the whole chunk as one 1-D range, computed in int64.
+            np.add(ic, self.plane_start[:count], out=flat.reshape(ic.shape))
         if goc.dtype == self.acc_dtype and goc.flags.c_contiguous:
             values = goc.reshape(-1)
         else:
@@ -610,7 +630,17 @@ class _BackwardScratch:
         if gic.dtype == self.acc_dtype and gic.flags.c_contiguous:
             acc = gic.reshape(-1)
             acc.fill(0)
-            np.add.at(acc, flat, values)
+            if flat is ic:
+                # Large planes with int64 indices: one np.add.at per plane
+                # spares building the chunk-wide indices.
+                for j in range(count):
+                    np.add.at(
+                        gic[j].reshape(-1),
+                        ic[j].reshape(-1),
+                        values[j * self.per_out : (j + 1) * self.per_out],
+                    )
+            else:
+                np.add.at(acc, flat, values)
             return
         if self.acc is None:
             self.acc = np.empty(self.flat.size // self.per_out * self.plane, self.acc_dtype)
