@@ -11,6 +11,7 @@ import math
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 import tracemalloc
@@ -107,10 +108,25 @@ def machine(torch: Any | None = None) -> dict[str, Any]:
         info["pyaclnn"] = pyaclnn.__version__
     except ImportError:
         pass
+    info["commit"] = _commit()
     if torch is not None:
         info["torch"] = torch.__version__
         info["torch_threads"] = torch.get_num_threads()
     return info
+
+
+def _commit() -> str | None:
+    """The checkout's commit, with "+changes" when pyaclnn/ has uncommitted edits (None outside git)."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
+                              text=True, timeout=10)
+        if head.returncode:
+            return None
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "pyaclnn"], cwd=REPO,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return head.stdout.strip() + ("+changes" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
 
 
 def _cpu_model() -> str:
@@ -139,7 +155,7 @@ def print_machine(info: dict[str, Any]) -> None:
     if "torch" in info:
         versions.append(f"torch {info['torch']} ({info['torch_threads']} threads)")
     if "pyaclnn" in info:
-        versions.append(f"pyaclnn {info['pyaclnn']}")
+        versions.append(f"pyaclnn {info['pyaclnn']}" + (f" at {info['commit']}" if info.get("commit") else ""))
     print(", ".join(versions))
 
 

@@ -114,8 +114,35 @@ def torch_calls(torch: Any) -> dict[str, Callable[[], Any]]:
     }
 
 
-def profile(call: Callable[[], None], calls: int, top: int = 25) -> str:
-    """cProfile of ``calls`` calls; the ``top`` functions by tottime, as text."""
+# Where a profiled function lives -> the layer it belongs to (first match wins).
+_LAYERS = (
+    ("pyaclnn/functional.py", "functional API"),
+    ("pyaclnn/runtime.py", "runtime (DeviceArray, Stream)"),
+    ("pyaclnn/acl/", "low-level API (pyaclnn.acl)"),
+    ("pyaclnn/aclnn.py", "low-level API (pyaclnn.aclnn)"),
+    ("pyaclnn/backends/npu/", "npu backend (incl. C time of its cffi calls)"),
+    ("pyaclnn/backends/numpy/", "numpy backend"),
+    ("pyaclnn/kernels/", "kernels"),
+    ("pyaclnn/", "pyaclnn, other"),
+    ("cffi", "cffi Python helpers (ffi.new, ffi.cast)"),
+    ("weakref", "weakref.finalize"),
+)
+
+
+def _layer(filename: str) -> str:
+    path = filename.replace(os.sep, "/")
+    for marker, name in _LAYERS:
+        if marker in path:
+            return name
+    return "Python builtins / other" if filename == "~" or path.startswith("<") else f"other ({os.path.basename(path)})"
+
+
+def profile(call: Callable[[], None], calls: int, top: int = 25) -> tuple[str, dict[str, float]]:
+    """cProfile of ``calls`` calls: the ``top`` functions by tottime as text, and tottime per layer (s/call).
+
+    The C time of a cffi call counts in the Python function that makes it
+    (cProfile does not see cffi's C functions as calls).
+    """
     for _ in range(50):
         call()
     profiler = cProfile.Profile()
@@ -123,9 +150,15 @@ def profile(call: Callable[[], None], calls: int, top: int = 25) -> str:
     for _ in range(calls):
         call()
     profiler.disable()
+    stats = pstats.Stats(profiler)
+    layers: dict[str, float] = {}
+    for (filename, _line, _func), (_cc, _nc, tottime, _ct, _callers) in stats.stats.items():  # type: ignore[attr-defined]
+        name = _layer(filename)
+        layers[name] = layers.get(name, 0.0) + tottime / calls
     out = io.StringIO()
-    pstats.Stats(profiler, stream=out).strip_dirs().sort_stats("tottime").print_stats(top)
-    return out.getvalue()
+    stats.stream = out  # type: ignore[attr-defined]
+    stats.strip_dirs().sort_stats("tottime").print_stats(top)
+    return out.getvalue(), dict(sorted(layers.items(), key=lambda kv: -kv[1]))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -173,15 +206,19 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\ntarget npu-over-emulator per call <= {TARGET}x torch: {'met' if met else 'MISSED'} "
           f"(worst {ratios[worst]['npu']:.2f}x: {worst})")
 
-    report = None
+    report, layers = None, None
     if args.profile:
-        report = profile(sources["npu"][args.profile], calls)
+        report, layers = profile(sources["npu"][args.profile], calls)
         print(f"\ncProfile of {calls} calls of {args.profile} on npu (top 25 by tottime):")
         print(report)
+        total = sum(layers.values())
+        print(f"tottime per call by layer (under cProfile, which inflates Python time; {total * 1e6:.1f} µs in all):")
+        for name, seconds in layers.items():
+            print(f"  {seconds * 1e6:7.1f} µs  {seconds / total * 100:4.0f}%  {name}")
     if args.json:
         _common.save_json(args.json, {
             "machine": info, "calls": calls, "loops": loops, "seconds_per_call": timings, "ratios": ratios,
-            "target_met": met, "profile": report,
+            "target_met": met, "profile": report, "profile_layers": layers,
         })
     import pyaclnn
 
