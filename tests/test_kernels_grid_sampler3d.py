@@ -188,11 +188,14 @@ def test_forward_and_backward_match_torch(torch, dtype, interp, padding, align, 
 
 
 @pytest.mark.parametrize("interp,padding,align", MODES)
-def test_large_fp32_case_spanning_several_chunks_and_batches(torch, interp, padding, align):
-    # More points than one chunk holds, and two batch items sharing the buffers.
+def test_fp32_case_spanning_several_chunks_threads_and_batches(torch, monkeypatch, interp, padding, align):
+    # Small chunks on the thread pool, and two batch items sharing the buffers.
+    monkeypatch.setattr(gs, "_MIN_CHUNK", 256)
+    monkeypatch.setattr(gs, "_CHUNK_BYTES", 1 << 14)
+    monkeypatch.setattr(gs, "_PARALLEL_MIN_POINTS", 0)
     rng = np.random.default_rng(7)
-    n, c, in_dims, out_dims = 2, 3, (5, 9, 11), (10, 17, 70)
-    assert np.prod(out_dims) > gs._chunk_points(c)
+    n, c, in_dims, out_dims = 2, 3, (5, 9, 11), (6, 9, 13)
+    assert np.prod(out_dims) > 2 * gs._chunk_points(c)
     inp = rng.standard_normal((n, c, *in_dims)).astype(np.float32)
     grid = _special_grid(rng, n, out_dims, in_dims, align).astype(np.float32)
     go = rng.standard_normal((n, c, *out_dims)).astype(np.float32)

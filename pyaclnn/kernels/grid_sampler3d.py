@@ -35,6 +35,11 @@ thrown away.
 
 from __future__ import annotations
 
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
 __all__ = [
@@ -53,7 +58,7 @@ ZEROS, BORDER, REFLECTION = 0, 1, 2  # paddingMode values of the C API
 # Scratch budget of one chunk of points: the (points, 8, C) gathered corners
 # and the per-channel scatter values should stay in the L2 cache, while the
 # chunk stays large enough that NumPy's per-call overhead does not dominate.
-_CHUNK_BYTES = 1 << 20
+_CHUNK_BYTES = 1 << 22
 _MIN_CHUNK = 2048
 _MAX_CHUNK = 1 << 16
 # inputGrad: points whose corner indices and weights are cached for the
@@ -61,6 +66,11 @@ _MAX_CHUNK = 1 << 16
 # np.add.at call.
 _MAX_CACHED_POINTS = 1 << 18
 _SCATTER_CHUNK = 8192
+# Chunks of points run on up to two threads when a call has this many points.
+_WORKERS = min(2, os.cpu_count() or 1)
+_PARALLEL_MIN_POINTS = 1 << 15
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
 
 # Sentinel of the device kernel for coordinates that do not fit an int32.
 _OUT_OF_RANGE = -100.0
@@ -94,22 +104,24 @@ def _view_as(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
 # --------------------------------------------------------------------------
 
 
-def _clip(i: np.ndarray, size: int, need_grad: bool) -> tuple[np.ndarray, np.ndarray | None]:
-    # Border clip; the borders themselves count as clipped (gradient 0).
-    hi = size - 1
+def _clip(i: np.ndarray, hi: np.ndarray, need_grad: bool) -> np.ndarray | None:
+    """Border clip to [0, hi] in place; the borders themselves count as
+    clipped (gradient 0). Returns the gradient factor when needed."""
     g = ((i > 0) & (i < hi)).astype(i.dtype) if need_grad else None
-    return np.clip(i, 0, hi, out=i), g
+    np.clip(i, 0, hi, out=i)
+    return g
 
 
 def _reflect(
-    i: np.ndarray, twice_lo: int, twice_hi: int, need_grad: bool
+    i: np.ndarray, twice_lo: np.ndarray, twice_hi: np.ndarray, need_grad: bool
 ) -> tuple[np.ndarray, np.ndarray | None]:
+    """Reflect into [twice_lo/2, twice_hi/2] (per-axis bounds, shape (3, 1)).
+
+    An axis with twice_lo == twice_hi (align_corners with size 1) gives 0 with
+    gradient 0; the caller has already marked its non-finite values."""
     ct = i.dtype.type
-    if twice_lo == twice_hi:
-        r = np.zeros_like(i)
-        return r, (np.zeros_like(i) if need_grad else None)
-    lo = ct(twice_lo / 2)
-    span = ct((twice_hi - twice_lo) / 2)
+    lo = (twice_lo / 2).astype(i.dtype)
+    span = ((twice_hi - twice_lo) / 2).astype(i.dtype)
     t = i - lo
     neg = t < 0
     np.abs(t, out=t)
@@ -121,39 +133,45 @@ def _reflect(
     if need_grad:
         # +1 when the reflection keeps the direction, -1 when it flips it.
         g = np.where(neg != odd, ct(-1), ct(1))
+    flat = (span == 0)[:, 0]
+    if flat.any():
+        res[flat] = 0
+        if need_grad:
+            g[flat] = 0
     return res, g
 
 
 def _source_index(
-    coord: np.ndarray, size: int, padding: int, align: bool, need_grad: bool
-) -> tuple[np.ndarray, float, np.ndarray | None]:
-    """Unnormalize and pad one axis.
+    coord: np.ndarray, sizes: np.ndarray, padding: int, align: bool, need_grad: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Unnormalize and pad the (x, y, z) rows of ``coord`` (shape (3, p)).
 
-    Returns the source coordinate (with -100 for the device's out-of-range
-    sentinel), the scalar gradient multiplier of the unnormalization and the
-    per-point multiplier of the padding (None for zeros padding or when no
-    gradient is needed).
+    ``sizes`` is (W, H, D) as a (3, 1) array of the compute dtype. Returns the
+    source coordinates (with -100 for the device's out-of-range sentinel),
+    the per-axis gradient multipliers of the unnormalization (shape (3,)) and
+    the per-point multipliers of the padding (None for zeros padding or when
+    no gradient is needed).
     """
     ct = coord.dtype.type
     # Same operation order as PyTorch so that ties of nearest agree.
     if align:
-        i = ((coord + ct(1)) / ct(2)) * ct(size - 1)
-        mult = (size - 1) / 2
+        i = ((coord + ct(1)) / ct(2)) * (sizes - 1)
+        mult = (sizes[:, 0] - 1) / 2
     else:
-        i = ((coord + ct(1)) * ct(size) - ct(1)) / ct(2)
-        mult = size / 2
+        i = ((coord + ct(1)) * sizes - ct(1)) / ct(2)
+        mult = sizes[:, 0] / 2
     g = None
     bad = None
     if padding == BORDER:
         bad = np.isnan(i)
-        i, g = _clip(i, size, need_grad)
+        g = _clip(i, sizes - 1, need_grad)
     elif padding == REFLECTION:
         bad = ~np.isfinite(i)
         if align:
-            i, g = _reflect(i, 0, 2 * (size - 1), need_grad)
+            i, g = _reflect(i, np.zeros_like(sizes), 2 * (sizes - 1), need_grad)
         else:
-            i, g = _reflect(i, -1, 2 * size - 1, need_grad)
-        i, gc = _clip(i, size, need_grad)
+            i, g = _reflect(i, np.full_like(sizes, -1), 2 * sizes - 1, need_grad)
+        gc = _clip(i, sizes - 1, need_grad)
         if need_grad:
             g *= gc
     keep = (i >= ct(_INT_MIN)) & (i <= ct(_INT_MAX_M1))  # False for NaN
@@ -174,7 +192,7 @@ class _Geometry:
     land in the tail.
     """
 
-    __slots__ = ("dims", "wp", "hwp", "mp", "sentinel", "length", "off8", "off4")
+    __slots__ = ("dims", "wp", "hwp", "mp", "sentinel", "length", "off8", "off4", "strides", "sizes")
 
     def __init__(self, D: int, H: int, W: int) -> None:
         self.dims = (D, H, W)
@@ -190,6 +208,8 @@ class _Geometry:
         )
         # The x0/x1 corners of a row are adjacent: they form one complex pair.
         self.off4 = self.off8[::2].copy()
+        self.strides = np.array([[1], [self.wp], [self.hwp]], dtype=np.intp)  # x, y, z
+        self.sizes = np.array([[W], [H], [D]], dtype=np.intp)
 
     def interior(self, a: np.ndarray) -> np.ndarray:
         """The (..., D, H, W) interior of a (..., length) array (a view)."""
@@ -200,9 +220,16 @@ class _Geometry:
 
 
 class _Chunk:
-    """Corner base indices and weights of a chunk of points of one batch item."""
+    """Corner base indices and weights of a chunk of points of one batch item.
 
-    __slots__ = ("base", "w", "wx", "wy", "wz", "mx", "my", "mz", "gx", "gy", "gz")
+    ``base`` (p,) is the padded flat index of corner (z0, y0, x0), or the
+    sentinel; ``w`` (8, p) are the corner weights (None for nearest);
+    ``wx``, ``wy``, ``wz`` the (low, high) per-axis weights; ``m`` the (3,)
+    unnormalization multipliers and ``gpad`` the (3, p) padding multipliers
+    (or None) of gridGrad.
+    """
+
+    __slots__ = ("base", "w", "wx", "wy", "wz", "m", "gpad")
 
     def __init__(
         self,
@@ -213,48 +240,36 @@ class _Chunk:
         align: bool,
         need_grad: bool,
     ) -> None:
-        D, H, W = geo.dims
-        ix, self.mx, self.gx = _source_index(g[:, 0], W, padding, align, need_grad)
-        iy, self.my, self.gy = _source_index(g[:, 1], H, padding, align, need_grad)
-        iz, self.mz, self.gz = _source_index(g[:, 2], D, padding, align, need_grad)
+        ct = g.dtype
+        sizes = geo.sizes.astype(ct)
+        coord = np.ascontiguousarray(g.T)  # (3, p): x, y, z rows
+        i, self.m, self.gpad = _source_index(coord, sizes, padding, align, need_grad)
         if interp == NEAREST:
-            fx, fy, fz = np.rint(ix), np.rint(iy), np.rint(iz)
+            f = np.rint(i)
             # The cell itself may be in the padding (one outside): it reads 0.
-            hx, hy, hz = W, H, D
+            hi = sizes
         else:
-            fx, fy, fz = np.floor(ix), np.floor(iy), np.floor(iz)
+            f = np.floor(i)
             # x0 in [-1, W-1]: at least one of x0, x0+1 is inside.
-            hx, hy, hz = W - 1, H - 1, D - 1
-        ok = (fx >= -1) & (fx <= hx)
-        ok &= (fy >= -1) & (fy <= hy)
-        ok &= (fz >= -1) & (fz <= hz)
+            hi = sizes - 1
+        ok = ((f >= -1) & (f <= hi)).all(axis=0)
         # Clip first so that the integer arithmetic cannot overflow.
-        xi = np.clip(fx, -1, W).astype(np.intp)
-        yi = np.clip(fy, -1, H).astype(np.intp)
-        zi = np.clip(fz, -1, D).astype(np.intp)
-        zi += 1
-        zi *= geo.hwp
-        yi += 1
-        yi *= geo.wp
-        xi += 1
-        zi += yi
-        zi += xi
-        self.base = np.where(ok, zi, geo.sentinel)
+        fi = np.clip(f, -1, sizes).astype(np.intp)
+        fi += 1
+        fi *= geo.strides
+        base = fi.sum(axis=0)
+        self.base = np.where(ok, base, geo.sentinel)
         if interp == NEAREST:
             self.w = None
             return
         # Per-axis weights of the low and high corner, as PyTorch forms them.
-        self.wx = (fx + 1 - ix, ix - fx)
-        self.wy = (fy + 1 - iy, iy - fy)
-        self.wz = (fz + 1 - iz, iz - fz)
-        # (8, points): corner-major rows keep NumPy's inner loops long.
-        w = np.empty((8, g.shape[0]), dtype=ix.dtype)
-        for b in range(2):
-            for e in range(2):
-                wyx = self.wx[e] * self.wy[b]
-                for a in range(2):
-                    np.multiply(wyx, self.wz[a], out=w[4 * a + 2 * b + e])
-        self.w = w
+        w0 = (f + 1) - i
+        w1 = i - f
+        self.wx, self.wy, self.wz = (w0[0], w1[0]), (w0[1], w1[1]), (w0[2], w1[2])
+        wa = np.stack((w0, w1))  # (corner side, axis, p)
+        # (z, y, x, p) products in PyTorch's order (x * y) * z, as (8, p).
+        w = (wa[None, None, :, 0] * wa[None, :, None, 1]) * wa[:, None, None, 2]
+        self.w = w.reshape(8, -1)
 
 
 def _grid_grad_from_corner_dots(ch: _Chunk, dots: np.ndarray, out: np.ndarray) -> None:
@@ -272,10 +287,10 @@ def _grid_grad_from_corner_dots(ch: _Chunk, dots: np.ndarray, out: np.ndarray) -
     gy = (dy[0, 0] * wx0 + dy[0, 1] * wx1) * wz0 + (dy[1, 0] * wx0 + dy[1, 1] * wx1) * wz1
     dz = t[1] - t[0]  # (y, x, p)
     gz = (dz[0, 0] * wx0 + dz[0, 1] * wx1) * wy0 + (dz[1, 0] * wx0 + dz[1, 1] * wx1) * wy1
-    for j, (gsum, m, gpad) in enumerate(((gx, ch.mx, ch.gx), (gy, ch.my, ch.gy), (gz, ch.mz, ch.gz))):
-        gsum *= gsum.dtype.type(m)
-        if gpad is not None:
-            gsum *= gpad
+    for j, gsum in enumerate((gx, gy, gz)):
+        gsum *= gsum.dtype.type(ch.m[j])
+        if ch.gpad is not None:
+            gsum *= ch.gpad[j]
         out[:, j] = gsum
 
 
@@ -354,6 +369,27 @@ def _finish_plane(plane: np.ndarray, geo: _Geometry) -> np.ndarray:
     return geo.interior(re)
 
 
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix="pyaclnn-grid")
+        return _POOL
+
+
+def _for_chunks(start: int, stop: int, chunk: int, fn: Callable[[int, int], None]) -> None:
+    """Run ``fn(p0, p1)`` over the chunks of [start, stop), on two threads when
+    there is enough work (the gathers and products release the GIL; every
+    chunk writes its own slice of the outputs)."""
+    ranges = [(p, min(stop, p + chunk)) for p in range(start, stop, chunk)]
+    if _WORKERS < 2 or len(ranges) < 2 or stop - start < _PARALLEL_MIN_POINTS:
+        for r in ranges:
+            fn(*r)
+        return
+    for f in [_pool().submit(fn, *r) for r in ranges]:
+        f.result()
+
+
 # --------------------------------------------------------------------------
 # Forward
 # --------------------------------------------------------------------------
@@ -398,14 +434,14 @@ def grid_sampler3d(
     geo = _Geometry(D, H, W)
     chunk = _chunk_points(C)
     tab = np.zeros((geo.length, C), dtype=ct)
-    with np.errstate(all="ignore"):
-        for n in range(N):
-            _fill_table(tab, geo, input[n])
-            out_n = _view_as(out[n], (C, P))
-            buf = np.empty((C, P), dtype=out.dtype) if out_n is None else out_n
-            grid_n = grid[n].reshape(P, 3)
-            for p0 in range(0, P, chunk):
-                p1 = min(P, p0 + chunk)
+    for n in range(N):
+        _fill_table(tab, geo, input[n])
+        out_n = _view_as(out[n], (C, P))
+        buf = np.empty((C, P), dtype=out.dtype) if out_n is None else out_n
+        grid_n = grid[n].reshape(P, 3)
+
+        def sample(p0: int, p1: int) -> None:
+            with np.errstate(all="ignore"):
                 g = grid_n[p0:p1].astype(ct)
                 ch = _Chunk(g, geo, interpolation_mode, padding_mode, align_corners, False)
                 if ch.w is None:
@@ -414,8 +450,10 @@ def grid_sampler3d(
                     v = np.take(tab, ch.base + geo.off8[:, None], axis=0)  # (8, p, C)
                     res = np.matmul(ch.w.T[:, None, :], v.transpose(1, 0, 2))[:, 0, :]
                 buf[:, p0:p1] = res.T
-            if out_n is None:
-                out[n] = buf.reshape(C, Do, Ho, Wo)
+
+        _for_chunks(0, P, chunk, sample)
+        if out_n is None:
+            out[n] = buf.reshape(C, Do, Ho, Wo)
 
 
 # --------------------------------------------------------------------------
@@ -476,7 +514,6 @@ def grid_sampler3d_backward(
     chunk = _chunk_points(C)
     nearest = interpolation_mode == NEAREST
     tab = np.zeros((geo.length, C), dtype=ct) if want_grid else None
-    ones = np.ones(C, dtype=ct)
     # inputGrad is scattered channel by channel over the cached corner indices
     # and weights of many points, so that one channel's accumulator stays in
     # cache. When all points of a batch item fit the cache, one accumulator
@@ -485,24 +522,25 @@ def grid_sampler3d_backward(
     group = P if P <= _MAX_CACHED_POINTS else _MAX_CACHED_POINTS
     planes = C if group < P else 1
     acc = np.zeros((planes, geo.length), dtype=_complex_of(ct)) if want_in else None
-    with np.errstate(all="ignore"):
-        for n in range(N):
-            if want_grid:
-                _fill_table(tab, geo, input[n])
-            if want_in and planes > 1 and n:
-                acc.fill(0)
-            gout_n = _points_cf(grad_output[n])  # (C, P)
-            grid_n = grid[n].reshape(P, 3)
-            if want_grid:
-                gg_n = _view_as(grid_grad[n], (P, 3))
-                gg_buf = np.empty((P, 3), dtype=grid_grad.dtype) if gg_n is None else gg_n
-            for s0 in range(0, P, group):
-                s1 = min(P, s0 + group)
-                if want_in:
-                    cache = None  # free the previous group's cache first
-                    cache = _ScatterCache(s1 - s0, nearest, ct)
-                for p0 in range(s0, s1, chunk):
-                    p1 = min(s1, p0 + chunk)
+    for n in range(N):
+        if want_grid:
+            _fill_table(tab, geo, input[n])
+        if want_in and planes > 1 and n:
+            acc.fill(0)
+        gout_n = _points_cf(grad_output[n])  # (C, P)
+        grid_n = grid[n].reshape(P, 3)
+        if want_grid:
+            gg_n = _view_as(grid_grad[n], (P, 3))
+            gg_buf = np.empty((P, 3), dtype=grid_grad.dtype) if gg_n is None else gg_n
+        for s0 in range(0, P, group):
+            s1 = min(P, s0 + group)
+            if want_in:
+                cache = None  # free the previous group's cache first
+                cache = _ScatterCache(s1 - s0, nearest, ct)
+
+            def geometry(p0: int, p1: int) -> None:
+                # Corner data for the scatter, and the whole gridGrad.
+                with np.errstate(all="ignore"):
                     g = grid_n[p0:p1].astype(ct)
                     ch = _Chunk(g, geo, interpolation_mode, padding_mode, align_corners, want_grid)
                     if want_in:
@@ -510,11 +548,13 @@ def grid_sampler3d_backward(
                     if want_grid:
                         go = np.ascontiguousarray(gout_n[:, p0:p1].T, dtype=ct)  # (p, C)
                         v = np.take(tab, ch.base + geo.off8[:, None], axis=0)  # (8, p, C)
-                        # dots[k, p] = sum_c v[k, p, c] * go[p, c]: one multiply, one gemv.
-                        np.multiply(v, go, out=v)
-                        dots = (v.reshape(-1, C) @ ones).reshape(8, -1)
+                        # einsum's own loop, not BLAS: a threaded gemv stalls on a busy host.
+                        dots = np.einsum("kpc,pc->kp", v, go)
                         _grid_grad_from_corner_dots(ch, dots, gg_buf[p0:p1])
-                if want_in:
+
+            _for_chunks(s0, s1, chunk, geometry)
+            if want_in:
+                with np.errstate(all="ignore"):
                     for c in range(C):
                         plane = acc[c if planes > 1 else 0]
                         if planes == 1:
@@ -522,8 +562,8 @@ def grid_sampler3d_backward(
                         cache.scatter(plane, gout_n[c, s0:s1], geo)
                         if planes == 1:
                             input_grad[n, c] = _finish_plane(plane, geo)
-            if want_in and planes > 1:
-                for c in range(C):
-                    input_grad[n, c] = _finish_plane(acc[c], geo)
-            if want_grid and gg_n is None:
-                grid_grad[n] = gg_buf.reshape(Do, Ho, Wo, 3)
+        if want_in and planes > 1:
+            for c in range(C):
+                input_grad[n, c] = _finish_plane(acc[c], geo)
+        if want_grid and gg_n is None:
+            grid_grad[n] = gg_buf.reshape(Do, Ho, Wo, 3)
