@@ -54,8 +54,8 @@ BF16 = np.dtype(bfloat16)
 #: Largest accepted max |result - reference| / max |reference| per dtype.
 TOLERANCES: dict[np.dtype, float] = {FP64: 1e-12, FP32: 1e-5, FP16: 1e-3, BF16: 1e-2}
 
-_MODES = {"bilinear": 0, "nearest": 1}
-_PADDINGS = {"zeros": 0, "border": 1, "reflection": 2}
+_MODES = {"bilinear": _grid.BILINEAR, "nearest": _grid.NEAREST}
+_PADDINGS = {"zeros": _grid.ZEROS, "border": _grid.BORDER, "reflection": _grid.REFLECTION}
 
 
 # -- references: the kernels on host arrays ------------------------------------
