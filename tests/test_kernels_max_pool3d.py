@@ -346,11 +346,13 @@ def _force_threads(monkeypatch, threads: int) -> None:
 
 
 @pytest.mark.parametrize("threads", [1, 3])
-@pytest.mark.parametrize("chunk_bytes", [1, 3000])
+@pytest.mark.parametrize("chunk_bytes", [1, 2000, 6000])
 @pytest.mark.parametrize("layout", ["contiguous", "transposed"])
 def test_forward_is_the_same_whatever_the_chunking(torch, monkeypatch, chunk_bytes, layout, threads):
-    # One plane per chunk, and chunks that do not divide N*C; "transposed"
-    # cannot merge N and C, so it chunks over C inside each n.
+    # A plane takes 2720 bytes of scratch: 1 and 2000 chunk a plane by output
+    # depth rows (1 and 2 of its 3), 6000 takes two planes at a time, which
+    # does not divide N*C = 15. "transposed" cannot merge N and C, so it
+    # chunks over C inside each n.
     monkeypatch.setattr(mp, "_FORWARD_CHUNK_BYTES", chunk_bytes)
     _force_threads(monkeypatch, threads)
     rng = np.random.default_rng(3)
@@ -492,9 +494,12 @@ def test_backward_accumulates_low_precision_in_float32(dtype):
 
 
 @pytest.mark.parametrize("threads", [1, 3])
-@pytest.mark.parametrize("chunk_bytes", [1, 5000])
+@pytest.mark.parametrize("chunk_bytes", [1, 1500, 5000])
 @pytest.mark.parametrize("dtype", [F32, F16, BF16])
 def test_backward_is_the_same_whatever_the_chunking(torch, monkeypatch, chunk_bytes, dtype, threads):
+    # A plane takes 2352 bytes of scratch (126 gradients, 210 cells): 1 and
+    # 1500 scatter one plane 1 and 2 output depth rows at a time, 5000 takes
+    # two planes at a time.
     monkeypatch.setattr(mp, "_BACKWARD_CHUNK_BYTES", chunk_bytes)
     # With threads, also take the one-np.add.at-per-plane path meant for large planes.
     monkeypatch.setattr(mp, "_PLANE_AT_MIN", 1 if threads > 1 else 1 << 30)

@@ -23,6 +23,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
+from typing import Any
 
 import numpy as np
 
@@ -150,7 +151,9 @@ def _widen(values: np.ndarray, out: np.ndarray) -> None:
     if values.dtype == np.float16 and out.dtype == np.float32:
         if _HALF_TO_FLOAT is None:
             _HALF_TO_FLOAT = np.arange(1 << 16, dtype=np.uint16).view(np.float16).astype(np.float32)
-        np.take(_HALF_TO_FLOAT, values.view(np.uint16), out=out)
+        # mode="clip" cannot clip a uint16 here; unlike "raise" it writes
+        # straight into ``out`` instead of through a temporary copy.
+        np.take(_HALF_TO_FLOAT, values.view(np.uint16), out=out, mode="clip")
     else:
         np.copyto(out, values, casting="unsafe")
 
@@ -182,11 +185,13 @@ def _thread_count() -> int:
     return max(1, min(cores, 8))
 
 
-def _run_shared(
-    work: Callable[[list[tuple[np.ndarray, ...]]], None],
-    blocks: list[tuple[np.ndarray, ...]],
-    amount: int,
-) -> None:
+def _chunk_budget(limit: int, output_bytes: int) -> int:
+    """Scratch bytes per worker: ``limit``, but with all workers together
+    holding no more than about the output's size."""
+    return max(1, min(limit, output_bytes // _thread_count()))
+
+
+def _run_shared(work: Callable[[list[Any]], None], blocks: list[Any], amount: int) -> None:
     """Run ``work`` on shares of ``blocks``, in parallel when worth it.
 
     NumPy releases the GIL inside its loops, so chunks of planes pool on
@@ -241,16 +246,19 @@ def _outer_sum(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
 
 
 class _ForwardPlan:
-    """Geometry and scratch of one forward call.
+    """Geometry of one forward call.
 
-    The padded input of a chunk of planes is split by stride phase: phase
-    (rd, rh, rw) holds the padded cells (rd + sd*i, rh + sh*j, rw + sw*k), with
-    -inf in the padding. The window of output (od, oh, ow) then reads, for
-    every kernel offset, the cell (od, oh, ow) + q of one phase, where q is the
-    offset's shift. Laying the outputs out with the phases' row pitch
-    (Hq, Wq) turns that into one contiguous 1-D slice per plane and offset, so
-    every NumPy call is a long unit-stride loop. The columns past (Ho, Wo) are
-    scratch that is never read back.
+    The padded input of a chunk is split by stride phase: phase (rd, rh, rw)
+    holds the padded cells (rd + sd*i, rh + sh*j, rw + sw*k), with -inf in the
+    padding. The window of output (od, oh, ow) then reads, for every kernel
+    offset, the cell (od, oh, ow) + q of one phase, where q is the offset's
+    shift. Laying the outputs out with the phases' row pitch (Hq, Wq) turns
+    that into one contiguous 1-D slice per plane and offset, so every NumPy
+    call is a long unit-stride loop. The columns past (Ho, Wo) are scratch
+    that is never read back.
+
+    A chunk is a few whole (n, c) planes, or ``rows`` output depth rows of
+    one plane when a plane alone would exceed the scratch budget.
     """
 
     def __init__(
@@ -260,23 +268,25 @@ class _ForwardPlan:
         axes: tuple[_Axis, _Axis, _Axis],
         compute: np.dtype,
         index_dtype: np.dtype,
+        rows: int,
     ) -> None:
         self.spatial = spatial
         self.out_spatial = out_spatial
         self.axes = axes
         self.compute = compute
         self.index_dtype = index_dtype
+        self.rows = rows
         strides = (spatial[1] * spatial[2], spatial[2], 1)
 
         # Phase lengths: enough for the padding and for a ceil-mode window
         # that reaches past it, rounded up to whole strides.
-        self.phase_len = tuple(
+        phase_len = [
             -(-max(n + 2 * p, (o - 1) * s + (k - 1) * d + 1) // s)
             for n, o, (k, s, p, d) in zip(spatial, out_spatial, axes)
-        )
-        _, hq, wq = self.phase_len
-        self.pitched = (out_spatial[0], hq, wq)  # outputs laid out with the phase pitch
-        self.pitched_size = out_spatial[0] * hq * wq
+        ]
+        _, hq, wq = phase_len
+        self.pitched = (rows, hq, wq)  # a chunk's outputs, laid out with the phase pitch
+        self.pitched_size = rows * hq * wq
 
         # Per kernel offset in d, h, w scan order: phase, flat shift inside the
         # phase, and flat offset from the window start in the unpadded plane.
@@ -289,18 +299,22 @@ class _ForwardPlan:
             offset = sum(r * st for r, st in zip(reach, strides))
             self.offsets.append((phase, shift, offset))  # type: ignore[arg-type]
         self.phases = sorted({phase for phase, _, _ in self.offsets})
+        # Phase depth rows a chunk reads: its own plus the deepest shift.
+        self.phase_rows = min(phase_len[0], rows + (axes[0][0] - 1) * axes[0][3] // axes[0][1])
+        self.phase_grid = (self.phase_rows, hq, wq)
         max_shift = max(shift for _, shift, _ in self.offsets)
-        self.phase_size = max(self.phase_len[0] * hq * wq, self.pitched_size + max_shift)
+        self.phase_size = max(self.phase_rows * hq * wq, self.pitched_size + max_shift)
+
         # The running argmax is the offset's number in scan order (a "code"),
         # in the narrowest type that holds it: less memory traffic per pass.
         count = len(self.offsets)
         self.code_dtype = np.dtype(np.uint8 if count <= 256 else np.uint16 if count <= 65536 else np.int32)
         self.code_offset = np.array([offset for _, _, offset in self.offsets], index_dtype)
 
-        # Initial argmax: the first in-bounds cell of every window (pitched grid).
-        out_d, _, _ = out_spatial
+        # Initial argmax of every output depth row: the first in-bounds cell
+        # of each window (pitched grid).
         k1, k2 = axes[1][0], axes[2][0]
-        firsts = [_first_inside(n, ax) for n, ax in zip((out_d, hq, wq), axes)]
+        firsts = [_first_inside(n, ax) for n, ax in zip((out_spatial[0], hq, wq), axes)]
         self.first_code = _outer_sum(firsts[0] * k1 * k2, firsts[1] * k2, firsts[2]).astype(self.code_dtype)
         self.window_start = _outer_sum(
             *(
@@ -308,18 +322,19 @@ class _ForwardPlan:
                 for o, ax, st in zip(out_spatial, axes, strides)
             )
         )
-        # Where each phase's copy of the input goes and comes from, per axis:
-        # (first phase index, count, first input cell).
+        # Per phase and axis, the phase cells that hold input: (first, end,
+        # first input cell), in whole-plane phase coordinates.
         self.copy_ranges: dict[tuple[int, int, int], list[tuple[int, int, int]]] = {}
         for phase in self.phases:
             ranges = []
             for r, n, (_, s, p, _) in zip(phase, spatial, axes):
-                q0 = -((r - p) // s)  # ceil((p - r) / s): first phase cell inside
-                q1 = (n - 1 + p - r) // s + 1
-                ranges.append((q0, max(0, q1 - q0), q0 * s + r - p))
+                q0 = max(0, -((r - p) // s))  # ceil((p - r) / s): first phase cell inside
+                q1 = max(q0, (n - 1 + p - r) // s + 1)
+                ranges.append((q0, q1, q0 * s + r - p))
             self.copy_ranges[phase] = ranges
 
     def bytes_per_plane(self) -> int:
+        """Scratch of one plane (or ``rows`` output rows of it) in one chunk."""
         phases = len(self.phases) * self.phase_size * self.compute.itemsize
         outputs = self.pitched_size * (
             self.compute.itemsize + 2 * self.code_dtype.itemsize + self.index_dtype.itemsize + 1
@@ -331,8 +346,8 @@ class _ForwardPlan:
 
 
 class _ForwardScratch:
-    """Buffers of one worker of a forward call: the phases of a chunk of
-    planes and the running maximum, argmax offset and mask."""
+    """Buffers of one worker of a forward call: the phases of a chunk and the
+    running maximum, argmax code and mask."""
 
     def __init__(self, plan: _ForwardPlan, planes: int) -> None:
         self.plan = plan
@@ -343,24 +358,36 @@ class _ForwardScratch:
         self.best = np.empty((planes, plan.pitched_size), plan.compute)
         self.sel = np.empty((planes, plan.pitched_size), plan.code_dtype)
         self.scratch = np.empty((planes, plan.pitched_size), plan.code_dtype)
-        self.offset = np.empty((planes, *plan.out_spatial), plan.index_dtype)
+        self.offset = np.empty((planes, *plan.pitched), plan.index_dtype)
         self.mask = np.empty((planes, plan.pitched_size), np.bool_)
 
-    def load(self, xc: np.ndarray) -> None:
-        """Copy a chunk (planes, D, H, W) of the input into the phases."""
+    def load(self, xc: np.ndarray, row0: int) -> None:
+        """Copy the input a chunk needs into the phases: planes ``xc``
+        (planes, D, H, W), output depth rows from ``row0``."""
         plan = self.plan
         count = xc.shape[0]
-        dq, hq, wq = plan.phase_len
+        depth_rows, hq, wq = plan.phase_grid
         for phase, buf in self.phase_buf.items():
-            grid = buf[:count, : dq * hq * wq].reshape(count, dq, hq, wq)
-            target: list[slice] = [slice(None)]
-            source: list[slice] = [slice(None)]
-            for (q0, n, first), ax in zip(plan.copy_ranges[phase], plan.axes):
-                target.append(slice(q0, q0 + n))
-                source.append(slice(first, first + (n - 1) * ax[1] + 1 if n else first, ax[1]))
+            grid = buf[:count, : depth_rows * hq * wq].reshape(count, depth_rows, hq, wq)
+            (d0, d1, first_d), *rest = plan.copy_ranges[phase]
+            sd = plan.axes[0][1]
+            # Depth rows of this chunk that hold input; the others are padding.
+            lo = min(max(d0 - row0, 0), depth_rows)
+            hi = max(min(d1 - row0, depth_rows), lo)
+            if plan.rows < plan.out_spatial[0]:  # rows move between chunks: reset the padding
+                grid[:, :lo] = -np.inf
+                grid[:, hi:] = -np.inf
+            if hi == lo:
+                continue
+            start = first_d + (row0 + lo - d0) * sd
+            target: list[slice] = [slice(None), slice(lo, hi)]
+            source: list[slice] = [slice(None), slice(start, start + (hi - lo - 1) * sd + 1, sd)]
+            for (q0, q1, first), ax in zip(rest, plan.axes[1:]):
+                target.append(slice(q0, q1))
+                source.append(slice(first, first + (q1 - q0 - 1) * ax[1] + 1 if q1 > q0 else first, ax[1]))
             _widen(xc[tuple(source)], grid[tuple(target)])
 
-    def run(self, count: int, nan_rule: bool) -> tuple[np.ndarray, np.ndarray]:
+    def run(self, count: int, row0: int, rows: int, nan_rule: bool) -> tuple[np.ndarray, np.ndarray]:
         """Pool the loaded chunk; returns the maxima (a view of the pitched
         buffer) and the flat offsets of the argmax from the window starts."""
         plan = self.plan
@@ -370,7 +397,8 @@ class _ForwardScratch:
         scratch = self.scratch[:count]
         mask = self.mask[:count]
         best.fill(-np.inf)
-        sel.reshape(count, *plan.pitched)[...] = plan.first_code
+        grid = sel.reshape(count, *plan.pitched)
+        grid[:, :rows] = plan.first_code[row0 : row0 + rows]
         for code, (phase, shift, _) in enumerate(plan.offsets):
             v = self.phase_buf[phase][:count, shift : shift + size]
             np.greater(v, best, out=mask)
@@ -385,22 +413,23 @@ class _ForwardScratch:
             # np.maximum propagates NaN, and nothing compares greater than a
             # NaN best, so a later number never replaces it.
             np.maximum(best, v, out=best)
-        do, ho, wo = plan.out_spatial
-        valid = (slice(None), slice(0, do), slice(0, ho), slice(0, wo))
-        offset = self.offset[:count]
-        np.take(plan.code_offset, sel.reshape(count, *plan.pitched)[valid], out=offset)
+        _, ho, wo = plan.out_spatial
+        valid = (slice(None), slice(0, rows), slice(0, ho), slice(0, wo))
+        offset = self.offset[:count, :rows, :ho, :wo]
+        np.take(plan.code_offset, grid[valid], out=offset)
         return best.reshape(count, *plan.pitched)[valid], offset
 
-    def pool(self, xc: np.ndarray, oc: np.ndarray, ic: np.ndarray) -> None:
-        """Pool one chunk of planes of the input into its outputs."""
-        count = xc.shape[0]
-        self.load(xc)
-        best, sel = self.run(count, nan_rule=False)
+    def pool(self, xc: np.ndarray, oc: np.ndarray, ic: np.ndarray, row0: int) -> None:
+        """Pool one chunk: planes ``xc`` of the input into ``oc`` and ``ic``,
+        which hold the output depth rows from ``row0`` of those planes."""
+        count, rows = oc.shape[:2]
+        self.load(xc, row0)
+        best, offset = self.run(count, row0, rows, nan_rule=False)
         if np.isnan(best).any():
             # Rare: redo the chunk with the full NaN rule, which the fast path
             # skips (it keeps the offset of the largest number).
-            best, sel = self.run(count, nan_rule=True)
-        np.add(sel, self.plan.window_start, out=ic, casting="unsafe")
+            best, offset = self.run(count, row0, rows, nan_rule=True)
+        np.add(offset, self.plan.window_start[row0 : row0 + rows], out=ic, casting="unsafe")
         np.copyto(oc, best, casting="unsafe")
         # np.maximum may hand back +0 for (-0, +0), or another NaN than the
         # chosen one: copy those outputs exactly from the input.
@@ -478,14 +507,28 @@ def max_pool3d_with_argmax(
 
     compute = np.dtype(np.float64 if x.dtype == np.float64 else np.float32)
     index_dtype = np.dtype(np.int32 if depth * height * width <= _INT32_MAX else np.int64)
-    plan = _ForwardPlan(spatial, out_spatial, axes, compute, index_dtype)
-    planes = min(n_count * c_count, max(1, _FORWARD_CHUNK_BYTES // plan.bytes_per_plane()))
-    blocks = list(_plane_blocks((x, out, indices), planes))
+    plan = _ForwardPlan(spatial, out_spatial, axes, compute, index_dtype, out_spatial[0])
+    per_plane = plan.bytes_per_plane()
+    budget = _chunk_budget(_FORWARD_CHUNK_BYTES, out.nbytes + indices.nbytes)
+    if per_plane <= budget:
+        planes = min(n_count * c_count, budget // per_plane)
+        blocks = [(xc, oc, ic, 0) for xc, oc, ic in _plane_blocks((x, out, indices), planes)]
+    else:
+        # A plane alone is too big: chunks of output depth rows of one plane.
+        planes = 1
+        row_bytes = max(1, per_plane // out_spatial[0])
+        rows = max(1, min(out_spatial[0], budget // row_bytes))
+        plan = _ForwardPlan(spatial, out_spatial, axes, compute, index_dtype, rows)
+        blocks = [
+            (xc, oc[:, r : r + rows], ic[:, r : r + rows], r)
+            for xc, oc, ic in _plane_blocks((x, out, indices), 1)
+            for r in range(0, out_spatial[0], rows)
+        ]
 
-    def work(share: list[tuple[np.ndarray, ...]]) -> None:
+    def work(share: list[tuple]) -> None:
         scratch = plan.allocate(planes)
-        for xc, oc, ic in share:
-            scratch.pool(xc, oc, ic)
+        for xc, oc, ic, row0 in share:
+            scratch.pool(xc, oc, ic, row0)
 
     _run_shared(work, blocks, out.size * len(plan.offsets))
 
@@ -577,18 +620,27 @@ def max_pool3d_with_argmax_backward(
         return
 
     out_spatial = grad_output.shape[2:]
-    per_out = out_spatial[0] * out_spatial[1] * out_spatial[2]
+    row = out_spatial[1] * out_spatial[2]  # gradients per output depth row
     acc_dtype = np.dtype(np.float64 if grad_input.dtype == np.float64 else np.float32)
-    # Scratch per plane: int64 flat indices, the widened gradients and, unless
-    # grad_input can accumulate in place, a float32 accumulator.
-    per_plane = per_out * (8 + acc_dtype.itemsize) + plane * acc_dtype.itemsize
-    planes = min(n_count * c_count, max(1, _BACKWARD_CHUNK_BYTES // per_plane))
+    # Scratch per plane: int64 flat indices and the widened gradients per
+    # output, and a float32 accumulator unless grad_input accumulates in place.
+    per_out = 8 + acc_dtype.itemsize
+    acc_bytes = plane * acc_dtype.itemsize
+    budget = _chunk_budget(_BACKWARD_CHUNK_BYTES, grad_input.nbytes)
+    per_plane = out_spatial[0] * row * per_out + acc_bytes
+    if per_plane <= budget:
+        planes, rows = min(n_count * c_count, budget // per_plane), out_spatial[0]
+    else:
+        # A plane alone is too big: scatter its gradients a few depth rows at a
+        # time (the accumulator still spans the whole plane).
+        planes = 1
+        rows = max(1, min(out_spatial[0], max(0, budget - acc_bytes) // max(1, row * per_out)))
     blocks = list(_plane_blocks((grad_output, indices, grad_input), planes))
 
     def work(share: list[tuple[np.ndarray, ...]]) -> None:
-        scratch = _BackwardScratch(planes, plane, per_out, acc_dtype)
+        scratch = _BackwardScratch(planes, plane, rows * row, acc_dtype)
         for goc, ic, gic in share:
-            scratch.scatter(goc, ic, gic)
+            scratch.scatter(goc, ic, gic, rows)
 
     _run_shared(work, blocks, grad_output.size * 4)
 
@@ -596,64 +648,39 @@ def max_pool3d_with_argmax_backward(
 class _BackwardScratch:
     """Buffers of one worker of a backward call."""
 
-    def __init__(self, planes: int, plane: int, per_out: int, acc_dtype: np.dtype) -> None:
+    def __init__(self, planes: int, plane: int, per_chunk: int, acc_dtype: np.dtype) -> None:
         self.plane = plane
-        self.per_out = per_out
         self.acc_dtype = acc_dtype
-        self.flat = np.empty(planes * per_out, np.int64)
-        self.values = np.empty(planes * per_out, acc_dtype)
+        self.flat = np.empty(planes * per_chunk, np.int64)
+        self.values = np.empty(planes * per_chunk, acc_dtype)
         self.acc: np.ndarray | None = None
         self.plane_start = (np.arange(planes, dtype=np.int64) * plane).reshape(planes, 1, 1, 1)
+        self.planes = planes
 
-    def scatter(self, goc: np.ndarray, ic: np.ndarray, gic: np.ndarray) -> None:
-        """grad_input chunk = zeros + scatter-add of the grad_output chunk."""
-        count = goc.shape[0]
-        size = count * self.per_out
-        direct = (
-            self.per_out >= _PLANE_AT_MIN
-            and ic.dtype == np.int64
-            and ic.flags.c_contiguous
-            and gic.dtype == self.acc_dtype
-            and gic.flags.c_contiguous
-        )
-        if direct:
-            flat = ic
-        else:
-            flat = self.flat[:size]
-            # Indices of the whole chunk as one 1-D range, computed in int64.
-            np.add(ic, self.plane_start[:count], out=flat.reshape(ic.shape))
-        if goc.dtype == self.acc_dtype and goc.flags.c_contiguous:
-            values = goc.reshape(-1)
-        else:
-            values = self.values[:size]
-            _widen(goc, values.reshape(goc.shape))
-        if gic.dtype == self.acc_dtype and gic.flags.c_contiguous:
+    def scatter(self, goc: np.ndarray, ic: np.ndarray, gic: np.ndarray, rows: int) -> None:
+        """grad_input chunk = zeros + scatter-add of the grad_output chunk,
+        taking ``rows`` output depth rows at a time."""
+        count, depth = goc.shape[:2]
+        in_place = gic.dtype == self.acc_dtype and gic.flags.c_contiguous
+        if in_place:
             acc = gic.reshape(-1)
-            acc.fill(0)
-            if flat is ic:
-                # Large planes with int64 indices: one np.add.at per plane
-                # spares building the chunk-wide indices.
-                for j in range(count):
-                    np.add.at(
-                        gic[j].reshape(-1),
-                        ic[j].reshape(-1),
-                        values[j * self.per_out : (j + 1) * self.per_out],
-                    )
-            else:
-                np.add.at(acc, flat, values)
-            return
-        if self.acc is None:
-            self.acc = np.empty(self.flat.size // self.per_out * self.plane, self.acc_dtype)
-        acc = self.acc[: count * self.plane]
+        else:
+            if self.acc is None:
+                self.acc = np.empty(self.planes * self.plane, self.acc_dtype)
+            acc = self.acc[: count * self.plane]
         acc.fill(0)
-        np.add.at(acc, flat, values)
+        for row0 in range(0, depth, rows):
+            g, i = goc[:, row0 : row0 + rows], ic[:, row0 : row0 + rows]
+            flat, values = self._add(g, i, acc, gic if in_place else None)
+        if in_place:
+            return
         # When few positions are touched (windows that do not overlap), write
         # only those: a position hit once holds exactly its one gradient, so
         # store grad_output there and round only the sums that differ from the
         # value stored (compared bit for bit, which also catches -0 and NaN
         # payloads). This spares rounding the whole accumulator, which NumPy
         # does slowly for float16.
-        sparse = 4 * size < acc.size
+        sparse = 4 * goc.size < acc.size and rows == depth
         if not (sparse and gic.flags.c_contiguous and goc.dtype == gic.dtype):
             np.copyto(gic, acc.reshape(gic.shape), casting="unsafe")
             return
@@ -666,3 +693,28 @@ class _BackwardScratch:
         if differ.any():
             where = flat[differ]
             gflat[where] = sums[differ].astype(gic.dtype)
+
+    def _add(
+        self, goc: np.ndarray, ic: np.ndarray, acc: np.ndarray, planes_acc: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """acc += scatter of one slice of gradients; returns the flat indices
+        and widened values it used (only complete when the slice is whole)."""
+        count = goc.shape[0]
+        size = goc.size
+        if goc.dtype == self.acc_dtype and goc.flags.c_contiguous:
+            values = goc.reshape(-1)
+        else:
+            values = self.values[:size]
+            _widen(goc, values.reshape(goc.shape))
+        per = size // count
+        if planes_acc is not None and per >= _PLANE_AT_MIN and ic.dtype == np.int64 and ic.flags.c_contiguous:
+            # Large planes with int64 indices: one np.add.at per plane spares
+            # building the chunk-wide indices.
+            for j in range(count):
+                np.add.at(planes_acc[j].reshape(-1), ic[j].reshape(-1), values[j * per : (j + 1) * per])
+            return ic, values
+        flat = self.flat[:size]
+        # Indices of the whole chunk as one 1-D range, computed in int64.
+        np.add(ic, self.plane_start[:count], out=flat.reshape(ic.shape))
+        np.add.at(acc, flat, values)
+        return flat, values
