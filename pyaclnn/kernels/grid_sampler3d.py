@@ -321,7 +321,7 @@ class _ScatterCache:
     Bilinear adds the x0/x1 corners of a row as one complex pair: slot u of a
     complex accumulator plane holds (cell u, cell u+1) in its (real, imag)
     parts, which halves the ``np.add.at`` work. The weights are kept as those
-    complex pairs, (4, points). Nearest adds to the real part.
+    complex pairs, (4, points). Nearest adds plain values to a real plane.
     """
 
     __slots__ = ("base", "w", "ct", "idx", "vals")
@@ -332,7 +332,7 @@ class _ScatterCache:
         self.base = np.empty(npoints, dtype=np.intp)
         self.w = None if nearest else np.empty((4, npoints), dtype=cplx)
         self.vals = None if nearest else np.empty((4, _SCATTER_CHUNK), dtype=cplx)
-        self.idx = np.empty((1 if nearest else 4, _SCATTER_CHUNK), dtype=np.intp)
+        self.idx = None if nearest else np.empty((4, _SCATTER_CHUNK), dtype=np.intp)
 
     def store(self, q0: int, ch: _Chunk) -> None:
         q1 = q0 + ch.base.shape[0]
@@ -344,25 +344,26 @@ class _ScatterCache:
 
     def scatter(self, plane: np.ndarray, gout: np.ndarray, geo: _Geometry) -> None:
         """Add one channel's contributions (gout: that channel's gradOutput
-        of the group's points) into a complex accumulator plane."""
+        of the group's points) into its accumulator plane."""
+        if self.w is None:
+            np.add.at(plane, self.base, gout.astype(self.ct, copy=False))
+            return
         n = self.base.shape[0]
         for q0 in range(0, n, _SCATTER_CHUNK):
             q1 = min(n, q0 + _SCATTER_CHUNK)
             g = gout[q0:q1].astype(self.ct, copy=False)
-            idx = self.idx[:, : q1 - q0]
-            if self.w is None:
-                np.multiply(self.base[q0:q1], 2, out=idx[0])  # real part of the slot
-                np.add.at(plane.view(self.ct), idx[0], g)
-            else:
-                np.add(self.base[q0:q1], geo.off4[:, None], out=idx)
-                # complex weight pair times a real gradient: both parts exact.
-                vals = np.multiply(self.w[:, q0:q1], g, out=self.vals[:, : q1 - q0])
-                np.add.at(plane, idx.reshape(-1), vals.reshape(-1))
+            idx = np.add(self.base[q0:q1], geo.off4[:, None], out=self.idx[:, : q1 - q0])
+            # complex weight pair times a real gradient: both parts exact.
+            vals = np.multiply(self.w[:, q0:q1], g, out=self.vals[:, : q1 - q0])
+            np.add.at(plane, idx.reshape(-1), vals.reshape(-1))
 
 
 def _finish_plane(plane: np.ndarray, geo: _Geometry) -> np.ndarray:
-    """The (D, H, W) inputGrad of a complex accumulator plane (a view into it):
-    cell u got the real part of slot u and the imaginary part of slot u-1."""
+    """The (D, H, W) inputGrad of an accumulator plane (a view into it). In a
+    complex plane cell u got the real part of slot u and the imaginary part
+    of slot u-1."""
+    if not np.iscomplexobj(plane):
+        return geo.interior(plane)
     f = plane.view(plane.real.dtype)
     re, im = f[0::2], f[1::2]
     np.add(re[1:], im[:-1], out=re[1:])
@@ -521,7 +522,9 @@ def grid_sampler3d_backward(
     # groups of points.
     group = P if P <= _MAX_CACHED_POINTS else _MAX_CACHED_POINTS
     planes = C if group < P else 1
-    acc = np.zeros((planes, geo.length), dtype=_complex_of(ct)) if want_in else None
+    # Bilinear accumulates complex (x0, x1) pairs, nearest plain values.
+    acc_dtype = ct if nearest else _complex_of(ct)
+    acc = np.zeros((planes, geo.length), dtype=acc_dtype) if want_in else None
     for n in range(N):
         if want_grid:
             _fill_table(tab, geo, input[n])
