@@ -378,6 +378,17 @@ def _pool() -> ThreadPoolExecutor:
         return _POOL
 
 
+def _forget_pool_after_fork() -> None:
+    # A forked child has none of the parent's threads: start a fresh pool.
+    global _POOL, _POOL_LOCK
+    _POOL = None
+    _POOL_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool_after_fork)
+
+
 def _for_chunks(start: int, stop: int, chunk: int, fn: Callable[[int, int], None]) -> None:
     """Run ``fn(p0, p1)`` over the chunks of [start, stop), on two threads when
     there is enough work (the gathers and products release the GIL; every
@@ -396,6 +407,9 @@ def _for_chunks(start: int, stop: int, chunk: int, fn: Callable[[int, int], None
 # --------------------------------------------------------------------------
 
 
+# Overflow, NaN and inf are part of the math here (the device raises nothing);
+# the worker threads set the same state for themselves.
+@np.errstate(all="ignore")
 def grid_sampler3d(
     input: np.ndarray,
     grid: np.ndarray,
@@ -462,6 +476,7 @@ def grid_sampler3d(
 # --------------------------------------------------------------------------
 
 
+@np.errstate(all="ignore")
 def grid_sampler3d_backward(
     grad_output: np.ndarray,
     input: np.ndarray,
@@ -557,14 +572,13 @@ def grid_sampler3d_backward(
 
             _for_chunks(s0, s1, chunk, geometry)
             if want_in:
-                with np.errstate(all="ignore"):
-                    for c in range(C):
-                        plane = acc[c if planes > 1 else 0]
-                        if planes == 1:
-                            plane.fill(0)
-                        cache.scatter(plane, gout_n[c, s0:s1], geo)
-                        if planes == 1:
-                            input_grad[n, c] = _finish_plane(plane, geo)
+                for c in range(C):
+                    plane = acc[c if planes > 1 else 0]
+                    if planes == 1:
+                        plane.fill(0)
+                    cache.scatter(plane, gout_n[c, s0:s1], geo)
+                    if planes == 1:
+                        input_grad[n, c] = _finish_plane(plane, geo)
         if want_in and planes > 1:
             for c in range(C):
                 input_grad[n, c] = _finish_plane(acc[c], geo)
