@@ -17,7 +17,7 @@ from .functional import (
     max_pool3d_with_argmax,
     max_pool3d_with_argmax_backward,
 )
-from .runtime import DeviceArray, Stream, empty, finalize, set_deterministic, to_device, zeros
+from .runtime import DeviceArray, Stream, empty, finalize, memory_pool, set_deterministic, to_device, zeros
 
 __version__ = "0.1.0"
 
@@ -43,5 +43,5 @@ def set_backend(name: str) -> None:
 __all__ = [
     "AclError", "AclnnError", "AclOutOfMemoryError", "DeviceArray", "Stream", "bfloat16", "empty", "finalize",
     "get_backend", "grid_sampler3d", "grid_sampler3d_backward", "max_pool3d_with_argmax",
-    "max_pool3d_with_argmax_backward", "set_backend", "set_deterministic", "to_device", "zeros",
+    "max_pool3d_with_argmax_backward", "memory_pool", "set_backend", "set_deterministic", "to_device", "zeros",
 ]

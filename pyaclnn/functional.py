@@ -9,6 +9,7 @@ before it returns, on error paths too.
 
 from __future__ import annotations
 
+import functools
 import operator
 from collections.abc import Callable, Sequence
 from typing import Any, Union
@@ -17,13 +18,14 @@ import numpy as np
 
 from . import acl, aclnn, runtime
 from . import dtypes as _dtypes
-from .errors import ACLNN_ERR_PARAM_INVALID, AclnnError
+from .errors import ACLNN_ERR_PARAM_INVALID, AclError, AclnnError
 from .kernels import checks as _checks
 from .runtime import DeviceArray, Stream
 
 ArrayLike = Union[np.ndarray, DeviceArray]
 IntOrSeq = Union[int, Sequence[int]]
 
+_FLOAT32 = np.dtype(np.float32)
 _INT32 = np.dtype(np.int32)
 _INT64 = np.dtype(np.int64)
 _INT64_MAX = 2**63 - 1
@@ -52,6 +54,10 @@ def int_tuple(name: str, value: IntOrSeq) -> tuple[int, ...]:
     ValueError
         If a value does not fit in int64.
     """
+    if type(value) is int and -_INT64_MAX - 1 <= value <= _INT64_MAX:
+        return (value,)  # the common case, without the general checks below
+    if type(value) is tuple and all(type(v) is int and -_INT64_MAX - 1 <= v <= _INT64_MAX for v in value):
+        return value
     items = (value,) if not isinstance(value, (Sequence, np.ndarray)) or isinstance(value, str) else value
     if isinstance(value, np.ndarray) and value.ndim != 1:
         raise TypeError(f"{name} must be an int or a 1-D sequence of ints, got an array of shape {value.shape}")
@@ -95,6 +101,8 @@ class _Call:
         if stream is not None and (not isinstance(stream, Stream) or stream.backend != self.backend):
             raise ValueError(f"stream must be a pyaclnn.Stream of backend {self.backend!r}, got {stream!r}")
         self.stream = stream or runtime.default_stream(self.backend)
+        if self.stream.closed:
+            raise ValueError("stream is closed")
         self.device_results = False  # True once any input is a DeviceArray
         self._temporaries: list[DeviceArray] = []
         self._outputs: list[DeviceArray] = []
@@ -117,7 +125,7 @@ class _Call:
         """``x`` on this call's backend; NumPy data is copied there for the duration of the call."""
         if x is None:
             return None
-        if isinstance(x, DeviceArray):
+        if type(x) is DeviceArray or isinstance(x, DeviceArray):
             if x.backend != self.backend:
                 raise ValueError(f"{name} lives on backend {x.backend!r}, but this call runs on {self.backend!r}")
             if x.closed:
@@ -139,8 +147,8 @@ class _Call:
         array = self.device(name, x)
         return None if array is None else array.descriptor(fmt)
 
-    def output(self, shape: Sequence[int], dtype: Any) -> DeviceArray:
-        array = runtime.empty(shape, dtype, backend=self.backend)
+    def output(self, shape: tuple[int, ...], dtype: np.dtype) -> DeviceArray:
+        array = DeviceArray._contiguous(self.ctx, shape, dtype)
         self._outputs.append(array)
         return array
 
@@ -154,6 +162,11 @@ class _Call:
             handle = acl.create_int_array(values, backend=self.backend)
             self._arrays.append((acl.destroy_int_array, handle))
         return handle
+
+    def int_arrays(self, values: Sequence[tuple[int, ...]]) -> tuple[Any, ...]:
+        """aclIntArrays of a whole parameter set (kernel_size, stride, padding, dilation)."""
+        handles = self.ctx.cached_int_arrays(tuple(values))
+        return handles if handles is not None else tuple(self.int_array(v) for v in values)
 
     def bool_array(self, values: tuple[bool, ...]) -> Any:
         handle = self.ctx.cached_bool_array(values)
@@ -169,9 +182,21 @@ class _Call:
             for array in outputs:
                 array.fill_zero()
             return
-        workspace = self.stream.workspace(workspace_size)
+        try:
+            workspace = self.stream.workspace(workspace_size)
+        except BaseException:
+            self._discard(executor)
+            raise
         phase2(workspace, workspace_size, executor, self.stream.handle, backend=self.backend)
         self.stream.synchronize()
+
+    def _discard(self, executor: Any) -> None:
+        """Free an executor phase 2 will never consume: only a repeatable one may be destroyed."""
+        try:
+            acl.set_acl_op_executor_repeatable(executor, backend=self.backend)
+            acl.destroy_acl_op_executor(executor, backend=self.backend)
+        except AclError:
+            pass  # the error being raised already says what went wrong
 
     def result(self, array: DeviceArray) -> ArrayLike:
         """What the caller gets for output ``array``: itself for DeviceArray calls, else a NumPy copy."""
@@ -188,11 +213,16 @@ def _pool_output_shape(x: DeviceArray | None, params: list[tuple[int, ...]], cei
     """Output shape for valid parameters; a placeholder otherwise (phase 1 then reports the problem)."""
     if x is None or x.ndim not in (4, 5):
         return (1, 1, 1, 1, 1)
+    return _pooled(x.shape, *params, ceil_mode)
+
+
+@functools.lru_cache(maxsize=256)
+def _pooled(shape: tuple[int, ...], kernel, stride, padding, dilation, ceil_mode: bool) -> tuple[int, ...]:
     try:
-        pool = _checks.pool_params(*params, ceil_mode)
+        pool = _checks.pool_params(kernel, stride, padding, dilation, ceil_mode)
     except _checks.CheckFailed:
-        return x.shape
-    return x.shape[:-3] + tuple(max(n, 0) for n in _checks.pooled_shape(x.shape[-3:], pool))
+        return shape
+    return shape[:-3] + tuple(max(n, 0) for n in _checks.pooled_shape(shape[-3:], pool))
 
 
 def _plane_size_limit(x: Any, api: str, forward: bool) -> None:
@@ -259,11 +289,11 @@ def max_pool3d_with_argmax(
     with _Call(backend, stream) as call:
         x = call.device("input", input)
         shape = _pool_output_shape(x, ints, ceil)
-        out = call.output(shape, x.dtype if x is not None else np.float32)
+        out = call.output(shape, x.dtype if x is not None else _FLOAT32)
         indices = call.output(shape, device_dtype)
         call.launch(
             aclnn.max_pool3d_with_argmax_get_workspace_size, aclnn.max_pool3d_with_argmax,
-            None if x is None else x.descriptor(_dtypes.ACL_FORMAT_ND), *(call.int_array(v) for v in ints), ceil,
+            None if x is None else x.descriptor(_dtypes.ACL_FORMAT_ND), *call.int_arrays(ints), ceil,
             out.descriptor(_dtypes.ACL_FORMAT_ND), indices.descriptor(_dtypes.ACL_FORMAT_ND),
             outputs=(out, indices),
         )
@@ -342,12 +372,12 @@ def max_pool3d_with_argmax_backward(
         if i is not None and i.dtype == _INT64:
             i = _int32_indices(call, i)
         grad_input = call.output(x.shape if x is not None else (1, 1, 1, 1, 1),
-                                 x.dtype if x is not None else np.float32)
+                                 x.dtype if x is not None else _FLOAT32)
         nd = _dtypes.ACL_FORMAT_ND
         call.launch(
             aclnn.max_pool3d_with_argmax_backward_get_workspace_size, aclnn.max_pool3d_with_argmax_backward,
             *(None if t is None else t.descriptor(nd) for t in (g, x, i)),
-            *(call.int_array(v) for v in ints), ceil, grad_input.descriptor(nd),
+            *call.int_arrays(ints), ceil, grad_input.descriptor(nd),
             outputs=(grad_input,),
         )
         return call.result(grad_input)
@@ -416,7 +446,7 @@ def grid_sampler3d(
         x = call.device("input", input)
         g = call.device("grid", grid)
         out = call.output(_sampled_shape(x, g, fmt == _dtypes.ACL_FORMAT_NDHWC),
-                          x.dtype if x is not None else np.float32)
+                          x.dtype if x is not None else _FLOAT32)
         call.launch(
             aclnn.grid_sampler3d_get_workspace_size, aclnn.grid_sampler3d,
             None if x is None else x.descriptor(fmt), None if g is None else g.descriptor(_dtypes.ACL_FORMAT_ND),
@@ -475,7 +505,7 @@ def grid_sampler3d_backward(
         g = call.device("grad_output", grad_output)
         x = call.device("input", input)
         gr = call.device("grid", grid)
-        dtype = x.dtype if x is not None else np.float32
+        dtype = x.dtype if x is not None else _FLOAT32
         input_grad = call.output(x.shape if x is not None else (1, 1, 1, 1, 1), dtype)
         grid_grad = call.output(gr.shape if gr is not None else (1, 1, 1, 1, 3), dtype)
         call.launch(

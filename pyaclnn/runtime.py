@@ -1,16 +1,19 @@
 """Pythonic runtime over the low-level API: devices, streams, device arrays, workspace.
 
-Ownership: every device allocation belongs to one :class:`DeviceArray` (views
-share their base's memory), every stream handle to one :class:`Stream`, every
-workspace buffer to the stream it serves. Each owner frees what it owns in an
-idempotent ``close()`` (also a context manager); a ``weakref.finalize`` frees
-it on garbage collection, and an exit hook closes whatever is still open, then
-resets the device and finalizes ACL, in the order the C API expects.
+Ownership: device memory belongs to the backend's :class:`~pyaclnn._pool.MemoryPool`,
+which lends a block to one :class:`DeviceArray` at a time; every stream handle
+belongs to one :class:`Stream`, every workspace buffer to the stream it serves,
+cached parameter arrays to the backend's context. Each owner gives back what it
+holds in an idempotent ``close()`` (also a context manager) and on garbage
+collection; :func:`finalize`, also run at exit, closes the streams, frees the
+pool's memory and the cached arrays, then resets the device and finalizes ACL,
+in the order the C API expects.
 """
 
 from __future__ import annotations
 
 import atexit
+import functools
 import threading
 import weakref
 from collections.abc import Sequence
@@ -22,6 +25,7 @@ import numpy as np
 from . import _decl, acl
 from . import backends as _backends
 from . import dtypes as _dtypes
+from ._pool import MemoryPool
 from .errors import AclError
 
 _H2D = _decl.constant("ACL_MEMCPY_HOST_TO_DEVICE")
@@ -40,10 +44,13 @@ class _Context:
         self.lock = threading.Lock()
         self.initialized = False
         self.tls = threading.local()
-        self.owners: weakref.WeakSet = weakref.WeakSet()  # open Streams and DeviceArrays
+        self.streams: weakref.WeakSet = weakref.WeakSet()  # open Streams
+        self.pool = MemoryPool(name)
         self.int_arrays: dict[tuple[int, ...], Any] = {}
         self.bool_arrays: dict[tuple[bool, ...], Any] = {}
+        self.int_array_sets: dict[tuple[tuple[int, ...], ...], tuple[Any, ...]] = {}
         self.deterministic: bool | None = None
+        self._exit_hook = False
 
     def ready(self) -> _Context:
         """Initialise ACL once per process and bind device 0 once per thread."""
@@ -52,7 +59,9 @@ class _Context:
                 if not self.initialized:
                     acl.init(backend=self.name)
                     self.initialized = True
-                    atexit.register(self.shutdown)
+                    if not self._exit_hook:  # once: shutdown after a later re-init is the same call
+                        atexit.register(self.shutdown)
+                        self._exit_hook = True
         if not getattr(self.tls, "device_set", False):
             acl.rt.set_device(0, backend=self.name)
             self.tls.device_set = True
@@ -64,6 +73,16 @@ class _Context:
         None once the cache is full: the caller then creates and frees its own.
         """
         return self._cached(self.int_arrays, values, acl.create_int_array)
+
+    def cached_int_arrays(self, values: tuple[tuple[int, ...], ...]) -> tuple[Any, ...] | None:
+        """Cached aclIntArrays of several value tuples at once (one look-up for a whole parameter set)."""
+        handles = self.int_array_sets.get(values)
+        if handles is None:
+            handles = tuple(self.cached_int_array(v) for v in values)
+            if None in handles:
+                return None
+            self.int_array_sets[values] = handles
+        return handles
 
     def cached_bool_array(self, values: tuple[bool, ...]) -> Any | None:
         """A cached aclBoolArray of ``values`` (see :meth:`cached_int_array`)."""
@@ -79,19 +98,21 @@ class _Context:
         return handle
 
     def shutdown(self) -> None:
-        """Close every open owner, free cached arrays, reset the device, finalize ACL."""
+        """Close open streams, free all device memory and cached arrays, reset the device, finalize ACL."""
         if not self.initialized:
             return
-        for owner in sorted(list(self.owners), key=lambda o: isinstance(o, Stream)):
+        for stream in list(self.streams):
             try:
-                owner.close()
+                stream.close()
             except AclError:
-                pass  # best effort at exit: report nothing, free the rest
+                pass  # best effort: report nothing, free the rest
+        self.pool.release_all()
         for handle in self.int_arrays.values():
             _quiet(acl.destroy_int_array, handle, backend=self.name)
         for handle in self.bool_arrays.values():
             _quiet(acl.destroy_bool_array, handle, backend=self.name)
         self.int_arrays.clear()
+        self.int_array_sets.clear()
         self.bool_arrays.clear()
         _quiet(acl.rt.reset_device, 0, backend=self.name)
         _quiet(acl.finalize, backend=self.name)
@@ -131,6 +152,11 @@ def finalize(backend: str | None = None) -> None:
     for name, ctx in list(_contexts.items()):
         if backend is None or name == backend:
             ctx.shutdown()
+
+
+def memory_pool(backend: str | None = None) -> MemoryPool:
+    """The device-memory pool of ``backend``: ``free_all_blocks()`` returns cached memory to the device."""
+    return context(backend).pool
 
 
 def set_deterministic(enabled: bool, *, backend: str | None = None) -> None:
@@ -174,7 +200,7 @@ class Stream:
         self._workspace = [0, 0]  # [pointer, size]: shared with the finalizer
         self._finalizer = weakref.finalize(self, _destroy_stream, self.backend, self.handle, self._workspace)
         self._finalizer.atexit = False  # the context's exit hook closes streams in order
-        ctx.owners.add(self)
+        ctx.streams.add(self)
 
     @property
     def closed(self) -> bool:
@@ -230,48 +256,59 @@ def default_stream(backend: str | None = None) -> Stream:
 # -- device memory -----------------------------------------------------------
 
 
-def _free_memory(backend: str, ptr: int, descriptors: dict) -> None:
-    for handle in descriptors.values():
-        _quiet(acl.destroy_tensor, handle, backend=backend)
-    descriptors.clear()
-    if ptr:
-        acl.rt.free(ptr, backend=backend)
-
-
 class DeviceArray:
-    """An array in device memory: shape, strides and offset (in elements) over an owned allocation.
+    """An array in device memory: shape, strides and offset (in elements) over an owned block.
 
-    Create one with :func:`to_device` or :func:`empty`; read it back with
-    :meth:`numpy`. ``close()`` frees the memory (and the aclTensor descriptors
-    cached for it); a closed array raises ValueError when used.
+    Create one with :func:`to_device`, :func:`empty` or :func:`zeros`; read it
+    back with :meth:`numpy`. ``close()`` (or garbage collection) gives the
+    memory back to the backend's pool, where the next array of that size
+    reuses it; :func:`pyaclnn.finalize` returns it to the device. A closed
+    array raises ValueError when used. Not meant to be closed by one thread
+    while another uses it.
     """
 
     def __init__(
         self,
         shape: Sequence[int],
-        dtype: np.dtype,
+        dtype: Any,
         *,
         strides: Sequence[int] | None = None,
         offset: int = 0,
         storage_size: int | None = None,
         backend: str | None = None,
     ) -> None:
-        ctx = context(backend)
+        shape = tuple(int(d) for d in shape)
+        dtype = np.dtype(dtype)
+        _dtypes.from_numpy(dtype)  # TypeError for dtypes ACL has no name for
+        self._setup(
+            context(backend), shape, dtype,
+            tuple(int(s) for s in strides) if strides is not None else _contiguous_strides(shape),
+            int(offset), prod(shape) if storage_size is None else int(storage_size),
+        )
+
+    @classmethod
+    def _contiguous(cls, ctx: _Context, shape: tuple[int, ...], dtype: np.dtype) -> DeviceArray:
+        """A contiguous array of an already valid shape and dtype (the functional layer's outputs)."""
+        array = cls.__new__(cls)
+        array._setup(ctx, shape, dtype, _contiguous_strides(shape), 0, prod(shape))
+        return array
+
+    def _setup(self, ctx: _Context, shape, dtype, strides, offset, storage_size) -> None:
         self.backend = ctx.name
-        self.shape = tuple(int(d) for d in shape)
-        self.dtype = np.dtype(dtype)
-        _dtypes.from_numpy(self.dtype)  # TypeError for dtypes ACL has no name for
-        self.strides = tuple(strides) if strides is not None else _contiguous_strides(self.shape)
-        self.offset = int(offset)
-        self.storage_size = prod(self.shape) if storage_size is None else int(storage_size)
-        nbytes = self.storage_size * self.dtype.itemsize
-        self.ptr = acl.rt.malloc(nbytes, backend=self.backend) if nbytes else 0
-        self._descriptors: dict[int, Any] = {}  # aclFormat -> aclTensor, freed with the memory
-        self._finalizer = weakref.finalize(self, _free_memory, self.backend, self.ptr, self._descriptors)
-        self._finalizer.atexit = False
-        ctx.owners.add(self)
+        self.shape, self.dtype, self.strides, self.offset = shape, dtype, strides, offset
+        self.storage_size = storage_size
+        self._pool = ctx.pool
+        self._block = None  # so that a failing acquire leaves a closed array
+        nbytes = storage_size * dtype.itemsize
+        self._block = ctx.pool.acquire(nbytes) if nbytes else ctx.pool.empty_block
+        self._last_descriptor = None  # (format, block, handle) of the latest descriptor() call
 
     # -- properties ---------------------------------------------------------
+    @property
+    def ptr(self) -> int:
+        """Device address of the storage base (0 for an empty array)."""
+        return self._block.ptr
+
     @property
     def ndim(self) -> int:
         return len(self.shape)
@@ -282,12 +319,14 @@ class DeviceArray:
 
     @property
     def nbytes(self) -> int:
-        """Bytes of the allocation (the storage the view lies in)."""
+        """Bytes of the storage the view lies in."""
         return self.storage_size * self.dtype.itemsize
 
     @property
     def closed(self) -> bool:
-        return not self._finalizer.alive
+        """True after close(), or once finalize() freed the memory under it."""
+        block = self._block
+        return block is None or (block.ptr == 0 and block.nbytes > 0)
 
     def is_contiguous(self) -> bool:
         return self.offset == 0 and self.strides == _contiguous_strides(self.shape)
@@ -313,30 +352,43 @@ class DeviceArray:
         return np.array(view)
 
     def descriptor(self, fmt: int) -> Any:
-        """The aclTensor describing this array with format ``fmt``; cached, owned by the array."""
-        handle = self._descriptors.get(fmt)
-        if handle is None:
-            self._check_open()
-            handle = acl.create_tensor(
-                self.shape, _dtypes.from_numpy(self.dtype), self.strides, self.offset, fmt,
-                (self.storage_size,), self.ptr, backend=self.backend,
-            )
-            self._descriptors[fmt] = handle
+        """The aclTensor describing this array with format ``fmt``; cached with the memory, never freed by the caller."""
+        last = self._last_descriptor
+        if last is not None and last[0] == fmt and last[1] is self._block and (last[1].ptr or not last[1].nbytes):
+            return last[2]  # the same array asked again (an input reused across calls)
+        self._check_open()
+        key = (self.shape, self.strides, self.offset, self.dtype, fmt, self.storage_size)
+        handle = self._pool.descriptor(self._block, key, lambda: self._create_descriptor(fmt))
+        self._last_descriptor = (fmt, self._block, handle)
         return handle
 
+    def _create_descriptor(self, fmt: int) -> Any:
+        return acl.create_tensor(
+            self.shape, _dtypes.from_numpy(self.dtype), self.strides, self.offset, fmt,
+            (self.storage_size,), self.ptr, backend=self.backend,
+        )
+
     def fill_zero(self) -> None:
-        """Set the whole allocation to zero (``aclrtMemset``)."""
+        """Set the whole storage to zero (``aclrtMemset``)."""
         self._check_open()
         if self.nbytes:
             acl.rt.memset(self.ptr, self.nbytes, 0, self.nbytes, backend=self.backend)
 
     def close(self) -> None:
-        """Free the device memory; a second call does nothing."""
-        self._finalizer()
+        """Give the memory back; a second call does nothing."""
+        block, self._block = self._block, None
+        if block is not None and block.nbytes:
+            self._pool.release(block)
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - a finalizer must not raise (e.g. at interpreter exit)
+            pass
 
     def _check_open(self) -> None:
         if self.closed:
-            raise ValueError("DeviceArray is closed: its device memory was freed")
+            raise ValueError("DeviceArray is closed: its device memory was given back")
 
     def __enter__(self) -> DeviceArray:
         return self
@@ -349,7 +401,8 @@ class DeviceArray:
         return f"<pyaclnn.DeviceArray shape={self.shape} dtype={self.dtype} backend={self.backend!r}{state}>"
 
 
-def _contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
+@functools.lru_cache(maxsize=1024)
+def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     strides, step = [], 1
     for d in reversed(shape):
         strides.append(step)

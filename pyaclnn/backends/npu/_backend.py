@@ -171,15 +171,20 @@ def _describe(value: Any) -> str:
     return f"{type(value).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
 
 
+_ADDRESS_LIMIT = 1 << 64
+
+
 def _pointer(value: Any, api: str, param: str) -> Any:
-    """An int address (or None) as ``void *``."""
-    if type(value) is int:
-        return ffi.cast(_VOIDP, value)
-    if value is None:
-        return NULL
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{api}: {param} must be an int address (or None), got {_describe(value)}")
-    return ffi.cast(_VOIDP, int(value))
+    """An int address (or None) as ``void *``; an int outside [0, 2**64) is refused, never wrapped."""
+    if type(value) is not int:
+        if value is None:
+            return NULL
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise TypeError(f"{api}: {param} must be an int address (or None), got {_describe(value)}")
+        value = int(value)
+    if not 0 <= value < _ADDRESS_LIMIT:
+        raise ValueError(f"{api}: {param} = {value:#x} is not an address: it must be in [0, 2**64)")
+    return ffi.cast(_VOIDP, value)
 
 
 def _host(value: Any, nbytes: int, writable: bool, api: str, param: str) -> Any:

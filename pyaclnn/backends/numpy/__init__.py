@@ -164,7 +164,7 @@ class NumpyBackend:
     def aclrtCreateStream(self) -> tuple[int, Stream]:
         return SUCCESS, self.streams.add(Stream())
 
-    def _stream_ok(self, stream: Any, api: str) -> bool:
+    def _stream_ok(self, stream: Any) -> bool:
         return stream is None or self.streams.is_live(stream)
 
     def aclrtDestroyStream(self, stream: Any) -> int:
@@ -173,7 +173,7 @@ class NumpyBackend:
         return SUCCESS
 
     def aclrtSynchronizeStream(self, stream: Any) -> int:
-        if not self._stream_ok(stream, "aclrtSynchronizeStream"):
+        if not self._stream_ok(stream):
             return self._error(INVALID_RESOURCE_HANDLE, "stream is not a live stream of this backend")
         return SUCCESS
 
@@ -256,7 +256,7 @@ class NumpyBackend:
         return "host"
 
     def aclrtMemcpyAsync(self, dst: Any, dest_max: int, src: Any, count: int, kind: int, stream: Any) -> int:
-        if not self._stream_ok(stream, "aclrtMemcpyAsync"):
+        if not self._stream_ok(stream):
             return self._error(INVALID_RESOURCE_HANDLE, "stream is not a live stream of this backend")
         return self.aclrtMemcpy(dst, dest_max, src, count, kind)
 
@@ -272,7 +272,7 @@ class NumpyBackend:
         return SUCCESS
 
     def aclrtMemsetAsync(self, ptr: int, max_count: int, value: int, count: int, stream: Any) -> int:
-        if not self._stream_ok(stream, "aclrtMemsetAsync"):
+        if not self._stream_ok(stream):
             return self._error(INVALID_RESOURCE_HANDLE, "stream is not a live stream of this backend")
         return self.aclrtMemset(ptr, max_count, value, count)
 
@@ -384,7 +384,9 @@ class NumpyBackend:
             )
         if executor.op != api:
             return self._error(NN_PARAM_INVALID, f"executor was made for {executor.op}, not {api}")
-        if not self._stream_ok(stream, api):
+        if not executor.repeatable:
+            self.executors.remove(executor)  # consumed by this launch, also when it fails
+        if not self._stream_ok(stream):
             return self._error(INVALID_RESOURCE_HANDLE, "stream is not a live stream of this backend")
         if executor.workspace_size:
             if workspace_size < executor.workspace_size:
@@ -396,8 +398,6 @@ class NumpyBackend:
                 self.heap.bytes_at(int(workspace or 0), executor.workspace_size, "workspace")
             except HeapError as exc:
                 return self._error(NN_PARAM_INVALID, str(exc))
-        if not executor.repeatable:
-            self.executors.remove(executor)
         try:
             executor.run()
         except _checks.CheckFailed as exc:
