@@ -7,6 +7,7 @@ print exactly the lines the Python ports print.
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import json
 import os
@@ -210,8 +211,13 @@ def top_level_samples(emulator_home) -> Path:
     # included; building the two targets again (a no-op when up to date) guards against
     # another process having reconfigured build/ meanwhile.
     build = emulator_home.parent
-    proc = subprocess.run([shutil.which("cmake"), "--build", str(build), "--target", *CPP_SAMPLES],
-                          capture_output=True, text=True, timeout=300)
+    with open(build / ".emulator.lock", "w") as lock:  # the lock emulator_build takes around its builds
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            proc = subprocess.run([shutil.which("cmake"), "--build", str(build), "--target", *CPP_SAMPLES],
+                                  capture_output=True, text=True, timeout=300)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return build / "samples" / "cpp"
 
