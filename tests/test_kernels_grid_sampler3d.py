@@ -190,8 +190,8 @@ def test_forward_and_backward_match_torch(torch, dtype, interp, padding, align, 
 @pytest.mark.parametrize("interp,padding,align", MODES)
 def test_fp32_case_spanning_several_chunks_threads_and_batches(torch, monkeypatch, interp, padding, align):
     # Small chunks on the thread pool, and two batch items sharing the buffers.
-    monkeypatch.setattr(gs, "_MIN_CHUNK", 256)
-    monkeypatch.setattr(gs, "_CHUNK_BYTES", 1 << 14)
+    monkeypatch.setattr(gs, "_CHUNK_POINTS", 256)
+    monkeypatch.setattr(gs, "_GATHER_BYTES", 1 << 12)  # several gathers per chunk
     monkeypatch.setattr(gs, "_PARALLEL_MIN_POINTS", 0)
     rng = np.random.default_rng(7)
     n, c, in_dims, out_dims = 2, 3, (5, 9, 11), (6, 9, 13)

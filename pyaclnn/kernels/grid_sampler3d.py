@@ -55,12 +55,11 @@ __all__ = [
 BILINEAR, NEAREST = 0, 1  # interpolationMode values of the C API
 ZEROS, BORDER, REFLECTION = 0, 1, 2  # paddingMode values of the C API
 
-# Scratch budget of one chunk of points: the (points, 8, C) gathered corners
-# and the per-channel scatter values should stay in the L2 cache, while the
-# chunk stays large enough that NumPy's per-call overhead does not dominate.
-_CHUNK_BYTES = 1 << 22
-_MIN_CHUNK = 2048
-_MAX_CHUNK = 1 << 16
+# Points of one chunk of coordinate work (each chunk costs ~25 NumPy calls),
+# and the budget of one gather of (8, points, C) corner values, which should
+# stay in the L2 cache.
+_CHUNK_POINTS = 8192
+_GATHER_BYTES = 1 << 19
 # inputGrad: points whose corner indices and weights are cached for the
 # channel-by-channel scatter (bounds that cache to ~20 MB), and the points per
 # np.add.at call.
@@ -84,8 +83,13 @@ def _compute_dtype(dtype: np.dtype) -> np.dtype:
 
 
 def _chunk_points(channels: int) -> int:
-    per_point = 8 * max(channels, 1) * 4
-    return int(min(_MAX_CHUNK, max(_MIN_CHUNK, _CHUNK_BYTES // per_point)))
+    # Points per chunk of coordinate work: large, as it costs ~25 calls a chunk.
+    return _CHUNK_POINTS
+
+
+def _gather_points(channels: int) -> int:
+    # Points per gather of the (8, points, C) corner values: kept in cache.
+    return int(max(64, _GATHER_BYTES // (8 * 4 * max(channels, 1))))
 
 
 def _view_as(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
@@ -305,6 +309,12 @@ def _fill_table(tab: np.ndarray, geo: _Geometry, inp_n: np.ndarray) -> None:
     np.copyto(geo.interior(tab.T).transpose(1, 2, 3, 0), np.moveaxis(inp_n, 0, -1), casting="unsafe")
 
 
+def _table_dtype(dtype: np.dtype, ct: np.dtype) -> np.dtype:
+    # bf16 widens to fp32 by a shift, so its table stays bf16 (half the memory)
+    # and each gather is widened; fp16 widens slowly and is widened once.
+    return np.dtype(dtype) if np.dtype(dtype).name == "bfloat16" else ct
+
+
 def _points_cf(a_n: np.ndarray) -> np.ndarray:
     """(C, P) view (or copy) of a (C, Do, Ho, Wo) array."""
     return a_n.reshape(a_n.shape[0], -1)
@@ -448,7 +458,8 @@ def grid_sampler3d(
     P = Do * Ho * Wo
     geo = _Geometry(D, H, W)
     chunk = _chunk_points(C)
-    tab = np.zeros((geo.length, C), dtype=ct)
+    gather = _gather_points(C)
+    tab = np.zeros((geo.length, C), dtype=_table_dtype(input.dtype, ct))
     for n in range(N):
         _fill_table(tab, geo, input[n])
         out_n = _view_as(out[n], (C, P))
@@ -460,11 +471,15 @@ def grid_sampler3d(
                 g = grid_n[p0:p1].astype(ct)
                 ch = _Chunk(g, geo, interpolation_mode, padding_mode, align_corners, False)
                 if ch.w is None:
-                    res = np.take(tab, ch.base, axis=0)  # (p, C)
-                else:
-                    v = np.take(tab, ch.base + geo.off8[:, None], axis=0)  # (8, p, C)
-                    res = np.matmul(ch.w.T[:, None, :], v.transpose(1, 0, 2))[:, 0, :]
-                buf[:, p0:p1] = res.T
+                    buf[:, p0:p1] = np.take(tab, ch.base, axis=0).T  # (p, C) rows, exact
+                    return
+                wt = ch.w.T  # (p, 8)
+                for j0 in range(0, p1 - p0, gather):
+                    j1 = min(p1 - p0, j0 + gather)
+                    idx = ch.base[j0:j1] + geo.off8[:, None]  # (8, j)
+                    v = np.take(tab, idx, axis=0).astype(ct, copy=False)  # (8, j, C)
+                    res = np.matmul(wt[j0:j1, None, :], v.transpose(1, 0, 2))[:, 0, :]
+                    buf[:, p0 + j0 : p0 + j1] = res.T
 
         _for_chunks(0, P, chunk, sample)
         if out_n is None:
@@ -528,8 +543,9 @@ def grid_sampler3d_backward(
         return
     geo = _Geometry(D, H, W)
     chunk = _chunk_points(C)
+    gather = _gather_points(C)
     nearest = interpolation_mode == NEAREST
-    tab = np.zeros((geo.length, C), dtype=ct) if want_grid else None
+    tab = np.zeros((geo.length, C), dtype=_table_dtype(input.dtype, ct)) if want_grid else None
     # inputGrad is scattered channel by channel over the cached corner indices
     # and weights of many points, so that one channel's accumulator stays in
     # cache. When all points of a batch item fit the cache, one accumulator
@@ -564,10 +580,14 @@ def grid_sampler3d_backward(
                     if want_in:
                         cache.store(p0 - s0, ch)
                     if want_grid:
-                        go = np.ascontiguousarray(gout_n[:, p0:p1].T, dtype=ct)  # (p, C)
-                        v = np.take(tab, ch.base + geo.off8[:, None], axis=0)  # (8, p, C)
-                        # einsum's own loop, not BLAS: a threaded gemv stalls on a busy host.
-                        dots = np.einsum("kpc,pc->kp", v, go)
+                        dots = np.empty((8, p1 - p0), dtype=ct)
+                        for j0 in range(p0, p1, gather):
+                            j1 = min(p1, j0 + gather)
+                            go = np.ascontiguousarray(gout_n[:, j0:j1].T, dtype=ct)  # (j, C)
+                            idx = ch.base[j0 - p0 : j1 - p0] + geo.off8[:, None]  # (8, j)
+                            v = np.take(tab, idx, axis=0).astype(ct, copy=False)  # (8, j, C)
+                            # einsum's own loop, not BLAS: a threaded gemv stalls on a busy host.
+                            np.einsum("kpc,pc->kp", v, go, out=dots[:, j0 - p0 : j1 - p0])
                         _grid_grad_from_corner_dots(ch, dots, gg_buf[p0:p1])
 
             _for_chunks(s0, s1, chunk, geometry)
