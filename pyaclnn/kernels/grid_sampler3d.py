@@ -37,8 +37,9 @@ from __future__ import annotations
 
 import os
 import threading
+from collections import deque
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
@@ -65,7 +66,7 @@ _GATHER_BYTES = 1 << 19
 # np.add.at call.
 _MAX_CACHED_POINTS = 1 << 18
 _SCATTER_CHUNK = 8192
-# Chunks of points run on up to two threads when a call has this many points.
+# Chunks of points use up to two threads when a call has this many points.
 _WORKERS = min(2, os.cpu_count() or 1)
 _PARALLEL_MIN_POINTS = 1 << 15
 _POOL: ThreadPoolExecutor | None = None
@@ -399,17 +400,45 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_pool_after_fork)
 
 
-def _for_chunks(start: int, stop: int, chunk: int, fn: Callable[[int, int], None]) -> None:
-    """Run ``fn(p0, p1)`` over the chunks of [start, stop), on two threads when
-    there is enough work (the gathers and products release the GIL; every
-    chunk writes its own slice of the outputs)."""
-    ranges = [(p, min(stop, p + chunk)) for p in range(start, stop, chunk)]
-    if _WORKERS < 2 or len(ranges) < 2 or stop - start < _PARALLEL_MIN_POINTS:
-        for r in ranges:
-            fn(*r)
-        return
-    for f in [_pool().submit(fn, *r) for r in ranges]:
-        f.result()
+class _Workers:
+    """Runs the gather-and-product half of each chunk on the thread pool.
+
+    The calling thread computes the coordinates of a chunk (many small NumPy
+    calls that need the GIL) and hands the chunk to a worker, whose gathers
+    and products release the GIL. Every chunk writes its own slice of the
+    outputs; at most two chunks per worker are in flight, which bounds the
+    scratch memory. With one core, or little work, everything runs inline.
+    """
+
+    def __init__(self, points: int) -> None:
+        self.parallel = _WORKERS > 1 and points >= _PARALLEL_MIN_POINTS
+        self.pending: deque[Future[None]] = deque()
+
+    def run(self, fn: Callable[..., None], *args: object) -> None:
+        if not self.parallel:
+            fn(*args)
+            return
+        while len(self.pending) >= 2 * _WORKERS:
+            self.pending.popleft().result()
+        self.pending.append(_pool().submit(_quietly, fn, *args))
+
+    def wait(self) -> None:
+        """Wait for every chunk in flight; re-raise the first failure only
+        after all of them have stopped writing."""
+        error: BaseException | None = None
+        while self.pending:
+            try:
+                self.pending.popleft().result()
+            except BaseException as exc:  # noqa: BLE001 - re-raised below
+                error = error or exc
+        if error is not None:
+            raise error
+
+
+def _quietly(fn: Callable[..., None], *args: object) -> None:
+    # NumPy's error state is per thread: workers need their own.
+    with np.errstate(all="ignore"):
+        fn(*args)
 
 
 # --------------------------------------------------------------------------
@@ -460,30 +489,39 @@ def grid_sampler3d(
     chunk = _chunk_points(C)
     gather = _gather_points(C)
     tab = np.zeros((geo.length, C), dtype=_table_dtype(input.dtype, ct))
-    for n in range(N):
-        _fill_table(tab, geo, input[n])
-        out_n = _view_as(out[n], (C, P))
-        buf = np.empty((C, P), dtype=out.dtype) if out_n is None else out_n
-        grid_n = grid[n].reshape(P, 3)
+    workers = _Workers(N * P)
+    try:
+        for n in range(N):
+            workers.wait()  # the table is about to change
+            _fill_table(tab, geo, input[n])
+            out_n = _view_as(out[n], (C, P))
+            buf = np.empty((C, P), dtype=out.dtype) if out_n is None else out_n
+            grid_n = grid[n].reshape(P, 3)
+            for p0 in range(0, P, chunk):
+                p1 = min(P, p0 + chunk)
+                ch = _Chunk(grid_n[p0:p1].astype(ct), geo, interpolation_mode, padding_mode, align_corners, False)
+                workers.run(_sample_chunk, tab, geo, ch, buf[:, p0:p1], gather, ct)
+            if out_n is None:
+                workers.wait()
+                out[n] = buf.reshape(C, Do, Ho, Wo)
+    finally:
+        workers.wait()
 
-        def sample(p0: int, p1: int) -> None:
-            with np.errstate(all="ignore"):
-                g = grid_n[p0:p1].astype(ct)
-                ch = _Chunk(g, geo, interpolation_mode, padding_mode, align_corners, False)
-                if ch.w is None:
-                    buf[:, p0:p1] = np.take(tab, ch.base, axis=0).T  # (p, C) rows, exact
-                    return
-                wt = ch.w.T  # (p, 8)
-                for j0 in range(0, p1 - p0, gather):
-                    j1 = min(p1 - p0, j0 + gather)
-                    idx = ch.base[j0:j1] + geo.off8[:, None]  # (8, j)
-                    v = np.take(tab, idx, axis=0).astype(ct, copy=False)  # (8, j, C)
-                    res = np.matmul(wt[j0:j1, None, :], v.transpose(1, 0, 2))[:, 0, :]
-                    buf[:, p0 + j0 : p0 + j1] = res.T
 
-        _for_chunks(0, P, chunk, sample)
-        if out_n is None:
-            out[n] = buf.reshape(C, Do, Ho, Wo)
+def _sample_chunk(
+    tab: np.ndarray, geo: _Geometry, ch: _Chunk, out: np.ndarray, gather: int, ct: np.dtype
+) -> None:
+    """Forward values of one chunk into ``out`` (C, points)."""
+    if ch.w is None:
+        out[...] = np.take(tab, ch.base, axis=0).T  # (p, C) rows, exact
+        return
+    wt = ch.w.T  # (p, 8)
+    for j0 in range(0, out.shape[1], gather):
+        j1 = min(out.shape[1], j0 + gather)
+        idx = ch.base[j0:j1] + geo.off8[:, None]  # (8, j)
+        v = np.take(tab, idx, axis=0).astype(ct, copy=False)  # (8, j, C)
+        res = np.matmul(wt[j0:j1, None, :], v.transpose(1, 0, 2))[:, 0, :]
+        out[:, j0:j1] = res.T
 
 
 # --------------------------------------------------------------------------
@@ -556,51 +594,69 @@ def grid_sampler3d_backward(
     # Bilinear accumulates complex (x0, x1) pairs, nearest plain values.
     acc_dtype = ct if nearest else _complex_of(ct)
     acc = np.zeros((planes, geo.length), dtype=acc_dtype) if want_in else None
-    for n in range(N):
-        if want_grid:
-            _fill_table(tab, geo, input[n])
-        if want_in and planes > 1 and n:
-            acc.fill(0)
-        gout_n = _points_cf(grad_output[n])  # (C, P)
-        grid_n = grid[n].reshape(P, 3)
-        if want_grid:
-            gg_n = _view_as(grid_grad[n], (P, 3))
-            gg_buf = np.empty((P, 3), dtype=grid_grad.dtype) if gg_n is None else gg_n
-        for s0 in range(0, P, group):
-            s1 = min(P, s0 + group)
-            if want_in:
-                cache = None  # free the previous group's cache first
-                cache = _ScatterCache(s1 - s0, nearest, ct)
-
-            def geometry(p0: int, p1: int) -> None:
-                # Corner data for the scatter, and the whole gridGrad.
-                with np.errstate(all="ignore"):
+    workers = _Workers(N * P if want_grid else 0)
+    try:
+        for n in range(N):
+            if want_grid:
+                workers.wait()  # the table is about to change
+                _fill_table(tab, geo, input[n])
+            if want_in and planes > 1 and n:
+                acc.fill(0)
+            gout_n = _points_cf(grad_output[n])  # (C, P)
+            grid_n = grid[n].reshape(P, 3)
+            if want_grid:
+                gg_n = _view_as(grid_grad[n], (P, 3))
+                gg_buf = np.empty((P, 3), dtype=grid_grad.dtype) if gg_n is None else gg_n
+            for s0 in range(0, P, group):
+                s1 = min(P, s0 + group)
+                if want_in:
+                    cache = None  # free the previous group's cache first
+                    cache = _ScatterCache(s1 - s0, nearest, ct)
+                for p0 in range(s0, s1, chunk):
+                    p1 = min(s1, p0 + chunk)
                     g = grid_n[p0:p1].astype(ct)
                     ch = _Chunk(g, geo, interpolation_mode, padding_mode, align_corners, want_grid)
                     if want_in:
                         cache.store(p0 - s0, ch)
                     if want_grid:
-                        dots = np.empty((8, p1 - p0), dtype=ct)
-                        for j0 in range(p0, p1, gather):
-                            j1 = min(p1, j0 + gather)
-                            go = np.ascontiguousarray(gout_n[:, j0:j1].T, dtype=ct)  # (j, C)
-                            idx = ch.base[j0 - p0 : j1 - p0] + geo.off8[:, None]  # (8, j)
-                            v = np.take(tab, idx, axis=0).astype(ct, copy=False)  # (8, j, C)
-                            # einsum's own loop, not BLAS: a threaded gemv stalls on a busy host.
-                            np.einsum("kpc,pc->kp", v, go, out=dots[:, j0 - p0 : j1 - p0])
-                        _grid_grad_from_corner_dots(ch, dots, gg_buf[p0:p1])
-
-            _for_chunks(s0, s1, chunk, geometry)
-            if want_in:
+                        workers.run(_grid_grad_chunk, tab, geo, ch, gout_n[:, p0:p1], gg_buf[p0:p1], gather, ct)
+                if want_in:
+                    # Runs while the workers finish the gridGrad chunks.
+                    for c in range(C):
+                        plane = acc[c if planes > 1 else 0]
+                        if planes == 1:
+                            plane.fill(0)
+                        cache.scatter(plane, gout_n[c, s0:s1], geo)
+                        if planes == 1:
+                            input_grad[n, c] = _finish_plane(plane, geo)
+            if want_in and planes > 1:
                 for c in range(C):
-                    plane = acc[c if planes > 1 else 0]
-                    if planes == 1:
-                        plane.fill(0)
-                    cache.scatter(plane, gout_n[c, s0:s1], geo)
-                    if planes == 1:
-                        input_grad[n, c] = _finish_plane(plane, geo)
-        if want_in and planes > 1:
-            for c in range(C):
-                input_grad[n, c] = _finish_plane(acc[c], geo)
-        if want_grid and gg_n is None:
-            grid_grad[n] = gg_buf.reshape(Do, Ho, Wo, 3)
+                    input_grad[n, c] = _finish_plane(acc[c], geo)
+            if want_grid and gg_n is None:
+                workers.wait()
+                grid_grad[n] = gg_buf.reshape(Do, Ho, Wo, 3)
+    finally:
+        workers.wait()
+
+
+def _grid_grad_chunk(
+    tab: np.ndarray,
+    geo: _Geometry,
+    ch: _Chunk,
+    gout: np.ndarray,
+    out: np.ndarray,
+    gather: int,
+    ct: np.dtype,
+) -> None:
+    """gridGrad of one bilinear chunk (gout: its (C, points) gradOutput) into
+    ``out`` (points, 3)."""
+    n = out.shape[0]
+    dots = np.empty((8, n), dtype=ct)
+    for j0 in range(0, n, gather):
+        j1 = min(n, j0 + gather)
+        go = np.ascontiguousarray(gout[:, j0:j1].T, dtype=ct)  # (j, C)
+        idx = ch.base[j0:j1] + geo.off8[:, None]  # (8, j)
+        v = np.take(tab, idx, axis=0).astype(ct, copy=False)  # (8, j, C)
+        # einsum's own loop, not BLAS: a threaded gemv stalls on a busy host.
+        np.einsum("kpc,pc->kp", v, go, out=dots[:, j0:j1])
+    _grid_grad_from_corner_dots(ch, dots, out)
