@@ -187,8 +187,9 @@ def _thread_count() -> int:
 
 def _chunk_budget(limit: int, output_bytes: int) -> int:
     """Scratch bytes per worker: ``limit``, but with all workers together
-    holding no more than about the output's size."""
-    return max(1, min(limit, output_bytes // _thread_count()))
+    holding no more than about the output's size (or 256 KiB, which small
+    calls may use whatever their size)."""
+    return min(limit, max(1 << 18, output_bytes // _thread_count()))
 
 
 def _run_shared(work: Callable[[list[Any]], None], blocks: list[Any], amount: int) -> None:
@@ -625,7 +626,15 @@ def max_pool3d_with_argmax_backward(
     # Scratch per plane: int64 flat indices and the widened gradients per
     # output, and a float32 accumulator unless grad_input accumulates in place.
     per_out = 8 + acc_dtype.itemsize
-    acc_bytes = plane * acc_dtype.itemsize
+    # float16/bfloat16 with few touched positions take scatter_sparse, which
+    # also keeps an int32 per cell.
+    sparse = (
+        grad_input.dtype != acc_dtype
+        and grad_output.dtype == grad_input.dtype
+        and grad_input.dtype.itemsize == 2
+        and 4 * out_spatial[0] * row <= plane
+    )
+    acc_bytes = plane * (acc_dtype.itemsize + (4 if sparse else 0))
     budget = _chunk_budget(_BACKWARD_CHUNK_BYTES, grad_input.nbytes)
     per_plane = out_spatial[0] * row * per_out + acc_bytes
     if per_plane <= budget:
@@ -637,10 +646,15 @@ def max_pool3d_with_argmax_backward(
         rows = max(1, min(out_spatial[0], max(0, budget - acc_bytes) // max(1, row * per_out)))
     blocks = list(_plane_blocks((grad_output, indices, grad_input), planes))
 
+    sparse = sparse and rows == out_spatial[0]
+
     def work(share: list[tuple[np.ndarray, ...]]) -> None:
         scratch = _BackwardScratch(planes, plane, rows * row, acc_dtype)
         for goc, ic, gic in share:
-            scratch.scatter(goc, ic, gic, rows)
+            if sparse and gic.flags.c_contiguous:
+                scratch.scatter_sparse(goc, ic, gic)
+            else:
+                scratch.scatter(goc, ic, gic, rows)
 
     _run_shared(work, blocks, grad_output.size * 4)
 
@@ -654,6 +668,8 @@ class _BackwardScratch:
         self.flat = np.empty(planes * per_chunk, np.int64)
         self.values = np.empty(planes * per_chunk, acc_dtype)
         self.acc: np.ndarray | None = None
+        self.owner: np.ndarray | None = None
+        self.order: np.ndarray | None = None
         self.plane_start = (np.arange(planes, dtype=np.int64) * plane).reshape(planes, 1, 1, 1)
         self.planes = planes
 
@@ -671,34 +687,58 @@ class _BackwardScratch:
         acc.fill(0)
         for row0 in range(0, depth, rows):
             g, i = goc[:, row0 : row0 + rows], ic[:, row0 : row0 + rows]
-            flat, values = self._add(g, i, acc, gic if in_place else None)
+            self._add(g, i, acc, gic if in_place else None)
         if in_place:
             return
-        # When few positions are touched (windows that do not overlap), write
-        # only those: a position hit once holds exactly its one gradient, so
-        # store grad_output there and round only the sums that differ from the
-        # value stored (compared bit for bit, which also catches -0 and NaN
-        # payloads). This spares rounding the whole accumulator, which NumPy
-        # does slowly for float16.
-        sparse = 4 * goc.size < acc.size and rows == depth
-        if not (sparse and gic.flags.c_contiguous and goc.dtype == gic.dtype):
-            np.copyto(gic, acc.reshape(gic.shape), casting="unsafe")
-            return
+        np.copyto(gic, acc.reshape(gic.shape), casting="unsafe")
+
+    def scatter_sparse(self, goc: np.ndarray, ic: np.ndarray, gic: np.ndarray) -> None:
+        """Like :meth:`scatter` for a C-contiguous float16/bfloat16 chunk of
+        which few positions are touched (windows that do not overlap).
+
+        A position hit once holds exactly its one gradient, so the gradients
+        are stored with one fancy assignment; only positions hit several times
+        are summed in float32 and rounded. Fancy indexing releases the GIL,
+        np.add.at does not, so this also runs well on several threads.
+        """
+        count = goc.shape[0]
+        size = goc.size
+        flat = self.flat[:size]
+        np.add(ic, self.plane_start[:count], out=flat.reshape(ic.shape))
+        grads = goc.reshape(-1)
         gflat = gic.reshape(-1)
         gflat.fill(0)
-        gflat[flat] = goc.reshape(-1)
-        sums = acc[flat]
-        bits = f"u{sums.itemsize}"
-        differ = sums.view(bits) != values.view(bits)
-        if differ.any():
-            where = flat[differ]
-            gflat[where] = sums[differ].astype(gic.dtype)
+        gflat[flat] = grads
+        # 0 + (-0) is +0: a lone -0 gradient leaves +0 behind.
+        negative_zero = grads.view(np.uint16) == 0x8000
+        if negative_zero.any():
+            gflat[flat[negative_zero]] = 0
+        # Which positions are hit more than once: each position keeps the
+        # number of one of its gradients, the others find a different one.
+        if self.owner is None:
+            self.owner = np.empty(self.planes * self.plane, np.int32)
+            self.order = np.arange(self.flat.size, dtype=np.int32)
+        owner = self.owner[: count * self.plane]
+        order = self.order[:size]
+        owner[flat] = order
+        repeated = owner[flat] != order
+        if not repeated.any():
+            return
+        owner[flat[repeated]] = -1
+        involved = owner[flat] == -1  # every gradient of a repeated position, in order
+        where = flat[involved]
+        values = self.values[: where.size]
+        _widen(grads[involved], values)
+        if self.acc is None:
+            self.acc = np.empty(self.planes * self.plane, self.acc_dtype)
+        acc = self.acc[: count * self.plane]
+        acc[where] = 0
+        np.add.at(acc, where, values)
+        gflat[where] = acc[where].astype(gic.dtype)
 
-    def _add(
-        self, goc: np.ndarray, ic: np.ndarray, acc: np.ndarray, planes_acc: np.ndarray | None
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """acc += scatter of one slice of gradients; returns the flat indices
-        and widened values it used (only complete when the slice is whole)."""
+    def _add(self, goc: np.ndarray, ic: np.ndarray, acc: np.ndarray, planes_acc: np.ndarray | None) -> None:
+        """acc += scatter of one slice of gradients (``planes_acc``: the same
+        accumulator shaped as planes, when it is grad_input itself)."""
         count = goc.shape[0]
         size = goc.size
         if goc.dtype == self.acc_dtype and goc.flags.c_contiguous:
@@ -712,9 +752,8 @@ class _BackwardScratch:
             # building the chunk-wide indices.
             for j in range(count):
                 np.add.at(planes_acc[j].reshape(-1), ic[j].reshape(-1), values[j * per : (j + 1) * per])
-            return ic, values
+            return
         flat = self.flat[:size]
         # Indices of the whole chunk as one 1-D range, computed in int64.
         np.add(ic, self.plane_start[:count], out=flat.reshape(ic.shape))
         np.add.at(acc, flat, values)
-        return flat, values
