@@ -23,14 +23,24 @@ CPU (``GridSampler.h``), which the op documentation follows:
 fp16 and bf16 are computed in fp32 (fp64 stays fp64) and rounded once when the
 result is written, as the NPU does on A2/A3.
 
-Implementation: the output points of one batch item are processed in chunks.
-For a chunk the per-axis floor indices, weights and validity are computed
-once; each of the 8 corners gets a flat index into the (D*H*W) cells of the
-batch item, or the sentinel index D*H*W for an out-of-bounds corner. The
-input is gathered from a channels-last (D*H*W + 1, C) table whose last row is
-zero, so out-of-bounds corners read 0 and never touch input values; inputGrad
-is scattered per channel into (C, D*H*W + 1) planes whose last column is
-thrown away.
+Implementation. Each batch item's input is copied into a channels-last
+table with one cell of zero padding around (D, H, W) and a zero tail. The
+output points are processed in chunks: for a chunk the coordinates of the
+three axes are computed together, giving per point the flat index of its
+(z0, y0, x0) corner in the padded layout, or a sentinel in the tail when no
+corner is inside; the 8 corners are that index plus fixed offsets. So
+out-of-bounds corners read zeros and never touch input values, without any
+per-corner masks. The forward gathers the 8 corner rows of a chunk with
+``np.take`` and combines them with a batched ``matmul``; gridGrad contracts
+the gathered rows with gradOutput (``einsum``). inputGrad is scattered one
+channel at a time over the cached corner data of all points, into one padded
+accumulator plane that stays in cache; the x0/x1 corners of a row are added
+as one complex pair, which halves the ``np.add.at`` work.
+
+The coordinates of a chunk are computed on the calling thread; its gathers
+and products (which release the GIL) run on a pool of two threads, and in the
+backward they overlap the scatter. Scratch memory stays near the size of one
+batch item's input plus a few chunks.
 """
 
 from __future__ import annotations
@@ -96,12 +106,8 @@ def _gather_points(channels: int) -> int:
 def _view_as(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
     """A reshaped view of ``a`` that shares its memory, or None when the
     reshape would need a copy (writes into a copy would be lost)."""
-    try:
-        v = a.view()
-        v.shape = shape
-    except AttributeError:
-        return None
-    return v
+    v = a.reshape(shape)
+    return v if np.may_share_memory(v, a) else None
 
 
 # --------------------------------------------------------------------------
@@ -228,7 +234,8 @@ class _Chunk:
     """Corner base indices and weights of a chunk of points of one batch item.
 
     ``base`` (p,) is the padded flat index of corner (z0, y0, x0), or the
-    sentinel; ``w`` (8, p) are the corner weights (None for nearest);
+    sentinel; ``w`` (8, p) are the corner weights (None for nearest or when
+    not needed);
     ``wx``, ``wy``, ``wz`` the (low, high) per-axis weights; ``m`` the (3,)
     unnormalization multipliers and ``gpad`` the (3, p) padding multipliers
     (or None) of gridGrad.
@@ -244,6 +251,7 @@ class _Chunk:
         padding: int,
         align: bool,
         need_grad: bool,
+        need_w: bool = True,
     ) -> None:
         ct = g.dtype
         sizes = geo.sizes.astype(ct)
@@ -271,6 +279,9 @@ class _Chunk:
         w0 = (f + 1) - i
         w1 = i - f
         self.wx, self.wy, self.wz = (w0[0], w1[0]), (w0[1], w1[1]), (w0[2], w1[2])
+        if not need_w:
+            self.w = None
+            return
         wa = np.stack((w0, w1))  # (corner side, axis, p)
         # (z, y, x, p) products in PyTorch's order (x * y) * z, as (8, p).
         w = (wa[None, None, :, 0] * wa[None, :, None, 1]) * wa[:, None, None, 2]
@@ -406,19 +417,22 @@ class _Workers:
     The calling thread computes the coordinates of a chunk (many small NumPy
     calls that need the GIL) and hands the chunk to a worker, whose gathers
     and products release the GIL. Every chunk writes its own slice of the
-    outputs; at most two chunks per worker are in flight, which bounds the
-    scratch memory. With one core, or little work, everything runs inline.
+    outputs. ``max_pending`` chunks (at least one per worker) may be in
+    flight, which bounds the scratch memory; a caller with memory to spare
+    allows more, so that it does not wait. With one core, or little work,
+    everything runs inline.
     """
 
-    def __init__(self, points: int) -> None:
+    def __init__(self, points: int, max_pending: int = 0) -> None:
         self.parallel = _WORKERS > 1 and points >= _PARALLEL_MIN_POINTS
+        self.max_pending = max(_WORKERS, max_pending)
         self.pending: deque[Future[None]] = deque()
 
     def run(self, fn: Callable[..., None], *args: object) -> None:
         if not self.parallel:
             fn(*args)
             return
-        while len(self.pending) >= 2 * _WORKERS:
+        while len(self.pending) >= self.max_pending:
             self.pending.popleft().result()
         self.pending.append(_pool().submit(_quietly, fn, *args))
 
@@ -489,7 +503,7 @@ def grid_sampler3d(
     chunk = _chunk_points(C)
     gather = _gather_points(C)
     tab = np.zeros((geo.length, C), dtype=_table_dtype(input.dtype, ct))
-    workers = _Workers(N * P)
+    workers = _Workers(N * P, 2 * _WORKERS)
     try:
         for n in range(N):
             workers.wait()  # the table is about to change
@@ -594,7 +608,15 @@ def grid_sampler3d_backward(
     # Bilinear accumulates complex (x0, x1) pairs, nearest plain values.
     acc_dtype = ct if nearest else _complex_of(ct)
     acc = np.zeros((planes, geo.length), dtype=acc_dtype) if want_in else None
-    workers = _Workers(N * P if want_grid else 0)
+    # Chunks queued for the gridGrad workers hold their coordinates (~48 bytes
+    # a point); queue as many as fit in twice the output size, so that the
+    # calling thread can go on to the scatter instead of waiting.
+    out_bytes = (input_grad.nbytes if want_in else 0) + (grid_grad.nbytes if want_grid else 0)
+    held = (tab.nbytes if want_grid else 0) + (acc.nbytes if want_in else 0)
+    if want_in:
+        held += min(P, group) * (8 + 4 * 2 * ct.itemsize)
+    spare = 2 * out_bytes - held - 2 * _WORKERS * _GATHER_BYTES * 2
+    workers = _Workers(N * P if want_grid else 0, spare // (chunk * 48))
     try:
         for n in range(N):
             if want_grid:
@@ -615,9 +637,10 @@ def grid_sampler3d_backward(
                 for p0 in range(s0, s1, chunk):
                     p1 = min(s1, p0 + chunk)
                     g = grid_n[p0:p1].astype(ct)
-                    ch = _Chunk(g, geo, interpolation_mode, padding_mode, align_corners, want_grid)
+                    ch = _Chunk(g, geo, interpolation_mode, padding_mode, align_corners, want_grid, want_in)
                     if want_in:
                         cache.store(p0 - s0, ch)
+                        ch.w = None  # only the scatter needed it
                     if want_grid:
                         workers.run(_grid_grad_chunk, tab, geo, ch, gout_n[:, p0:p1], gg_buf[p0:p1], gather, ct)
                 if want_in:
