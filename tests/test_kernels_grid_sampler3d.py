@@ -169,7 +169,7 @@ def test_forward_and_backward_match_torch(torch, dtype, interp, padding, align, 
 
     out = _strided(rng, (n, c, *out_dims), dtype, lay_out, fill=np.nan)
     gi = _strided(rng, inp.shape, dtype, lay_out, fill=np.nan)
-    gg = np.full(grid.shape, np.nan, dtype)
+    gg = _strided(rng, grid.shape, dtype, lay_out, fill=np.nan)  # 'cl': a permuted view
     gs.grid_sampler3d(inp, grid, interp, padding, align, out)
     gs.grid_sampler3d_backward(go, inp, grid, interp, padding, align, gi, gg)
 
@@ -181,7 +181,7 @@ def test_forward_and_backward_match_torch(torch, dtype, interp, padding, align, 
         np.testing.assert_array_equal(a, orig)  # inputs untouched
     if lay_out == "step":
         # Nothing outside the output views was written.
-        for a in (out, gi):
+        for a in (out, gi, gg):
             outside = np.ones(a.base.shape, bool)
             outside[tuple(slice(1, 1 + 2 * s, 2) for s in a.shape)] = False
             assert np.isnan(a.base[outside].astype(np.float32)).all()
