@@ -651,7 +651,7 @@ def max_pool3d_with_argmax_backward(
     def work(share: list[tuple[np.ndarray, ...]]) -> None:
         scratch = _BackwardScratch(planes, plane, rows * row, acc_dtype)
         for goc, ic, gic in share:
-            if sparse and gic.flags.c_contiguous:
+            if sparse and gic.flags.c_contiguous and not scratch.prefer_dense:
                 scratch.scatter_sparse(goc, ic, gic)
             else:
                 scratch.scatter(goc, ic, gic, rows)
@@ -669,6 +669,7 @@ class _BackwardScratch:
         self.values = np.empty(planes * per_chunk, acc_dtype)
         self.acc: np.ndarray | None = None
         self.owner: np.ndarray | None = None
+        self.prefer_dense = False
         self.order: np.ndarray | None = None
         self.plane_start = (np.arange(planes, dtype=np.int64) * plane).reshape(planes, 1, 1, 1)
         self.planes = planes
@@ -687,8 +688,20 @@ class _BackwardScratch:
         acc.fill(0)
         for row0 in range(0, depth, rows):
             g, i = goc[:, row0 : row0 + rows], ic[:, row0 : row0 + rows]
-            self._add(g, i, acc, gic if in_place else None)
+            self._add(g, i, acc)
         if in_place:
+            return
+        # NumPy rounds to float16 slowly (scalar code): when few cells are
+        # nonzero, zero-fill and round only those (a zero sum is +0 either way).
+        if gic.dtype == np.float16 and gic.flags.c_contiguous:
+            touched = acc != 0  # NumPy finds nonzero bools much faster than floats
+            if 3 * np.count_nonzero(touched) >= acc.size:
+                np.copyto(gic, acc.reshape(gic.shape), casting="unsafe")
+                return
+            nonzero = np.flatnonzero(touched)
+            gflat = gic.reshape(-1)
+            gflat.fill(0)
+            gflat[nonzero] = acc[nonzero].astype(np.float16)
             return
         np.copyto(gic, acc.reshape(gic.shape), casting="unsafe")
 
@@ -722,8 +735,13 @@ class _BackwardScratch:
         order = self.order[:size]
         owner[flat] = order
         repeated = owner[flat] != order
-        if not repeated.any():
+        repeats = np.count_nonzero(repeated)
+        if not repeats:
             return
+        if 8 * repeats > size:
+            # Overlapping windows: summing most gradients this way costs more
+            # than scatter(); let this worker's next chunks take that.
+            self.prefer_dense = True
         owner[flat[repeated]] = -1
         involved = owner[flat] == -1  # every gradient of a repeated position, in order
         where = flat[involved]
@@ -736,9 +754,9 @@ class _BackwardScratch:
         np.add.at(acc, where, values)
         gflat[where] = acc[where].astype(gic.dtype)
 
-    def _add(self, goc: np.ndarray, ic: np.ndarray, acc: np.ndarray, planes_acc: np.ndarray | None) -> None:
-        """acc += scatter of one slice of gradients (``planes_acc``: the same
-        accumulator shaped as planes, when it is grad_input itself)."""
+    def _add(self, goc: np.ndarray, ic: np.ndarray, acc: np.ndarray) -> None:
+        """acc (count * plane cells, contiguous) += scatter of one slice of
+        gradients."""
         count = goc.shape[0]
         size = goc.size
         if goc.dtype == self.acc_dtype and goc.flags.c_contiguous:
@@ -747,11 +765,12 @@ class _BackwardScratch:
             values = self.values[:size]
             _widen(goc, values.reshape(goc.shape))
         per = size // count
-        if planes_acc is not None and per >= _PLANE_AT_MIN and ic.dtype == np.int64 and ic.flags.c_contiguous:
+        if per >= _PLANE_AT_MIN and ic.dtype == np.int64 and ic.flags.c_contiguous:
+            planes_acc = acc.reshape(count, -1)
             # Large planes with int64 indices: one np.add.at per plane spares
             # building the chunk-wide indices.
             for j in range(count):
-                np.add.at(planes_acc[j].reshape(-1), ic[j].reshape(-1), values[j * per : (j + 1) * per])
+                np.add.at(planes_acc[j], ic[j].reshape(-1), values[j * per : (j + 1) * per])
             return
         flat = self.flat[:size]
         # Indices of the whole chunk as one 1-D range, computed in int64.
