@@ -35,11 +35,12 @@ __all__ = [
     "pool_output_size",
 ]
 
-# Scratch budget of one chunk of (n, c) planes in the forward: small enough that
-# a chunk's running maximum, argmax and mask stay in the L2 cache across kernel
-# offsets, large enough that NumPy's per-call overhead stays small.
-_FORWARD_CHUNK_BYTES = 1 << 20
-# Same for the backward's flat indices, values and float32 accumulator.
+# Scratch budget of one worker's chunk of (n, c) planes (phases, running
+# maximum, argmax and mask in the forward; flat indices, values and float32
+# accumulator in the backward). Smaller chunks stay in cache, larger ones pay
+# NumPy's per-call overhead less often: 4 MiB measured best on the benchmark
+# shapes. _chunk_budget also caps it by the output's size.
+_FORWARD_CHUNK_BYTES = 4 << 20
 _BACKWARD_CHUNK_BYTES = 4 << 20
 # Planes with at least this many gradients get one np.add.at call each.
 _PLANE_AT_MIN = 4096
