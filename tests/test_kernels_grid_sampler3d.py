@@ -424,3 +424,26 @@ def test_backward_with_points_split_into_cached_groups(torch, monkeypatch, inter
     _, r_gi, r_gg = _torch_results(torch, go, inp, grid, interp, gs.ZEROS, False)
     assert_matches(gi, r_gi, np.dtype(np.float32), "input_grad")
     assert_matches(gg, r_gg, np.dtype(np.float32), "grid_grad")
+
+
+@pytest.mark.parametrize("interp,padding,align", MODES)
+def test_nonfinite_input_values_propagate_like_torch(torch, interp, padding, align):
+    # NaN/inf cells spread only through in-bounds corners: out-of-bounds
+    # corners read the zero padding and never meet them.
+    rng = np.random.default_rng(17)
+    inp = rng.standard_normal((1, 2, 3, 4, 5)).astype(np.float32)
+    inp.ravel()[[3, 40, 77]] = [np.nan, np.inf, -np.inf]
+    grid = _special_grid(rng, 1, (4, 5, 6), (3, 4, 5), align).astype(np.float32)
+    go = rng.standard_normal((1, 2, 4, 5, 6)).astype(np.float32)
+    out = np.empty(go.shape, np.float32)
+    gi = np.empty(inp.shape, np.float32)
+    gg = np.empty(grid.shape, np.float32)
+    gs.grid_sampler3d(inp, grid, interp, padding, align, out)
+    gs.grid_sampler3d_backward(go, inp, grid, interp, padding, align, gi, gg)
+    r_out, r_gi, r_gg = _torch_results(torch, go, inp, grid, interp, padding, align)
+    assert np.isnan(r_out).any() or np.isinf(r_out).any()
+    for ours, ref in ((out, r_out), (gi, r_gi), (gg, r_gg)):
+        np.testing.assert_array_equal(np.isnan(ours), np.isnan(ref))
+        finite = np.isfinite(ref)
+        np.testing.assert_array_equal(ours[~finite & ~np.isnan(ref)], ref[~finite & ~np.isnan(ref)])
+        np.testing.assert_allclose(ours[finite], ref[finite], rtol=1e-5, atol=1e-5 * np.abs(ref[finite]).max(initial=1))
