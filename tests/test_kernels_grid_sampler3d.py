@@ -18,7 +18,9 @@ from pyaclnn.kernels import grid_sampler3d as gs
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 DTYPES = [np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16), BF16]
-MODES = list(itertools.product([gs.BILINEAR, gs.NEAREST], [gs.ZEROS, gs.BORDER, gs.REFLECTION], [False, True]))
+MODES = list(
+    itertools.product([gs.BILINEAR, gs.NEAREST], [gs.ZEROS, gs.BORDER, gs.REFLECTION], [False, True])
+)
 
 
 # --------------------------------------------------------------------------
@@ -91,7 +93,8 @@ def _special_grid(rng, n, out_dims, in_dims, align):
         halves = _normalize(rng.integers(-2, size + 1, g[sl].shape) + 0.5, size, align)
         far = rng.choice([-1, 1], g[sl].shape) * rng.uniform(1.5, 4.0, g[sl].shape)
         border = rng.choice([-1.0, 1.0], g[sl].shape)
-        g[sl] = np.select([kind[sl] == 1, kind[sl] == 2, kind[sl] == 3, kind[sl] == 4], [centres, halves, far, border], g[sl])
+        choices = [kind[sl] == 1, kind[sl] == 2, kind[sl] == 3, kind[sl] == 4]
+        g[sl] = np.select(choices, [centres, halves, far, border], g[sl])
     return g
 
 
@@ -360,7 +363,10 @@ def test_grid_grad_matches_central_differences_of_the_forward(padding, align):
     npts = int(np.prod(out_dims))
     inp = rng.standard_normal((1, 2, *in_dims))
     grid = np.stack(
-        [_grid_away_from_boundaries(rng, s, npts, padding, align) for s in (in_dims[2], in_dims[1], in_dims[0])],
+        [
+            _grid_away_from_boundaries(rng, s, npts, padding, align)
+            for s in (in_dims[2], in_dims[1], in_dims[0])
+        ],
         axis=-1,
     ).reshape(1, *out_dims, 3)
     weight = rng.standard_normal((1, 2, *out_dims))
@@ -390,7 +396,12 @@ def test_grid_grad_matches_central_differences_of_the_forward(padding, align):
 
 @pytest.mark.parametrize(
     "n,c,in_dims,out_dims",
-    [(0, 2, (2, 2, 2), (2, 2, 2)), (1, 0, (2, 2, 2), (2, 2, 2)), (1, 2, (2, 2, 2), (0, 3, 2)), (2, 3, (0, 2, 2), (1, 2, 2))],
+    [
+        (0, 2, (2, 2, 2), (2, 2, 2)),
+        (1, 0, (2, 2, 2), (2, 2, 2)),
+        (1, 2, (2, 2, 2), (0, 3, 2)),
+        (2, 3, (0, 2, 2), (1, 2, 2)),
+    ],
 )
 def test_empty_tensors(n, c, in_dims, out_dims):
     rng = np.random.default_rng(0)
@@ -446,4 +457,5 @@ def test_nonfinite_input_values_propagate_like_torch(torch, interp, padding, ali
         np.testing.assert_array_equal(np.isnan(ours), np.isnan(ref))
         finite = np.isfinite(ref)
         np.testing.assert_array_equal(ours[~finite & ~np.isnan(ref)], ref[~finite & ~np.isnan(ref)])
-        np.testing.assert_allclose(ours[finite], ref[finite], rtol=1e-5, atol=1e-5 * np.abs(ref[finite]).max(initial=1))
+        scale = np.abs(ref[finite]).max(initial=1)
+        np.testing.assert_allclose(ours[finite], ref[finite], rtol=1e-5, atol=1e-5 * scale)

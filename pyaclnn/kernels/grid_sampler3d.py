@@ -513,7 +513,8 @@ def grid_sampler3d(
             grid_n = grid[n].reshape(P, 3)
             for p0 in range(0, P, chunk):
                 p1 = min(P, p0 + chunk)
-                ch = _Chunk(grid_n[p0:p1].astype(ct), geo, interpolation_mode, padding_mode, align_corners, False)
+                g = grid_n[p0:p1].astype(ct)
+                ch = _Chunk(g, geo, interpolation_mode, padding_mode, align_corners, False)
                 workers.run(_sample_chunk, tab, geo, ch, buf[:, p0:p1], gather, ct)
             if out_n is None:
                 workers.wait()
@@ -642,7 +643,9 @@ def grid_sampler3d_backward(
                         cache.store(p0 - s0, ch)
                         ch.w = None  # only the scatter needed it
                     if want_grid:
-                        workers.run(_grid_grad_chunk, tab, geo, ch, gout_n[:, p0:p1], gg_buf[p0:p1], gather, ct)
+                        workers.run(
+                            _grid_grad_chunk, tab, geo, ch, gout_n[:, p0:p1], gg_buf[p0:p1], gather, ct
+                        )
                 if want_in:
                     # Runs while the workers finish the gridGrad chunks.
                     for c in range(C):
