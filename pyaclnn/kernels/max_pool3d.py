@@ -720,11 +720,14 @@ class _BackwardScratch:
         flat = self.flat[:size]
         np.add(ic, self.plane_start[:count], out=flat.reshape(ic.shape))
         grads = goc.reshape(-1)
-        gflat = gic.reshape(-1)
+        # As 16-bit integers: NumPy copies those fast, while fancy indexing of
+        # ml_dtypes' bfloat16 goes element by element through the dtype.
+        bits = grads.view(np.uint16)
+        gflat = gic.reshape(-1).view(np.uint16)
         gflat.fill(0)
-        gflat[flat] = grads
+        gflat[flat] = bits
         # 0 + (-0) is +0: a lone -0 gradient leaves +0 behind.
-        negative_zero = grads.view(np.uint16) == 0x8000
+        negative_zero = bits == 0x8000
         if negative_zero.any():
             gflat[flat[negative_zero]] = 0
         # Which positions are hit more than once: each position keeps the
@@ -753,7 +756,7 @@ class _BackwardScratch:
         acc = self.acc[: count * self.plane]
         acc[where] = 0
         np.add.at(acc, where, values)
-        gflat[where] = acc[where].astype(gic.dtype)
+        gflat[where] = acc[where].astype(gic.dtype).view(np.uint16)
 
     def _add(self, goc: np.ndarray, ic: np.ndarray, acc: np.ndarray) -> None:
         """acc (count * plane cells, contiguous) += scatter of one slice of
