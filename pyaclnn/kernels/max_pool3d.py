@@ -115,10 +115,10 @@ def pool_output_shape(
 
 def _merge_planes(a: np.ndarray) -> np.ndarray | None:
     """(N, C, ...) as an (N*C, ...) view, or None if that needs a copy."""
-    try:
-        return np.reshape(a, (a.shape[0] * a.shape[1], *a.shape[2:]), copy=False)
-    except ValueError:
-        return None
+    n_count, c_count = a.shape[:2]
+    if n_count == 1 or c_count == 1 or a.strides[0] == a.strides[1] * c_count:
+        return a.reshape(n_count * c_count, *a.shape[2:])  # the two axes merge: a view
+    return None
 
 
 def _plane_blocks(arrays: Sequence[np.ndarray], planes: int) -> Iterator[tuple[np.ndarray, ...]]:
