@@ -5,8 +5,9 @@ Each case runs the same op three ways, on inputs made once before timing:
 * pyaclnn: the public functional API on the numpy backend with device-resident
   inputs (``pyaclnn.to_device(x, backend="numpy")``); the outputs are closed
   after every call, inside the timed region;
-* kernel: the NumPy kernel alone (``pyaclnn.kernels.*`` on host arrays, output
-  allocated in the timed region), so the cost of the layers above it shows;
+* kernel: the NumPy kernel alone (``pyaclnn.kernels.*`` on host arrays, into
+  outputs allocated once, as pyaclnn's memory pool reuses its blocks), so the
+  cost of the layers above it shows;
 * torch: ``torch.ops.aten.*`` on CPU tensors with torch's default thread count.
 
 Warm-up 1 call, then ``--repeat`` timed calls; the table shows the min and
@@ -119,8 +120,7 @@ def max_pool_cases(torch: Any, quick: bool) -> list[Case]:
                 return pyaclnn.max_pool3d_with_argmax_backward(d_go, d_x, d_idx, ks, st, pd, 1, ceil,
                                                                backend="numpy")
 
-            def kernel(go=go, idx=idx, x=x):
-                gi = np.empty(x.shape, x.dtype)
+            def kernel(go=go, idx=idx, gi=np.empty(x.shape, x.dtype)):
                 kmp.max_pool3d_with_argmax_backward(go, idx, gi)
                 return gi
 
@@ -138,8 +138,8 @@ def max_pool_cases(torch: Any, quick: bool) -> list[Case]:
 
             oshape = shape[:2] + kmp.pool_output_shape(shape[2:], ks, st, pd, dl, ceil)
 
-            def kernel(x=x, ks=ks, st=st, pd=pd, dl=dl, ceil=ceil, oshape=oshape):
-                o, i = np.empty(oshape, x.dtype), np.empty(oshape, np.int32)
+            def kernel(x=x, ks=ks, st=st, pd=pd, dl=dl, ceil=ceil,
+                       o=np.empty(oshape, x.dtype), i=np.empty(oshape, np.int32)):
                 kmp.max_pool3d_with_argmax(x, ks, st, pd, dl, ceil, o, i)
                 return o, i
 
@@ -206,8 +206,8 @@ def grid_cases(torch: Any, quick: bool) -> list[Case]:
                 return pyaclnn.grid_sampler3d_backward(d_go, d_x, d_g, interp, pad, ac, (True, True),
                                                        layout=layout, backend="numpy")
 
-            def kernel(kgo=kgo, kx=kx, g=g, x=x, im=im, pm=pm, ac=ac, last=last):
-                ig, gg = np.empty(x.shape, x.dtype), np.empty(g.shape, g.dtype)
+            def kernel(kgo=kgo, kx=kx, g=g, im=im, pm=pm, ac=ac, last=last,
+                       ig=np.empty(x.shape, x.dtype), gg=np.empty(g.shape, g.dtype)):
                 kig = np.moveaxis(ig, 4, 1) if last else ig
                 kgs.grid_sampler3d_backward(kgo, kx, g, im, pm, ac, kig, gg)
                 return ig, gg
@@ -221,8 +221,7 @@ def grid_cases(torch: Any, quick: bool) -> list[Case]:
             def call(d_x=d_x, d_g=d_g, interp=interp, pad=pad, ac=ac, layout=layout):
                 return pyaclnn.grid_sampler3d(d_x, d_g, interp, pad, ac, layout=layout, backend="numpy")
 
-            def kernel(kx=kx, g=g, im=im, pm=pm, ac=ac, dt=dt):
-                o = np.empty(out_shape, dt)
+            def kernel(kx=kx, g=g, im=im, pm=pm, ac=ac, o=np.empty(out_shape, dt)):
                 kgs.grid_sampler3d(kx, g, im, pm, ac, o)
                 return o
 
@@ -320,6 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=5, help="timed calls per measurement (default 5)")
     parser.add_argument("--json", metavar="PATH", help="save the results as JSON")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    parser.add_argument("--only", metavar="TEXT", help="run only the cases whose name contains TEXT")
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
@@ -334,6 +334,10 @@ def main(argv: list[str] | None = None) -> int:
           f"(PYACLNN_NUM_THREADS); repeat {args.repeat}, warm-up 1{', quick shapes' if args.quick else ''}\n")
 
     cases = max_pool_cases(torch, args.quick) + grid_cases(torch, args.quick)
+    if args.only:
+        cases = [c for c in cases if args.only in c.name]
+        if not cases:
+            parser.error(f"no case name contains {args.only!r}")
     for case in cases:
         print(f"  running {case.name} ...", file=sys.stderr, flush=True)
         run_case(case, args.repeat)

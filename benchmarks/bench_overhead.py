@@ -118,6 +118,7 @@ def torch_calls(torch: Any) -> dict[str, Callable[[], Any]]:
 _LAYERS = (
     ("pyaclnn/functional.py", "functional API"),
     ("pyaclnn/runtime.py", "runtime (DeviceArray, Stream)"),
+    ("pyaclnn/_pool.py", "device-memory pool"),
     ("pyaclnn/acl/", "low-level API (pyaclnn.acl)"),
     ("pyaclnn/aclnn.py", "low-level API (pyaclnn.aclnn)"),
     ("pyaclnn/backends/npu/", "npu backend (incl. C time of its cffi calls)"),
