@@ -49,6 +49,24 @@ def time_calls(fn: Callable[[], Any], repeat: int, warmup: int = 1) -> list[floa
     return times
 
 
+def time_interleaved(fns: dict[str, Callable[[], Any]], repeat: int, warmup: int = 1) -> dict[str, list[float]]:
+    """Seconds of each call of each of ``fns``, timed in turn within each of ``repeat`` rounds.
+
+    Taking turns exposes every contender to the same background load on a
+    shared machine, so comparing their mins stays fair when the load changes.
+    """
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return times
+
+
 def time_loops(fn: Callable[[], Any], calls: int, loops: int, warmup: int = 50) -> list[float]:
     """Seconds per call of ``fn`` in each of ``loops`` loops of ``calls`` calls."""
     for _ in range(warmup):
