@@ -936,8 +936,8 @@ def _ll_phase2(backend: str, category: str, data, m: dict):
         error = None
     except Exception as exc:  # noqa: BLE001
         error = exc
-    # A failed launch consumes a non-repeatable executor; the numpy backend keeps it (known bug, see
-    # test_lifetimes), and the junk-executor case never launched the real one: run it off.
+    # A failed launch consumes a non-repeatable executor (test_lifetimes checks that); the junk-executor
+    # case never launched the real one: run it off.
     if backends.get(backend).live_counts()["executors"]:
         phase2(m["ws"], 32, real, m["stream"], backend=backend)
     assert error is not None, f"{category}: a bad phase-2 argument was accepted"
