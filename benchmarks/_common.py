@@ -53,16 +53,20 @@ def time_interleaved(fns: dict[str, Callable[[], Any]], repeat: int, warmup: int
     """Seconds of each call of each of ``fns``, timed in turn within each of ``repeat`` rounds.
 
     Taking turns exposes every contender to the same background load on a
-    shared machine, so comparing their mins stays fair when the load changes.
+    shared machine, so comparing their mins stays fair when the load changes;
+    the order rotates from round to round.
     """
     for fn in fns.values():
         for _ in range(warmup):
             fn()
     times: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(repeat):
-        for name, fn in fns.items():
+    order = list(fns)
+    for round_ in range(repeat):
+        # rotate who goes first: the first of a round finds the caches full of another op's data
+        shift = round_ % len(order)
+        for name in order[shift:] + order[:shift]:
             start = time.perf_counter()
-            fn()
+            fns[name]()
             times[name].append(time.perf_counter() - start)
     return times
 
