@@ -90,6 +90,10 @@ class AclOutOfMemoryError(AclError, MemoryError):
     """A device (or emulated device) allocation that could not be satisfied."""
 
 
+class ArgumentOverflowError(OverflowError, ValueError):
+    """A Python int that does not fit the C parameter it is passed to (before any C call)."""
+
+
 def make_error(status: int, message: str = "", api: str = "") -> AclError:
     """The exception for ``status`` returned by C function ``api``."""
     if int(status) in _OUT_OF_MEMORY:

@@ -18,7 +18,7 @@ import numpy as np
 
 from . import acl, aclnn, runtime
 from . import dtypes as _dtypes
-from .errors import ACLNN_ERR_PARAM_INVALID, AclError, AclnnError
+from .errors import ACLNN_ERR_PARAM_INVALID, AclError, AclnnError, ArgumentOverflowError
 from .kernels import checks as _checks
 from .runtime import DeviceArray, Stream
 
@@ -66,7 +66,7 @@ def int_tuple(name: str, value: IntOrSeq) -> tuple[int, ...]:
         if isinstance(item, (bool, np.bool_)) or not isinstance(item, (int, np.integer)):
             raise TypeError(f"{name} must be an int or a sequence of ints, got {value!r}")
         if not -_INT64_MAX - 1 <= int(item) <= _INT64_MAX:
-            raise ValueError(f"{name} value {int(item)} does not fit in int64")
+            raise ArgumentOverflowError(f"{name} value {int(item)} does not fit in int64")
         result.append(operator.index(item))
     return tuple(result)
 
@@ -80,6 +80,8 @@ def _mode(name: str, value: str | int, names: dict[str, int]) -> int:
             raise ValueError(f"{name} must be one of {valid} or the C API's integer, got {value!r}") from None
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"{name} must be a str or an int, got {value!r}")
+    if not -_INT64_MAX - 1 <= int(value) <= _INT64_MAX:
+        raise ArgumentOverflowError(f"{name} value {int(value)} does not fit in int64")
     return int(value)
 
 
@@ -283,7 +285,10 @@ def max_pool3d_with_argmax(
     ints = [int_tuple(n, v) for n, v in (("kernel_size", kernel_size), ("stride", stride),
                                           ("padding", padding), ("dilation", dilation))]
     ceil = _flag("ceil_mode", ceil_mode)
-    wanted = np.dtype(indices_dtype)
+    try:
+        wanted = np.dtype(indices_dtype)
+    except TypeError:
+        raise TypeError(f"indices_dtype must be a NumPy dtype (int32 or int64), got {indices_dtype!r}") from None
     device_dtype = _INT32 if wanted == _INT64 else wanted
     _plane_size_limit(input, "aclnnMaxPool3dWithArgmaxGetWorkspaceSize", forward=True)
     with _Call(backend, stream) as call:

@@ -247,6 +247,25 @@ def _outer_sum(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     return a[:, None, None] + b[None, :, None] + c[None, None, :]
 
 
+def _reaching_offsets(axis: _Axis, length: int, out_len: int) -> _Axis:
+    """The same axis with the kernel cut to the offsets that can reach the input.
+
+    Offset j of window o reads padded cell o*s + j*d. Offsets with
+    j*d >= length + p lie right of the input for every window, and offsets
+    with j*d < p - (out_len - 1)*s left of it: both only ever see padding,
+    which never wins (past a window's first in-bounds offset, its answer when
+    it holds nothing else). Dropping the first j0 of them and lowering the padding
+    by j0*d names the same cells in the same order, so a kernel far larger
+    than the input costs no more than one the size of the input.
+    """
+    k, s, p, d = axis
+    first = max(0, p - (out_len - 1) * s) // d
+    # Keep each window's first in-bounds offset (ceil(p/d) at most), which is its
+    # answer when it holds only padding.
+    end = min(k, max(-(-(length + p) // d), -(-p // d) + 1))
+    return (end - first, s, p - first * d, d)
+
+
 class _ForwardPlan:
     """Geometry of one forward call.
 
@@ -509,6 +528,7 @@ def max_pool3d_with_argmax(
 
     compute = np.dtype(np.float64 if x.dtype == np.float64 else np.float32)
     index_dtype = np.dtype(np.int32 if depth * height * width <= _INT32_MAX else np.int64)
+    axes = tuple(_reaching_offsets(ax, n, o) for ax, n, o in zip(axes, spatial, out_spatial))  # type: ignore[assignment]
     plan = _ForwardPlan(spatial, out_spatial, axes, compute, index_dtype, out_spatial[0])
     per_plane = plan.bytes_per_plane()
     budget = _chunk_budget(_FORWARD_CHUNK_BYTES, out.nbytes + indices.nbytes)

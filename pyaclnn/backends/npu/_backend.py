@@ -214,9 +214,14 @@ def _int64s(values: Any, api: str, param: str) -> Any:
     try:
         return ffi.new(_I64ARR, values)
     except (TypeError, OverflowError) as exc:
-        raise type(exc)(
+        raise _reraised(exc)(
             f"{api}: {param} must be a sequence of int64 values, got {_describe(values)}: {exc}"
         ) from None
+
+
+def _reraised(exc: Exception) -> type[Exception]:
+    """The class to report cffi's ``exc`` with: an int out of range is also a ValueError."""
+    return errors.ArgumentOverflowError if isinstance(exc, OverflowError) else type(exc)
 
 
 def _bools(values: Any, api: str, param: str) -> Any:
@@ -310,7 +315,7 @@ class NpuBackend:
                 ffi.new(ffi.getctype(ptype, "*"), value)  # the same check as passing it
             except (TypeError, OverflowError) as err:
                 what = "a handle of this type" if ptype.kind == "pointer" else "a value of this type"
-                return type(err)(
+                return _reraised(err)(
                     f"{api}: {param} ({ptype.cname}) needs {what}, got {_describe(value)}: {err}"
                 )
         return exc

@@ -11,6 +11,7 @@ calling convention.
 from __future__ import annotations
 
 import threading
+from math import prod
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,6 +23,7 @@ from ...kernels import checks as _checks
 from ...kernels import grid_sampler3d as _grid
 from ...kernels import max_pool3d as _pool
 from .._interface import LIVE_COUNT_NAMES
+from ._cvalues import c_address, c_bool, c_bools, c_int, c_ints, c_size
 from ._heap import Heap, HeapError
 from ._objects import BoolArray, Executor, IntArray, Registry, Stream, Tensor
 
@@ -178,21 +180,23 @@ class NumpyBackend:
         return SUCCESS
 
     # -- memory -------------------------------------------------------------
-    def _malloc(self, heap: Heap, size: int, host: bool) -> tuple[int, int]:
-        if not isinstance(size, (int, np.integer)) or size <= 0:
+    def _malloc(self, heap: Heap, size: int, host: bool, api: str) -> tuple[int, int]:
+        size = c_size(size, api, "size")
+        if size == 0:
             return self._error(INVALID_PARAM, f"size is {size}; it must be a positive number of bytes"), 0
         try:
-            return SUCCESS, heap.allocate(int(size), host=host)
+            return SUCCESS, heap.allocate(size, host=host)
         except MemoryError as exc:
             return self._error(RT_MEMORY_ALLOCATION, str(exc)), 0
 
     def aclrtMalloc(self, size: int, policy: int) -> tuple[int, int]:
-        return self._malloc(self.heap, size, host=False)
+        return self._malloc(self.heap, size, host=False, api="aclrtMalloc")
 
     def aclrtMallocHost(self, size: int) -> tuple[int, int]:
-        return self._malloc(self.host_heap, size, host=True)
+        return self._malloc(self.host_heap, size, host=True, api="aclrtMallocHost")
 
     def aclrtFree(self, ptr: int) -> int:
+        ptr = c_address(ptr, "aclrtFree", "devPtr")
         try:
             self.heap.free(ptr)
         except HeapError as exc:
@@ -200,6 +204,7 @@ class NumpyBackend:
         return SUCCESS
 
     def aclrtFreeHost(self, ptr: int) -> int:
+        ptr = c_address(ptr, "aclrtFreeHost", "hostPtr")
         try:
             self.host_heap.free(ptr, host=True)
         except HeapError as exc:
@@ -210,7 +215,7 @@ class NumpyBackend:
         """uint8 view of ``count`` bytes of ``where``: a device or host address, or a host buffer."""
         if isinstance(where, (int, np.integer)):
             heap = self.heap if side == "device" else self.host_heap
-            return heap.bytes_at(int(where), count, what)
+            return heap.bytes_at(c_address(where, "aclrtMemcpy", what), count, what)
         if side == "device":
             raise HeapError(f"{what} must be a device address (an int from aclrtMalloc), got {type(where).__name__}")
         if isinstance(where, np.ndarray):  # also dtypes without a buffer format, such as bfloat16
@@ -231,6 +236,9 @@ class NumpyBackend:
         return flat[:count]
 
     def aclrtMemcpy(self, dst: Any, dest_max: int, src: Any, count: int, kind: int) -> int:
+        dest_max = c_size(dest_max, "aclrtMemcpy", "destMax")
+        count = c_size(count, "aclrtMemcpy", "count")
+        kind = c_int(kind, "aclrtMemcpy", "kind")
         if count > dest_max:
             return self._error(INVALID_PARAM, f"count {count} exceeds destMax {dest_max}")
         sides = {_H2H: ("host", "host"), _H2D: ("device", "host"), _D2H: ("host", "device"),
@@ -261,12 +269,16 @@ class NumpyBackend:
         return self.aclrtMemcpy(dst, dest_max, src, count, kind)
 
     def aclrtMemset(self, ptr: int, max_count: int, value: int, count: int) -> int:
+        ptr = c_address(ptr, "aclrtMemset", "devPtr")
+        max_count = c_size(max_count, "aclrtMemset", "maxCount")
+        value = c_int(value, "aclrtMemset", "value", (-(2**31), 2**31 - 1))
+        count = c_size(count, "aclrtMemset", "count")
         if count > max_count:
             return self._error(INVALID_PARAM, f"count {count} exceeds maxCount {max_count}")
         if count == 0:
             return SUCCESS
         try:
-            self.heap.bytes_at(int(ptr), count, "devPtr")[:] = value & 0xFF
+            self.heap.bytes_at(ptr, count, "devPtr")[:] = value & 0xFF
         except (HeapError, TypeError) as exc:
             return self._error(INVALID_PARAM, str(exc))
         return SUCCESS
@@ -287,26 +299,32 @@ class NumpyBackend:
         storage_dims: Sequence[int],
         data: int,
     ) -> Tensor | None:
-        shape = tuple(int(d) for d in view_dims)
+        api = "aclCreateTensor"
+        shape = c_ints(view_dims, api, "viewDims")
         if any(d < 0 for d in shape):
             return self._null(NN_PARAM_INVALID, f"viewDims {list(shape)} has a negative dim")
-        if strides is None:
-            strides = _contiguous(shape)
-        strides = tuple(int(s) for s in strides)
+        strides = _contiguous(shape) if strides is None else c_ints(strides, api, "stride")
         if len(strides) != len(shape):
             return self._null(NN_PARAM_INVALID, f"stride has {len(strides)} values for {len(shape)} dims")
         if any(s < 0 for s in strides):
             return self._null(NN_PARAM_INVALID, f"stride {list(strides)} has a negative value; strides must be >= 0")
+        offset = c_int(offset, api, "offset")
         if offset < 0:
             return self._null(NN_PARAM_INVALID, f"offset {offset} is negative")
+        storage = c_ints(storage_dims, api, "storageDims")
+        if any(d < 0 for d in storage):
+            return self._null(NN_PARAM_INVALID, f"storageDims {list(storage)} has a negative dim")
+        data = c_address(data, api, "tensorData")
         try:
-            dtype = _dtypes.to_numpy(data_type)
+            dtype = _dtypes.to_numpy(c_int(data_type, api, "dataType"))
         except ValueError as exc:
             return self._null(NN_PARAM_INVALID, str(exc))
-        tensor = Tensor(shape, int(data_type), strides, int(offset), int(fmt),
-                        tuple(int(d) for d in storage_dims), int(data or 0))
+        tensor = Tensor(shape, int(data_type), strides, offset, c_int(fmt, api, "format"), storage, data)
         if 0 not in shape:
             try:
+                storage_bytes = prod(storage) * dtype.itemsize
+                if storage_bytes:
+                    self.heap.bytes_at(data, storage_bytes, "tensorData (storageDims)")
                 self.heap.view(tensor.data, dtype, shape, strides, tensor.offset, "tensorData")
             except HeapError as exc:
                 return self._null(NN_PARAM_INVALID, str(exc))
@@ -316,13 +334,13 @@ class NumpyBackend:
         return self._destroy(self.tensors, tensor)
 
     def aclCreateIntArray(self, values: Sequence[int]) -> IntArray:
-        return self.int_arrays.add(IntArray(tuple(int(v) for v in values)))
+        return self.int_arrays.add(IntArray(c_ints(values, "aclCreateIntArray", "values")))
 
     def aclDestroyIntArray(self, array: Any) -> int:
         return self._destroy(self.int_arrays, array)
 
     def aclCreateBoolArray(self, values: Sequence[bool]) -> BoolArray:
-        return self.bool_arrays.add(BoolArray(tuple(bool(v) for v in values)))
+        return self.bool_arrays.add(BoolArray(c_bools(values, "aclCreateBoolArray", "values")))
 
     def aclDestroyBoolArray(self, array: Any) -> int:
         return self._destroy(self.bool_arrays, array)
@@ -374,6 +392,8 @@ class NumpyBackend:
         return SUCCESS, workspace_size, executor
 
     def _phase2(self, api: str, workspace: int, workspace_size: int, executor: Any, stream: Any) -> int:
+        workspace = c_address(workspace, api, "workspace")
+        workspace_size = c_size(workspace_size, api, "workspaceSize")
         if executor is None:
             if workspace_size == 0:
                 return SUCCESS  # phase 1 found nothing to do
@@ -395,7 +415,7 @@ class NumpyBackend:
                     f"workspaceSize {workspace_size} is smaller than the {executor.workspace_size} bytes phase 1 asked for",
                 )
             try:
-                self.heap.bytes_at(int(workspace or 0), executor.workspace_size, "workspace")
+                self.heap.bytes_at(workspace, executor.workspace_size, "workspace")
             except HeapError as exc:
                 return self._error(NN_PARAM_INVALID, str(exc))
         try:
@@ -430,7 +450,8 @@ class NumpyBackend:
             x, o, i = (self._tensor(t, n) for t, n in ((self_, "self"), (out, "out"), (indices, "indices")))
             ints = [self._values(a, self.int_arrays, n) for a, n in
                     ((kernel_size, "kernelSize"), (stride, "stride"), (padding, "padding"), (dilation, "dilation"))]
-            return _checks.max_pool3d_with_argmax(x, *ints, bool(ceil_mode), o, i), (x, o, i)
+            ceil = c_bool(ceil_mode, "aclnnMaxPool3dWithArgmaxGetWorkspaceSize", "ceilMode")
+            return _checks.max_pool3d_with_argmax(x, *ints, ceil, o, i), (x, o, i)
 
         def make_run(result):
             plan, (x, o, i) = result
@@ -463,7 +484,8 @@ class NumpyBackend:
             ints = [self._values(a, self.int_arrays, n) for a, n in
                     ((kernel_size, "kernelSize"), (stride, "stride"), (padding, "padding"), (dilation, "dilation"))]
             g, x, i, gi = tensors
-            return _checks.max_pool3d_with_argmax_backward(g, x, i, *ints, bool(ceil_mode), gi), (g, i, gi)
+            ceil = c_bool(ceil_mode, "aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize", "ceilMode")
+            return _checks.max_pool3d_with_argmax_backward(g, x, i, *ints, ceil, gi), (g, i, gi)
 
         def make_run(result):
             plan, (g, i, gi) = result
@@ -493,7 +515,8 @@ class NumpyBackend:
     ) -> tuple[int, int, Any]:
         def check(input, grid, interpolation_mode, padding_mode, align_corners, out):
             x, g, o = (self._tensor(t, n) for t, n in ((input, "input"), (grid, "grid"), (out, "out")))
-            plan = _checks.grid_sampler3d(x, g, int(interpolation_mode), int(padding_mode), bool(align_corners), o)
+            plan = _checks.grid_sampler3d(x, g, *_grid_scalars("aclnnGridSampler3DGetWorkspaceSize", interpolation_mode,
+                                                             padding_mode, align_corners), o)
             return plan, (x, g, o)
 
         def make_run(result):
@@ -527,7 +550,8 @@ class NumpyBackend:
                                                       (grid_grad, "gridGrad"))]
             g, x, gr, ig, gg = tensors
             plan = _checks.grid_sampler3d_backward(
-                g, x, gr, int(interpolation_mode), int(padding_mode), bool(align_corners), mask, ig, gg
+                g, x, gr, *_grid_scalars("aclnnGridSampler3DBackwardGetWorkspaceSize", interpolation_mode, padding_mode,
+                                         align_corners), mask, ig, gg
             )
             return plan, tensors
 
@@ -552,6 +576,11 @@ class NumpyBackend:
 
     def aclnnGridSampler3DBackward(self, workspace, workspace_size, executor, stream) -> int:
         return self._phase2("aclnnGridSampler3DBackward", workspace, workspace_size, executor, stream)
+
+
+def _grid_scalars(api: str, interpolation_mode: Any, padding_mode: Any, align_corners: Any) -> tuple:
+    return (c_int(interpolation_mode, api, "interpolationMode"), c_int(padding_mode, api, "paddingMode"),
+            c_bool(align_corners, api, "alignCorners"))
 
 
 def _unwrap(check):
