@@ -37,8 +37,14 @@ def rss() -> int:
 
 
 def _child(script: str, env: dict[str, str], timeout: float = 120) -> str:
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], env=dict(os.environ, **env),
-                          capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        env=dict(os.environ, **env),
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=timeout,
+    )
     assert proc.returncode == 0, f"exit code {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     assert proc.stderr == "", proc.stderr
     return proc.stdout
@@ -94,7 +100,7 @@ def test_grid_sampler_on_a_huge_broadcast_input_never_crashes(name, emulator_hom
     """The grid sampler has no plane limit (op-semantics.md section 4): the emulator reads the
     zero-stride input lazily and answers; the numpy kernel copies the input into a channels-last
     table (16 GiB here), so under a 4 GiB address-space limit it must fail cleanly."""
-    out = _child(GRID_HUGE_SCRIPT, dict(PYACLNN_BACKEND=name, PYACLNN_ASCEND_HOME=str(emulator_home)))
+    out = _child(GRID_HUGE_SCRIPT, {"PYACLNN_BACKEND": name, "PYACLNN_ASCEND_HOME": str(emulator_home)})
     assert out.split()[0] in ("MemoryError", "result")
     if name == "npu":
         assert out.strip() == "result"
@@ -106,8 +112,10 @@ def test_grid_sampler_on_a_huge_broadcast_input_never_crashes(name, emulator_hom
 def test_an_allocation_larger_than_device_memory_is_a_memory_error(backend):
     runtime.context(backend)
     before = backends.get(backend).live_counts()
-    for make in (lambda: pyaclnn.empty((2**40,), backend=backend),
-                 lambda: pyaclnn.zeros((2**20, 2**20, 64), np.float16, backend=backend)):
+    for make in (
+        lambda: pyaclnn.empty((2**40,), backend=backend),
+        lambda: pyaclnn.zeros((2**20, 2**20, 64), np.float16, backend=backend),
+    ):
         with pytest.raises(AclOutOfMemoryError) as info:
             make()
         assert isinstance(info.value, MemoryError)
@@ -144,7 +152,7 @@ OOM_SCRIPT = """
 
 
 def test_an_op_whose_output_exceeds_device_memory_fails_cleanly():
-    out = _child(OOM_SCRIPT, dict(PYACLNN_BACKEND="numpy", PYACLNN_NUMPY_DEVICE_MEMORY=str(4 << 20)))
+    out = _child(OOM_SCRIPT, {"PYACLNN_BACKEND": "numpy", "PYACLNN_NUMPY_DEVICE_MEMORY": str(4 << 20)})
     assert out.split("\n")[:2] == ["oom: aclrtMalloc", "oom: aclrtMalloc"]
 
 
@@ -170,8 +178,11 @@ def _pool_forward():
     x = RNG.standard_normal((2, 8, 96, 96, 96), dtype=np.float32)  # 54 MiB
     out = np.empty((2, 8, 95, 95, 95), np.float32)
     idx = np.empty(out.shape, np.int32)
-    return (lambda: kpool.max_pool3d_with_argmax(x, (2,) * 3, (1,) * 3, (0,) * 3, (1,) * 3, False, out, idx),
-            out.nbytes + idx.nbytes, lambda: out[0, 0, 0, 0, :2].tolist() != [0, 0])
+    return (
+        lambda: kpool.max_pool3d_with_argmax(x, (2,) * 3, (1,) * 3, (0,) * 3, (1,) * 3, False, out, idx),
+        out.nbytes + idx.nbytes,
+        lambda: out[0, 0, 0, 0, :2].tolist() != [0, 0],
+    )
 
 
 def _pool_backward(dtype):
@@ -188,7 +199,11 @@ def _grid_forward():
     inp = RNG.standard_normal((1, 32, 32, 32, 32), dtype=np.float32)
     grid = RNG.uniform(-1.1, 1.1, (1, 96, 96, 96, 3)).astype(np.float32)
     out = np.empty((1, 32, 96, 96, 96), np.float32)  # 108 MiB
-    return lambda: kgrid.grid_sampler3d(inp, grid, 0, 1, False, out), out.nbytes, lambda: np.isfinite(out).all()
+    return (
+        lambda: kgrid.grid_sampler3d(inp, grid, 0, 1, False, out),
+        out.nbytes,
+        lambda: np.isfinite(out).all(),
+    )
 
 
 def _grid_backward(points: int, mask=(True, True)):
@@ -198,8 +213,11 @@ def _grid_backward(points: int, mask=(True, True)):
     ig = np.empty(inp.shape, np.float32) if mask[0] else None
     gg = np.empty(grid.shape, np.float32) if mask[1] else None
     size = sum(a.nbytes for a in (ig, gg) if a is not None)
-    return (lambda: kgrid.grid_sampler3d_backward(gout, inp, grid, 0, 0, False, ig, gg), size,
-            lambda: all(np.isfinite(a).all() for a in (ig, gg) if a is not None))
+    return (
+        lambda: kgrid.grid_sampler3d_backward(gout, inp, grid, 0, 0, False, ig, gg),
+        size,
+        lambda: all(np.isfinite(a).all() for a in (ig, gg) if a is not None),
+    )
 
 
 CASES = {
@@ -211,18 +229,27 @@ CASES = {
     "grid_sampler3d_backward 72**3 points": lambda: _grid_backward(72),
     "grid_sampler3d_backward input_grad only, 72**3 points": lambda: _grid_backward(72, (True, False)),
 }
-OVER_BOUND = pytest.mark.xfail(strict=True, reason=(
-    "kernels/grid_sampler3d.py grid_sampler3d_backward: with more than 2**18 grid points per batch item it "
-    "keeps a complex64 accumulator plane for every channel (2x inputGrad, 83 MiB of scratch for 32 MiB of "
-    "inputGrad) and, for gridGrad, a channels-last fp32 copy of the input (1x more): ~3x the output; accumulate a group of channels at a time, or reuse one "
-    "plane per channel group across point groups"))
+OVER_BOUND = pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "kernels/grid_sampler3d.py grid_sampler3d_backward: with more than 2**18 grid points per batch item "
+        "it "
+        "keeps a complex64 accumulator plane for every channel (2x inputGrad, 83 MiB of scratch for 32 MiB "
+        "of "
+        "inputGrad) and, for gridGrad, a channels-last fp32 copy of the input (1x more): ~3x the output; "
+        "accumulate a group of channels at a time, or reuse one "
+        "plane per channel group across point groups"
+    ),
+)
 
 
-@pytest.mark.parametrize("case", [pytest.param(c, marks=OVER_BOUND) if c.endswith(" 72**3 points")
-                                  else c for c in CASES])
+@pytest.mark.parametrize(
+    "case", [pytest.param(c, marks=OVER_BOUND) if c.endswith(" 72**3 points") else c for c in CASES]
+)
 def test_a_kernel_allocates_at_most_twice_its_output(case):
     fn, output_bytes, sane = CASES[case]()
     peak = _peak_extra(fn)
     assert sane(), "the kernel did not write its output"
     assert peak <= 2 * output_bytes + SLACK, (
-        f"{case}: {peak / 2**20:.1f} MiB of scratch for {output_bytes / 2**20:.1f} MiB of output")
+        f"{case}: {peak / 2**20:.1f} MiB of scratch for {output_bytes / 2**20:.1f} MiB of output"
+    )

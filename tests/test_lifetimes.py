@@ -1,6 +1,6 @@
 """Lifetimes: flat memory over long loops, misuse of the low-level API, and who frees what.
 
-* Soak: each of the four ops runs PYACLNN_SOAK_ITERATIONS times (default 500)
+* Soak: each of the four ops runs PYACLNN_SOAK_ITERATIONS times (default 1000)
   per backend; the process RSS after a warm-up and at the end stay within a
   small bound and the backend's live counters do not move.
 * Misuse of the low-level API (double free / destroy, use after free, foreign
@@ -69,10 +69,14 @@ def _soak_cases():
     return {
         "max_pool3d_with_argmax": lambda b, **kw: pyaclnn.max_pool3d_with_argmax(x, 2, backend=b, **kw),
         "max_pool3d_with_argmax_backward": lambda b, **kw: pyaclnn.max_pool3d_with_argmax_backward(
-            gout, x, idx, 2, backend=b, **kw),
-        "grid_sampler3d": lambda b, **kw: pyaclnn.grid_sampler3d(inp, grid, "bilinear", "border", backend=b, **kw),
+            gout, x, idx, 2, backend=b, **kw
+        ),
+        "grid_sampler3d": lambda b, **kw: pyaclnn.grid_sampler3d(
+            inp, grid, "bilinear", "border", backend=b, **kw
+        ),
         "grid_sampler3d_backward": lambda b, **kw: pyaclnn.grid_sampler3d_backward(
-            gs_gout, inp, grid, "bilinear", "reflection", True, backend=b, **kw),
+            gs_gout, inp, grid, "bilinear", "reflection", True, backend=b, **kw
+        ),
     }
 
 
@@ -162,11 +166,15 @@ def _pool_phase1(backend: str, x_ptr: int, arrays: list):
     arrays.append(out_ptr)
     x = acl.create_tensor((1, 1, 2, 2, 2), ACL_FLOAT, None, 0, ACL_FORMAT_ND, (8,), x_ptr, backend=backend)
     o = acl.create_tensor((1, 1, 1, 1, 1), ACL_FLOAT, None, 0, ACL_FORMAT_ND, (1,), out_ptr, backend=backend)
-    i = acl.create_tensor((1, 1, 1, 1, 1), ACL_INT32, None, 0, ACL_FORMAT_ND, (1,), out_ptr + 4, backend=backend)
+    i = acl.create_tensor(
+        (1, 1, 1, 1, 1), ACL_INT32, None, 0, ACL_FORMAT_ND, (1,), out_ptr + 4, backend=backend
+    )
     k = acl.create_int_array((2,), backend=backend)
     s, p = acl.create_int_array((), backend=backend), acl.create_int_array((0,), backend=backend)
     d = acl.create_int_array((1,), backend=backend)
-    size, executor = aclnn.max_pool3d_with_argmax_get_workspace_size(x, k, s, p, d, False, o, i, backend=backend)
+    size, executor = aclnn.max_pool3d_with_argmax_get_workspace_size(
+        x, k, s, p, d, False, o, i, backend=backend
+    )
 
     def cleanup():
         for t in (x, o, i):
@@ -247,9 +255,14 @@ def test_a_closed_stream_is_refused_before_phase_1(name, emulator_home):
 
 
 def run_child(script: str, name: str, emulator_home, timeout: float = 120) -> str:
-    """Run ``script`` in a fresh interpreter on backend ``name``; its stdout (exit code 0 and no stderr asserted)."""
+    """Run ``script`` in a fresh interpreter on backend ``name``; its stdout.
+
+    The exit code must be 0 and stderr empty.
+    """
     env = dict(os.environ, PYACLNN_BACKEND=name, PYACLNN_ASCEND_HOME=str(emulator_home))
-    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=False, timeout=timeout
+    )
     assert proc.returncode == 0, f"exit code {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     assert proc.stderr == "", proc.stderr
     return proc.stdout
@@ -337,8 +350,12 @@ def test_handles_and_pointers_of_the_other_backend_are_refused(npu):
     made = {}
     for b in ("numpy", npu):
         ptr = acl.rt.malloc(32, backend=b)
-        made[b] = dict(ptr=ptr, tensor=_tensor(b, ptr), ints=acl.create_int_array((2,), backend=b),
-                       stream=acl.rt.create_stream(backend=b))
+        made[b] = {
+            "ptr": ptr,
+            "tensor": _tensor(b, ptr),
+            "ints": acl.create_int_array((2,), backend=b),
+            "stream": acl.rt.create_stream(backend=b),
+        }
     try:
         for b, other in (("numpy", npu), (npu, "numpy")):
             mine, theirs = made[b], made[other]
@@ -354,8 +371,16 @@ def test_handles_and_pointers_of_the_other_backend_are_refused(npu):
             assert "stream" in str(info.value)
             with pytest.raises((AclnnError, TypeError)) as info:
                 aclnn.max_pool3d_with_argmax_get_workspace_size(
-                    theirs["tensor"], mine["ints"], mine["ints"], mine["ints"], mine["ints"], False,
-                    mine["tensor"], mine["tensor"], backend=b)
+                    theirs["tensor"],
+                    mine["ints"],
+                    mine["ints"],
+                    mine["ints"],
+                    mine["ints"],
+                    False,
+                    mine["tensor"],
+                    mine["tensor"],
+                    backend=b,
+                )
             assert "self" in str(info.value)
             with pytest.raises((AclError, TypeError)):  # a tensor over the other backend's memory
                 acl.destroy_tensor(_tensor(b, theirs["ptr"]), backend=b)

@@ -28,23 +28,43 @@ def _cases(seed: int) -> list[tuple[str, Callable]]:
     """The four ops on inputs of their own, one list per thread (``seed`` varies the data)."""
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((2, 3, 9, 8, 7)).astype(np.float32)
-    big = rng.standard_normal((2, 8, 24, 24, 24)).astype(np.float32)  # big enough for the kernels' worker threads
+    big = rng.standard_normal((2, 8, 24, 24, 24)).astype(
+        np.float32
+    )  # big enough for the kernels' worker threads
     out, idx = pyaclnn.max_pool3d_with_argmax(x, 3, 2, 1, backend="numpy")
     g = rng.standard_normal(out.shape).astype(np.float32)
     inp = rng.standard_normal((2, 3, 5, 6, 7)).astype(np.float32)
     grid = rng.uniform(-1.2, 1.2, (2, 4, 5, 6, 3)).astype(np.float32)
     gout = rng.standard_normal((2, 3, 4, 5, 6)).astype(np.float32)
     return [
-        ("max_pool3d_with_argmax", lambda b, s, dev: pyaclnn.max_pool3d_with_argmax(
-            dev(x), 3, 2, 1, ceil_mode=True, backend=b, stream=s)),
-        ("max_pool3d_with_argmax big", lambda b, s, dev: pyaclnn.max_pool3d_with_argmax(
-            dev(big), 2, backend=b, stream=s)),
-        ("max_pool3d_with_argmax_backward", lambda b, s, dev: pyaclnn.max_pool3d_with_argmax_backward(
-            dev(g), dev(x), dev(idx), 3, 2, 1, backend=b, stream=s)),
-        ("grid_sampler3d", lambda b, s, dev: pyaclnn.grid_sampler3d(
-            dev(inp), dev(grid), "bilinear", "reflection", backend=b, stream=s)),
-        ("grid_sampler3d_backward", lambda b, s, dev: pyaclnn.grid_sampler3d_backward(
-            dev(gout), dev(inp), dev(grid), "bilinear", "border", True, backend=b, stream=s)),
+        (
+            "max_pool3d_with_argmax",
+            lambda b, s, dev: pyaclnn.max_pool3d_with_argmax(
+                dev(x), 3, 2, 1, ceil_mode=True, backend=b, stream=s
+            ),
+        ),
+        (
+            "max_pool3d_with_argmax big",
+            lambda b, s, dev: pyaclnn.max_pool3d_with_argmax(dev(big), 2, backend=b, stream=s),
+        ),
+        (
+            "max_pool3d_with_argmax_backward",
+            lambda b, s, dev: pyaclnn.max_pool3d_with_argmax_backward(
+                dev(g), dev(x), dev(idx), 3, 2, 1, backend=b, stream=s
+            ),
+        ),
+        (
+            "grid_sampler3d",
+            lambda b, s, dev: pyaclnn.grid_sampler3d(
+                dev(inp), dev(grid), "bilinear", "reflection", backend=b, stream=s
+            ),
+        ),
+        (
+            "grid_sampler3d_backward",
+            lambda b, s, dev: pyaclnn.grid_sampler3d_backward(
+                dev(gout), dev(inp), dev(grid), "bilinear", "border", True, backend=b, stream=s
+            ),
+        ),
     ]
 
 
@@ -94,8 +114,8 @@ def test_concurrent_calls_equal_serial_calls(backend, streams):
             # odd rounds pass DeviceArrays (copied to the device inside this thread)
             arrays: list[pyaclnn.DeviceArray] = []
 
-            def dev(a, _arrays=arrays):
-                if r % 2 == 0:
+            def dev(a, _arrays=arrays, _r=r):
+                if _r % 2 == 0:
                     return a
                 d = pyaclnn.to_device(a, backend=backend)
                 _arrays.append(d)
