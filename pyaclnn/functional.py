@@ -184,13 +184,14 @@ class _Call:
             for array in outputs:
                 array.fill_zero()
             return
-        try:
-            workspace = self.stream.workspace(workspace_size)
-        except BaseException:
-            self._discard(executor)
-            raise
-        phase2(workspace, workspace_size, executor, self.stream.handle, backend=self.backend)
-        self.stream.synchronize()
+        with self.stream.lock:
+            try:
+                workspace = self.stream.workspace(workspace_size)
+            except BaseException:
+                self._discard(executor)
+                raise
+            phase2(workspace, workspace_size, executor, self.stream.handle, backend=self.backend)
+            self.stream.synchronize()
 
     def _discard(self, executor: Any) -> None:
         """Free an executor phase 2 will never consume: only a repeatable one may be destroyed."""
@@ -224,7 +225,16 @@ def _pooled(shape: tuple[int, ...], kernel, stride, padding, dilation, ceil_mode
         pool = _checks.pool_params(kernel, stride, padding, dilation, ceil_mode)
     except _checks.CheckFailed:
         return shape
-    return shape[:-3] + tuple(max(n, 0) for n in _checks.pooled_shape(shape[-3:], pool))
+    pooled = _checks.pooled_shape(shape[-3:], pool)
+    if min(pooled) <= 0 and min(shape[-3:]) > 0:
+        # The op would take an empty out and succeed doing nothing; no window fits, so say so.
+        axis = "DHW"[[n <= 0 for n in pooled].index(True)]
+        raise ValueError(
+            f"kernel_size {list(kernel)}, stride {list(stride)}, padding {list(padding)}, dilation "
+            f"{list(dilation)} and ceil_mode {ceil_mode} do not fit input {list(shape[-3:])}: the pooled size "
+            f"along {axis} would be {min(pooled)}; it must be at least 1"
+        )
+    return shape[:-3] + tuple(max(n, 0) for n in pooled)
 
 
 def _plane_size_limit(x: Any, api: str, forward: bool) -> None:

@@ -189,7 +189,8 @@ def _destroy_stream(backend: str, handle: Any, workspace: list[int]) -> None:
 class Stream:
     """An ACL stream with its own workspace buffer (``aclrtCreateStream``).
 
-    Work on different streams may run concurrently; give each thread its own.
+    Work on different streams may run concurrently; give each thread its own
+    for parallelism (threads sharing one are serialized on its lock).
     ``close()`` synchronizes, frees the workspace and destroys the stream.
     """
 
@@ -198,6 +199,9 @@ class Stream:
         self.backend = ctx.name
         self.handle = acl.rt.create_stream(backend=ctx.name)
         self._workspace = [0, 0]  # [pointer, size]: shared with the finalizer
+        # Held from taking the workspace until the launch that uses it, so threads
+        # sharing a stream never see a buffer another one is about to replace.
+        self.lock = threading.RLock()
         self._finalizer = weakref.finalize(self, _destroy_stream, self.backend, self.handle, self._workspace)
         self._finalizer.atexit = False  # the context's exit hook closes streams in order
         ctx.streams.add(self)

@@ -270,3 +270,34 @@ def test_a_plane_above_int32_max_is_rejected_before_any_allocation(backend, forw
     assert info.value.status == (561103 if forward else 161002)
     assert "INT32_MAX" in str(info.value)
     assert backends.get(backend).live_counts() == before
+
+
+def test_a_kernel_that_leaves_no_window_is_a_value_error(backend):
+    # The op itself would take an empty out and succeed; the functional API says what is wrong.
+    with pytest.raises(ValueError, match="pooled size along D would be 0"):
+        pyaclnn.max_pool3d_with_argmax(np.ones((1, 1, 2, 2, 2), np.float32), 3, backend=backend)
+
+
+def test_threads_may_share_one_stream(backend):
+    import threading
+
+    x = RNG.standard_normal((2, 3, 6, 6, 6)).astype(np.float32)
+    want = pyaclnn.max_pool3d_with_argmax(x, 2, backend=backend)
+    results, errors = [], []
+    with pyaclnn.Stream(backend) as stream:
+        def work():
+            try:
+                for _ in range(5):
+                    results.append(pyaclnn.max_pool3d_with_argmax(x, 2, backend=backend, stream=stream))
+            except Exception as exc:  # reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=work) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert not errors and len(results) == 20
+    for out, idx in results:
+        np.testing.assert_array_equal(out, want[0])
+        np.testing.assert_array_equal(idx, want[1])
