@@ -41,7 +41,22 @@ def set_backend(name: str) -> None:
 
 
 __all__ = [
-    "AclError", "AclnnError", "AclOutOfMemoryError", "DeviceArray", "Stream", "bfloat16", "empty", "finalize",
-    "get_backend", "grid_sampler3d", "grid_sampler3d_backward", "max_pool3d_with_argmax",
-    "max_pool3d_with_argmax_backward", "memory_pool", "set_backend", "set_deterministic", "to_device", "zeros",
+    "AclError",
+    "AclnnError",
+    "AclOutOfMemoryError",
+    "DeviceArray",
+    "Stream",
+    "bfloat16",
+    "empty",
+    "finalize",
+    "get_backend",
+    "grid_sampler3d",
+    "grid_sampler3d_backward",
+    "max_pool3d_with_argmax",
+    "max_pool3d_with_argmax_backward",
+    "memory_pool",
+    "set_backend",
+    "set_deterministic",
+    "to_device",
+    "zeros",
 ]

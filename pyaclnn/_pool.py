@@ -36,7 +36,9 @@ class Block:
     def __init__(self, ptr: int, nbytes: int) -> None:
         self.ptr = ptr
         self.nbytes = nbytes
-        self.descriptors: dict[tuple, Any] = {}  # (shape, strides, offset, dtype, format, storage) -> aclTensor
+        self.descriptors: dict[
+            tuple, Any
+        ] = {}  # (shape, strides, offset, dtype, format, storage) -> aclTensor
 
 
 class MemoryPool:

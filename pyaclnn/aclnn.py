@@ -16,11 +16,16 @@ from . import backends as _backends
 from ._status import check as _check
 
 __all__ = [
-    "init", "finalize",
-    "max_pool3d_with_argmax_get_workspace_size", "max_pool3d_with_argmax",
-    "max_pool3d_with_argmax_backward_get_workspace_size", "max_pool3d_with_argmax_backward",
-    "grid_sampler3d_get_workspace_size", "grid_sampler3d",
-    "grid_sampler3d_backward_get_workspace_size", "grid_sampler3d_backward",
+    "init",
+    "finalize",
+    "max_pool3d_with_argmax_get_workspace_size",
+    "max_pool3d_with_argmax",
+    "max_pool3d_with_argmax_backward_get_workspace_size",
+    "max_pool3d_with_argmax_backward",
+    "grid_sampler3d_get_workspace_size",
+    "grid_sampler3d",
+    "grid_sampler3d_backward_get_workspace_size",
+    "grid_sampler3d_backward",
 ]
 
 
@@ -43,13 +48,26 @@ def _phase1(b, api: str, result: tuple[int, int, Any]) -> tuple[int, Any]:
 
 
 def max_pool3d_with_argmax_get_workspace_size(
-    self: Any, kernel_size: Any, stride: Any, padding: Any, dilation: Any, ceil_mode: bool,
-    out: Any, indices: Any, *, backend: str | None = None,
+    self: Any,
+    kernel_size: Any,
+    stride: Any,
+    padding: Any,
+    dilation: Any,
+    ceil_mode: bool,
+    out: Any,
+    indices: Any,
+    *,
+    backend: str | None = None,
 ) -> tuple[int, Any]:
     """``aclnnMaxPool3dWithArgmaxGetWorkspaceSize`` (int arrays from ``acl.create_int_array``)."""
     b = _backends.get(backend)
-    return _phase1(b, "aclnnMaxPool3dWithArgmaxGetWorkspaceSize", b.aclnnMaxPool3dWithArgmaxGetWorkspaceSize(
-        self, kernel_size, stride, padding, dilation, ceil_mode, out, indices))
+    return _phase1(
+        b,
+        "aclnnMaxPool3dWithArgmaxGetWorkspaceSize",
+        b.aclnnMaxPool3dWithArgmaxGetWorkspaceSize(
+            self, kernel_size, stride, padding, dilation, ceil_mode, out, indices
+        ),
+    )
 
 
 def max_pool3d_with_argmax(
@@ -57,19 +75,32 @@ def max_pool3d_with_argmax(
 ) -> None:
     """``aclnnMaxPool3dWithArgmax``."""
     b = _backends.get(backend)
-    _check(b, b.aclnnMaxPool3dWithArgmax(workspace, workspace_size, executor, stream), "aclnnMaxPool3dWithArgmax")
+    _check(
+        b, b.aclnnMaxPool3dWithArgmax(workspace, workspace_size, executor, stream), "aclnnMaxPool3dWithArgmax"
+    )
 
 
 def max_pool3d_with_argmax_backward_get_workspace_size(
-    grad_output: Any, self: Any, indices: Any, kernel_size: Any, stride: Any, padding: Any, dilation: Any,
-    ceil_mode: bool, grad_input: Any, *, backend: str | None = None,
+    grad_output: Any,
+    self: Any,
+    indices: Any,
+    kernel_size: Any,
+    stride: Any,
+    padding: Any,
+    dilation: Any,
+    ceil_mode: bool,
+    grad_input: Any,
+    *,
+    backend: str | None = None,
 ) -> tuple[int, Any]:
     """``aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize``."""
     b = _backends.get(backend)
     return _phase1(
-        b, "aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize",
+        b,
+        "aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize",
         b.aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize(
-            grad_output, self, indices, kernel_size, stride, padding, dilation, ceil_mode, grad_input),
+            grad_output, self, indices, kernel_size, stride, padding, dilation, ceil_mode, grad_input
+        ),
     )
 
 
@@ -78,18 +109,32 @@ def max_pool3d_with_argmax_backward(
 ) -> None:
     """``aclnnMaxPool3dWithArgmaxBackward``."""
     b = _backends.get(backend)
-    _check(b, b.aclnnMaxPool3dWithArgmaxBackward(workspace, workspace_size, executor, stream),
-           "aclnnMaxPool3dWithArgmaxBackward")
+    _check(
+        b,
+        b.aclnnMaxPool3dWithArgmaxBackward(workspace, workspace_size, executor, stream),
+        "aclnnMaxPool3dWithArgmaxBackward",
+    )
 
 
 def grid_sampler3d_get_workspace_size(
-    input: Any, grid: Any, interpolation_mode: int, padding_mode: int, align_corners: bool, out: Any,
-    *, backend: str | None = None,
+    input: Any,
+    grid: Any,
+    interpolation_mode: int,
+    padding_mode: int,
+    align_corners: bool,
+    out: Any,
+    *,
+    backend: str | None = None,
 ) -> tuple[int, Any]:
     """``aclnnGridSampler3DGetWorkspaceSize``."""
     b = _backends.get(backend)
-    return _phase1(b, "aclnnGridSampler3DGetWorkspaceSize", b.aclnnGridSampler3DGetWorkspaceSize(
-        input, grid, interpolation_mode, padding_mode, align_corners, out))
+    return _phase1(
+        b,
+        "aclnnGridSampler3DGetWorkspaceSize",
+        b.aclnnGridSampler3DGetWorkspaceSize(
+            input, grid, interpolation_mode, padding_mode, align_corners, out
+        ),
+    )
 
 
 def grid_sampler3d(
@@ -101,16 +146,34 @@ def grid_sampler3d(
 
 
 def grid_sampler3d_backward_get_workspace_size(
-    grad_output: Any, input: Any, grid: Any, interpolation_mode: int, padding_mode: int, align_corners: bool,
-    output_mask: Any, input_grad: Any, grid_grad: Any, *, backend: str | None = None,
+    grad_output: Any,
+    input: Any,
+    grid: Any,
+    interpolation_mode: int,
+    padding_mode: int,
+    align_corners: bool,
+    output_mask: Any,
+    input_grad: Any,
+    grid_grad: Any,
+    *,
+    backend: str | None = None,
 ) -> tuple[int, Any]:
     """``aclnnGridSampler3DBackwardGetWorkspaceSize`` (output_mask from ``acl.create_bool_array``)."""
     b = _backends.get(backend)
     return _phase1(
-        b, "aclnnGridSampler3DBackwardGetWorkspaceSize",
+        b,
+        "aclnnGridSampler3DBackwardGetWorkspaceSize",
         b.aclnnGridSampler3DBackwardGetWorkspaceSize(
-            grad_output, input, grid, interpolation_mode, padding_mode, align_corners, output_mask,
-            input_grad, grid_grad),
+            grad_output,
+            input,
+            grid,
+            interpolation_mode,
+            padding_mode,
+            align_corners,
+            output_mask,
+            input_grad,
+            grid_grad,
+        ),
     )
 
 
@@ -119,5 +182,8 @@ def grid_sampler3d_backward(
 ) -> None:
     """``aclnnGridSampler3DBackward``."""
     b = _backends.get(backend)
-    _check(b, b.aclnnGridSampler3DBackward(workspace, workspace_size, executor, stream),
-           "aclnnGridSampler3DBackward")
+    _check(
+        b,
+        b.aclnnGridSampler3DBackward(workspace, workspace_size, executor, stream),
+        "aclnnGridSampler3DBackward",
+    )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import operator
 from collections.abc import Callable, Sequence
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
@@ -22,8 +22,8 @@ from .errors import ACLNN_ERR_PARAM_INVALID, AclError, AclnnError, ArgumentOverf
 from .kernels import checks as _checks
 from .runtime import DeviceArray, Stream
 
-ArrayLike = Union[np.ndarray, DeviceArray]
-IntOrSeq = Union[int, Sequence[int]]
+ArrayLike = np.ndarray | DeviceArray
+IntOrSeq = int | Sequence[int]
 
 _FLOAT32 = np.dtype(np.float32)
 _INT32 = np.dtype(np.int32)
@@ -34,7 +34,10 @@ _PADDING = {name: i for i, name in enumerate(_checks.PADDING_MODES)}
 _LAYOUTS = {"NCDHW": _dtypes.ACL_FORMAT_NCDHW, "NDHWC": _dtypes.ACL_FORMAT_NDHWC}
 
 __all__ = [
-    "max_pool3d_with_argmax", "max_pool3d_with_argmax_backward", "grid_sampler3d", "grid_sampler3d_backward",
+    "max_pool3d_with_argmax",
+    "max_pool3d_with_argmax_backward",
+    "grid_sampler3d",
+    "grid_sampler3d_backward",
 ]
 
 
@@ -60,7 +63,9 @@ def int_tuple(name: str, value: IntOrSeq) -> tuple[int, ...]:
         return value
     items = (value,) if not isinstance(value, (Sequence, np.ndarray)) or isinstance(value, str) else value
     if isinstance(value, np.ndarray) and value.ndim != 1:
-        raise TypeError(f"{name} must be an int or a 1-D sequence of ints, got an array of shape {value.shape}")
+        raise TypeError(
+            f"{name} must be an int or a 1-D sequence of ints, got an array of shape {value.shape}"
+        )
     result = []
     for item in items:
         if isinstance(item, (bool, np.bool_)) or not isinstance(item, (int, np.integer)):
@@ -129,7 +134,9 @@ class _Call:
             return None
         if type(x) is DeviceArray or isinstance(x, DeviceArray):
             if x.backend != self.backend:
-                raise ValueError(f"{name} lives on backend {x.backend!r}, but this call runs on {self.backend!r}")
+                raise ValueError(
+                    f"{name} lives on backend {x.backend!r}, but this call runs on {self.backend!r}"
+                )
             if x.closed:
                 raise ValueError(f"{name} is a closed DeviceArray: its memory was freed")
             self.device_results = True
@@ -178,7 +185,10 @@ class _Call:
         return handle
 
     def launch(self, phase1: Callable, phase2: Callable, *args: Any, outputs: Sequence[DeviceArray]) -> None:
-        """Run both phases and wait for the stream; outputs are zero-filled when there is nothing to compute."""
+        """Run both phases and wait for the stream.
+
+        Outputs are zero-filled when phase 1 finds nothing to compute (empty tensors).
+        """
         workspace_size, executor = phase1(*args, backend=self.backend)
         if executor is None:
             for array in outputs:
@@ -212,7 +222,9 @@ class _Call:
 # -- MaxPool3dWithArgmax(Backward) ---------------------------------------------
 
 
-def _pool_output_shape(x: DeviceArray | None, params: list[tuple[int, ...]], ceil_mode: bool) -> tuple[int, ...]:
+def _pool_output_shape(
+    x: DeviceArray | None, params: list[tuple[int, ...]], ceil_mode: bool
+) -> tuple[int, ...]:
     """Output shape for valid parameters; a placeholder otherwise (phase 1 then reports the problem)."""
     if x is None or x.ndim not in (4, 5):
         return (1, 1, 1, 1, 1)
@@ -231,7 +243,8 @@ def _pooled(shape: tuple[int, ...], kernel, stride, padding, dilation, ceil_mode
         axis = "DHW"[[n <= 0 for n in pooled].index(True)]
         raise ValueError(
             f"kernel_size {list(kernel)}, stride {list(stride)}, padding {list(padding)}, dilation "
-            f"{list(dilation)} and ceil_mode {ceil_mode} do not fit input {list(shape[-3:])}: the pooled size "
+            f"{list(dilation)} and ceil_mode {ceil_mode} do not fit input {list(shape[-3:])}: "
+            "the pooled size "
             f"along {axis} would be {min(pooled)}; it must be at least 1"
         )
     return shape[:-3] + tuple(max(n, 0) for n in pooled)
@@ -292,13 +305,22 @@ def max_pool3d_with_argmax(
     TypeError
         For arguments that are not arrays, ints or sequences of ints.
     """
-    ints = [int_tuple(n, v) for n, v in (("kernel_size", kernel_size), ("stride", stride),
-                                          ("padding", padding), ("dilation", dilation))]
+    ints = [
+        int_tuple(n, v)
+        for n, v in (
+            ("kernel_size", kernel_size),
+            ("stride", stride),
+            ("padding", padding),
+            ("dilation", dilation),
+        )
+    ]
     ceil = _flag("ceil_mode", ceil_mode)
     try:
         wanted = np.dtype(indices_dtype)
     except TypeError:
-        raise TypeError(f"indices_dtype must be a NumPy dtype (int32 or int64), got {indices_dtype!r}") from None
+        raise TypeError(
+            f"indices_dtype must be a NumPy dtype (int32 or int64), got {indices_dtype!r}"
+        ) from None
     device_dtype = _INT32 if wanted == _INT64 else wanted
     _plane_size_limit(input, "aclnnMaxPool3dWithArgmaxGetWorkspaceSize", forward=True)
     with _Call(backend, stream) as call:
@@ -307,9 +329,13 @@ def max_pool3d_with_argmax(
         out = call.output(shape, x.dtype if x is not None else _FLOAT32)
         indices = call.output(shape, device_dtype)
         call.launch(
-            aclnn.max_pool3d_with_argmax_get_workspace_size, aclnn.max_pool3d_with_argmax,
-            None if x is None else x.descriptor(_dtypes.ACL_FORMAT_ND), *call.int_arrays(ints), ceil,
-            out.descriptor(_dtypes.ACL_FORMAT_ND), indices.descriptor(_dtypes.ACL_FORMAT_ND),
+            aclnn.max_pool3d_with_argmax_get_workspace_size,
+            aclnn.max_pool3d_with_argmax,
+            None if x is None else x.descriptor(_dtypes.ACL_FORMAT_ND),
+            *call.int_arrays(ints),
+            ceil,
+            out.descriptor(_dtypes.ACL_FORMAT_ND),
+            indices.descriptor(_dtypes.ACL_FORMAT_ND),
             outputs=(out, indices),
         )
         if wanted == device_dtype:
@@ -328,7 +354,8 @@ def _int32_indices(call: _Call, indices: DeviceArray) -> DeviceArray:
         where = tuple(int(i) for i in np.unravel_index(bad[0], host.shape))
         raise AclnnError(
             ACLNN_ERR_PARAM_INVALID,
-            f"indices{list(where)} = {host[where]} is outside its (n, c) plane (it does not even fit in int32)",
+            f"indices{list(where)} = {host[where]} is outside its (n, c) plane "
+            "(it does not even fit in int32)",
             "aclnnMaxPool3dWithArgmaxBackward",
         )
     return call.temporary(runtime.to_device(host.astype(np.int32), backend=call.backend))
@@ -376,8 +403,15 @@ def max_pool3d_with_argmax_backward(
         (beyond the NPU, which would write out of bounds) for an index outside
         its (n, c) plane, naming the first one.
     """
-    ints = [int_tuple(n, v) for n, v in (("kernel_size", kernel_size), ("stride", stride),
-                                          ("padding", padding), ("dilation", dilation))]
+    ints = [
+        int_tuple(n, v)
+        for n, v in (
+            ("kernel_size", kernel_size),
+            ("stride", stride),
+            ("padding", padding),
+            ("dilation", dilation),
+        )
+    ]
     ceil = _flag("ceil_mode", ceil_mode)
     _plane_size_limit(input, "aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize", forward=False)
     with _Call(backend, stream) as call:
@@ -386,13 +420,17 @@ def max_pool3d_with_argmax_backward(
         i = call.device("indices", indices)
         if i is not None and i.dtype == _INT64:
             i = _int32_indices(call, i)
-        grad_input = call.output(x.shape if x is not None else (1, 1, 1, 1, 1),
-                                 x.dtype if x is not None else _FLOAT32)
+        grad_input = call.output(
+            x.shape if x is not None else (1, 1, 1, 1, 1), x.dtype if x is not None else _FLOAT32
+        )
         nd = _dtypes.ACL_FORMAT_ND
         call.launch(
-            aclnn.max_pool3d_with_argmax_backward_get_workspace_size, aclnn.max_pool3d_with_argmax_backward,
+            aclnn.max_pool3d_with_argmax_backward_get_workspace_size,
+            aclnn.max_pool3d_with_argmax_backward,
             *(None if t is None else t.descriptor(nd) for t in (g, x, i)),
-            *call.int_arrays(ints), ceil, grad_input.descriptor(nd),
+            *call.int_arrays(ints),
+            ceil,
+            grad_input.descriptor(nd),
             outputs=(grad_input,),
         )
         return call.result(grad_input)
@@ -460,12 +498,18 @@ def grid_sampler3d(
     with _Call(backend, stream) as call:
         x = call.device("input", input)
         g = call.device("grid", grid)
-        out = call.output(_sampled_shape(x, g, fmt == _dtypes.ACL_FORMAT_NDHWC),
-                          x.dtype if x is not None else _FLOAT32)
+        out = call.output(
+            _sampled_shape(x, g, fmt == _dtypes.ACL_FORMAT_NDHWC), x.dtype if x is not None else _FLOAT32
+        )
         call.launch(
-            aclnn.grid_sampler3d_get_workspace_size, aclnn.grid_sampler3d,
-            None if x is None else x.descriptor(fmt), None if g is None else g.descriptor(_dtypes.ACL_FORMAT_ND),
-            interp, pad, corners, out.descriptor(fmt),
+            aclnn.grid_sampler3d_get_workspace_size,
+            aclnn.grid_sampler3d,
+            None if x is None else x.descriptor(fmt),
+            None if g is None else g.descriptor(_dtypes.ACL_FORMAT_ND),
+            interp,
+            pad,
+            corners,
+            out.descriptor(fmt),
             outputs=(out,),
         )
         return call.result(out)
@@ -524,10 +568,17 @@ def grid_sampler3d_backward(
         input_grad = call.output(x.shape if x is not None else (1, 1, 1, 1, 1), dtype)
         grid_grad = call.output(gr.shape if gr is not None else (1, 1, 1, 1, 3), dtype)
         call.launch(
-            aclnn.grid_sampler3d_backward_get_workspace_size, aclnn.grid_sampler3d_backward,
-            None if g is None else g.descriptor(fmt), None if x is None else x.descriptor(fmt),
-            None if gr is None else gr.descriptor(_dtypes.ACL_FORMAT_ND), interp, pad, corners,
-            call.bool_array(mask), input_grad.descriptor(fmt), grid_grad.descriptor(_dtypes.ACL_FORMAT_ND),
+            aclnn.grid_sampler3d_backward_get_workspace_size,
+            aclnn.grid_sampler3d_backward,
+            None if g is None else g.descriptor(fmt),
+            None if x is None else x.descriptor(fmt),
+            None if gr is None else gr.descriptor(_dtypes.ACL_FORMAT_ND),
+            interp,
+            pad,
+            corners,
+            call.bool_array(mask),
+            input_grad.descriptor(fmt),
+            grid_grad.descriptor(_dtypes.ACL_FORMAT_ND),
             outputs=(input_grad, grid_grad),
         )
         wanted = mask if len(mask) == 2 else (False, False)

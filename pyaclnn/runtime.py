@@ -285,9 +285,12 @@ class DeviceArray:
         dtype = np.dtype(dtype)
         _dtypes.from_numpy(dtype)  # TypeError for dtypes ACL has no name for
         self._setup(
-            context(backend), shape, dtype,
+            context(backend),
+            shape,
+            dtype,
             tuple(int(s) for s in strides) if strides is not None else _contiguous_strides(shape),
-            int(offset), prod(shape) if storage_size is None else int(storage_size),
+            int(offset),
+            prod(shape) if storage_size is None else int(storage_size),
         )
 
     @classmethod
@@ -342,7 +345,9 @@ class DeviceArray:
         storage = np.empty(self.storage_size, dtype=self.dtype)
         if self.nbytes:
             # as bytes: the buffer protocol has no format for bfloat16
-            acl.rt.memcpy(storage.view(np.uint8), storage.nbytes, self.ptr, self.nbytes, _D2H, backend=self.backend)
+            acl.rt.memcpy(
+                storage.view(np.uint8), storage.nbytes, self.ptr, self.nbytes, _D2H, backend=self.backend
+            )
         if self.is_contiguous() and self.storage_size == self.size:
             return storage.reshape(self.shape)
         if self.size == 0:
@@ -356,9 +361,17 @@ class DeviceArray:
         return np.array(view)
 
     def descriptor(self, fmt: int) -> Any:
-        """The aclTensor describing this array with format ``fmt``; cached with the memory, never freed by the caller."""
+        """The aclTensor describing this array with format ``fmt``.
+
+        Cached with the memory block and freed with it: never destroy it yourself.
+        """
         last = self._last_descriptor
-        if last is not None and last[0] == fmt and last[1] is self._block and (last[1].ptr or not last[1].nbytes):
+        if (
+            last is not None
+            and last[0] == fmt
+            and last[1] is self._block
+            and (last[1].ptr or not last[1].nbytes)
+        ):
             return last[2]  # the same array asked again (an input reused across calls)
         self._check_open()
         key = (self.shape, self.strides, self.offset, self.dtype, fmt, self.storage_size)
@@ -368,8 +381,14 @@ class DeviceArray:
 
     def _create_descriptor(self, fmt: int) -> Any:
         return acl.create_tensor(
-            self.shape, _dtypes.from_numpy(self.dtype), self.strides, self.offset, fmt,
-            (self.storage_size,), self.ptr, backend=self.backend,
+            self.shape,
+            _dtypes.from_numpy(self.dtype),
+            self.strides,
+            self.offset,
+            fmt,
+            (self.storage_size,),
+            self.ptr,
+            backend=self.backend,
         )
 
     def fill_zero(self) -> None:
@@ -466,8 +485,9 @@ def to_device(x: Any, *, backend: str | None = None) -> DeviceArray:
     if x.size == 0:
         return DeviceArray(x.shape, x.dtype, backend=backend)
     storage, strides, offset = _covering_storage(x)
-    array = DeviceArray(x.shape, x.dtype, strides=strides, offset=offset, storage_size=storage.size,
-                        backend=backend)
+    array = DeviceArray(
+        x.shape, x.dtype, strides=strides, offset=offset, storage_size=storage.size, backend=backend
+    )
     try:
         host = np.ascontiguousarray(storage).view(np.uint8)
         acl.rt.memcpy(array.ptr, array.nbytes, host, host.nbytes, _H2D, backend=array.backend)

@@ -63,8 +63,14 @@ class Call:
                 host = np.full(value.shape, value.fill, dtype=value.dtype)
                 array = runtime.to_device(host, backend=self.backend)
             else:
-                extent = 1 + sum((d - 1) * s for d, s in zip(value.shape, value.strides)) if prod(value.shape) else 1
-                array = runtime.to_device(np.full(max(extent, 1), value.fill, dtype=value.dtype), backend=self.backend)
+                extent = (
+                    1 + sum((d - 1) * s for d, s in zip(value.shape, value.strides))
+                    if prod(value.shape)
+                    else 1
+                )
+                array = runtime.to_device(
+                    np.full(max(extent, 1), value.fill, dtype=value.dtype), backend=self.backend
+                )
                 array.shape, array.strides = tuple(value.shape), tuple(value.strides)
         else:
             array = runtime.to_device(np.asarray(value), backend=self.backend)
@@ -103,37 +109,83 @@ class Call:
 def max_pool3d_with_argmax(backend, x, kernel, stride, padding, dilation, ceil, out, indices, fmt=ND):
     """Run the forward; returns (out, indices) as read back from device memory."""
     with Call(backend, fmt) as c:
-        c.run(aclnn.max_pool3d_with_argmax_get_workspace_size, aclnn.max_pool3d_with_argmax,
-              c.tensor("self", x), c.int_array(kernel), c.int_array(stride), c.int_array(padding),
-              c.int_array(dilation), ceil, c.tensor("out", out), c.tensor("indices", indices))
+        c.run(
+            aclnn.max_pool3d_with_argmax_get_workspace_size,
+            aclnn.max_pool3d_with_argmax,
+            c.tensor("self", x),
+            c.int_array(kernel),
+            c.int_array(stride),
+            c.int_array(padding),
+            c.int_array(dilation),
+            ceil,
+            c.tensor("out", out),
+            c.tensor("indices", indices),
+        )
         return c.read("out"), c.read("indices")
 
 
-def max_pool3d_with_argmax_backward(backend, grad_output, x, indices, kernel, stride, padding, dilation, ceil,
-                                    grad_input, fmt=ND):
+def max_pool3d_with_argmax_backward(
+    backend, grad_output, x, indices, kernel, stride, padding, dilation, ceil, grad_input, fmt=ND
+):
     """Run the backward; returns gradInput as read back."""
     with Call(backend, fmt) as c:
-        c.run(aclnn.max_pool3d_with_argmax_backward_get_workspace_size, aclnn.max_pool3d_with_argmax_backward,
-              c.tensor("gradOutput", grad_output), c.tensor("self", x), c.tensor("indices", indices),
-              c.int_array(kernel), c.int_array(stride), c.int_array(padding), c.int_array(dilation), ceil,
-              c.tensor("gradInput", grad_input))
+        c.run(
+            aclnn.max_pool3d_with_argmax_backward_get_workspace_size,
+            aclnn.max_pool3d_with_argmax_backward,
+            c.tensor("gradOutput", grad_output),
+            c.tensor("self", x),
+            c.tensor("indices", indices),
+            c.int_array(kernel),
+            c.int_array(stride),
+            c.int_array(padding),
+            c.int_array(dilation),
+            ceil,
+            c.tensor("gradInput", grad_input),
+        )
         return c.read("gradInput")
 
 
 def grid_sampler3d(backend, x, grid, interpolation, padding, align_corners, out, fmt=NCDHW):
     with Call(backend, fmt) as c:
-        c.run(aclnn.grid_sampler3d_get_workspace_size, aclnn.grid_sampler3d,
-              c.tensor("input", x), c.tensor("grid", grid), interpolation, padding, align_corners,
-              c.tensor("out", out))
+        c.run(
+            aclnn.grid_sampler3d_get_workspace_size,
+            aclnn.grid_sampler3d,
+            c.tensor("input", x),
+            c.tensor("grid", grid),
+            interpolation,
+            padding,
+            align_corners,
+            c.tensor("out", out),
+        )
         return c.read("out")
 
 
-def grid_sampler3d_backward(backend, grad_output, x, grid, interpolation, padding, align_corners, mask,
-                            input_grad, grid_grad, fmt=NCDHW):
+def grid_sampler3d_backward(
+    backend,
+    grad_output,
+    x,
+    grid,
+    interpolation,
+    padding,
+    align_corners,
+    mask,
+    input_grad,
+    grid_grad,
+    fmt=NCDHW,
+):
     """Run the backward; returns (inputGrad, gridGrad) as read back."""
     with Call(backend, fmt) as c:
-        c.run(aclnn.grid_sampler3d_backward_get_workspace_size, aclnn.grid_sampler3d_backward,
-              c.tensor("gradOutput", grad_output), c.tensor("input", x), c.tensor("grid", grid),
-              interpolation, padding, align_corners, c.bool_array(mask),
-              c.tensor("inputGrad", input_grad), c.tensor("gridGrad", grid_grad))
+        c.run(
+            aclnn.grid_sampler3d_backward_get_workspace_size,
+            aclnn.grid_sampler3d_backward,
+            c.tensor("gradOutput", grad_output),
+            c.tensor("input", x),
+            c.tensor("grid", grid),
+            interpolation,
+            padding,
+            align_corners,
+            c.bool_array(mask),
+            c.tensor("inputGrad", input_grad),
+            c.tensor("gridGrad", grid_grad),
+        )
         return c.read("inputGrad"), c.read("gridGrad")

@@ -17,19 +17,27 @@ from pyaclnn import AclError, AclnnError, AclOutOfMemoryError, acl, backends, er
 def run_python(code: str, **env: str) -> subprocess.CompletedProcess:
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("PYACLNN_", "ASCEND_"))}
     environ.update(env)
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environ, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=environ, timeout=120
+    )
 
 
 def test_pyaclnn_backend_env_var_picks_numpy():
-    result = run_python("import pyaclnn, pyaclnn.backends as b; print(pyaclnn.get_backend(), b.selection_reason())",
-                        PYACLNN_BACKEND="numpy")
+    result = run_python(
+        "import pyaclnn, pyaclnn.backends as b; print(pyaclnn.get_backend(), b.selection_reason())",
+        PYACLNN_BACKEND="numpy",
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split()[0] == "numpy" and "PYACLNN_BACKEND=numpy" in result.stdout
 
 
 def test_auto_falls_back_to_numpy_and_says_why_when_cann_is_absent(tmp_path):
-    result = run_python("import pyaclnn, pyaclnn.backends as b; print(pyaclnn.get_backend()); print(b.selection_reason())",
-                        PYACLNN_BACKEND="auto", HOME=str(tmp_path), PYACLNN_ASCEND_HOME=str(tmp_path / "none"))
+    result = run_python(
+        "import pyaclnn, pyaclnn.backends as b; print(pyaclnn.get_backend()); print(b.selection_reason())",
+        PYACLNN_BACKEND="auto",
+        HOME=str(tmp_path),
+        PYACLNN_ASCEND_HOME=str(tmp_path / "none"),
+    )
     assert result.returncode == 0, result.stderr
     name, reason = result.stdout.splitlines()[:2]
     assert name == "numpy"
@@ -37,8 +45,11 @@ def test_auto_falls_back_to_numpy_and_says_why_when_cann_is_absent(tmp_path):
 
 
 def test_auto_picks_npu_when_the_libraries_load_and_a_device_exists(emulator_home):
-    result = run_python("import pyaclnn, pyaclnn.backends as b; print(pyaclnn.get_backend()); print(b.selection_reason())",
-                        PYACLNN_BACKEND="auto", ASCEND_HOME_PATH=str(emulator_home))
+    result = run_python(
+        "import pyaclnn, pyaclnn.backends as b; print(pyaclnn.get_backend()); print(b.selection_reason())",
+        PYACLNN_BACKEND="auto",
+        ASCEND_HOME_PATH=str(emulator_home),
+    )
     assert result.returncode == 0, result.stderr
     name, reason = result.stdout.splitlines()[:2]
     assert name == "npu" and str(emulator_home) in reason and "1 device" in reason
@@ -52,8 +63,11 @@ def test_an_unknown_backend_name_is_a_value_error():
 
 
 def test_npu_requested_without_cann_fails_clearly(tmp_path):
-    result = run_python("import pyaclnn; pyaclnn.set_backend('npu')", HOME=str(tmp_path),
-                        PYACLNN_ASCEND_HOME=str(tmp_path / "none"))
+    result = run_python(
+        "import pyaclnn; pyaclnn.set_backend('npu')",
+        HOME=str(tmp_path),
+        PYACLNN_ASCEND_HOME=str(tmp_path / "none"),
+    )
     assert result.returncode != 0
     assert "LibraryNotFoundError" in result.stderr and str(tmp_path / "none") in result.stderr
 

@@ -42,7 +42,9 @@ POOL_CASES = [
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, bfloat16], ids=["fp32", "fp16", "bf16"])
 @pytest.mark.parametrize("shape, kernel, stride, padding, ceil", POOL_CASES)
-def test_max_pool3d_forward_and_backward_match_torch(backend, torch, dtype, shape, kernel, stride, padding, ceil):
+def test_max_pool3d_forward_and_backward_match_torch(
+    backend, torch, dtype, shape, kernel, stride, padding, ceil
+):
     x = RNG.standard_normal(shape).astype(dtype)
     out, idx = pyaclnn.max_pool3d_with_argmax(x, kernel, stride, padding, 1, ceil, backend=backend)
     t_x = torch.from_numpy(x.astype(np.float32))
@@ -55,9 +57,12 @@ def test_max_pool3d_forward_and_backward_match_torch(backend, torch, dtype, shap
     assert out.dtype == np.dtype(dtype) and idx.dtype == np.int32
 
     g = RNG.standard_normal(out.shape).astype(dtype)
-    grad = pyaclnn.max_pool3d_with_argmax_backward(g, x, idx, kernel, stride, padding, 1, ceil, backend=backend)
+    grad = pyaclnn.max_pool3d_with_argmax_backward(
+        g, x, idx, kernel, stride, padding, 1, ceil, backend=backend
+    )
     t_grad = torch.ops.aten.max_pool3d_with_indices_backward(
-        torch.from_numpy(g.astype(np.float32)), t_x, k3, s3, p3, [1, 1, 1], ceil, t_idx)
+        torch.from_numpy(g.astype(np.float32)), t_x, k3, s3, p3, [1, 1, 1], ceil, t_idx
+    )
     assert grad.dtype == np.dtype(dtype) and grad.shape == x.shape
     assert_close(grad, rounded(t_grad, dtype), dtype)
 
@@ -67,14 +72,19 @@ def test_max_pool3d_non_contiguous_input_and_int64_indices(backend, torch):
     x = base[:, ::2, ::-1, 1:, :].transpose(0, 1, 4, 2, 3)  # strided, reversed, transposed view
     before = base.copy()
     out, idx = pyaclnn.max_pool3d_with_argmax(x, 3, 2, 1, indices_dtype=np.int64, backend=backend)
-    t_out, t_idx = torch.ops.aten.max_pool3d_with_indices(torch.from_numpy(x.copy()), [3] * 3, [2] * 3, [1] * 3)
+    t_out, t_idx = torch.ops.aten.max_pool3d_with_indices(
+        torch.from_numpy(x.copy()), [3] * 3, [2] * 3, [1] * 3
+    )
     np.testing.assert_array_equal(out, t_out.numpy())
     assert idx.dtype == np.int64
     np.testing.assert_array_equal(idx, t_idx.numpy())
     g = RNG.standard_normal(out.shape).astype(np.float32)
-    grad = pyaclnn.max_pool3d_with_argmax_backward(g[..., ::-1].copy()[..., ::-1], x, idx, 3, 2, 1, backend=backend)
+    grad = pyaclnn.max_pool3d_with_argmax_backward(
+        g[..., ::-1].copy()[..., ::-1], x, idx, 3, 2, 1, backend=backend
+    )
     t_grad = torch.ops.aten.max_pool3d_with_indices_backward(
-        torch.from_numpy(g), torch.from_numpy(x.copy()), [3] * 3, [2] * 3, [1] * 3, [1] * 3, False, t_idx)
+        torch.from_numpy(g), torch.from_numpy(x.copy()), [3] * 3, [2] * 3, [1] * 3, [1] * 3, False, t_idx
+    )
     assert_close(grad, t_grad.numpy(), np.float32)
     np.testing.assert_array_equal(base, before)  # inputs are never modified
 
@@ -83,20 +93,27 @@ def test_max_pool3d_backward_rejects_an_int64_index_beyond_int32(backend):
     x = np.zeros((1, 1, 2, 2, 2), np.float32)
     idx = np.array([2**40], np.int64).reshape(1, 1, 1, 1, 1)
     with pytest.raises(AclnnError) as info:
-        pyaclnn.max_pool3d_with_argmax_backward(np.ones((1, 1, 1, 1, 1), np.float32), x, idx, 2, backend=backend)
+        pyaclnn.max_pool3d_with_argmax_backward(
+            np.ones((1, 1, 1, 1, 1), np.float32), x, idx, 2, backend=backend
+        )
     assert info.value.status == 161002 and "indices" in str(info.value)
 
 
 def test_max_pool3d_backward_of_empty_grad_output_is_zero(backend):
     x = np.ones((1, 2, 4, 4, 4), np.float32)
     grad = pyaclnn.max_pool3d_with_argmax_backward(
-        np.ones((1, 0, 2, 2, 2), np.float32), np.ones((1, 0, 4, 4, 4), np.float32),
-        np.zeros((1, 0, 2, 2, 2), np.int32), 2, backend=backend)
+        np.ones((1, 0, 2, 2, 2), np.float32),
+        np.ones((1, 0, 4, 4, 4), np.float32),
+        np.zeros((1, 0, 2, 2, 2), np.int32),
+        2,
+        backend=backend,
+    )
     assert grad.shape == (1, 0, 4, 4, 4)
     # The op succeeds without writing when gradOutput is empty (before comparing N and C);
     # the functional API hands back the mathematically right gradient: zeros.
     grad = pyaclnn.max_pool3d_with_argmax_backward(
-        np.ones((1, 0, 2, 2, 2), np.float32), x, np.zeros((1, 0, 2, 2, 2), np.int32), 2, backend=backend)
+        np.ones((1, 0, 2, 2, 2), np.float32), x, np.zeros((1, 0, 2, 2, 2), np.int32), 2, backend=backend
+    )
     assert grad.shape == x.shape and not grad.any()
 
 
@@ -114,10 +131,13 @@ MODES = {"bilinear": 0, "nearest": 1, "zeros": 0, "border": 1, "reflection": 2}
 
 
 @pytest.mark.parametrize("layout", ["NCDHW", "NDHWC"])
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, bfloat16], ids=["fp32", "fp64", "fp16", "bf16"])
+@pytest.mark.parametrize(
+    "dtype", [np.float32, np.float64, np.float16, bfloat16], ids=["fp32", "fp64", "fp16", "bf16"]
+)
 @pytest.mark.parametrize("shape, spatial, interp, pad, corners", GRID_CASES)
-def test_grid_sampler3d_forward_and_backward_match_torch(backend, torch, dtype, layout, shape, spatial, interp, pad,
-                                                         corners):
+def test_grid_sampler3d_forward_and_backward_match_torch(
+    backend, torch, dtype, layout, shape, spatial, interp, pad, corners
+):
     n, c = shape[:2]
     x = RNG.standard_normal(shape).astype(dtype)
     grid = (RNG.uniform(-1.3, 1.3, (n, *spatial, 3))).astype(dtype)
@@ -125,16 +145,18 @@ def test_grid_sampler3d_forward_and_backward_match_torch(backend, torch, dtype, 
     wide = np.float64 if dtype == np.float64 else np.float32
     t_x, t_grid, t_g = (torch.from_numpy(a.astype(wide)) for a in (x, grid, g))
     t_out = torch.ops.aten.grid_sampler_3d(t_x, t_grid, MODES[interp], MODES[pad], corners)
-    t_dx, t_dgrid = torch.ops.aten.grid_sampler_3d_backward(t_g, t_x, t_grid, MODES[interp], MODES[pad], corners,
-                                                            [True, True])
+    t_dx, t_dgrid = torch.ops.aten.grid_sampler_3d_backward(
+        t_g, t_x, t_grid, MODES[interp], MODES[pad], corners, [True, True]
+    )
     to_layout = (lambda a: np.ascontiguousarray(np.moveaxis(a, 1, 4))) if layout == "NDHWC" else (lambda a: a)
     from_layout = (lambda a: np.moveaxis(a, 4, 1)) if layout == "NDHWC" else (lambda a: a)
 
     out = pyaclnn.grid_sampler3d(to_layout(x), grid, interp, pad, corners, layout=layout, backend=backend)
     assert out.dtype == np.dtype(dtype)
     assert_close(from_layout(out), rounded(t_out, dtype), dtype)
-    dx, dgrid = pyaclnn.grid_sampler3d_backward(to_layout(g), to_layout(x), grid, interp, pad, corners,
-                                                layout=layout, backend=backend)
+    dx, dgrid = pyaclnn.grid_sampler3d_backward(
+        to_layout(g), to_layout(x), grid, interp, pad, corners, layout=layout, backend=backend
+    )
     assert_close(from_layout(dx), rounded(t_dx, dtype), dtype)
     assert_close(dgrid, rounded(t_dgrid, dtype), dtype)
 
@@ -146,7 +168,8 @@ def test_grid_sampler3d_backward_returns_none_for_masked_outputs(backend, torch,
     g = RNG.standard_normal((1, 2, 2, 3, 2)).astype(np.float32)
     dx, dgrid = pyaclnn.grid_sampler3d_backward(g, x, grid, output_mask=mask, backend=backend)
     t_dx, t_dgrid = torch.ops.aten.grid_sampler_3d_backward(
-        torch.from_numpy(g), torch.from_numpy(x), torch.from_numpy(grid), 0, 0, False, [True, True])
+        torch.from_numpy(g), torch.from_numpy(x), torch.from_numpy(grid), 0, 0, False, [True, True]
+    )
     assert (dx is None) != mask[0] and (dgrid is None) != mask[1]
     if mask[0]:
         assert_close(dx, t_dx.numpy(), np.float32)
@@ -165,7 +188,8 @@ def test_grid_sampler3d_seed_example(backend, torch):
     # (x, y, z) = (-1, -1, 0) unnormalizes to (-0.5, -0.5, 0) and reaches voxel (0, 0) with 0.5 * 0.5.
     np.testing.assert_allclose(dx.ravel(), [0.25, 0, 0, 0.5, 0, 0, 0.125, 0.5, 0], rtol=1e-6)
     t_dx, t_dgrid = torch.ops.aten.grid_sampler_3d_backward(
-        torch.from_numpy(g), torch.from_numpy(x), torch.from_numpy(grid), 0, 0, False, [True, True])
+        torch.from_numpy(g), torch.from_numpy(x), torch.from_numpy(grid), 0, 0, False, [True, True]
+    )
     np.testing.assert_allclose(dx, t_dx.numpy(), rtol=1e-6)
     np.testing.assert_allclose(dgrid, t_dgrid.numpy(), rtol=1e-6, atol=1e-6)
 
@@ -266,7 +290,9 @@ def test_a_plane_above_int32_max_is_rejected_before_any_allocation(backend, forw
         if forward:
             pyaclnn.max_pool3d_with_argmax(x, 1, backend=backend)
         else:
-            pyaclnn.max_pool3d_with_argmax_backward(x, x, np.broadcast_to(np.int32(0), x.shape), 1, backend=backend)
+            pyaclnn.max_pool3d_with_argmax_backward(
+                x, x, np.broadcast_to(np.int32(0), x.shape), 1, backend=backend
+            )
     assert info.value.status == (561103 if forward else 161002)
     assert "INT32_MAX" in str(info.value)
     assert backends.get(backend).live_counts() == before
@@ -285,6 +311,7 @@ def test_threads_may_share_one_stream(backend):
     want = pyaclnn.max_pool3d_with_argmax(x, 2, backend=backend)
     results, errors = [], []
     with pyaclnn.Stream(backend) as stream:
+
         def work():
             try:
                 for _ in range(5):

@@ -7,11 +7,11 @@ as the C samples call the ops.
 
 from __future__ import annotations
 
+import lowlevel as ll
 import numpy as np
 import pytest
+from lowlevel import NCDHW, NDHWC, NULL, Spec
 
-import lowlevel as ll
-from lowlevel import NDHWC, NULL, ND, NCDHW, Spec
 from pyaclnn import AclnnError, bfloat16
 
 NULLPTR, INVALID, INNER_NULLPTR = 161001, 161002, 561103
@@ -29,8 +29,14 @@ def status(fn, *args, **kwargs) -> tuple[int, str]:
 # -- MaxPool3dWithArgmax ------------------------------------------------------
 
 POOL_OK = dict(
-    x=Spec((1, 2, 4, 4, 4)), kernel=(2, 2, 2), stride=(2, 2, 2), padding=(0, 0, 0), dilation=(1, 1, 1),
-    ceil=False, out=Spec((1, 2, 2, 2, 2)), indices=Spec((1, 2, 2, 2, 2), I32),
+    x=Spec((1, 2, 4, 4, 4)),
+    kernel=(2, 2, 2),
+    stride=(2, 2, 2),
+    padding=(0, 0, 0),
+    dilation=(1, 1, 1),
+    ceil=False,
+    out=Spec((1, 2, 2, 2, 2)),
+    indices=Spec((1, 2, 2, 2, 2), I32),
 )
 
 POOL_CASES = {
@@ -47,8 +53,15 @@ POOL_CASES = {
     "int64 indices on A2/A3": (dict(indices=Spec((1, 2, 2, 2, 2), I64)), INVALID, "indices"),
     "out dtype differs": (dict(out=Spec((1, 2, 2, 2, 2), F16)), INVALID, "out"),
     "out format differs": (dict(out=Spec((1, 2, 2, 2, 2), fmt=NCDHW)), INVALID, "out"),
-    "NDHWC self": (dict(x=Spec((1, 2, 4, 4, 4), fmt=NDHWC), out=Spec((1, 2, 2, 2, 2), fmt=NDHWC),
-                        indices=Spec((1, 2, 2, 2, 2), I32, fmt=NDHWC)), INVALID, "self"),
+    "NDHWC self": (
+        dict(
+            x=Spec((1, 2, 4, 4, 4), fmt=NDHWC),
+            out=Spec((1, 2, 2, 2, 2), fmt=NDHWC),
+            indices=Spec((1, 2, 2, 2, 2), I32, fmt=NDHWC),
+        ),
+        INVALID,
+        "self",
+    ),
     "rank 3": (dict(x=Spec((4, 4, 4))), INVALID, "rank"),
     "rank 6": (dict(x=Spec((1, 1, 2, 4, 4, 4))), INVALID, "rank"),
     "kernel length 2": (dict(kernel=(2, 2)), INVALID, "kernelSize"),
@@ -64,10 +77,16 @@ POOL_CASES = {
     "out shape differs": (dict(out=Spec((1, 2, 2, 2, 3))), INVALID, "out"),
     "indices shape differs": (dict(indices=Spec((1, 2, 2, 3, 2), I32)), INVALID, "indices"),
     "D*H*W above INT32_MAX": (
-        dict(x=Spec((1, 1, 2048, 2048, 1024), strides=(0, 0, 0, 0, 0)), kernel=(1, 1, 1), stride=(1, 1, 1),
-             out=Spec((1, 1, 2048, 2048, 1024), strides=(0, 0, 0, 0, 0)),
-             indices=Spec((1, 1, 2048, 2048, 1024), I32, strides=(0, 0, 0, 0, 0))),
-        INNER_NULLPTR, "INT32_MAX"),
+        dict(
+            x=Spec((1, 1, 2048, 2048, 1024), strides=(0, 0, 0, 0, 0)),
+            kernel=(1, 1, 1),
+            stride=(1, 1, 1),
+            out=Spec((1, 1, 2048, 2048, 1024), strides=(0, 0, 0, 0, 0)),
+            indices=Spec((1, 1, 2048, 2048, 1024), I32, strides=(0, 0, 0, 0, 0)),
+        ),
+        INNER_NULLPTR,
+        "INT32_MAX",
+    ),
 }
 
 
@@ -81,38 +100,62 @@ def test_max_pool3d_forward_rejects(backend, case):
 
 def test_max_pool3d_forward_valid_call_and_its_variants_pass(backend):
     x = np.arange(64, dtype=np.float32).reshape(1, 1, 4, 4, 4)
-    out, idx = ll.max_pool3d_with_argmax(backend, **{**POOL_OK, "x": x, "out": Spec((1, 1, 2, 2, 2)),
-                                                      "indices": Spec((1, 1, 2, 2, 2), I32)})
+    out, idx = ll.max_pool3d_with_argmax(
+        backend, **{**POOL_OK, "x": x, "out": Spec((1, 1, 2, 2, 2)), "indices": Spec((1, 1, 2, 2, 2), I32)}
+    )
     assert out.ravel().tolist() == [21, 23, 29, 31, 53, 55, 61, 63]
     assert idx.ravel().tolist() == [21, 23, 29, 31, 53, 55, 61, 63]
     # length-1 parameters, stride () meaning "= kernel", a 4-D (C, D, H, W) input
-    out4, idx4 = ll.max_pool3d_with_argmax(backend, x[0], (2,), (), (0,), (1,), False,
-                                           Spec((1, 2, 2, 2)), Spec((1, 2, 2, 2), I32))
+    out4, idx4 = ll.max_pool3d_with_argmax(
+        backend, x[0], (2,), (), (0,), (1,), False, Spec((1, 2, 2, 2)), Spec((1, 2, 2, 2), I32)
+    )
     assert out4.ravel().tolist() == out.ravel().tolist() and idx4.ravel().tolist() == idx.ravel().tolist()
 
 
 def test_max_pool3d_forward_empty_input_succeeds_and_writes_nothing(backend):
-    out, idx = ll.max_pool3d_with_argmax(backend, **{**POOL_OK, "x": Spec((1, 0, 4, 4, 4)),
-                                                      "out": Spec((1, 0, 2, 2, 2)),
-                                                      "indices": Spec((1, 0, 2, 2, 2), I32)})
+    out, idx = ll.max_pool3d_with_argmax(
+        backend,
+        **{
+            **POOL_OK,
+            "x": Spec((1, 0, 4, 4, 4)),
+            "out": Spec((1, 0, 2, 2, 2)),
+            "indices": Spec((1, 0, 2, 2, 2), I32),
+        },
+    )
     assert out.shape == (1, 0, 2, 2, 2) and idx.shape == (1, 0, 2, 2, 2)
-    out, idx = ll.max_pool3d_with_argmax(backend, **{**POOL_OK, "out": Spec((1, 2, 0, 2, 2)),
-                                                      "indices": Spec((1, 2, 2, 2, 2), I32, fill=7)})
+    out, idx = ll.max_pool3d_with_argmax(
+        backend, **{**POOL_OK, "out": Spec((1, 2, 0, 2, 2)), "indices": Spec((1, 2, 2, 2, 2), I32, fill=7)}
+    )
     assert (idx == 7).all()
 
 
 def test_max_pool3d_forward_accepts_single_element_shapes_that_differ(backend):
     x = np.array([3.0, 1.0], np.float32).reshape(1, 1, 1, 1, 2)
-    out, idx = ll.max_pool3d_with_argmax(backend, x, (1, 1, 2), (1, 1, 2), (0, 0, 0), (1, 1, 1), False,
-                                         Spec((1, 1, 1, 1)), Spec((1, 1, 1, 1), I32))
+    out, idx = ll.max_pool3d_with_argmax(
+        backend,
+        x,
+        (1, 1, 2),
+        (1, 1, 2),
+        (0, 0, 0),
+        (1, 1, 1),
+        False,
+        Spec((1, 1, 1, 1)),
+        Spec((1, 1, 1, 1), I32),
+    )
     assert out.ravel().tolist() == [3.0] and idx.ravel().tolist() == [0]
 
 
 # -- MaxPool3dWithArgmaxBackward ----------------------------------------------
 
 BWD_OK = dict(
-    grad_output=Spec((1, 2, 2, 2, 2), fill=1), x=Spec((1, 2, 4, 4, 4)), indices=Spec((1, 2, 2, 2, 2), I32),
-    kernel=(2, 2, 2), stride=(2, 2, 2), padding=(0, 0, 0), dilation=(1, 1, 1), ceil=False,
+    grad_output=Spec((1, 2, 2, 2, 2), fill=1),
+    x=Spec((1, 2, 4, 4, 4)),
+    indices=Spec((1, 2, 2, 2, 2), I32),
+    kernel=(2, 2, 2),
+    stride=(2, 2, 2),
+    padding=(0, 0, 0),
+    dilation=(1, 1, 1),
+    ceil=False,
     grad_input=Spec((1, 2, 4, 4, 4)),
 )
 
@@ -139,12 +182,23 @@ BWD_CASES = {
     "indices shape differs from gradOutput": (dict(indices=Spec((1, 2, 2, 2, 1), I32)), INVALID, "indices"),
     "gradInput shape differs from self": (dict(grad_input=Spec((1, 2, 4, 4, 5))), INVALID, "gradInput"),
     "gradOutput shape differs from the pooling formula": (
-        dict(grad_output=Spec((1, 2, 2, 2, 3)), indices=Spec((1, 2, 2, 2, 3), I32)), INVALID, "gradOutput"),
+        dict(grad_output=Spec((1, 2, 2, 2, 3)), indices=Spec((1, 2, 2, 2, 3), I32)),
+        INVALID,
+        "gradOutput",
+    ),
     "gradOutput N/C differ from self": (
-        dict(grad_output=Spec((1, 3, 2, 2, 2)), indices=Spec((1, 3, 2, 2, 2), I32)), INVALID, "gradOutput"),
+        dict(grad_output=Spec((1, 3, 2, 2, 2)), indices=Spec((1, 3, 2, 2, 2), I32)),
+        INVALID,
+        "gradOutput",
+    ),
     "D*H*W above INT32_MAX": (
-        dict(x=Spec((1, 1, 2048, 2048, 1024), strides=(0, 0, 0, 0, 0)),
-             grad_input=Spec((1, 1, 2048, 2048, 1024), strides=(0, 0, 0, 0, 0))), INVALID, "INT32_MAX"),
+        dict(
+            x=Spec((1, 1, 2048, 2048, 1024), strides=(0, 0, 0, 0, 0)),
+            grad_input=Spec((1, 1, 2048, 2048, 1024), strides=(0, 0, 0, 0, 0)),
+        ),
+        INVALID,
+        "INT32_MAX",
+    ),
 }
 
 
@@ -160,16 +214,34 @@ def test_max_pool3d_backward_seed_example(backend):
     # Golden values from the operator document's sample.
     x = np.array([0.0850, -0.5147, -0.0212, -0.5654, -0.3222, 0.5847, 1.7510, 0.9954], np.float32)
     grad = ll.max_pool3d_with_argmax_backward(
-        backend, np.array([0.4757], np.float32).reshape(1, 1, 1, 1, 1), x.reshape(1, 1, 2, 2, 2),
-        np.array([6], np.int32).reshape(1, 1, 1, 1, 1), (2, 2, 2), (2, 2, 2), (0, 0, 0), (1, 1, 1), False,
-        Spec((1, 1, 2, 2, 2), fill=9))
+        backend,
+        np.array([0.4757], np.float32).reshape(1, 1, 1, 1, 1),
+        x.reshape(1, 1, 2, 2, 2),
+        np.array([6], np.int32).reshape(1, 1, 1, 1, 1),
+        (2, 2, 2),
+        (2, 2, 2),
+        (0, 0, 0),
+        (1, 1, 1),
+        False,
+        Spec((1, 1, 2, 2, 2), fill=9),
+    )
     np.testing.assert_array_equal(grad.ravel(), np.array([0, 0, 0, 0, 0, 0, 0.4757, 0], np.float32))
 
 
 def test_max_pool3d_backward_accepts_dilation_above_1_as_the_npu_does(backend):
     g = np.ones((1, 1, 1, 1, 1), np.float32)
-    grad = ll.max_pool3d_with_argmax_backward(backend, g, Spec((1, 1, 3, 3, 3)), np.array([26], np.int32).reshape(
-        1, 1, 1, 1, 1), (2,), (2,), (0,), (2,), False, Spec((1, 1, 3, 3, 3)))
+    grad = ll.max_pool3d_with_argmax_backward(
+        backend,
+        g,
+        Spec((1, 1, 3, 3, 3)),
+        np.array([26], np.int32).reshape(1, 1, 1, 1, 1),
+        (2,),
+        (2,),
+        (0,),
+        (2,),
+        False,
+        Spec((1, 1, 3, 3, 3)),
+    )
     assert grad.ravel()[26] == 1 and grad.sum() == 1
 
 
@@ -177,35 +249,57 @@ def test_max_pool3d_backward_accepts_dilation_above_1_as_the_npu_does(backend):
 def test_max_pool3d_backward_index_outside_its_plane_is_rejected_at_launch(backend, bad):
     indices = np.zeros((1, 2, 2, 2, 2), np.int32)
     indices[0, 1, 1, 0, 1] = bad
-    got, message = status(ll.max_pool3d_with_argmax_backward, backend,
-                          **{**BWD_OK, "indices": indices, "grad_input": Spec((1, 2, 4, 4, 4), fill=5)})
+    got, message = status(
+        ll.max_pool3d_with_argmax_backward,
+        backend,
+        **{**BWD_OK, "indices": indices, "grad_input": Spec((1, 2, 4, 4, 4), fill=5)},
+    )
     assert got == INVALID
     assert "[0, 1, 1, 0, 1]" in message.replace("(", "[").replace(")", "]")
 
 
 def test_max_pool3d_backward_empty_tensors_succeed_and_leave_grad_input_untouched(backend):
     grad = ll.max_pool3d_with_argmax_backward(
-        backend, **{**BWD_OK, "grad_output": Spec((1, 0, 2, 2, 2)), "indices": Spec((1, 0, 2, 2, 2), I32),
-                    "grad_input": Spec((1, 2, 4, 4, 4), fill=3)})
+        backend,
+        **{
+            **BWD_OK,
+            "grad_output": Spec((1, 0, 2, 2, 2)),
+            "indices": Spec((1, 0, 2, 2, 2), I32),
+            "grad_input": Spec((1, 2, 4, 4, 4), fill=3),
+        },
+    )
     assert (grad == 3).all()
 
 
 # -- GridSampler3D --------------------------------------------------------------
 
-GRID_OK = dict(x=Spec((1, 2, 3, 4, 5)), grid=Spec((1, 2, 2, 2, 3)), interpolation=0, padding=0,
-               align_corners=False, out=Spec((1, 2, 2, 2, 2)))
+GRID_OK = dict(
+    x=Spec((1, 2, 3, 4, 5)),
+    grid=Spec((1, 2, 2, 2, 3)),
+    interpolation=0,
+    padding=0,
+    align_corners=False,
+    out=Spec((1, 2, 2, 2, 2)),
+)
 
 GRID_CASES = {
     "null input": (dict(x=NULL), NULLPTR, "input"),
     "null grid": (dict(grid=NULL), NULLPTR, "grid"),
     "null out": (dict(out=NULL), NULLPTR, "out"),
-    "input int32": (dict(x=Spec((1, 2, 3, 4, 5), I32), grid=Spec((1, 2, 2, 2, 3), I32),
-                         out=Spec((1, 2, 2, 2, 2), I32)), INVALID, "input"),
+    "input int32": (
+        dict(x=Spec((1, 2, 3, 4, 5), I32), grid=Spec((1, 2, 2, 2, 3), I32), out=Spec((1, 2, 2, 2, 2), I32)),
+        INVALID,
+        "input",
+    ),
     "grid dtype differs": (dict(grid=Spec((1, 2, 2, 2, 3), F64)), INVALID, "grid"),
     "out dtype differs": (dict(out=Spec((1, 2, 2, 2, 2), F16)), INVALID, "out"),
     "paddingMode 3": (dict(padding=3), INVALID, "paddingMode"),
     "interpolationMode 2 (bicubic)": (dict(interpolation=2), INVALID, "interpolationMode"),
-    "paddingMode is checked before interpolationMode": (dict(padding=-1, interpolation=5), INVALID, "paddingMode"),
+    "paddingMode is checked before interpolationMode": (
+        dict(padding=-1, interpolation=5),
+        INVALID,
+        "paddingMode",
+    ),
     "input rank 4": (dict(x=Spec((2, 3, 4, 5))), INVALID, "input"),
     "N differs": (dict(grid=Spec((2, 2, 2, 2, 3))), INVALID, "N"),
     "C differs": (dict(out=Spec((1, 3, 2, 2, 2))), INVALID, "C"),
@@ -224,15 +318,25 @@ def test_grid_sampler3d_forward_rejects(backend, case):
 
 
 def test_grid_sampler3d_forward_empty_grid_succeeds(backend):
-    out = ll.grid_sampler3d(backend, **{**GRID_OK, "grid": Spec((1, 0, 2, 2, 3)), "out": Spec((1, 2, 0, 2, 2))})
+    out = ll.grid_sampler3d(
+        backend, **{**GRID_OK, "grid": Spec((1, 0, 2, 2, 3)), "out": Spec((1, 2, 0, 2, 2))}
+    )
     assert out.shape == (1, 2, 0, 2, 2)
 
 
 # -- GridSampler3DBackward ----------------------------------------------------
 
-GBWD_OK = dict(grad_output=Spec((1, 2, 2, 2, 2), fill=1), x=Spec((1, 2, 3, 4, 5), fill=1),
-               grid=Spec((1, 2, 2, 2, 3)), interpolation=0, padding=0, align_corners=False, mask=(True, True),
-               input_grad=Spec((1, 2, 3, 4, 5), fill=7), grid_grad=Spec((1, 2, 2, 2, 3), fill=7))
+GBWD_OK = dict(
+    grad_output=Spec((1, 2, 2, 2, 2), fill=1),
+    x=Spec((1, 2, 3, 4, 5), fill=1),
+    grid=Spec((1, 2, 2, 2, 3)),
+    interpolation=0,
+    padding=0,
+    align_corners=False,
+    mask=(True, True),
+    input_grad=Spec((1, 2, 3, 4, 5), fill=7),
+    grid_grad=Spec((1, 2, 2, 2, 3), fill=7),
+)
 
 GBWD_CASES = {
     "null gradOutput": (dict(grad_output=NULL), NULLPTR, "gradOutput"),
@@ -248,8 +352,11 @@ GBWD_CASES = {
     "grid rank 4": (dict(grid=Spec((1, 2, 2, 3))), INVALID, "grid"),
     "N differs": (dict(grad_output=Spec((2, 2, 2, 2, 2))), INVALID, "N"),
     "C differs": (dict(grad_output=Spec((1, 3, 2, 2, 2))), INVALID, "C"),
-    "grid spatial differs from gradOutput": (dict(grid=Spec((1, 2, 2, 1, 3)),
-                                              grid_grad=Spec((1, 2, 2, 1, 3))), INVALID, "grid"),
+    "grid spatial differs from gradOutput": (
+        dict(grid=Spec((1, 2, 2, 1, 3)), grid_grad=Spec((1, 2, 2, 1, 3))),
+        INVALID,
+        "grid",
+    ),
     "grid last dim 4": (dict(grid=Spec((1, 2, 2, 2, 4)), grid_grad=Spec((1, 2, 2, 2, 4))), INVALID, "grid"),
     "inputGrad shape differs": (dict(input_grad=Spec((1, 2, 3, 4, 4))), INVALID, "inputGrad"),
     "gridGrad shape differs": (dict(grid_grad=Spec((1, 2, 2, 3, 3))), INVALID, "gridGrad"),
@@ -267,8 +374,9 @@ def test_grid_sampler3d_backward_rejects(backend, case):
 
 
 def test_grid_sampler3d_backward_null_mask_is_a_successful_no_op_before_any_check(backend):
-    ig, gg = ll.grid_sampler3d_backward(backend, **{**GBWD_OK, "mask": NULL, "padding": 9,
-                                                    "x": Spec((1, 2, 3, 4, 5), I64)})
+    ig, gg = ll.grid_sampler3d_backward(
+        backend, **{**GBWD_OK, "mask": NULL, "padding": 9, "x": Spec((1, 2, 3, 4, 5), I64)}
+    )
     assert (ig == 7).all() and (gg == 7).all()
 
 
@@ -285,17 +393,29 @@ def test_grid_sampler3d_backward_partial_mask_leaves_the_other_output_untouched(
 
 
 def test_grid_sampler3d_backward_empty_input_succeeds_and_writes_nothing(backend):
-    ig, gg = ll.grid_sampler3d_backward(backend, **{**GBWD_OK, "grad_output": Spec((1, 2, 0, 2, 2)),
-                                                    "grid": Spec((1, 0, 2, 2, 3)),
-                                                    "grid_grad": Spec((1, 0, 2, 2, 3))})
+    ig, gg = ll.grid_sampler3d_backward(
+        backend,
+        **{
+            **GBWD_OK,
+            "grad_output": Spec((1, 2, 0, 2, 2)),
+            "grid": Spec((1, 0, 2, 2, 3)),
+            "grid_grad": Spec((1, 0, 2, 2, 3)),
+        },
+    )
     assert (ig == 7).all() and gg.size == 0
 
 
 def test_grid_sampler3d_backward_ndhwc_layout_is_taken_from_input(backend):
     # (N, D, H, W, C) with C = 2: gradOutput (1, 2, 2, 2, 2) has C last.
-    got, _ = status(ll.grid_sampler3d_backward, backend, **{
-        **GBWD_OK, "x": Spec((1, 3, 4, 5, 2)), "input_grad": Spec((1, 3, 4, 5, 2)), "fmt": NDHWC})
+    got, _ = status(
+        ll.grid_sampler3d_backward,
+        backend,
+        **{**GBWD_OK, "x": Spec((1, 3, 4, 5, 2)), "input_grad": Spec((1, 3, 4, 5, 2)), "fmt": NDHWC},
+    )
     assert got == 0
-    got, message = status(ll.grid_sampler3d_backward, backend, **{
-        **GBWD_OK, "x": Spec((1, 3, 4, 5, 3)), "input_grad": Spec((1, 3, 4, 5, 3)), "fmt": NDHWC})
+    got, message = status(
+        ll.grid_sampler3d_backward,
+        backend,
+        **{**GBWD_OK, "x": Spec((1, 3, 4, 5, 3)), "input_grad": Spec((1, 3, 4, 5, 3)), "fmt": NDHWC},
+    )
     assert got == INVALID and "C" in message

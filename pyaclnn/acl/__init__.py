@@ -16,13 +16,23 @@ from typing import Any
 from .. import backends as _backends
 from .._status import check as _check
 from .._status import created as _created
-from ..errors import ACLNN_ERR_PARAM_INVALID, ACL_ERROR_REPEAT_INITIALIZE
+from ..errors import ACL_ERROR_REPEAT_INITIALIZE, ACLNN_ERR_PARAM_INVALID
 from . import rt
 
 __all__ = [
-    "rt", "init", "finalize", "get_recent_err_msg", "data_type_size", "create_tensor", "destroy_tensor",
-    "create_int_array", "destroy_int_array", "create_bool_array", "destroy_bool_array",
-    "set_acl_op_executor_repeatable", "destroy_acl_op_executor",
+    "rt",
+    "init",
+    "finalize",
+    "get_recent_err_msg",
+    "data_type_size",
+    "create_tensor",
+    "destroy_tensor",
+    "create_int_array",
+    "destroy_int_array",
+    "create_bool_array",
+    "destroy_bool_array",
+    "set_acl_op_executor_repeatable",
+    "destroy_acl_op_executor",
 ]
 
 

@@ -32,7 +32,13 @@ Pointer = int
 #: Keys of ``live_counts()``: the order of the emulator's pyaclnnEmuLiveCounts
 #: (include/decl/emulator.h), which the numpy backend reports too.
 LIVE_COUNT_NAMES = (
-    "device_allocs", "host_allocs", "tensors", "int_arrays", "bool_arrays", "executors", "streams",
+    "device_allocs",
+    "host_allocs",
+    "tensors",
+    "int_arrays",
+    "bool_arrays",
+    "executors",
+    "streams",
 )
 HostBuffer = Any  # int pointer or buffer-protocol object
 
@@ -61,7 +67,9 @@ class Backend(Protocol):
         self, dst: HostBuffer, dest_max: int, src: HostBuffer, count: int, kind: int, stream: Handle
     ) -> int: ...
     def aclrtMemset(self, ptr: Pointer, max_count: int, value: int, count: int) -> int: ...
-    def aclrtMemsetAsync(self, ptr: Pointer, max_count: int, value: int, count: int, stream: Handle) -> int: ...
+    def aclrtMemsetAsync(
+        self, ptr: Pointer, max_count: int, value: int, count: int, stream: Handle
+    ) -> int: ...
     def aclrtGetMemInfo(self, attr: int) -> tuple[int, int, int]: ...  # (status, free, total)
     def aclrtCtxSetSysParamOpt(self, opt: int, value: int) -> int: ...
     def aclrtCtxGetSysParamOpt(self, opt: int) -> tuple[int, int]: ...
@@ -96,25 +104,57 @@ class Backend(Protocol):
     # when the op has nothing to do (empty tensors) or on failure. Phase 2
     # consumes a non-repeatable executor.
     def aclnnMaxPool3dWithArgmaxGetWorkspaceSize(
-        self, self_: Handle, kernel_size: Handle, stride: Handle, padding: Handle,
-        dilation: Handle, ceil_mode: bool, out: Handle, indices: Handle,
+        self,
+        self_: Handle,
+        kernel_size: Handle,
+        stride: Handle,
+        padding: Handle,
+        dilation: Handle,
+        ceil_mode: bool,
+        out: Handle,
+        indices: Handle,
     ) -> tuple[int, int, Handle | None]: ...
-    def aclnnMaxPool3dWithArgmax(self, workspace: Pointer, workspace_size: int, executor: Handle, stream: Handle) -> int: ...
+    def aclnnMaxPool3dWithArgmax(
+        self, workspace: Pointer, workspace_size: int, executor: Handle, stream: Handle
+    ) -> int: ...
     def aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize(
-        self, grad_output: Handle, self_: Handle, indices: Handle, kernel_size: Handle, stride: Handle,
-        padding: Handle, dilation: Handle, ceil_mode: bool, grad_input: Handle,
+        self,
+        grad_output: Handle,
+        self_: Handle,
+        indices: Handle,
+        kernel_size: Handle,
+        stride: Handle,
+        padding: Handle,
+        dilation: Handle,
+        ceil_mode: bool,
+        grad_input: Handle,
     ) -> tuple[int, int, Handle | None]: ...
     def aclnnMaxPool3dWithArgmaxBackward(
         self, workspace: Pointer, workspace_size: int, executor: Handle, stream: Handle
     ) -> int: ...
     def aclnnGridSampler3DGetWorkspaceSize(
-        self, input: Handle, grid: Handle, interpolation_mode: int, padding_mode: int,
-        align_corners: bool, out: Handle,
+        self,
+        input: Handle,
+        grid: Handle,
+        interpolation_mode: int,
+        padding_mode: int,
+        align_corners: bool,
+        out: Handle,
     ) -> tuple[int, int, Handle | None]: ...
-    def aclnnGridSampler3D(self, workspace: Pointer, workspace_size: int, executor: Handle, stream: Handle) -> int: ...
+    def aclnnGridSampler3D(
+        self, workspace: Pointer, workspace_size: int, executor: Handle, stream: Handle
+    ) -> int: ...
     def aclnnGridSampler3DBackwardGetWorkspaceSize(
-        self, grad_output: Handle, input: Handle, grid: Handle, interpolation_mode: int, padding_mode: int,
-        align_corners: bool, output_mask: Handle, input_grad: Handle, grid_grad: Handle,
+        self,
+        grad_output: Handle,
+        input: Handle,
+        grid: Handle,
+        interpolation_mode: int,
+        padding_mode: int,
+        align_corners: bool,
+        output_mask: Handle,
+        input_grad: Handle,
+        grid_grad: Handle,
     ) -> tuple[int, int, Handle | None]: ...
     def aclnnGridSampler3DBackward(
         self, workspace: Pointer, workspace_size: int, executor: Handle, stream: Handle

@@ -10,9 +10,10 @@ to compute" (empty tensors, an empty output mask).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from math import prod
-from typing import Protocol, Sequence
+from typing import Protocol
 
 from .. import _decl
 from ..dtypes import FORMATS, data_type_name, format_name
@@ -195,8 +196,15 @@ def max_pool3d_with_argmax(
 ) -> MaxPoolPlan | None:
     """aclnnMaxPool3dWithArgmaxGetWorkspaceSize checks (op-semantics.md section 2)."""
     _require(
-        [("self", self), ("kernelSize", kernel_size), ("stride", stride), ("padding", padding),
-         ("dilation", dilation), ("out", out), ("indices", indices)]
+        [
+            ("self", self),
+            ("kernelSize", kernel_size),
+            ("stride", stride),
+            ("padding", padding),
+            ("dilation", dilation),
+            ("out", out),
+            ("indices", indices),
+        ]
     )
     _dtype_in("self", self, POOL_DTYPES)
     _dtype_in("indices", indices, INDEX_DTYPES)
@@ -249,8 +257,16 @@ def max_pool3d_with_argmax_backward(
     reports them as 161002 from phase 1.
     """
     _require(
-        [("gradOutput", grad_output), ("self", self), ("indices", indices), ("kernelSize", kernel_size),
-         ("stride", stride), ("padding", padding), ("dilation", dilation), ("gradInput", grad_input)]
+        [
+            ("gradOutput", grad_output),
+            ("self", self),
+            ("indices", indices),
+            ("kernelSize", kernel_size),
+            ("stride", stride),
+            ("padding", padding),
+            ("dilation", dilation),
+            ("gradInput", grad_input),
+        ]
     )
     _dtype_in("self", self, POOL_DTYPES)
     _dtype_in("indices", indices, INDEX_DTYPES)
@@ -262,31 +278,46 @@ def max_pool3d_with_argmax_backward(
                 f"{name} has format {format_name(t.format)}; self, gradOutput and gradInput must "
                 f"share one format (self is {format_name(self.format)})"
             )
-    for name, t in (("gradOutput", grad_output), ("self", self), ("indices", indices), ("gradInput", grad_input)):
+    for name, t in (
+        ("gradOutput", grad_output),
+        ("self", self),
+        ("indices", indices),
+        ("gradInput", grad_input),
+    ):
         if t.format in PRIVATE_FORMATS:
             raise _fail(f"{name} has the private format {format_name(t.format)}; use ND, NCHW or NCDHW")
-    for name, t in (("gradOutput", grad_output), ("gradInput", grad_input), ("indices", indices), ("self", self)):
+    for name, t in (
+        ("gradOutput", grad_output),
+        ("gradInput", grad_input),
+        ("indices", indices),
+        ("self", self),
+    ):
         _rank_in(name, t, (4, 5))
     params = pool_params(kernel_size, stride, padding, dilation, ceil_mode)
     spatial = self.shape[-3:]
     plane_size_limit(self.shape, forward=False)
     if tuple(indices.shape) != tuple(grad_output.shape):
         raise _fail(
-            f"indices has shape {list(indices.shape)}; it must equal gradOutput's shape {list(grad_output.shape)}"
+            f"indices has shape {list(indices.shape)}; "
+            f"it must equal gradOutput's shape {list(grad_output.shape)}"
         )
     if tuple(grad_input.shape) != tuple(self.shape):
-        raise _fail(f"gradInput has shape {list(grad_input.shape)}; it must equal self's shape {list(self.shape)}")
+        raise _fail(
+            f"gradInput has shape {list(grad_input.shape)}; it must equal self's shape {list(self.shape)}"
+        )
     if _numel(grad_output) == 0 or _numel(self) == 0 or _numel(indices) == 0:
         return None
     # Tiling rules (see the docstring).
     for axis, (p, k, d) in enumerate(zip(params.padding, params.kernel_size, params.dilation)):
         if p > ((k - 1) * d + 1) // 2:
             raise _fail(
-                f"padding {p} on axis {'DHW'[axis]} exceeds half the dilated kernel ((k-1)*d+1)/2 = {((k - 1) * d + 1) // 2}"
+                f"padding {p} on axis {'DHW'[axis]} exceeds half the dilated kernel "
+                f"((k-1)*d+1)/2 = {((k - 1) * d + 1) // 2}"
             )
     if len(grad_output.shape) != len(self.shape):
         raise _fail(
-            f"gradOutput has rank {len(grad_output.shape)} but self has rank {len(self.shape)}; they must match"
+            f"gradOutput has rank {len(grad_output.shape)} but self has rank {len(self.shape)}; "
+            "they must match"
         )
     expected = tuple(self.shape[:-3]) + pooled_shape(spatial, params)
     if min(expected[-3:]) <= 0 or tuple(grad_output.shape) != expected:
@@ -380,10 +411,22 @@ def grid_sampler3d_backward(
     """aclnnGridSampler3DBackwardGetWorkspaceSize checks (op-semantics.md section 5)."""
     if output_mask is None:
         return None
-    _require([("gradOutput", grad_output), ("input", input), ("grid", grid), ("inputGrad", input_grad),
-              ("gridGrad", grid_grad)])
+    _require(
+        [
+            ("gradOutput", grad_output),
+            ("input", input),
+            ("grid", grid),
+            ("inputGrad", input_grad),
+            ("gridGrad", grid_grad),
+        ]
+    )
     _dtype_in("input", input, GRID_DTYPES)
-    for name, t in (("gradOutput", grad_output), ("grid", grid), ("inputGrad", input_grad), ("gridGrad", grid_grad)):
+    for name, t in (
+        ("gradOutput", grad_output),
+        ("grid", grid),
+        ("inputGrad", input_grad),
+        ("gridGrad", grid_grad),
+    ):
         _same_dtype(name, t, "input", input)
     _modes(interpolation_mode, padding_mode)
     for name, t in (("input", input), ("grid", grid), ("gradOutput", grad_output)):
@@ -396,16 +439,20 @@ def grid_sampler3d_backward(
         )
     if _channels(input, cl) != _channels(grad_output, cl):
         raise _fail(
-            f"gradOutput has C = {_channels(grad_output, cl)}; it must equal input's C = {_channels(input, cl)}"
+            f"gradOutput has C = {_channels(grad_output, cl)}; "
+            f"it must equal input's C = {_channels(input, cl)}"
         )
     if tuple(grid.shape[1:4]) != _spatial(grad_output, cl):
         raise _fail(
-            f"grid has (D, H, W) = {list(grid.shape[1:4])}; it must equal gradOutput's {list(_spatial(grad_output, cl))}"
+            f"grid has (D, H, W) = {list(grid.shape[1:4])}; "
+            f"it must equal gradOutput's {list(_spatial(grad_output, cl))}"
         )
     if grid.shape[4] != 3:
         raise _fail(f"grid has last dim {grid.shape[4]}; it must be 3 (x, y, z)")
     if tuple(input_grad.shape) != tuple(input.shape):
-        raise _fail(f"inputGrad has shape {list(input_grad.shape)}; it must equal input's {list(input.shape)}")
+        raise _fail(
+            f"inputGrad has shape {list(input_grad.shape)}; it must equal input's {list(input.shape)}"
+        )
     if tuple(grid_grad.shape) != tuple(grid.shape):
         raise _fail(f"gridGrad has shape {list(grid_grad.shape)}; it must equal grid's {list(grid.shape)}")
     if len(output_mask) != 2:

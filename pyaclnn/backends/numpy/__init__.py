@@ -11,8 +11,8 @@ calling convention.
 from __future__ import annotations
 
 import threading
-from math import prod
 from collections.abc import Sequence
+from math import prod
 from typing import Any
 
 import numpy as np
@@ -46,8 +46,13 @@ NN_INNER_NULLPTR = _c("ACLNN_ERR_INNER_NULLPTR")
 
 _H2H, _H2D, _D2H, _D2D, _DEFAULT = (
     _c(n)
-    for n in ("ACL_MEMCPY_HOST_TO_HOST", "ACL_MEMCPY_HOST_TO_DEVICE", "ACL_MEMCPY_DEVICE_TO_HOST",
-              "ACL_MEMCPY_DEVICE_TO_DEVICE", "ACL_MEMCPY_DEFAULT")
+    for n in (
+        "ACL_MEMCPY_HOST_TO_HOST",
+        "ACL_MEMCPY_HOST_TO_DEVICE",
+        "ACL_MEMCPY_DEVICE_TO_HOST",
+        "ACL_MEMCPY_DEVICE_TO_DEVICE",
+        "ACL_MEMCPY_DEFAULT",
+    )
 )
 _KNOWN_SYS_PARAM_OPTS = frozenset(_decl.enums()["aclSysParamOpt"].values())
 
@@ -217,7 +222,9 @@ class NumpyBackend:
             heap = self.heap if side == "device" else self.host_heap
             return heap.bytes_at(c_address(where, "aclrtMemcpy", what), count, what)
         if side == "device":
-            raise HeapError(f"{what} must be a device address (an int from aclrtMalloc), got {type(where).__name__}")
+            raise HeapError(
+                f"{what} must be a device address (an int from aclrtMalloc), got {type(where).__name__}"
+            )
         if isinstance(where, np.ndarray):  # also dtypes without a buffer format, such as bfloat16
             if not where.flags.c_contiguous:
                 raise HeapError(f"{what} must be a contiguous buffer")
@@ -241,8 +248,12 @@ class NumpyBackend:
         kind = c_int(kind, "aclrtMemcpy", "kind")
         if count > dest_max:
             return self._error(INVALID_PARAM, f"count {count} exceeds destMax {dest_max}")
-        sides = {_H2H: ("host", "host"), _H2D: ("device", "host"), _D2H: ("host", "device"),
-                 _D2D: ("device", "device")}
+        sides = {
+            _H2H: ("host", "host"),
+            _H2D: ("device", "host"),
+            _D2H: ("host", "device"),
+            _D2D: ("device", "device"),
+        }
         if kind == _DEFAULT:
             sides[kind] = (self._side(dst), self._side(src))
         if kind not in sides:
@@ -307,7 +318,9 @@ class NumpyBackend:
         if len(strides) != len(shape):
             return self._null(NN_PARAM_INVALID, f"stride has {len(strides)} values for {len(shape)} dims")
         if any(s < 0 for s in strides):
-            return self._null(NN_PARAM_INVALID, f"stride {list(strides)} has a negative value; strides must be >= 0")
+            return self._null(
+                NN_PARAM_INVALID, f"stride {list(strides)} has a negative value; strides must be >= 0"
+            )
         offset = c_int(offset, api, "offset")
         if offset < 0:
             return self._null(NN_PARAM_INVALID, f"offset {offset} is negative")
@@ -350,7 +363,8 @@ class NumpyBackend:
             return self._error(NN_PARAM_NULLPTR, f"the {registry.kind} is a null pointer")
         if not registry.remove(obj):
             return self._error(
-                NN_PARAM_INVALID, f"the {registry.kind} is not live (destroyed already, or not from this backend)"
+                NN_PARAM_INVALID,
+                f"the {registry.kind} is not live (destroyed already, or not from this backend)",
             )
         return SUCCESS
 
@@ -373,8 +387,13 @@ class NumpyBackend:
     def live_counts(self) -> dict[str, int]:
         """Live objects of each kind, as the emulator reports them through pyaclnnEmuLiveCounts."""
         counts = (
-            self.heap.live_count(host=False), self.host_heap.live_count(host=True), len(self.tensors),
-            len(self.int_arrays), len(self.bool_arrays), len(self.executors), len(self.streams),
+            self.heap.live_count(host=False),
+            self.host_heap.live_count(host=True),
+            len(self.tensors),
+            len(self.int_arrays),
+            len(self.bool_arrays),
+            len(self.executors),
+            len(self.streams),
         )
         return dict(zip(LIVE_COUNT_NAMES, counts))
 
@@ -400,7 +419,8 @@ class NumpyBackend:
             return self._error(NN_INNER_NULLPTR, "executor is a null pointer")
         if not self.executors.is_live(executor):
             return self._error(
-                NN_INNER_NULLPTR, "executor is not live: it was consumed by an earlier launch, or never created here"
+                NN_INNER_NULLPTR,
+                "executor is not live: it was consumed by an earlier launch, or never created here",
             )
         if executor.op != api:
             return self._error(NN_PARAM_INVALID, f"executor was made for {executor.op}, not {api}")
@@ -412,7 +432,8 @@ class NumpyBackend:
             if workspace_size < executor.workspace_size:
                 return self._error(
                     NN_PARAM_INVALID,
-                    f"workspaceSize {workspace_size} is smaller than the {executor.workspace_size} bytes phase 1 asked for",
+                    f"workspaceSize {workspace_size} is smaller than the {executor.workspace_size} bytes "
+                    "phase 1 asked for",
                 )
             try:
                 self.heap.bytes_at(workspace, executor.workspace_size, "workspace")
@@ -439,7 +460,9 @@ class NumpyBackend:
         if obj is None:
             return None
         if not registry.is_live(obj):
-            raise _checks.CheckFailed(NN_PARAM_INVALID, f"{name} is not a live {registry.kind} of this backend")
+            raise _checks.CheckFailed(
+                NN_PARAM_INVALID, f"{name} is not a live {registry.kind} of this backend"
+            )
         return obj.values
 
     # -- MaxPool3dWithArgmax ------------------------------------------------
@@ -448,8 +471,15 @@ class NumpyBackend:
     ) -> tuple[int, int, Any]:
         def check(self_, kernel_size, stride, padding, dilation, ceil_mode, out, indices):
             x, o, i = (self._tensor(t, n) for t, n in ((self_, "self"), (out, "out"), (indices, "indices")))
-            ints = [self._values(a, self.int_arrays, n) for a, n in
-                    ((kernel_size, "kernelSize"), (stride, "stride"), (padding, "padding"), (dilation, "dilation"))]
+            ints = [
+                self._values(a, self.int_arrays, n)
+                for a, n in (
+                    (kernel_size, "kernelSize"),
+                    (stride, "stride"),
+                    (padding, "padding"),
+                    (dilation, "dilation"),
+                )
+            ]
             ceil = c_bool(ceil_mode, "aclnnMaxPool3dWithArgmaxGetWorkspaceSize", "ceilMode")
             return _checks.max_pool3d_with_argmax(x, *ints, ceil, o, i), (x, o, i)
 
@@ -462,13 +492,18 @@ class NumpyBackend:
                 # out and indices may hold their single element in another shape (the op allows it)
                 shape = xa.shape[:2] + _checks.pooled_shape(xa.shape[2:], p)
                 oa, ia = (self._array(t, n).reshape(shape) for t, n in ((o, "out"), (i, "indices")))
-                _pool.max_pool3d_with_argmax(xa, p.kernel_size, p.stride, p.padding, p.dilation, p.ceil_mode, oa, ia)
+                _pool.max_pool3d_with_argmax(
+                    xa, p.kernel_size, p.stride, p.padding, p.dilation, p.ceil_mode, oa, ia
+                )
 
             return run
 
         return self._phase1(
-            "aclnnMaxPool3dWithArgmax", _unwrap(check),
-            (self_, kernel_size, stride, padding, dilation, ceil_mode, out, indices), make_run, 0,
+            "aclnnMaxPool3dWithArgmax",
+            _unwrap(check),
+            (self_, kernel_size, stride, padding, dilation, ceil_mode, out, indices),
+            make_run,
+            0,
         )
 
     def aclnnMaxPool3dWithArgmax(self, workspace, workspace_size, executor, stream) -> int:
@@ -479,10 +514,24 @@ class NumpyBackend:
         self, grad_output, self_, indices, kernel_size, stride, padding, dilation, ceil_mode, grad_input
     ) -> tuple[int, int, Any]:
         def check(grad_output, self_, indices, kernel_size, stride, padding, dilation, ceil_mode, grad_input):
-            tensors = [self._tensor(t, n) for t, n in ((grad_output, "gradOutput"), (self_, "self"),
-                                                      (indices, "indices"), (grad_input, "gradInput"))]
-            ints = [self._values(a, self.int_arrays, n) for a, n in
-                    ((kernel_size, "kernelSize"), (stride, "stride"), (padding, "padding"), (dilation, "dilation"))]
+            tensors = [
+                self._tensor(t, n)
+                for t, n in (
+                    (grad_output, "gradOutput"),
+                    (self_, "self"),
+                    (indices, "indices"),
+                    (grad_input, "gradInput"),
+                )
+            ]
+            ints = [
+                self._values(a, self.int_arrays, n)
+                for a, n in (
+                    (kernel_size, "kernelSize"),
+                    (stride, "stride"),
+                    (padding, "padding"),
+                    (dilation, "dilation"),
+                )
+            ]
             g, x, i, gi = tensors
             ceil = c_bool(ceil_mode, "aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize", "ceilMode")
             return _checks.max_pool3d_with_argmax_backward(g, x, i, *ints, ceil, gi), (g, i, gi)
@@ -491,8 +540,10 @@ class NumpyBackend:
             plan, (g, i, gi) = result
 
             def run() -> None:
-                ga, ia, gia = (_batched(self._array(t, n), plan)
-                               for t, n in ((g, "gradOutput"), (i, "indices"), (gi, "gradInput")))
+                ga, ia, gia = (
+                    _batched(self._array(t, n), plan)
+                    for t, n in ((g, "gradOutput"), (i, "indices"), (gi, "gradInput"))
+                )
                 try:
                     _pool.max_pool3d_with_argmax_backward(ga, ia, gia)
                 except _pool.IndexOutOfPlaneError as exc:
@@ -501,9 +552,11 @@ class NumpyBackend:
             return run
 
         return self._phase1(
-            "aclnnMaxPool3dWithArgmaxBackward", _unwrap(check),
+            "aclnnMaxPool3dWithArgmaxBackward",
+            _unwrap(check),
             (grad_output, self_, indices, kernel_size, stride, padding, dilation, ceil_mode, grad_input),
-            make_run, BACKWARD_WORKSPACE,
+            make_run,
+            BACKWARD_WORKSPACE,
         )
 
     def aclnnMaxPool3dWithArgmaxBackward(self, workspace, workspace_size, executor, stream) -> int:
@@ -515,8 +568,14 @@ class NumpyBackend:
     ) -> tuple[int, int, Any]:
         def check(input, grid, interpolation_mode, padding_mode, align_corners, out):
             x, g, o = (self._tensor(t, n) for t, n in ((input, "input"), (grid, "grid"), (out, "out")))
-            plan = _checks.grid_sampler3d(x, g, *_grid_scalars("aclnnGridSampler3DGetWorkspaceSize", interpolation_mode,
-                                                             padding_mode, align_corners), o)
+            plan = _checks.grid_sampler3d(
+                x,
+                g,
+                *_grid_scalars(
+                    "aclnnGridSampler3DGetWorkspaceSize", interpolation_mode, padding_mode, align_corners
+                ),
+                o,
+            )
             return plan, (x, g, o)
 
         def make_run(result):
@@ -524,14 +583,23 @@ class NumpyBackend:
 
             def run() -> None:
                 xa, oa = (_ncdhw(self._array(t, n), plan) for t, n in ((x, "input"), (o, "out")))
-                _grid.grid_sampler3d(xa, self._array(g, "grid"), plan.interpolation_mode, plan.padding_mode,
-                                     plan.align_corners, oa)
+                _grid.grid_sampler3d(
+                    xa,
+                    self._array(g, "grid"),
+                    plan.interpolation_mode,
+                    plan.padding_mode,
+                    plan.align_corners,
+                    oa,
+                )
 
             return run
 
         return self._phase1(
-            "aclnnGridSampler3D", _unwrap(check),
-            (input, grid, interpolation_mode, padding_mode, align_corners, out), make_run, 0,
+            "aclnnGridSampler3D",
+            _unwrap(check),
+            (input, grid, interpolation_mode, padding_mode, align_corners, out),
+            make_run,
+            0,
         )
 
     def aclnnGridSampler3D(self, workspace, workspace_size, executor, stream) -> int:
@@ -539,19 +607,53 @@ class NumpyBackend:
 
     # -- GridSampler3DBackward ----------------------------------------------
     def aclnnGridSampler3DBackwardGetWorkspaceSize(
-        self, grad_output, input, grid, interpolation_mode, padding_mode, align_corners, output_mask,
-        input_grad, grid_grad,
+        self,
+        grad_output,
+        input,
+        grid,
+        interpolation_mode,
+        padding_mode,
+        align_corners,
+        output_mask,
+        input_grad,
+        grid_grad,
     ) -> tuple[int, int, Any]:
-        def check(grad_output, input, grid, interpolation_mode, padding_mode, align_corners, output_mask,
-                  input_grad, grid_grad):
+        def check(
+            grad_output,
+            input,
+            grid,
+            interpolation_mode,
+            padding_mode,
+            align_corners,
+            output_mask,
+            input_grad,
+            grid_grad,
+        ):
             mask = self._values(output_mask, self.bool_arrays, "outputMask")
-            tensors = [self._tensor(t, n) for t, n in ((grad_output, "gradOutput"), (input, "input"),
-                                                      (grid, "grid"), (input_grad, "inputGrad"),
-                                                      (grid_grad, "gridGrad"))]
+            tensors = [
+                self._tensor(t, n)
+                for t, n in (
+                    (grad_output, "gradOutput"),
+                    (input, "input"),
+                    (grid, "grid"),
+                    (input_grad, "inputGrad"),
+                    (grid_grad, "gridGrad"),
+                )
+            ]
             g, x, gr, ig, gg = tensors
             plan = _checks.grid_sampler3d_backward(
-                g, x, gr, *_grid_scalars("aclnnGridSampler3DBackwardGetWorkspaceSize", interpolation_mode, padding_mode,
-                                         align_corners), mask, ig, gg
+                g,
+                x,
+                gr,
+                *_grid_scalars(
+                    "aclnnGridSampler3DBackwardGetWorkspaceSize",
+                    interpolation_mode,
+                    padding_mode,
+                    align_corners,
+                ),
+                mask,
+                ig,
+                gg,
             )
             return plan, tensors
 
@@ -562,16 +664,35 @@ class NumpyBackend:
                 ga, xa = _ncdhw(self._array(g, "gradOutput"), plan), _ncdhw(self._array(x, "input"), plan)
                 iga = _ncdhw(self._array(ig, "inputGrad"), plan) if plan.output_mask[0] else None
                 gga = self._array(gg, "gridGrad") if plan.output_mask[1] else None
-                _grid.grid_sampler3d_backward(ga, xa, self._array(gr, "grid"), plan.interpolation_mode,
-                                              plan.padding_mode, plan.align_corners, iga, gga)
+                _grid.grid_sampler3d_backward(
+                    ga,
+                    xa,
+                    self._array(gr, "grid"),
+                    plan.interpolation_mode,
+                    plan.padding_mode,
+                    plan.align_corners,
+                    iga,
+                    gga,
+                )
 
             return run
 
         return self._phase1(
-            "aclnnGridSampler3DBackward", _unwrap(check),
-            (grad_output, input, grid, interpolation_mode, padding_mode, align_corners, output_mask,
-             input_grad, grid_grad),
-            make_run, BACKWARD_WORKSPACE,
+            "aclnnGridSampler3DBackward",
+            _unwrap(check),
+            (
+                grad_output,
+                input,
+                grid,
+                interpolation_mode,
+                padding_mode,
+                align_corners,
+                output_mask,
+                input_grad,
+                grid_grad,
+            ),
+            make_run,
+            BACKWARD_WORKSPACE,
         )
 
     def aclnnGridSampler3DBackward(self, workspace, workspace_size, executor, stream) -> int:
@@ -579,8 +700,11 @@ class NumpyBackend:
 
 
 def _grid_scalars(api: str, interpolation_mode: Any, padding_mode: Any, align_corners: Any) -> tuple:
-    return (c_int(interpolation_mode, api, "interpolationMode"), c_int(padding_mode, api, "paddingMode"),
-            c_bool(align_corners, api, "alignCorners"))
+    return (
+        c_int(interpolation_mode, api, "interpolationMode"),
+        c_int(padding_mode, api, "paddingMode"),
+        c_bool(align_corners, api, "alignCorners"),
+    )
 
 
 def _unwrap(check):
