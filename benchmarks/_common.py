@@ -49,7 +49,9 @@ def time_calls(fn: Callable[[], Any], repeat: int, warmup: int = 1) -> list[floa
     return times
 
 
-def time_interleaved(fns: dict[str, Callable[[], Any]], repeat: int, warmup: int = 1) -> dict[str, list[float]]:
+def time_interleaved(
+    fns: dict[str, Callable[[], Any]], repeat: int, warmup: int = 1
+) -> dict[str, list[float]]:
     """Seconds of each call of each of ``fns``, timed in turn within each of ``repeat`` rounds.
 
     Taking turns exposes every contender to the same background load on a
@@ -177,7 +179,8 @@ def print_machine(info: dict[str, Any]) -> None:
     if "torch" in info:
         versions.append(f"torch {info['torch']} ({info['torch_threads']} threads)")
     if "pyaclnn" in info:
-        versions.append(f"pyaclnn {info['pyaclnn']}" + (f" at {info['commit']}" if info.get("commit") else ""))
+        at = f" at {info['commit']}" if info.get("commit") else ""
+        versions.append(f"pyaclnn {info['pyaclnn']}{at}")
     print(", ".join(versions))
 
 
@@ -186,7 +189,8 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
     widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) for i, h in enumerate(headers)]
 
     def line(cells: Sequence[str]) -> str:
-        return "  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+        cols = enumerate(zip(cells, widths))
+        return "  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in cols)
 
     print(line(headers))
     print("  ".join("-" * w for w in widths))

@@ -42,7 +42,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common  # noqa: E402
 
 TARGET = 2.0  # npu-over-emulator per call / torch per call
-OPS = ("max_pool3d_with_argmax", "max_pool3d_with_argmax_backward", "grid_sampler3d", "grid_sampler3d_backward")
+OPS = (
+    "max_pool3d_with_argmax", "max_pool3d_with_argmax_backward", "grid_sampler3d", "grid_sampler3d_backward",
+)
 POOL_SHAPE = (1, 1, 2, 2, 2)
 GRID_INPUT_SHAPE = (1, 1, 2, 2, 2)
 GRID_SHAPE = (1, 1, 1, 1, 3)
@@ -135,7 +137,9 @@ def _layer(filename: str) -> str:
     for marker, name in _LAYERS:
         if marker in path:
             return name
-    return "Python builtins / other" if filename == "~" or path.startswith("<") else f"other ({os.path.basename(path)})"
+    if filename == "~" or path.startswith("<"):
+        return "Python builtins / other"
+    return f"other ({os.path.basename(path)})"
 
 
 def profile(call: Callable[[], None], calls: int, top: int = 25) -> tuple[str, dict[str, float]]:
@@ -213,7 +217,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\ncProfile of {calls} calls of {args.profile} on npu (top 25 by tottime):")
         print(report)
         total = sum(layers.values())
-        print(f"tottime per call by layer (under cProfile, which inflates Python time; {total * 1e6:.1f} µs in all):")
+        print(f"tottime per call by layer (under cProfile, which inflates Python time; "
+              f"{total * 1e6:.1f} µs in all):")
         for name, seconds in layers.items():
             print(f"  {seconds * 1e6:7.1f} µs  {seconds / total * 100:4.0f}%  {name}")
     if args.json:
