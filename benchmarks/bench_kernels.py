@@ -353,7 +353,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", metavar="PATH", help="save the results as JSON")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     parser.add_argument("--only", metavar="TEXT", help="run only the cases whose name contains TEXT")
-    args = parser.parse_args(argv)
+    # a bare "--" is what `python -m pyaclnn bench -- ARGS` passes along; it separates nothing here
+    args = parser.parse_args([a for a in (sys.argv[1:] if argv is None else argv) if a != "--"])
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
     torch = _common.import_torch("bench_kernels")

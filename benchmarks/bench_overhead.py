@@ -177,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--strict", action="store_true", help="exit 1 when the target is missed")
     # accepted so that `python -m pyaclnn bench --repeat N` can pass the same options to both scripts
     parser.add_argument("--repeat", type=int, help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    # a bare "--" is what `python -m pyaclnn bench -- ARGS` passes along; it separates nothing here
+    args = parser.parse_args([a for a in (sys.argv[1:] if argv is None else argv) if a != "--"])
     calls = args.calls or (200 if args.quick else 2000)
     loops = args.loops or (3 if args.quick else 5)
     if calls < 1 or loops < 1:
