@@ -76,6 +76,16 @@ def int_tuple(name: str, value: IntOrSeq) -> tuple[int, ...]:
     return tuple(result)
 
 
+def _pool_ints(kernel_size: IntOrSeq, stride: IntOrSeq, padding: IntOrSeq, dilation: IntOrSeq) -> tuple:
+    """The four pooling parameters as tuples of ints (see :func:`int_tuple`)."""
+    return (
+        int_tuple("kernel_size", kernel_size),
+        int_tuple("stride", stride),
+        int_tuple("padding", padding),
+        int_tuple("dilation", dilation),
+    )
+
+
 def _mode(name: str, value: str | int, names: dict[str, int]) -> int:
     if isinstance(value, str):
         try:
@@ -107,7 +117,7 @@ class _Call:
         self.backend = self.ctx.name
         if stream is not None and (not isinstance(stream, Stream) or stream.backend != self.backend):
             raise ValueError(f"stream must be a pyaclnn.Stream of backend {self.backend!r}, got {stream!r}")
-        self.stream = stream or runtime.default_stream(self.backend)
+        self.stream = stream or self.ctx.default_stream()
         if self.stream.closed:
             raise ValueError("stream is closed")
         self.device_results = False  # True once any input is a DeviceArray
@@ -172,9 +182,9 @@ class _Call:
             self._arrays.append((acl.destroy_int_array, handle))
         return handle
 
-    def int_arrays(self, values: Sequence[tuple[int, ...]]) -> tuple[Any, ...]:
+    def int_arrays(self, values: tuple[tuple[int, ...], ...]) -> tuple[Any, ...]:
         """aclIntArrays of a whole parameter set (kernel_size, stride, padding, dilation)."""
-        handles = self.ctx.cached_int_arrays(tuple(values))
+        handles = self.ctx.cached_int_arrays(values)
         return handles if handles is not None else tuple(self.int_array(v) for v in values)
 
     def bool_array(self, values: tuple[bool, ...]) -> Any:
@@ -305,15 +315,7 @@ def max_pool3d_with_argmax(
     TypeError
         For arguments that are not arrays, ints or sequences of ints.
     """
-    ints = [
-        int_tuple(n, v)
-        for n, v in (
-            ("kernel_size", kernel_size),
-            ("stride", stride),
-            ("padding", padding),
-            ("dilation", dilation),
-        )
-    ]
+    ints = _pool_ints(kernel_size, stride, padding, dilation)
     ceil = _flag("ceil_mode", ceil_mode)
     try:
         wanted = np.dtype(indices_dtype)
@@ -403,15 +405,7 @@ def max_pool3d_with_argmax_backward(
         (beyond the NPU, which would write out of bounds) for an index outside
         its (n, c) plane, naming the first one.
     """
-    ints = [
-        int_tuple(n, v)
-        for n, v in (
-            ("kernel_size", kernel_size),
-            ("stride", stride),
-            ("padding", padding),
-            ("dilation", dilation),
-        )
-    ]
+    ints = _pool_ints(kernel_size, stride, padding, dilation)
     ceil = _flag("ceil_mode", ceil_mode)
     _plane_size_limit(input, "aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize", forward=False)
     with _Call(backend, stream) as call:

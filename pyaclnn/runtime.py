@@ -67,6 +67,14 @@ class _Context:
             self.tls.device_set = True
         return self
 
+    def default_stream(self) -> Stream:
+        """The calling thread's default stream, created on first use."""
+        stream = getattr(self.tls, "stream", None)
+        if stream is None or stream.closed:
+            stream = Stream(self.name)
+            self.tls.stream = stream
+        return stream
+
     def cached_int_array(self, values: tuple[int, ...]) -> Any | None:
         """A cached aclIntArray of ``values``, owned by this context and freed at shutdown.
 
@@ -249,12 +257,7 @@ class Stream:
 
 def default_stream(backend: str | None = None) -> Stream:
     """The calling thread's default stream on ``backend``, created on first use."""
-    ctx = context(backend)
-    stream = getattr(ctx.tls, "stream", None)
-    if stream is None or stream.closed:
-        stream = Stream(ctx.name)
-        ctx.tls.stream = stream
-    return stream
+    return context(backend).default_stream()
 
 
 # -- device memory -----------------------------------------------------------
