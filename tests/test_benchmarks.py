@@ -1,0 +1,38 @@
+"""The benchmark scripts still run (``--quick``: small shapes, no targets judged)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("script", ["bench_kernels.py", "bench_overhead.py"])
+def test_benchmark_runs_quick_through_the_command_line(script, torch, emulator_home):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYACLNN_")}
+    env.update(PYACLNN_ASCEND_HOME=str(emulator_home), PYTHONPATH=str(ROOT))
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / script), "--quick", "--repeat", "1"]
+        if script == "bench_kernels.py"
+        else [sys.executable, str(ROOT / "benchmarks" / script), "--quick"],
+        capture_output=True, text=True, env=env, timeout=600, cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "torch" in proc.stdout and "target" in proc.stdout  # a table against torch, and the verdict
+
+
+def test_bench_command_passes_options_on(monkeypatch):
+    from pyaclnn import __main__ as cli
+
+    seen = []
+    monkeypatch.setattr(cli, "bench", lambda extra: seen.append(list(extra)) or 0)
+    assert cli.main(["bench", "--quick", "--repeat", "2"]) == 0
+    assert cli.main(["bench", "--", "--quick"]) == 0
+    assert seen == [["--quick", "--repeat", "2"], ["--quick"]]
+    with pytest.raises(SystemExit):
+        cli.main(["info", "--quick"])
