@@ -170,7 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     st = sub.add_parser("selftest", help="check the operators on a backend against the reference kernels")
     selftest.add_arguments(st)
     # Listed for --help only: main() hands "bench ..." to bench() before parsing.
-    sub.add_parser("bench", help="run benchmarks/ (needs PyTorch and a source checkout); options go to the scripts")
+    sub.add_parser("bench", help="run benchmarks/ (needs PyTorch and a checkout); options go to the scripts")
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["bench"]:
         # Everything after "bench" (e.g. --quick) belongs to the scripts; argparse would take it as its own.
