@@ -28,7 +28,7 @@ IntOrSeq = int | Sequence[int]
 _FLOAT32 = np.dtype(np.float32)
 _INT32 = np.dtype(np.int32)
 _INT64 = np.dtype(np.int64)
-_INT64_MAX = 2**63 - 1
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _INTERPOLATION = {name: i for i, name in enumerate(_checks.INTERPOLATION_MODES)} | {"bicubic": 2}
 _PADDING = {name: i for i, name in enumerate(_checks.PADDING_MODES)}
 _LAYOUTS = {"NCDHW": _dtypes.ACL_FORMAT_NCDHW, "NDHWC": _dtypes.ACL_FORMAT_NDHWC}
@@ -57,9 +57,9 @@ def int_tuple(name: str, value: IntOrSeq) -> tuple[int, ...]:
     ValueError
         If a value does not fit in int64.
     """
-    if type(value) is int and -_INT64_MAX - 1 <= value <= _INT64_MAX:
-        return (value,)  # the common case, without the general checks below
-    if type(value) is tuple and all(type(v) is int and -_INT64_MAX - 1 <= v <= _INT64_MAX for v in value):
+    if type(value) is int and _INT64_MIN <= value <= _INT64_MAX:
+        return (value,)  # the common cases, without the general checks below
+    if type(value) is tuple and all(type(v) is int and _INT64_MIN <= v <= _INT64_MAX for v in value):
         return value
     items = (value,) if not isinstance(value, (Sequence, np.ndarray)) or isinstance(value, str) else value
     if isinstance(value, np.ndarray) and value.ndim != 1:
@@ -70,10 +70,14 @@ def int_tuple(name: str, value: IntOrSeq) -> tuple[int, ...]:
     for item in items:
         if isinstance(item, (bool, np.bool_)) or not isinstance(item, (int, np.integer)):
             raise TypeError(f"{name} must be an int or a sequence of ints, got {value!r}")
-        if not -_INT64_MAX - 1 <= int(item) <= _INT64_MAX:
-            raise ArgumentOverflowError(f"{name} value {int(item)} does not fit in int64")
-        result.append(operator.index(item))
+        result.append(_int64(name, item))
     return tuple(result)
+
+
+def _int64(name: str, value: int | np.integer) -> int:
+    if not _INT64_MIN <= int(value) <= _INT64_MAX:
+        raise ArgumentOverflowError(f"{name} value {int(value)} does not fit in int64")
+    return operator.index(value)
 
 
 def _pool_ints(kernel_size: IntOrSeq, stride: IntOrSeq, padding: IntOrSeq, dilation: IntOrSeq) -> tuple:
@@ -95,9 +99,7 @@ def _mode(name: str, value: str | int, names: dict[str, int]) -> int:
             raise ValueError(f"{name} must be one of {valid} or the C API's integer, got {value!r}") from None
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"{name} must be a str or an int, got {value!r}")
-    if not -_INT64_MAX - 1 <= int(value) <= _INT64_MAX:
-        raise ArgumentOverflowError(f"{name} value {int(value)} does not fit in int64")
-    return int(value)
+    return _int64(name, value)
 
 
 def _flag(name: str, value: Any) -> bool:
@@ -113,7 +115,7 @@ class _Call:
     """Context of one functional call: its backend and stream, and what it must free."""
 
     def __init__(self, backend: str | None, stream: Stream | None) -> None:
-        self.ctx = runtime.context(backend if backend is not None else None)
+        self.ctx = runtime.context(backend)
         self.backend = self.ctx.name
         if stream is not None and (not isinstance(stream, Stream) or stream.backend != self.backend):
             raise ValueError(f"stream must be a pyaclnn.Stream of backend {self.backend!r}, got {stream!r}")
@@ -136,7 +138,11 @@ class _Call:
             if exc_type is not None or id(array) not in self._returned:
                 array.close()
         for destroy, handle in self._arrays:
-            destroy(handle, backend=self.backend)
+            try:
+                destroy(handle, backend=self.backend)
+            except AclError:
+                if exc_type is None:
+                    raise  # otherwise the error in flight says more
 
     def device(self, name: str, x: ArrayLike | None) -> DeviceArray | None:
         """``x`` on this call's backend; NumPy data is copied there for the duration of the call."""
@@ -160,11 +166,6 @@ class _Call:
         array = runtime.to_device(x, backend=self.backend)
         self._temporaries.append(array)
         return array
-
-    def tensor(self, name: str, x: ArrayLike | None, fmt: int) -> Any:
-        """The aclTensor of ``x`` (None for None)."""
-        array = self.device(name, x)
-        return None if array is None else array.descriptor(fmt)
 
     def output(self, shape: tuple[int, ...], dtype: np.dtype) -> DeviceArray:
         array = DeviceArray._contiguous(self.ctx, shape, dtype)
@@ -233,7 +234,7 @@ class _Call:
 
 
 def _pool_output_shape(
-    x: DeviceArray | None, params: list[tuple[int, ...]], ceil_mode: bool
+    x: DeviceArray | None, params: tuple[tuple[int, ...], ...], ceil_mode: bool
 ) -> tuple[int, ...]:
     """Output shape for valid parameters; a placeholder otherwise (phase 1 then reports the problem)."""
     if x is None or x.ndim not in (4, 5):
