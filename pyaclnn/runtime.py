@@ -30,7 +30,6 @@ from .errors import AclError
 
 _H2D = _decl.constant("ACL_MEMCPY_HOST_TO_DEVICE")
 _D2H = _decl.constant("ACL_MEMCPY_DEVICE_TO_HOST")
-_D2D = _decl.constant("ACL_MEMCPY_DEVICE_TO_DEVICE")
 _DETERMINISTIC = _decl.constant("ACL_OPT_DETERMINISTIC")
 _ARRAY_CACHE_LIMIT = 256  # distinct parameter tuples kept per backend
 
@@ -40,7 +39,7 @@ class _Context:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.backend = _backends.get(name)
+        _backends.get(name)  # an unknown name or an unloadable npu fails here, before anything is kept
         self.lock = threading.Lock()
         self.initialized = False
         self.tls = threading.local()
@@ -89,7 +88,8 @@ class _Context:
             handles = tuple(self.cached_int_array(v) for v in values)
             if None in handles:
                 return None
-            self.int_array_sets[values] = handles
+            if len(self.int_array_sets) < _ARRAY_CACHE_LIMIT:
+                self.int_array_sets[values] = handles
         return handles
 
     def cached_bool_array(self, values: tuple[bool, ...]) -> Any | None:
