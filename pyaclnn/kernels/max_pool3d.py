@@ -159,6 +159,47 @@ def _widen(values: np.ndarray, out: np.ndarray) -> None:
         np.copyto(out, values, casting="unsafe")
 
 
+def _round_into(values: np.ndarray, dtype: np.dtype, bits: np.ndarray, where: np.ndarray) -> None:
+    """bits[where] = float32 ``values`` rounded to nearest even in the 16-bit
+    float ``dtype``, as bits (``bits`` is a uint16 view of the output)."""
+    if dtype == np.float16:
+        rounded = _float_to_half_bits(values)
+    else:
+        rounded = values.astype(dtype).view(np.uint16)  # ml_dtypes' bfloat16 cast is fast
+    bits[where] = rounded
+
+
+def _float_to_half_bits(values: np.ndarray) -> np.ndarray:
+    """float32 -> float16 bits, rounded to nearest even, exactly as NumPy's
+    cast but about twice as fast: NumPy converts one element at a time.
+
+    Results in float16's normal range come from integer arithmetic on the
+    float32 bits (rebias the exponent, round the 13 dropped bits to even, a
+    carry that overflows the largest float16 lands on inf); everything else
+    (zeros, subnormals, overflow, inf, NaN) is rare in sums of gradients and
+    goes through NumPy.
+    """
+    u = values.view(np.uint32)
+    magnitude = u & np.uint32(0x7FFFFFFF)
+    sign = u ^ magnitude
+    # Unsigned wrap-around: one comparison finds both ends of the range
+    # [2^-14, 2^16).
+    odd = (magnitude - np.uint32(0x38800000)) >= np.uint32(0x47800000 - 0x38800000)
+    half = magnitude >> 13
+    half &= 1  # the kept last bit: ties round to even
+    half += magnitude
+    half += np.uint32(0xC8000FFF)  # exponent bias 127 -> 15, plus 0xFFF
+    half >>= 13
+    sign >>= 16
+    half |= sign
+    out = half.astype(np.uint16)
+    if odd.any():
+        rare = np.flatnonzero(odd)
+        with np.errstate(over="ignore"):  # overflow to inf is the right answer
+            out[rare] = values[rare].astype(np.float16).view(np.uint16)
+    return out
+
+
 # --------------------------------------------------------------------------
 # Worker threads
 # --------------------------------------------------------------------------
@@ -644,18 +685,14 @@ def max_pool3d_with_argmax_backward(
     out_spatial = grad_output.shape[2:]
     row = out_spatial[1] * out_spatial[2]  # gradients per output depth row
     acc_dtype = np.dtype(np.float64 if grad_input.dtype == np.float64 else np.float32)
-    # Scratch per plane: int64 flat indices and the widened gradients per
-    # output, and a float32 accumulator unless grad_input accumulates in place.
-    per_out = 8 + acc_dtype.itemsize
-    # float16/bfloat16 with few touched positions take scatter_sparse, which
-    # also keeps an int32 per cell.
-    sparse = (
-        grad_input.dtype != acc_dtype
-        and grad_output.dtype == grad_input.dtype
-        and grad_input.dtype.itemsize == 2
-        and 4 * out_spatial[0] * row <= plane
-    )
-    acc_bytes = plane * (acc_dtype.itemsize + (4 if sparse else 0))
+    # float16/bfloat16 chunks of whole planes written flat take
+    # scatter_compact, which rounds only touched cells.
+    compact = grad_input.dtype.itemsize == 2 and grad_output.dtype == grad_input.dtype
+    # Scratch per gradient: int64 flat index and widened value; for
+    # scatter_compact also an int32 slot, a partial sum and the rounding
+    # temporaries. Per cell: the accumulator, and scatter_compact's int32 owner.
+    per_out = 8 + acc_dtype.itemsize + (32 if compact else 0)
+    acc_bytes = plane * (acc_dtype.itemsize + (4 if compact else 0))
     budget = _chunk_budget(_BACKWARD_CHUNK_BYTES, grad_input.nbytes)
     per_plane = out_spatial[0] * row * per_out + acc_bytes
     if per_plane <= budget:
@@ -666,14 +703,13 @@ def max_pool3d_with_argmax_backward(
         planes = 1
         rows = max(1, min(out_spatial[0], max(0, budget - acc_bytes) // max(1, row * per_out)))
     blocks = list(_plane_blocks((grad_output, indices, grad_input), planes))
-
-    sparse = sparse and rows == out_spatial[0]
+    compact = compact and rows == out_spatial[0]
 
     def work(share: list[tuple[np.ndarray, ...]]) -> None:
         scratch = _BackwardScratch(planes, plane, rows * row, acc_dtype)
         for goc, ic, gic in share:
-            if sparse and gic.flags.c_contiguous and not scratch.prefer_dense:
-                scratch.scatter_sparse(goc, ic, gic)
+            if compact and gic.flags.c_contiguous:
+                scratch.scatter_compact(goc, ic, gic)
             else:
                 scratch.scatter(goc, ic, gic, rows)
 
@@ -690,8 +726,10 @@ class _BackwardScratch:
         self.values = np.empty(planes * per_chunk, acc_dtype)
         self.acc: np.ndarray | None = None
         self.owner: np.ndarray | None = None
-        self.prefer_dense = False
+        self.slot: np.ndarray | None = None
+        self.sums: np.ndarray | None = None
         self.order: np.ndarray | None = None
+        self.prefer_dense = False
         self.plane_start = (np.arange(planes, dtype=np.int64) * plane).reshape(planes, 1, 1, 1)
         self.planes = planes
 
@@ -726,14 +764,24 @@ class _BackwardScratch:
             return
         np.copyto(gic, acc.reshape(gic.shape), casting="unsafe")
 
-    def scatter_sparse(self, goc: np.ndarray, ic: np.ndarray, gic: np.ndarray) -> None:
+    def scatter_compact(self, goc: np.ndarray, ic: np.ndarray, gic: np.ndarray) -> None:
         """Like :meth:`scatter` for a C-contiguous float16/bfloat16 chunk of
-        which few positions are touched (windows that do not overlap).
+        whole planes: only touched cells are written after a fast zero fill,
+        and only sums are rounded.
 
-        A position hit once holds exactly its one gradient, so the gradients
-        are stored with one fancy assignment; only positions hit several times
-        are summed in float32 and rounded. Fancy indexing releases the GIL,
+        Few repeats (windows that do not overlap): every touched position
+        elects one of its gradients (whichever fancy assignment keeps), so a
+        position whose gradients all name the same elected one is hit once and
+        simply receives its gradient's bits. The gradients of positions hit
+        several times are summed in float32 in a buffer indexed by the elected
+        number, in C order, and rounded once. Fancy indexing releases the GIL,
         np.add.at does not, so this also runs well on several threads.
+
+        Many repeats (overlapping windows): the gradients are summed into a
+        float32 plane and the sum is read back, rounded and written at every
+        gradient's position, which costs less than scanning the plane for the
+        touched cells. A worker that meets many repeats skips the election
+        from then on.
         """
         count = goc.shape[0]
         size = goc.size
@@ -742,41 +790,53 @@ class _BackwardScratch:
         grads = goc.reshape(-1)
         # As 16-bit integers: NumPy copies those fast, while fancy indexing of
         # ml_dtypes' bfloat16 goes element by element through the dtype.
-        bits = grads.view(np.uint16)
-        gflat = gic.reshape(-1).view(np.uint16)
-        gflat.fill(0)
-        gflat[flat] = bits
-        # 0 + (-0) is +0: a lone -0 gradient leaves +0 behind.
-        negative_zero = bits == 0x8000
-        if negative_zero.any():
-            gflat[flat[negative_zero]] = 0
-        # Which positions are hit more than once: each position keeps the
-        # number of one of its gradients, the others find a different one.
-        if self.owner is None:
-            self.owner = np.empty(self.planes * self.plane, np.int32)
-            self.order = np.arange(self.flat.size, dtype=np.int32)
-        owner = self.owner[: count * self.plane]
-        order = self.order[:size]
-        owner[flat] = order
-        repeated = owner[flat] != order
-        repeats = np.count_nonzero(repeated)
-        if not repeats:
-            return
-        if 8 * repeats > size:
-            # Overlapping windows: summing most gradients this way costs more
-            # than scatter(); let this worker's next chunks take that.
+        gbits = gic.reshape(-1).view(np.uint16)
+        gbits.fill(0)
+        if not self.prefer_dense:
+            if self.owner is None:
+                self.owner = np.empty(self.planes * self.plane, np.int32)
+                self.order = np.arange(self.flat.size, dtype=np.int32)
+                self.slot = np.empty(self.flat.size, np.int32)
+            assert self.order is not None and self.slot is not None
+            owner = self.owner[: count * self.plane]
+            order = self.order[:size]
+            slot = self.slot[:size]
+            owner[flat] = order
+            # mode="clip" never clips here (flat is in range) but skips the
+            # bounds check.
+            np.take(owner, flat, out=slot, mode="clip")
+            repeated = slot != order
+            repeats = int(np.count_nonzero(repeated))
+            if 4 * repeats < size:
+                bits = grads.view(np.uint16)
+                gbits[flat] = bits
+                negative_zero = bits == 0x8000  # 0 + (-0) leaves +0 behind
+                if negative_zero.any():
+                    gbits[flat[negative_zero]] = 0
+                if not repeats:
+                    return
+                owner[flat[repeated]] = -1
+                involved = owner[flat] == -1  # every gradient of a repeated position
+                where, slots = flat[involved], slot[involved]
+                values = self.values[: where.size]
+                _widen(grads[involved], values)
+                if self.sums is None:
+                    self.sums = np.empty(self.flat.size, self.acc_dtype)
+                sums = self.sums
+                sums[slots] = 0
+                np.add.at(sums, slots, values)
+                _round_into(sums[slots], gic.dtype, gbits, where)
+                return
             self.prefer_dense = True
-        owner[flat[repeated]] = -1
-        involved = owner[flat] == -1  # every gradient of a repeated position, in order
-        where = flat[involved]
-        values = self.values[: where.size]
-        _widen(grads[involved], values)
+        values = self.values[:size]
+        _widen(goc, values.reshape(goc.shape))
         if self.acc is None:
             self.acc = np.empty(self.planes * self.plane, self.acc_dtype)
         acc = self.acc[: count * self.plane]
-        acc[where] = 0
-        np.add.at(acc, where, values)
-        gflat[where] = acc[where].astype(gic.dtype).view(np.uint16)
+        acc.fill(0)
+        np.add.at(acc, flat, values)
+        np.take(acc, flat, out=values, mode="clip")
+        _round_into(values, gic.dtype, gbits, flat)
 
     def _add(self, goc: np.ndarray, ic: np.ndarray, acc: np.ndarray) -> None:
         """acc (count * plane cells, contiguous) += scatter of one slice of
