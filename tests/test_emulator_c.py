@@ -362,7 +362,8 @@ def _check_max_pool_follows_a2_a3_rules_unless_told_950(e: _Emu) -> None:
     assert np.array_equal(e.fetch(i_ptr, (8,), np.int64), [0, 2, 8, 10, 32, 34, 40, 42])
     i32_ptr, i32 = e.device(np.zeros((1, 1, 2, 2, 2), np.int32), 3)
     dilated = e.int_array([2])
-    assert e.op(MAXPOOL[0])(xt, *arrays[:3], dilated, False, ot, i32, ws, ex) == e.c["ACLNN_ERR_PARAM_INVALID"]
+    status = e.op(MAXPOOL[0])(xt, *arrays[:3], dilated, False, ot, i32, ws, ex)
+    assert status == e.c["ACLNN_ERR_PARAM_INVALID"]
     assert "dilation" in e.msg()
     for t in (xt, ot, it, i32):
         e.nn.aclDestroyTensor(t)
@@ -447,7 +448,8 @@ def _grid_case(
     e: _Emu, dtype: str, interp: int, pad: int, align: bool, mask=(True, True), ties=False, ndhwc=False
 ) -> dict:
     rng = np.random.default_rng(interp * 10 + pad)
-    np_dtype, acl = {"float32": (np.float32, 0), "float64": (np.float64, 11), "float16": (np.float16, 1)}[dtype]
+    acl_dtypes = {"float32": (np.float32, 0), "float64": (np.float64, 11), "float16": (np.float16, 1)}
+    np_dtype, acl = acl_dtypes[dtype]
     x = rng.standard_normal((2, 3, 5, 5, 5) if ties else (2, 3, 4, 5, 6)).astype(np_dtype)
     if ties:  # with align_corners and size 5 these land exactly on .5: nearest rounds half to even
         grid = rng.choice(np.array([-0.75, -0.25, 0.25, 0.75], np_dtype), (2, 3, 2, 4, 3))
@@ -593,10 +595,13 @@ _reports: dict[str, dict] = {}
 def _report(layout: str) -> dict:
     if layout not in _reports:
         home = emulator_home(layout)
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")]))
+        path = os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")])
+        env = dict(os.environ, PYTHONPATH=path)
         proc = subprocess.run([sys.executable, __file__, layout, str(home)], capture_output=True, text=True,
                               env=env, timeout=120)
-        assert proc.returncode == 0, f"emulator child ({layout}) crashed:\n{proc.stderr}\n{proc.stdout[-2000:]}"
+        assert proc.returncode == 0, (
+            f"emulator child ({layout}) crashed:\n{proc.stderr}\n{proc.stdout[-2000:]}"
+        )
         _reports[layout] = json.loads(proc.stdout)
     return _reports[layout]
 
@@ -675,7 +680,8 @@ def test_grid_sampler_matches_torch(layout: str, name: str, torch) -> None:
     if c["ndhwc"]:
         x, go = x.permute(0, 4, 1, 2, 3), go.permute(0, 4, 1, 2, 3)
     out = torch.ops.aten.grid_sampler_3d(x, grid, c["interp"], c["pad"], c["align"])
-    gi, gg = torch.ops.aten.grid_sampler_3d_backward(go, x, grid, c["interp"], c["pad"], c["align"], [True, True])
+    mask = [True, True]
+    gi, gg = torch.ops.aten.grid_sampler_3d_backward(go, x, grid, c["interp"], c["pad"], c["align"], mask)
     if c["ndhwc"]:  # back to the emulator's (N, D, H, W, C)
         out, gi = out.permute(0, 2, 3, 4, 1), gi.permute(0, 2, 3, 4, 1)
     if c["dtype"] == "float16":

@@ -419,12 +419,15 @@ def test_empty_tensors(n, c, in_dims, out_dims):
     np.testing.assert_array_equal(gg, np.zeros_like(gg))
 
 
+@pytest.mark.parametrize("channels_per_pass", [1, 2, 3])
 @pytest.mark.parametrize("interp", [gs.BILINEAR, gs.NEAREST])
-def test_backward_with_points_split_into_cached_groups(torch, monkeypatch, interp):
+def test_backward_with_points_split_into_cached_groups(torch, monkeypatch, interp, channels_per_pass):
     # Large grids scatter inputGrad group by group into per-channel planes
-    # that persist across groups; force that path on a small case.
+    # that persist across groups, as many channels per pass over the points as
+    # the memory bound allows; force those paths on a small case.
     monkeypatch.setattr(gs, "_MAX_CACHED_POINTS", 64)
     monkeypatch.setattr(gs, "_SCATTER_CHUNK", 16)
+    monkeypatch.setattr(gs, "_channels_per_pass", lambda channels, room, plane_bytes: channels_per_pass)
     rng = np.random.default_rng(13)
     inp = rng.standard_normal((2, 3, 4, 5, 6)).astype(np.float32)
     grid = _special_grid(rng, 2, (5, 6, 7), (4, 5, 6), False).astype(np.float32)

@@ -229,23 +229,7 @@ CASES = {
     "grid_sampler3d_backward 72**3 points": lambda: _grid_backward(72),
     "grid_sampler3d_backward input_grad only, 72**3 points": lambda: _grid_backward(72, (True, False)),
 }
-OVER_BOUND = pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "kernels/grid_sampler3d.py grid_sampler3d_backward: with more than 2**18 grid points per batch item "
-        "it "
-        "keeps a complex64 accumulator plane for every channel (2x inputGrad, 83 MiB of scratch for 32 MiB "
-        "of "
-        "inputGrad) and, for gridGrad, a channels-last fp32 copy of the input (1x more): ~3x the output; "
-        "accumulate a group of channels at a time, or reuse one "
-        "plane per channel group across point groups"
-    ),
-)
-
-
-@pytest.mark.parametrize(
-    "case", [pytest.param(c, marks=OVER_BOUND) if c.endswith(" 72**3 points") else c for c in CASES]
-)
+@pytest.mark.parametrize("case", list(CASES))
 def test_a_kernel_allocates_at_most_twice_its_output(case):
     fn, output_bytes, sane = CASES[case]()
     peak = _peak_extra(fn)

@@ -40,7 +40,10 @@ as one complex pair, which halves the ``np.add.at`` work.
 The coordinates of a chunk are computed on the calling thread; its gathers
 and products (which release the GIL) run on a pool of two threads, and in the
 backward they overlap the scatter. Scratch memory stays near the size of one
-batch item's input plus a few chunks.
+batch item's input plus a few chunks; in the backward of a grid too large for
+one cached group of points, the channels whose accumulator planes fit within
+twice the outputs go in one pass over the points, and each further pass
+recomputes the coordinates (measured: +25% time on a 72**3 grid, +7% on 96**3).
 """
 
 from __future__ import annotations
@@ -319,6 +322,11 @@ def _fill_table(tab: np.ndarray, geo: _Geometry, inp_n: np.ndarray) -> None:
     """Copy one batch item into the interior of the channels-last
     (length, C) table; padding and tail stay zero."""
     np.copyto(geo.interior(tab.T).transpose(1, 2, 3, 0), np.moveaxis(inp_n, 0, -1), casting="unsafe")
+
+
+def _channels_per_pass(channels: int, room: int, plane_bytes: int) -> int:
+    """Channels whose accumulator planes fit in ``room`` bytes (at least one)."""
+    return int(min(channels, max(1, room // plane_bytes)))
 
 
 def _table_dtype(dtype: np.dtype, ct: np.dtype) -> np.dtype:
@@ -602,62 +610,76 @@ def grid_sampler3d_backward(
     # inputGrad is scattered channel by channel over the cached corner indices
     # and weights of many points, so that one channel's accumulator stays in
     # cache. When all points of a batch item fit the cache, one accumulator
-    # plane is enough; otherwise every channel keeps its plane across the
-    # groups of points.
+    # plane is enough. Otherwise each channel keeps its plane across the
+    # groups of points, and as many channels as fit the memory bound (twice
+    # the outputs) go in one pass over the points; later passes recompute the
+    # coordinates for the next channels.
     group = P if P <= _MAX_CACHED_POINTS else _MAX_CACHED_POINTS
-    planes = C if group < P else 1
     # Bilinear accumulates complex (x0, x1) pairs, nearest plain values.
     acc_dtype = ct if nearest else _complex_of(ct)
-    acc = np.zeros((planes, geo.length), dtype=acc_dtype) if want_in else None
-    # Chunks queued for the gridGrad workers hold their coordinates (~48 bytes
-    # a point); queue as many as fit in twice the output size, so that the
-    # calling thread can go on to the scatter instead of waiting.
     out_bytes = (input_grad.nbytes if want_in else 0) + (grid_grad.nbytes if want_grid else 0)
-    held = (tab.nbytes if want_grid else 0) + (acc.nbytes if want_in else 0)
+    held = (tab.nbytes if want_grid else 0) + 2 * _WORKERS * _GATHER_BYTES * 2
     if want_in:
-        held += min(P, group) * (8 + 4 * 2 * ct.itemsize)
-    spare = 2 * out_bytes - held - 2 * _WORKERS * _GATHER_BYTES * 2
-    workers = _Workers(N * P if want_grid else 0, spare // (chunk * 48))
+        held += group * (8 + 4 * 2 * ct.itemsize)  # the scatter cache
+    planes = 1
+    if want_in and group < P:
+        planes = _channels_per_pass(C, 2 * out_bytes - held, geo.length * acc_dtype.itemsize)
+    acc = np.zeros((planes, geo.length), dtype=acc_dtype) if want_in else None
+    held += acc.nbytes if want_in else 0
+    # One pass over the points per group of channels; a single pass when the
+    # points fit one group (the plane is then reused channel by channel).
+    channel_step = planes if group < P else C
+    # Chunks queued for the gridGrad workers hold their coordinates (~48 bytes
+    # a point); queue as many as fit in the rest of twice the output size, so
+    # that the calling thread can go on to the scatter instead of waiting.
+    workers = _Workers(N * P if want_grid else 0, (2 * out_bytes - held) // (chunk * 48))
     try:
         for n in range(N):
             if want_grid:
                 workers.wait()  # the table is about to change
                 _fill_table(tab, geo, input[n])
-            if want_in and planes > 1 and n:
-                acc.fill(0)
             gout_n = _points_cf(grad_output[n])  # (C, P)
             grid_n = grid[n].reshape(P, 3)
             if want_grid:
                 gg_n = _view_as(grid_grad[n], (P, 3))
                 gg_buf = np.empty((P, 3), dtype=grid_grad.dtype) if gg_n is None else gg_n
-            for s0 in range(0, P, group):
-                s1 = min(P, s0 + group)
-                if want_in:
-                    cache = None  # free the previous group's cache first
-                    cache = _ScatterCache(s1 - s0, nearest, ct)
-                for p0 in range(s0, s1, chunk):
-                    p1 = min(s1, p0 + chunk)
-                    g = grid_n[p0:p1].astype(ct)
-                    ch = _Chunk(g, geo, interpolation_mode, padding_mode, align_corners, want_grid, want_in)
+            for c0 in range(0, C if want_in else 1, channel_step):
+                c1 = min(C, c0 + channel_step)
+                first_pass = c0 == 0
+                if want_in and group < P:
+                    acc.fill(0)
+                for s0 in range(0, P, group):
+                    s1 = min(P, s0 + group)
                     if want_in:
-                        cache.store(p0 - s0, ch)
-                        ch.w = None  # only the scatter needed it
-                    if want_grid:
-                        workers.run(
-                            _grid_grad_chunk, tab, geo, ch, gout_n[:, p0:p1], gg_buf[p0:p1], gather, ct
+                        cache = None  # free the previous group's cache first
+                        cache = _ScatterCache(s1 - s0, nearest, ct)
+                    grid_pass = want_grid and first_pass
+                    for p0 in range(s0, s1, chunk):
+                        p1 = min(s1, p0 + chunk)
+                        g = grid_n[p0:p1].astype(ct)
+                        ch = _Chunk(
+                            g, geo, interpolation_mode, padding_mode, align_corners, grid_pass, want_in
                         )
-                if want_in:
-                    # Runs while the workers finish the gridGrad chunks.
-                    for c in range(C):
-                        plane = acc[c if planes > 1 else 0]
-                        if planes == 1:
-                            plane.fill(0)
-                        cache.scatter(plane, gout_n[c, s0:s1], geo)
-                        if planes == 1:
-                            input_grad[n, c] = _finish_plane(plane, geo)
-            if want_in and planes > 1:
-                for c in range(C):
-                    input_grad[n, c] = _finish_plane(acc[c], geo)
+                        if want_in:
+                            cache.store(p0 - s0, ch)
+                            ch.w = None  # only the scatter needed it
+                        if grid_pass:
+                            workers.run(
+                                _grid_grad_chunk, tab, geo, ch, gout_n[:, p0:p1], gg_buf[p0:p1], gather, ct
+                            )
+                    if want_in:
+                        # Runs while the workers finish the gridGrad chunks.
+                        for c in range(c0, c1):
+                            if group < P:
+                                cache.scatter(acc[c - c0], gout_n[c, s0:s1], geo)
+                            else:
+                                plane = acc[0]
+                                plane.fill(0)
+                                cache.scatter(plane, gout_n[c, s0:s1], geo)
+                                input_grad[n, c] = _finish_plane(plane, geo)
+                if want_in and group < P:
+                    for c in range(c0, c1):
+                        input_grad[n, c] = _finish_plane(acc[c - c0], geo)
             if want_grid and gg_n is None:
                 workers.wait()
                 grid_grad[n] = gg_buf.reshape(Do, Ho, Wo, 3)
