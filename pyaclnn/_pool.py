@@ -55,14 +55,17 @@ class MemoryPool:
 
     def acquire(self, nbytes: int) -> Block:
         """A block of at least ``nbytes`` (> 0) bytes."""
-        size = _rounded(nbytes)
-        with self._lock:
-            blocks = self._cached.get(size)
-            if blocks:
-                block = blocks.pop()
-                self._cached_bytes -= size
-                self._in_use[block.ptr] = block
-                return block
+        size = -(-nbytes // _SMALL) * _SMALL if nbytes <= _LARGE else _rounded(nbytes)
+        lock = self._lock
+        lock.acquire()
+        blocks = self._cached.get(size)
+        if blocks:  # nothing below can raise: the lock is released on every path
+            block = blocks.pop()
+            self._cached_bytes -= size
+            self._in_use[block.ptr] = block
+            lock.release()
+            return block
+        lock.release()
         try:
             ptr = acl.rt.malloc(size, backend=self.backend)
         except AclOutOfMemoryError:
@@ -75,12 +78,16 @@ class MemoryPool:
 
     def release(self, block: Block) -> None:
         """Give ``block`` back; it is cached, or freed when the cache is full. Idempotent."""
+        nbytes = block.nbytes
         with self._lock:
             if self._in_use.pop(block.ptr, None) is None:
                 return  # released already, or freed by release_all
-            if self._cached_bytes + block.nbytes <= _CACHE_LIMIT:
-                self._cached.setdefault(block.nbytes, []).append(block)
-                self._cached_bytes += block.nbytes
+            if self._cached_bytes + nbytes <= _CACHE_LIMIT:
+                blocks = self._cached.get(nbytes)
+                if blocks is None:
+                    blocks = self._cached[nbytes] = []
+                blocks.append(block)
+                self._cached_bytes += nbytes
                 return
         self._free(block)
 

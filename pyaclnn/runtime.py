@@ -407,6 +407,8 @@ class DeviceArray:
             self._pool.release(block)
 
     def __del__(self) -> None:
+        if getattr(self, "_block", None) is None:
+            return  # closed already (the common case), or never set up
         try:
             self.close()
         except Exception:  # noqa: BLE001 - a finalizer must not raise (e.g. at interpreter exit)
