@@ -115,29 +115,34 @@ class _Call:
     """Context of one functional call: its backend and stream, and what it must free."""
 
     def __init__(self, backend: str | None, stream: Stream | None) -> None:
-        self.ctx = runtime.context(backend)
-        self.backend = self.ctx.name
-        if stream is not None and (not isinstance(stream, Stream) or stream.backend != self.backend):
-            raise ValueError(f"stream must be a pyaclnn.Stream of backend {self.backend!r}, got {stream!r}")
-        self.stream = stream or self.ctx.default_stream()
-        if self.stream.closed:
-            raise ValueError("stream is closed")
+        ctx = self.ctx = runtime.context(backend)
+        self.backend = ctx.name
+        if stream is None:
+            stream = ctx.default_stream()  # open by construction
+        else:
+            if not isinstance(stream, Stream) or stream.backend != self.backend:
+                raise ValueError(
+                    f"stream must be a pyaclnn.Stream of backend {self.backend!r}, got {stream!r}"
+                )
+            if stream.closed:
+                raise ValueError("stream is closed")
+        self.stream = stream
         self.device_results = False  # True once any input is a DeviceArray
-        self._temporaries: list[DeviceArray] = []
-        self._outputs: list[DeviceArray] = []
-        self._returned: set[int] = set()  # ids of outputs handed to the caller
-        self._arrays: list[tuple[Callable, Any]] = []
+        # Closed on exit: device copies of NumPy inputs, and outputs unless handed to the caller
+        # (those only when the call fails). Created lazily: most calls have no parameter arrays.
+        self._owned: list[DeviceArray] = []
+        self._returned: list[DeviceArray] | None = None
+        self._arrays: list[tuple[Callable, Any]] | None = None
 
     def __enter__(self) -> _Call:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        for array in self._temporaries:
-            array.close()
-        for array in self._outputs:
-            if exc_type is not None or id(array) not in self._returned:
+        keep = self._returned if exc_type is None else None
+        for array in self._owned:
+            if keep is None or not any(array is kept for kept in keep):
                 array.close()
-        for destroy, handle in self._arrays:
+        for destroy, handle in self._arrays or ():
             try:
                 destroy(handle, backend=self.backend)
             except AclError:
@@ -164,23 +169,28 @@ class _Call:
         except TypeError:
             raise TypeError(f"{name} has dtype {x.dtype}, which has no aclDataType") from None
         array = runtime.to_device(x, backend=self.backend)
-        self._temporaries.append(array)
+        self._owned.append(array)
         return array
 
     def output(self, shape: tuple[int, ...], dtype: np.dtype) -> DeviceArray:
         array = DeviceArray._contiguous(self.ctx, shape, dtype)
-        self._outputs.append(array)
+        self._owned.append(array)
         return array
 
     def temporary(self, array: DeviceArray) -> DeviceArray:
-        self._temporaries.append(array)
+        self._owned.append(array)
         return array
+
+    def _own_array(self, destroy: Callable, handle: Any) -> None:
+        if self._arrays is None:
+            self._arrays = []
+        self._arrays.append((destroy, handle))
 
     def int_array(self, values: tuple[int, ...]) -> Any:
         handle = self.ctx.cached_int_array(values)
         if handle is None:
             handle = acl.create_int_array(values, backend=self.backend)
-            self._arrays.append((acl.destroy_int_array, handle))
+            self._own_array(acl.destroy_int_array, handle)
         return handle
 
     def int_arrays(self, values: tuple[tuple[int, ...], ...]) -> tuple[Any, ...]:
@@ -192,7 +202,7 @@ class _Call:
         handle = self.ctx.cached_bool_array(values)
         if handle is None:
             handle = acl.create_bool_array(values, backend=self.backend)
-            self._arrays.append((acl.destroy_bool_array, handle))
+            self._own_array(acl.destroy_bool_array, handle)
         return handle
 
     def launch(self, phase1: Callable, phase2: Callable, *args: Any, outputs: Sequence[DeviceArray]) -> None:
@@ -225,7 +235,9 @@ class _Call:
     def result(self, array: DeviceArray) -> ArrayLike:
         """What the caller gets for output ``array``: itself for DeviceArray calls, else a NumPy copy."""
         if self.device_results:
-            self._returned.add(id(array))
+            if self._returned is None:
+                self._returned = []
+            self._returned.append(array)
             return array
         return array.numpy()
 
@@ -510,6 +522,15 @@ def grid_sampler3d(
         return call.result(out)
 
 
+def _output_mask(value: Any) -> tuple[bool, ...]:
+    """output_mask as a tuple of bools; its length is the op's rule (checked by phase 1)."""
+    if type(value) is tuple and len(value) == 2 and type(value[0]) is bool and type(value[1]) is bool:
+        return value  # the common case, without the general checks below
+    if isinstance(value, (str, bytes)) or not isinstance(value, (Sequence, np.ndarray)):
+        raise TypeError(f"output_mask must be a sequence of two bools, got {value!r}")
+    return tuple(_flag("output_mask", m) for m in value)
+
+
 def grid_sampler3d_backward(
     grad_output: ArrayLike,
     input: ArrayLike,
@@ -552,9 +573,7 @@ def grid_sampler3d_backward(
     pad = _mode("padding_mode", padding_mode, _PADDING)
     corners = _flag("align_corners", align_corners)
     fmt = _layout(layout)
-    if isinstance(output_mask, (str, bytes)) or not isinstance(output_mask, (Sequence, np.ndarray)):
-        raise TypeError(f"output_mask must be a sequence of two bools, got {output_mask!r}")
-    mask = tuple(_flag("output_mask", m) for m in output_mask)
+    mask = _output_mask(output_mask)
     with _Call(backend, stream) as call:
         g = call.device("grad_output", grad_output)
         x = call.device("input", input)

@@ -220,12 +220,14 @@ class Stream:
 
     def synchronize(self) -> None:
         """Wait until all work queued on this stream is done (``aclrtSynchronizeStream``)."""
-        self._check_open()
+        if not self._finalizer.alive:
+            self._check_open()  # raises
         acl.rt.synchronize_stream(self.handle, backend=self.backend)
 
     def workspace(self, size: int) -> int:
         """Device pointer to at least ``size`` bytes of workspace (0 for size 0), reused across calls."""
-        self._check_open()
+        if not self._finalizer.alive:
+            self._check_open()  # raises
         if size <= 0:
             return 0
         if size > self._workspace[1]:
@@ -376,10 +378,14 @@ class DeviceArray:
             and (last[1].ptr or not last[1].nbytes)
         ):
             return last[2]  # the same array asked again (an input reused across calls)
-        self._check_open()
+        block = self._block
+        if block is None or (block.ptr == 0 and block.nbytes > 0):
+            self._check_open()  # raises
         key = (self.shape, self.strides, self.offset, self.dtype, fmt, self.storage_size)
-        handle = self._pool.descriptor(self._block, key, lambda: self._create_descriptor(fmt))
-        self._last_descriptor = (fmt, self._block, handle)
+        handle = block.descriptors.get(key)  # a reused block usually has it
+        if handle is None:  # the pool creates it, checking again under its lock
+            handle = self._pool.descriptor(block, key, lambda: self._create_descriptor(fmt))
+        self._last_descriptor = (fmt, block, handle)
         return handle
 
     def _create_descriptor(self, fmt: int) -> Any:
