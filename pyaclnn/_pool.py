@@ -56,16 +56,13 @@ class MemoryPool:
     def acquire(self, nbytes: int) -> Block:
         """A block of at least ``nbytes`` (> 0) bytes."""
         size = -(-nbytes // _SMALL) * _SMALL if nbytes <= _LARGE else _rounded(nbytes)
-        lock = self._lock
-        lock.acquire()
-        blocks = self._cached.get(size)
-        if blocks:  # nothing below can raise: the lock is released on every path
-            block = blocks.pop()
-            self._cached_bytes -= size
-            self._in_use[block.ptr] = block
-            lock.release()
-            return block
-        lock.release()
+        with self._lock:
+            blocks = self._cached.get(size)
+            if blocks:
+                block = blocks.pop()
+                self._cached_bytes -= size
+                self._in_use[block.ptr] = block
+                return block
         try:
             ptr = acl.rt.malloc(size, backend=self.backend)
         except AclOutOfMemoryError:
