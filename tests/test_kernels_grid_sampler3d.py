@@ -428,6 +428,8 @@ def test_backward_with_points_split_into_cached_groups(torch, monkeypatch, inter
     monkeypatch.setattr(gs, "_MAX_CACHED_POINTS", 64)
     monkeypatch.setattr(gs, "_SCATTER_CHUNK", 16)
     monkeypatch.setattr(gs, "_channels_per_pass", lambda channels, room, plane_bytes: channels_per_pass)
+    monkeypatch.setattr(gs, "_CHUNK_POINTS", 32)  # several gridGrad chunks per group of points
+    monkeypatch.setattr(gs, "_PARALLEL_MIN_POINTS", 0)  # on the worker threads, as large grids are
     rng = np.random.default_rng(13)
     inp = rng.standard_normal((2, 3, 4, 5, 6)).astype(np.float32)
     grid = _special_grid(rng, 2, (5, 6, 7), (4, 5, 6), False).astype(np.float32)
