@@ -645,7 +645,7 @@ def grid_sampler3d_backward(
                 gg_buf = np.empty((P, 3), dtype=grid_grad.dtype) if gg_n is None else gg_n
             for c0 in range(0, C if want_in else 1, channel_step):
                 c1 = min(C, c0 + channel_step)
-                first_pass = c0 == 0
+                grid_pass = want_grid and c0 == 0  # gridGrad is computed in the first pass only
                 if want_in and group < P:
                     acc.fill(0)
                 for s0 in range(0, P, group):
@@ -653,7 +653,6 @@ def grid_sampler3d_backward(
                     if want_in:
                         cache = None  # free the previous group's cache first
                         cache = _ScatterCache(s1 - s0, nearest, ct)
-                    grid_pass = want_grid and first_pass
                     for p0 in range(s0, s1, chunk):
                         p1 = min(s1, p0 + chunk)
                         g = grid_n[p0:p1].astype(ct)
