@@ -52,7 +52,8 @@ from pyaclnn.dtypes import ACL_FLOAT, ACL_FORMAT_NCDHW, ACL_FORMAT_ND, ACL_INT32
 from pyaclnn.kernels import grid_sampler3d as kgrid
 from pyaclnn.kernels import max_pool3d as kpool
 
-EXAMPLES = int(os.environ.get("PYACLNN_FUZZ_EXAMPLES", "300"))
+DEFAULT_EXAMPLES = 300
+EXAMPLES = int(os.environ.get("PYACLNN_FUZZ_EXAMPLES", str(DEFAULT_EXAMPLES)))
 HERE = Path(__file__).resolve().parent
 ALLOWED = (AclnnError, AclError, TypeError, ValueError)
 
@@ -1272,8 +1273,10 @@ def _assert_coverage(name: str, counts: dict[str, int]) -> None:
     seen = {key.split("|")[0] for key in counts}
     missing = [c for c in CATEGORIES[name] if c not in seen]
     assert not missing, f"{name}: categories never generated: {missing}"
-    # Hypothesis stops early only in small, exhausted spaces: most categories must reach their share
-    assert sum(counts.values()) >= EXAMPLES // 2, counts
+    # Hypothesis stops early only in small, exhausted spaces: at the default budget most categories
+    # reach their share. A larger budget asks some categories for more examples than their space
+    # holds, so it must still give at least what the default gives.
+    assert sum(counts.values()) >= min(EXAMPLES, DEFAULT_EXAMPLES) // 2, counts
 
 
 CHILD = textwrap.dedent(
