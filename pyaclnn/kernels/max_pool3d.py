@@ -18,6 +18,7 @@ accumulation for float16/bfloat16 (float64 for float64), rounded once.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import threading
@@ -407,6 +408,33 @@ class _ForwardPlan:
         return _ForwardScratch(self, planes)
 
 
+# Plans whose outputs are at most this many cells per plane are kept for the
+# next call with the same geometry: building one costs ~50 us, which is most
+# of a small call; larger plans hold output-sized arrays and are rebuilt.
+_CACHED_PLAN_OUTPUTS = 1 << 15
+
+
+def _forward_plan(
+    spatial: tuple[int, int, int],
+    out_spatial: tuple[int, int, int],
+    axes: tuple[_Axis, _Axis, _Axis],
+    compute: np.dtype,
+    index_dtype: np.dtype,
+    rows: int,
+) -> _ForwardPlan:
+    if out_spatial[0] * out_spatial[1] * out_spatial[2] <= _CACHED_PLAN_OUTPUTS:
+        return _cached_forward_plan(spatial, out_spatial, axes, compute, index_dtype, rows)
+    return _ForwardPlan(spatial, out_spatial, axes, compute, index_dtype, rows)
+
+
+@functools.lru_cache(maxsize=64)
+def _cached_forward_plan(*args: Any) -> _ForwardPlan:
+    plan = _ForwardPlan(*args)
+    for shared in (plan.first_code, plan.window_start, plan.code_offset):
+        shared.setflags(write=False)  # shared by every call with this geometry
+    return plan
+
+
 class _ForwardScratch:
     """Buffers of one worker of a forward call: the phases of a chunk and the
     running maximum, argmax code and mask."""
@@ -570,7 +598,7 @@ def max_pool3d_with_argmax(
     compute = np.dtype(np.float64 if x.dtype == np.float64 else np.float32)
     index_dtype = np.dtype(np.int32 if depth * height * width <= _INT32_MAX else np.int64)
     axes = tuple(_reaching_offsets(ax, n, o) for ax, n, o in zip(axes, spatial, out_spatial))  # type: ignore[assignment]
-    plan = _ForwardPlan(spatial, out_spatial, axes, compute, index_dtype, out_spatial[0])
+    plan = _forward_plan(spatial, out_spatial, axes, compute, index_dtype, out_spatial[0])
     per_plane = plan.bytes_per_plane()
     budget = _chunk_budget(_FORWARD_CHUNK_BYTES, out.nbytes + indices.nbytes)
     if per_plane <= budget:
@@ -581,7 +609,7 @@ def max_pool3d_with_argmax(
         planes = 1
         row_bytes = max(1, per_plane // out_spatial[0])
         rows = max(1, min(out_spatial[0], budget // row_bytes))
-        plan = _ForwardPlan(spatial, out_spatial, axes, compute, index_dtype, rows)
+        plan = _forward_plan(spatial, out_spatial, axes, compute, index_dtype, rows)
         blocks = [
             (xc, oc[:, r : r + rows], ic[:, r : r + rows], r)
             for xc, oc, ic in _plane_blocks((x, out, indices), 1)
