@@ -414,17 +414,12 @@ class _ForwardPlan:
 _CACHED_PLAN_OUTPUTS = 1 << 15
 
 
-def _forward_plan(
-    spatial: tuple[int, int, int],
-    out_spatial: tuple[int, int, int],
-    axes: tuple[_Axis, _Axis, _Axis],
-    compute: np.dtype,
-    index_dtype: np.dtype,
-    rows: int,
-) -> _ForwardPlan:
-    if out_spatial[0] * out_spatial[1] * out_spatial[2] <= _CACHED_PLAN_OUTPUTS:
-        return _cached_forward_plan(spatial, out_spatial, axes, compute, index_dtype, rows)
-    return _ForwardPlan(spatial, out_spatial, axes, compute, index_dtype, rows)
+def _forward_plan(*geometry: Any) -> _ForwardPlan:
+    """``_ForwardPlan(*geometry)``, from the cache when its outputs are small."""
+    do, ho, wo = geometry[1]  # out_spatial
+    if do * ho * wo <= _CACHED_PLAN_OUTPUTS:
+        return _cached_forward_plan(*geometry)
+    return _ForwardPlan(*geometry)
 
 
 @functools.lru_cache(maxsize=64)
