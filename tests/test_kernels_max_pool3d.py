@@ -582,3 +582,26 @@ def test_backward_rejects_mismatched_shapes():
         max_pool3d_with_argmax_backward(
             go, np.ones((1, 2, 2, 2, 3), np.int32), np.empty((1, 2, 4, 4, 4), np.float32)
         )
+
+
+def test_float32_to_float16_by_integer_rounding_equals_numpys_cast():
+    # Every float16, the float32 midpoints between neighbours (ties to even)
+    # and their float32 neighbours, the subnormal and overflow edges, and
+    # random bit patterns (NaN included).
+    halves = np.arange(1 << 16, dtype=np.uint16).view(np.float16)
+    finite = np.sort(halves[np.isfinite(halves)].astype(np.float32))
+    mid = (finite[:-1].astype(np.float64) + finite[1:]) / 2
+    mid = mid[np.abs(mid) < 2**16].astype(np.float32)
+    edges = np.array([65504, 65519.996, 65520, 65536, 2.0**-14, 2.0**-24, 2.0**-25, np.inf], np.float32)
+    rng = np.random.default_rng(3)
+    random_bits = rng.integers(0, 1 << 32, 1 << 18, dtype=np.uint32).view(np.float32)
+    values = np.concatenate([
+        finite, mid, np.nextafter(mid, np.float32(np.inf)), np.nextafter(mid, np.float32(-np.inf)),
+        edges, -edges, random_bits,
+    ]).astype(np.float32)
+    with np.errstate(over="ignore"):
+        want = values.astype(np.float16).view(np.uint16)
+    got = mp._float_to_half_bits(values)
+    nan = np.isnan(values)
+    np.testing.assert_array_equal(got[~nan], want[~nan])
+    assert np.isnan(got[nan].view(np.float16)).all()
