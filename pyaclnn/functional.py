@@ -276,7 +276,7 @@ def _pooled(shape: tuple[int, ...], kernel, stride, padding, dilation, ceil_mode
 def _plane_size_limit(x: Any, api: str, forward: bool) -> None:
     """Reject a plane too large for the device before anything is allocated for it."""
     shape = getattr(x, "shape", ())
-    if len(shape) in (4, 5):
+    if len(shape) in (4, 5) and shape[-1] * shape[-2] * shape[-3] > _checks.INT32_MAX:
         try:
             _checks.plane_size_limit(shape, forward)
         except _checks.CheckFailed as exc:
@@ -434,7 +434,9 @@ def max_pool3d_with_argmax_backward(
         call.launch(
             aclnn.max_pool3d_with_argmax_backward_get_workspace_size,
             aclnn.max_pool3d_with_argmax_backward,
-            *(None if t is None else t.descriptor(nd) for t in (g, x, i)),
+            None if g is None else g.descriptor(nd),
+            None if x is None else x.descriptor(nd),
+            None if i is None else i.descriptor(nd),
             *call.int_arrays(ints),
             ceil,
             grad_input.descriptor(nd),
