@@ -104,7 +104,10 @@ aclTensor *aclCreateTensor(const int64_t *viewDims, uint64_t viewDimsNum, aclDat
     for (int i = t->ndim - 1; i >= 0; i--) {
         t->dims[i] = viewDims[i];
         t->strides[i] = stride != NULL ? stride[i] : contiguous;
-        contiguous *= viewDims[i] > 0 ? viewDims[i] : 1;
+        /* Saturate: an element count that overflows is rejected just below. */
+        if (__builtin_mul_overflow(contiguous, viewDims[i] > 0 ? viewDims[i] : 1, &contiguous)) {
+            contiguous = INT64_MAX;
+        }
     }
     for (int i = 0; i < t->storage_ndim; i++) {
         t->storage_dims[i] = storageDims[i];
