@@ -407,7 +407,7 @@ def run(backend: str | None = None, quick: bool = False, pattern: str | None = N
     print(format_table(results), file=out)
     failed = sum(not r.passed for r in results)
     seconds = sum(r.seconds for r in results)
-    print(f"{len(results) - failed} passed, {failed} failed in {seconds:.1f} s", file=out)
+    print(f"{len(results) - failed} passed, {failed} failed in {seconds:.2f} s", file=out)
     return 1 if failed else 0
 
 
