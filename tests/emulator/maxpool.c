@@ -92,6 +92,23 @@ static const char k_fwd_name[] = "aclnnMaxPool3dWithArgmax";
 
 static void release_plain(aclOpExecutor *ex) { free(ex); }
 
+/* The dtype rules the forward and the backward share: self pools, indices index. */
+static aclnnStatus check_self_and_indices_dtypes(const char *api, const aclTensor *self,
+                                                 const aclTensor *indices)
+{
+    if (!is_pool_dtype(self->dtype)) {
+        pyaclnnEmuSetError("%s: self has dtype %s; expected FLOAT, FLOAT16 or BF16", api,
+                           emu_dtype_name(self->dtype));
+        return ACLNN_ERR_PARAM_INVALID;
+    }
+    if (!is_index_dtype(indices->dtype)) {
+        pyaclnnEmuSetError("%s: indices has dtype %s; expected %s", api, emu_dtype_name(indices->dtype),
+                           index_rule());
+        return ACLNN_ERR_PARAM_INVALID;
+    }
+    return ACLNN_SUCCESS;
+}
+
 aclnnStatus aclnnMaxPool3dWithArgmaxGetWorkspaceSize(const aclTensor *self, const aclIntArray *kernelSize,
                                                      const aclIntArray *stride, const aclIntArray *padding,
                                                      const aclIntArray *dilation, bool ceilMode, aclTensor *out,
@@ -112,15 +129,9 @@ aclnnStatus aclnnMaxPool3dWithArgmaxGetWorkspaceSize(const aclTensor *self, cons
         return rc;
     }
     /* 3. dtypes */
-    if (!is_pool_dtype(self->dtype)) {
-        pyaclnnEmuSetError("%s: self has dtype %s; expected FLOAT, FLOAT16 or BF16", api,
-                           emu_dtype_name(self->dtype));
-        return ACLNN_ERR_PARAM_INVALID;
-    }
-    if (!is_index_dtype(indices->dtype)) {
-        pyaclnnEmuSetError("%s: indices has dtype %s; expected %s", api, emu_dtype_name(indices->dtype),
-                           index_rule());
-        return ACLNN_ERR_PARAM_INVALID;
+    rc = check_self_and_indices_dtypes(api, self, indices);
+    if (rc != ACLNN_SUCCESS) {
+        return rc;
     }
     if (out->dtype != self->dtype) {
         pyaclnnEmuSetError("%s: out has dtype %s; it must equal self's dtype %s", api, emu_dtype_name(out->dtype),
@@ -332,15 +343,9 @@ aclnnStatus aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize(const aclTensor *gr
         return rc;
     }
     /* 2. dtypes */
-    if (!is_pool_dtype(self->dtype)) {
-        pyaclnnEmuSetError("%s: self has dtype %s; expected FLOAT, FLOAT16 or BF16", api,
-                           emu_dtype_name(self->dtype));
-        return ACLNN_ERR_PARAM_INVALID;
-    }
-    if (!is_index_dtype(indices->dtype)) {
-        pyaclnnEmuSetError("%s: indices has dtype %s; expected %s", api, emu_dtype_name(indices->dtype),
-                           index_rule());
-        return ACLNN_ERR_PARAM_INVALID;
+    rc = check_self_and_indices_dtypes(api, self, indices);
+    if (rc != ACLNN_SUCCESS) {
+        return rc;
     }
     if (gradOutput->dtype != self->dtype || gradInput->dtype != self->dtype) {
         const aclTensor *bad = gradOutput->dtype != self->dtype ? gradOutput : gradInput;
