@@ -29,13 +29,14 @@ def _rounded(nbytes: int) -> int:
 
 
 class Block:
-    """One device allocation: its pointer (0 once freed), size and cached descriptors."""
+    """One device allocation: its pointer (0 once freed), size, whether an array holds it, descriptors."""
 
-    __slots__ = ("ptr", "nbytes", "descriptors")
+    __slots__ = ("ptr", "nbytes", "in_use", "descriptors")
 
     def __init__(self, ptr: int, nbytes: int) -> None:
         self.ptr = ptr
         self.nbytes = nbytes
+        self.in_use = True
         self.descriptors: dict[
             tuple, Any
         ] = {}  # (shape, strides, offset, dtype, format, storage) -> aclTensor
@@ -47,38 +48,47 @@ class MemoryPool:
     def __init__(self, backend: str) -> None:
         self.backend = backend
         self._lock = threading.Lock()
-        self._cached: dict[int, list[Block]] = {}
+        self._cached: dict[int, list[Block]] = {}  # rounded size -> blocks ready for reuse
         self._cached_bytes = 0
-        self._in_use: dict[int, Block] = {}  # ptr -> block
+        self._blocks: dict[int, Block] = {}  # ptr -> every block not yet freed, in use or cached
         # Empty arrays own no memory; their descriptors are cached here, without a size limit.
         self.empty_block = Block(0, 0)
 
+    # acquire and release run twice per output of every call: explicit lock calls in
+    # try/finally and a flag on the block instead of a dict of blocks in use keep them cheap.
     def acquire(self, nbytes: int) -> Block:
         """A block of at least ``nbytes`` (> 0) bytes."""
         size = -(-nbytes // _SMALL) * _SMALL if nbytes <= _LARGE else _rounded(nbytes)
-        with self._lock:
+        lock = self._lock
+        lock.acquire()
+        try:
             blocks = self._cached.get(size)
             if blocks:
                 block = blocks.pop()
                 self._cached_bytes -= size
-                self._in_use[block.ptr] = block
+                block.in_use = True
                 return block
+        finally:
+            lock.release()
         try:
             ptr = acl.rt.malloc(size, backend=self.backend)
         except AclOutOfMemoryError:
             self.free_all_blocks()  # cached blocks may be what is missing
             ptr = acl.rt.malloc(size, backend=self.backend)
         block = Block(ptr, size)
-        with self._lock:
-            self._in_use[ptr] = block
+        with lock:
+            self._blocks[ptr] = block
         return block
 
     def release(self, block: Block) -> None:
         """Give ``block`` back; it is cached, or freed when the cache is full. Idempotent."""
-        nbytes = block.nbytes
-        with self._lock:
-            if self._in_use.pop(block.ptr, None) is None:
+        lock = self._lock
+        lock.acquire()
+        try:
+            if not block.in_use or not block.ptr:
                 return  # released already, or freed by release_all
+            block.in_use = False
+            nbytes = block.nbytes
             if self._cached_bytes + nbytes <= _CACHE_LIMIT:
                 blocks = self._cached.get(nbytes)
                 if blocks is None:
@@ -86,6 +96,9 @@ class MemoryPool:
                 blocks.append(block)
                 self._cached_bytes += nbytes
                 return
+            del self._blocks[block.ptr]
+        finally:
+            lock.release()
         self._free(block)
 
     def descriptor(self, block: Block, key: tuple, create: Callable[[], Any]) -> Any:
@@ -107,17 +120,22 @@ class MemoryPool:
             blocks = [b for bs in self._cached.values() for b in bs]
             self._cached.clear()
             self._cached_bytes = 0
+            for block in blocks:
+                del self._blocks[block.ptr]
         for block in blocks:
             self._free(block)
 
     def release_all(self) -> None:
         """Free every block, in use or cached; arrays still holding one see it closed."""
         with self._lock:
-            blocks = list(self._in_use.values())
-            self._in_use.clear()
+            blocks = list(self._blocks.values())
+            for block in blocks:
+                block.in_use = False  # a later release of an array's block is then a no-op
+            self._blocks.clear()
+            self._cached.clear()
+            self._cached_bytes = 0
         for block in blocks:
             self._free(block)
-        self.free_all_blocks()
         self._free(self.empty_block)
 
     def _destroy_descriptor(self, handle: Any) -> None:
@@ -138,6 +156,6 @@ class MemoryPool:
         """Bytes in use and cached, for ``python -m pyaclnn info`` and tests."""
         with self._lock:
             return {
-                "in_use_bytes": sum(b.nbytes for b in self._in_use.values()),
+                "in_use_bytes": sum(b.nbytes for b in self._blocks.values() if b.in_use),
                 "cached_bytes": self._cached_bytes,
             }

@@ -15,6 +15,8 @@ from typing import Any
 from . import backends as _backends
 from ._status import check as _check
 
+# Each wrapper tests the status itself and calls _check only on failure: these run on every call.
+
 __all__ = [
     "init",
     "finalize",
@@ -41,12 +43,6 @@ def finalize(*, backend: str | None = None) -> None:
     _check(b, b.aclnnFinalize(), "aclnnFinalize")
 
 
-def _phase1(b, api: str, result: tuple[int, int, Any]) -> tuple[int, Any]:
-    status, workspace_size, executor = result
-    _check(b, status, api)
-    return workspace_size, executor
-
-
 def max_pool3d_with_argmax_get_workspace_size(
     self: Any,
     kernel_size: Any,
@@ -61,13 +57,12 @@ def max_pool3d_with_argmax_get_workspace_size(
 ) -> tuple[int, Any]:
     """``aclnnMaxPool3dWithArgmaxGetWorkspaceSize`` (int arrays from ``acl.create_int_array``)."""
     b = _backends.get(backend)
-    return _phase1(
-        b,
-        "aclnnMaxPool3dWithArgmaxGetWorkspaceSize",
-        b.aclnnMaxPool3dWithArgmaxGetWorkspaceSize(
-            self, kernel_size, stride, padding, dilation, ceil_mode, out, indices
-        ),
+    status, workspace_size, executor = b.aclnnMaxPool3dWithArgmaxGetWorkspaceSize(
+        self, kernel_size, stride, padding, dilation, ceil_mode, out, indices
     )
+    if status:
+        _check(b, status, "aclnnMaxPool3dWithArgmaxGetWorkspaceSize")
+    return workspace_size, executor
 
 
 def max_pool3d_with_argmax(
@@ -75,9 +70,9 @@ def max_pool3d_with_argmax(
 ) -> None:
     """``aclnnMaxPool3dWithArgmax``."""
     b = _backends.get(backend)
-    _check(
-        b, b.aclnnMaxPool3dWithArgmax(workspace, workspace_size, executor, stream), "aclnnMaxPool3dWithArgmax"
-    )
+    status = b.aclnnMaxPool3dWithArgmax(workspace, workspace_size, executor, stream)
+    if status:
+        _check(b, status, "aclnnMaxPool3dWithArgmax")
 
 
 def max_pool3d_with_argmax_backward_get_workspace_size(
@@ -95,13 +90,12 @@ def max_pool3d_with_argmax_backward_get_workspace_size(
 ) -> tuple[int, Any]:
     """``aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize``."""
     b = _backends.get(backend)
-    return _phase1(
-        b,
-        "aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize",
-        b.aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize(
-            grad_output, self, indices, kernel_size, stride, padding, dilation, ceil_mode, grad_input
-        ),
+    status, workspace_size, executor = b.aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize(
+        grad_output, self, indices, kernel_size, stride, padding, dilation, ceil_mode, grad_input
     )
+    if status:
+        _check(b, status, "aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize")
+    return workspace_size, executor
 
 
 def max_pool3d_with_argmax_backward(
@@ -109,11 +103,9 @@ def max_pool3d_with_argmax_backward(
 ) -> None:
     """``aclnnMaxPool3dWithArgmaxBackward``."""
     b = _backends.get(backend)
-    _check(
-        b,
-        b.aclnnMaxPool3dWithArgmaxBackward(workspace, workspace_size, executor, stream),
-        "aclnnMaxPool3dWithArgmaxBackward",
-    )
+    status = b.aclnnMaxPool3dWithArgmaxBackward(workspace, workspace_size, executor, stream)
+    if status:
+        _check(b, status, "aclnnMaxPool3dWithArgmaxBackward")
 
 
 def grid_sampler3d_get_workspace_size(
@@ -128,13 +120,12 @@ def grid_sampler3d_get_workspace_size(
 ) -> tuple[int, Any]:
     """``aclnnGridSampler3DGetWorkspaceSize``."""
     b = _backends.get(backend)
-    return _phase1(
-        b,
-        "aclnnGridSampler3DGetWorkspaceSize",
-        b.aclnnGridSampler3DGetWorkspaceSize(
-            input, grid, interpolation_mode, padding_mode, align_corners, out
-        ),
+    status, workspace_size, executor = b.aclnnGridSampler3DGetWorkspaceSize(
+        input, grid, interpolation_mode, padding_mode, align_corners, out
     )
+    if status:
+        _check(b, status, "aclnnGridSampler3DGetWorkspaceSize")
+    return workspace_size, executor
 
 
 def grid_sampler3d(
@@ -142,7 +133,9 @@ def grid_sampler3d(
 ) -> None:
     """``aclnnGridSampler3D``."""
     b = _backends.get(backend)
-    _check(b, b.aclnnGridSampler3D(workspace, workspace_size, executor, stream), "aclnnGridSampler3D")
+    status = b.aclnnGridSampler3D(workspace, workspace_size, executor, stream)
+    if status:
+        _check(b, status, "aclnnGridSampler3D")
 
 
 def grid_sampler3d_backward_get_workspace_size(
@@ -160,21 +153,20 @@ def grid_sampler3d_backward_get_workspace_size(
 ) -> tuple[int, Any]:
     """``aclnnGridSampler3DBackwardGetWorkspaceSize`` (output_mask from ``acl.create_bool_array``)."""
     b = _backends.get(backend)
-    return _phase1(
-        b,
-        "aclnnGridSampler3DBackwardGetWorkspaceSize",
-        b.aclnnGridSampler3DBackwardGetWorkspaceSize(
-            grad_output,
-            input,
-            grid,
-            interpolation_mode,
-            padding_mode,
-            align_corners,
-            output_mask,
-            input_grad,
-            grid_grad,
-        ),
+    status, workspace_size, executor = b.aclnnGridSampler3DBackwardGetWorkspaceSize(
+        grad_output,
+        input,
+        grid,
+        interpolation_mode,
+        padding_mode,
+        align_corners,
+        output_mask,
+        input_grad,
+        grid_grad,
     )
+    if status:
+        _check(b, status, "aclnnGridSampler3DBackwardGetWorkspaceSize")
+    return workspace_size, executor
 
 
 def grid_sampler3d_backward(
@@ -182,8 +174,6 @@ def grid_sampler3d_backward(
 ) -> None:
     """``aclnnGridSampler3DBackward``."""
     b = _backends.get(backend)
-    _check(
-        b,
-        b.aclnnGridSampler3DBackward(workspace, workspace_size, executor, stream),
-        "aclnnGridSampler3DBackward",
-    )
+    status = b.aclnnGridSampler3DBackward(workspace, workspace_size, executor, stream)
+    if status:
+        _check(b, status, "aclnnGridSampler3DBackward")

@@ -114,6 +114,10 @@ def _flag(name: str, value: Any) -> bool:
 class _Call:
     """Context of one functional call: its backend and stream, and what it must free."""
 
+    __slots__ = (
+        "ctx", "backend", "stream", "device_results", "_temporaries", "_outputs", "_returned", "_arrays",
+    )
+
     def __init__(self, backend: str | None, stream: Stream | None) -> None:
         ctx = self.ctx = runtime.context(backend)
         self.backend = ctx.name
@@ -128,9 +132,10 @@ class _Call:
                 raise ValueError("stream is closed")
         self.stream = stream
         self.device_results = False  # True once any input is a DeviceArray
-        # Closed on exit: device copies of NumPy inputs, and outputs unless handed to the caller
-        # (those only when the call fails). Created lazily: most calls have no parameter arrays.
-        self._owned: list[DeviceArray] = []
+        # Closed on exit: temporaries (device copies of NumPy inputs) always; outputs unless
+        # handed to the caller as DeviceArrays. Lists are made lazily: this runs for every call.
+        self._temporaries: list[DeviceArray] | None = None
+        self._outputs: list[DeviceArray] = []
         self._returned: list[DeviceArray] | None = None
         self._arrays: list[tuple[Callable, Any]] | None = None
 
@@ -138,10 +143,13 @@ class _Call:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        keep = self._returned if exc_type is None else None
-        for array in self._owned:
-            if keep is None or not any(array is kept for kept in keep):
-                array.close()
+        for array in self._temporaries or ():
+            array.close()
+        kept = self._returned if exc_type is None else None
+        if kept is None or len(kept) != len(self._outputs):
+            for array in self._outputs:
+                if kept is None or not any(array is k for k in kept):
+                    array.close()
         for destroy, handle in self._arrays or ():
             try:
                 destroy(handle, backend=self.backend)
@@ -168,17 +176,17 @@ class _Call:
             _dtypes.from_numpy(x.dtype)
         except TypeError:
             raise TypeError(f"{name} has dtype {x.dtype}, which has no aclDataType") from None
-        array = runtime.to_device(x, backend=self.backend)
-        self._owned.append(array)
-        return array
+        return self.temporary(runtime.to_device(x, backend=self.backend))
 
     def output(self, shape: tuple[int, ...], dtype: np.dtype) -> DeviceArray:
         array = DeviceArray._contiguous(self.ctx, shape, dtype)
-        self._owned.append(array)
+        self._outputs.append(array)
         return array
 
     def temporary(self, array: DeviceArray) -> DeviceArray:
-        self._owned.append(array)
+        if self._temporaries is None:
+            self._temporaries = []
+        self._temporaries.append(array)
         return array
 
     def _own_array(self, destroy: Callable, handle: Any) -> None:

@@ -276,6 +276,12 @@ class DeviceArray:
     while another uses it.
     """
 
+    # Slots make the per-call outputs cheaper to build; __dict__ keeps arrays open to user attributes.
+    __slots__ = (
+        "backend", "shape", "dtype", "strides", "offset", "storage_size",
+        "_pool", "_block", "_last_descriptor", "__weakref__", "__dict__",
+    )
+
     def __init__(
         self,
         shape: Sequence[int],
@@ -300,9 +306,17 @@ class DeviceArray:
 
     @classmethod
     def _contiguous(cls, ctx: _Context, shape: tuple[int, ...], dtype: np.dtype) -> DeviceArray:
-        """A contiguous array of an already valid shape and dtype (the functional layer's outputs)."""
+        """A contiguous array of an already valid shape and dtype (the functional layer's outputs).
+
+        :meth:`_setup` written out: this runs for every output of every call.
+        """
         array = cls.__new__(cls)
-        array._setup(ctx, shape, dtype, _contiguous_strides(shape), 0, prod(shape))
+        array.backend = ctx.name
+        array.strides, size = _contiguous_layout(shape)
+        array.shape, array.dtype, array.offset, array.storage_size = shape, dtype, 0, size
+        array._pool = pool = ctx.pool
+        array._last_descriptor = array._block = None  # so that a failing acquire leaves a closed array
+        array._block = pool.acquire(size * dtype.itemsize) if size else pool.empty_block
         return array
 
     def _setup(self, ctx: _Context, shape, dtype, strides, offset, storage_size) -> None:
@@ -310,10 +324,9 @@ class DeviceArray:
         self.shape, self.dtype, self.strides, self.offset = shape, dtype, strides, offset
         self.storage_size = storage_size
         self._pool = ctx.pool
-        self._block = None  # so that a failing acquire leaves a closed array
+        self._last_descriptor = self._block = None  # so that a failing acquire leaves a closed array
         nbytes = storage_size * dtype.itemsize
         self._block = ctx.pool.acquire(nbytes) if nbytes else ctx.pool.empty_block
-        self._last_descriptor = None  # (format, block, handle) of the latest descriptor() call
 
     # -- properties ---------------------------------------------------------
     @property
@@ -433,6 +446,12 @@ class DeviceArray:
     def __repr__(self) -> str:
         state = " closed" if self.closed else ""
         return f"<pyaclnn.DeviceArray shape={self.shape} dtype={self.dtype} backend={self.backend!r}{state}>"
+
+
+@functools.lru_cache(maxsize=1024)
+def _contiguous_layout(shape: tuple[int, ...]) -> tuple[tuple[int, ...], int]:
+    """Strides and element count of a contiguous array of ``shape``."""
+    return _contiguous_strides(shape), prod(shape)
 
 
 @functools.lru_cache(maxsize=1024)

@@ -249,6 +249,25 @@ def _cstring(value: str | bytes | os.PathLike | None, api: str, param: str) -> A
         raise TypeError(f"{api}: {param} must be a str path or None, got {_describe(value)}") from None
 
 
+_workspace_pointers: dict[int, Any] = {}  # address -> void *: a stream's workspace recurs every call
+
+
+def _workspace(value: Any, api: str) -> Any:
+    """A workspace address as ``void *`` (NULL for 0), the cast cached for the addresses that recur."""
+    if type(value) is int:
+        if value == 0:
+            return NULL
+        cached = _workspace_pointers.get(value)
+        if cached is not None:
+            return cached
+        pointer = _pointer(value, api, "workspace")
+        if len(_workspace_pointers) >= 64:
+            _workspace_pointers.clear()  # addresses of freed workspaces: start again
+        _workspace_pointers[value] = pointer
+        return pointer
+    return _pointer(value, api, "workspace")
+
+
 def _stream(stream: Any, api: str) -> Any:
     if stream is None:
         return NULL
@@ -367,7 +386,9 @@ class NpuBackend:
         return self._c.aclrtDestroyStream(_stream(stream, "aclrtDestroyStream"))
 
     def aclrtSynchronizeStream(self, stream: Any) -> int:
-        return self._c.aclrtSynchronizeStream(_stream(stream, "aclrtSynchronizeStream"))
+        if type(stream) is not _CDATA or _typeof(stream) is not _STREAM:  # once per call: no helper
+            stream = _stream(stream, "aclrtSynchronizeStream")
+        return self._c.aclrtSynchronizeStream(stream)
 
     def aclrtMalloc(self, size: int, policy: int) -> tuple[int, int]:
         out = ffi.new(_VOIDPP)
@@ -569,7 +590,7 @@ class NpuBackend:
         self, workspace: int, workspace_size: int, executor: Any, stream: Any
     ) -> int:
         api = "aclnnMaxPool3dWithArgmax"
-        ws = NULL if type(workspace) is int and workspace == 0 else _pointer(workspace, api, "workspace")
+        ws = _workspace(workspace, api)
         st = stream if type(stream) is _CDATA and _typeof(stream) is _STREAM else _stream(stream, api)
         try:
             return self._c.aclnnMaxPool3dWithArgmax(
@@ -602,7 +623,7 @@ class NpuBackend:
         self, workspace: int, workspace_size: int, executor: Any, stream: Any
     ) -> int:
         api = "aclnnMaxPool3dWithArgmaxBackward"
-        ws = NULL if type(workspace) is int and workspace == 0 else _pointer(workspace, api, "workspace")
+        ws = _workspace(workspace, api)
         st = stream if type(stream) is _CDATA and _typeof(stream) is _STREAM else _stream(stream, api)
         try:
             return self._c.aclnnMaxPool3dWithArgmaxBackward(
@@ -629,7 +650,7 @@ class NpuBackend:
 
     def aclnnGridSampler3D(self, workspace: int, workspace_size: int, executor: Any, stream: Any) -> int:
         api = "aclnnGridSampler3D"
-        ws = NULL if type(workspace) is int and workspace == 0 else _pointer(workspace, api, "workspace")
+        ws = _workspace(workspace, api)
         st = stream if type(stream) is _CDATA and _typeof(stream) is _STREAM else _stream(stream, api)
         try:
             return self._c.aclnnGridSampler3D(ws, workspace_size, NULL if executor is None else executor, st)
@@ -661,7 +682,7 @@ class NpuBackend:
         self, workspace: int, workspace_size: int, executor: Any, stream: Any
     ) -> int:
         api = "aclnnGridSampler3DBackward"
-        ws = NULL if type(workspace) is int and workspace == 0 else _pointer(workspace, api, "workspace")
+        ws = _workspace(workspace, api)
         st = stream if type(stream) is _CDATA and _typeof(stream) is _STREAM else _stream(stream, api)
         try:
             return self._c.aclnnGridSampler3DBackward(
