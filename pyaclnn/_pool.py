@@ -47,7 +47,9 @@ class MemoryPool:
 
     def __init__(self, backend: str) -> None:
         self.backend = backend
-        self._lock = threading.Lock()
+        # Re-entrant: garbage collection may close a DeviceArray (and so call release) in any
+        # allocation made while the lock is held, e.g. while a descriptor is being created.
+        self._lock = threading.RLock()
         self._cached: dict[int, list[Block]] = {}  # rounded size -> blocks ready for reuse
         self._cached_bytes = 0
         self._blocks: dict[int, Block] = {}  # ptr -> every block not yet freed, in use or cached

@@ -476,3 +476,42 @@ EXIT_SCRIPT = textwrap.dedent(
 @pytest.mark.parametrize("name", ["numpy", "npu"])
 def test_interpreter_exit_without_closing_is_clean(name, emulator_home):
     assert run_child(EXIT_SCRIPT, name, emulator_home).strip() == f"ok {name}"
+
+
+
+GC_IN_DESCRIPTOR_SCRIPT = textwrap.dedent(
+    """
+    import gc
+    import pyaclnn
+    from pyaclnn import acl
+    from pyaclnn.dtypes import ACL_FORMAT_ND
+
+    original = acl.create_tensor
+
+    def create_tensor_with_a_collection(*args, **kwargs):
+        garbage = pyaclnn.zeros((3,))
+        garbage.cycle = garbage  # only the cycle collector can free it
+        del garbage
+        gc.collect()  # its finalizer gives the block back while descriptor() holds the pool lock
+        return original(*args, **kwargs)
+
+    acl.create_tensor = create_tensor_with_a_collection
+    before = pyaclnn.memory_pool().stats()["in_use_bytes"]
+    array = pyaclnn.empty((5,))
+    array.descriptor(ACL_FORMAT_ND)
+    array.close()
+    print(pyaclnn.memory_pool().stats()["in_use_bytes"] - before)
+    """
+)
+
+
+@pytest.mark.parametrize("name", ["numpy", "npu"])
+def test_garbage_collected_arrays_freed_while_a_descriptor_is_made_do_not_deadlock(name, emulator_home):
+    """A collection can run inside any allocation, also while the pool's lock is held; the
+    DeviceArrays it finalizes give their blocks back to that same pool. A child process, so
+    that a deadlock is a timeout here rather than a hung suite."""
+    try:
+        out = run_child(GC_IN_DESCRIPTOR_SCRIPT, name, emulator_home, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("deadlock: a finalizer waited for the pool lock its own thread held")
+    assert out.strip() == "0", f"{out.strip()} bytes still in use"
