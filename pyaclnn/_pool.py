@@ -5,7 +5,8 @@ so freed blocks are kept per rounded size and handed out again; so are the
 aclTensor descriptors made for them, since the next array on a reused block
 usually has the same shape. Reuse is safe because every pyaclnn call
 synchronizes its stream before returning: no queued work still uses a block
-that comes back to the pool.
+that comes back to the pool. Before a descriptor is destroyed the pool says so
+(``forget_descriptor``), so no cached executor outlives a descriptor it uses.
 """
 
 from __future__ import annotations
@@ -45,8 +46,10 @@ class Block:
 class MemoryPool:
     """Device memory of one backend: blocks in use and blocks cached for reuse."""
 
-    def __init__(self, backend: str) -> None:
+    def __init__(self, backend: str, forget_descriptor: Callable[[Any], None] | None = None) -> None:
         self.backend = backend
+        # Told about every descriptor just before it is destroyed (the executor caches drop plans using it).
+        self._forget_descriptor = forget_descriptor
         # Re-entrant: garbage collection may close a DeviceArray (and so call release) in any
         # allocation made while the lock is held, e.g. while a descriptor is being created.
         self._lock = threading.RLock()
@@ -107,13 +110,17 @@ class MemoryPool:
         """The aclTensor for ``key`` on ``block``, made by ``create`` on first use."""
         handle = block.descriptors.get(key)
         if handle is None:
-            with self._lock:  # threads sharing an input array must not make its descriptor twice
-                handle = block.descriptors.get(key)
-                if handle is None:
-                    if block.nbytes and len(block.descriptors) >= _DESCRIPTORS_PER_BLOCK:
-                        _, old = block.descriptors.popitem()
-                        self._destroy_descriptor(old)
-                    handle = block.descriptors[key] = create()
+            evicted = None
+            try:
+                with self._lock:  # threads sharing an input array must not make its descriptor twice
+                    handle = block.descriptors.get(key)
+                    if handle is None:
+                        if block.nbytes and len(block.descriptors) >= _DESCRIPTORS_PER_BLOCK:
+                            _, evicted = block.descriptors.popitem()
+                        handle = block.descriptors[key] = create()
+            finally:
+                if evicted is not None:  # outside the lock: forgetting it takes stream locks
+                    self._destroy_descriptor(evicted)
         return handle
 
     def free_all_blocks(self) -> None:
@@ -141,6 +148,8 @@ class MemoryPool:
         self._free(self.empty_block)
 
     def _destroy_descriptor(self, handle: Any) -> None:
+        if self._forget_descriptor is not None:
+            self._forget_descriptor(handle)
         try:
             acl.destroy_tensor(handle, backend=self.backend)
         except AclError:

@@ -216,21 +216,44 @@ class _Call:
     def launch(self, phase1: Callable, phase2: Callable, *args: Any, outputs: Sequence[DeviceArray]) -> None:
         """Run both phases and wait for the stream.
 
-        Outputs are zero-filled when phase 1 finds nothing to compute (empty tensors).
+        Phase 1 is skipped when the stream has a repeatable executor for the same
+        arguments (see :mod:`pyaclnn._executors`). Outputs are zero-filled when
+        phase 1 finds nothing to compute (empty tensors).
         """
-        workspace_size, executor = phase1(*args, backend=self.backend)
-        if executor is None:
-            for array in outputs:
-                array.fill_zero()
-            return
-        with self.stream.lock:
+        stream = self.stream
+        with stream.lock:
+            executors = stream.executors
+            # per-call parameter arrays die with the call: a plan holding them must not be kept
+            key = (phase2, args) if executors.enabled and self._arrays is None else None
+            entry = executors.take(key) if key is not None else None
+            generation = executors.generation
+            if entry is not None:
+                executor, workspace_size = entry
+            else:
+                workspace_size, executor = phase1(*args, backend=self.backend)
+                if executor is None:
+                    for array in outputs:
+                        array.fill_zero()
+                    return
+                if key is not None and not executors.make_repeatable(executor):
+                    key = None
             try:
-                workspace = self.stream.workspace(workspace_size)
+                workspace = stream.workspace(workspace_size)
             except BaseException:
-                self._discard(executor)
+                if key is not None:
+                    executors.destroy(executor)
+                else:
+                    self._discard(executor)
                 raise
-            phase2(workspace, workspace_size, executor, self.stream.handle, backend=self.backend)
-            self.stream.synchronize()
+            try:
+                phase2(workspace, workspace_size, executor, stream.handle, backend=self.backend)
+                stream.synchronize()
+            except BaseException:
+                if key is not None:
+                    executors.destroy(executor)  # repeatable: the failed launch did not free it
+                raise
+            if key is not None:
+                executors.put(key, (executor, workspace_size), generation)
 
     def _discard(self, executor: Any) -> None:
         """Free an executor phase 2 will never consume: only a repeatable one may be destroyed."""

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _decl, acl
+from . import _decl, _executors, acl
 from . import backends as _backends
 from . import dtypes as _dtypes
 from ._pool import MemoryPool
@@ -44,7 +44,7 @@ class _Context:
         self.initialized = False
         self.tls = threading.local()
         self.streams: weakref.WeakSet = weakref.WeakSet()  # open Streams
-        self.pool = MemoryPool(name)
+        self.pool = MemoryPool(name, forget_descriptor=self._forget_descriptor)
         self.int_arrays: dict[tuple[int, ...], Any] = {}
         self.bool_arrays: dict[tuple[bool, ...], Any] = {}
         self.int_array_sets: dict[tuple[tuple[int, ...], ...], tuple[Any, ...]] = {}
@@ -104,6 +104,11 @@ class _Context:
                 if handle is None and len(cache) < _ARRAY_CACHE_LIMIT:
                     handle = cache[values] = create(values, backend=self.name)
         return handle
+
+    def _forget_descriptor(self, handle: Any) -> None:
+        """Drop the cached executors that use ``handle``, on every open stream, before it is destroyed."""
+        for stream in list(self.streams):
+            stream._forget_descriptor(handle)
 
     def shutdown(self) -> None:
         """Close open streams, free all device memory and cached arrays, reset the device, finalize ACL."""
@@ -179,15 +184,21 @@ def set_deterministic(enabled: bool, *, backend: str | None = None) -> None:
     if ctx.deterministic is not value:
         acl.rt.ctx_set_sys_param_opt(_DETERMINISTIC, int(value), backend=ctx.name)
         ctx.deterministic = value
+        for stream in list(ctx.streams):
+            stream._clear_executors()  # planned under the other setting
 
 
 # -- streams and workspace ---------------------------------------------------
 
 
-def _destroy_stream(backend: str, handle: Any, workspace: list[int]) -> None:
+def _destroy_stream(
+    backend: str, handle: Any, workspace: list[int], executors: _executors.ExecutorCache
+) -> None:
     try:
         acl.rt.synchronize_stream(handle, backend=backend)
     finally:
+        executors.enabled = False  # a launch racing the close must not put one back
+        executors.clear()
         if workspace[0]:
             _quiet(acl.rt.free, workspace[0], backend=backend)
             workspace[0] = 0
@@ -210,7 +221,11 @@ class Stream:
         # Held from taking the workspace until the launch that uses it, so threads
         # sharing a stream never see a buffer another one is about to replace.
         self.lock = threading.RLock()
-        self._finalizer = weakref.finalize(self, _destroy_stream, self.backend, self.handle, self._workspace)
+        # Repeatable executors of recent calls on this stream, used under self.lock.
+        self.executors = _executors.ExecutorCache(self.backend, _executors.enabled_by_environment())
+        self._finalizer = weakref.finalize(
+            self, _destroy_stream, self.backend, self.handle, self._workspace, self.executors
+        )
         self._finalizer.atexit = False  # the context's exit hook closes streams in order
         ctx.streams.add(self)
 
@@ -239,8 +254,16 @@ class Stream:
             self._workspace[:] = [ptr, size]
         return self._workspace[0]
 
+    def _forget_descriptor(self, handle: Any) -> None:
+        with self.lock:
+            self.executors.forget(handle)
+
+    def _clear_executors(self) -> None:
+        with self.lock:
+            self.executors.clear()
+
     def close(self) -> None:
-        """Synchronize and destroy the stream; a second call does nothing."""
+        """Synchronize, destroy the cached executors and the stream; a second call does nothing."""
         self._finalizer()
 
     def _check_open(self) -> None:

@@ -1,0 +1,108 @@
+"""Repeatable executors of recent calls on one stream, so a repeated call skips phase 1.
+
+A functional call with the same descriptors, parameter arrays and scalars as an
+earlier call on the same stream would get the same plan from phase 1. So after
+phase 1 the executor is made repeatable (``aclSetAclOpExecutorRepeatable``) and
+kept here, keyed by everything phase 1 was given; the next such call runs
+phase 2 on it directly. The key holds descriptor handles, and a handle always
+describes the same memory, shape and dtype while it lives (the pool owns it
+and caches it per block), so a hit is exactly the call phase 1 planned.
+
+Rules that keep that true:
+
+* Every entry is dropped, and its executor destroyed, *before* a descriptor in
+  its key is destroyed (:meth:`ExecutorCache.forget`, called by the memory pool),
+  so a new descriptor at a recycled address never matches an old plan.
+* Only handles that outlive the entry go into a key: descriptors from the pool,
+  parameter arrays from the context's cache; a call with per-call arrays is
+  not cached.
+* One cache per stream, used under the stream's lock: an executor never runs
+  on two streams at once, which CANN does not promise to support.
+* An entry is taken out while its executor runs and put back after a
+  successful launch; a failed launch destroys it.
+* ``set_deterministic`` empties every cache (the plan may depend on it).
+
+``PYACLNN_EXECUTOR_CACHE=0`` turns caching off (every call runs phase 1).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from . import acl
+from .errors import AclError
+
+_LIMIT = 32  # entries per stream; the oldest goes first
+
+
+def enabled_by_environment() -> bool:
+    """False when ``PYACLNN_EXECUTOR_CACHE`` is 0, off, false or no."""
+    value = os.environ.get("PYACLNN_EXECUTOR_CACHE", "1").strip().lower()
+    return value not in ("0", "off", "false", "no")
+
+
+class ExecutorCache:
+    """Repeatable executors of one stream: key -> (executor, workspace size).
+
+    Not thread-safe by itself: its stream's lock guards it.
+    """
+
+    __slots__ = ("backend", "enabled", "generation", "_entries")
+
+    def __init__(self, backend: str, enabled: bool = True) -> None:
+        self.backend = backend
+        self.enabled = enabled
+        self.generation = 0  # bumped by forget() and clear(): an entry taken before is stale
+        self._entries: dict[tuple, tuple[Any, int]] = {}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def take(self, key: tuple) -> tuple[Any, int] | None:
+        """Remove and return the entry of ``key``; the caller puts it back or destroys it."""
+        return self._entries.pop(key, None)
+
+    def put(self, key: tuple, entry: tuple[Any, int], generation: int) -> None:
+        """Keep ``entry`` for ``key``, unless a descriptor was forgotten since ``generation``."""
+        if generation != self.generation or not self.enabled:
+            self.destroy(entry[0])
+            return
+        entries = self._entries
+        if len(entries) >= _LIMIT and key not in entries:
+            oldest = next(iter(entries))
+            self.destroy(entries.pop(oldest)[0])
+        old = entries.pop(key, None)
+        if old is not None:
+            self.destroy(old[0])
+        entries[key] = entry
+
+    def make_repeatable(self, executor: Any) -> bool:
+        """Make a fresh executor repeatable; False (and caching off) when the runtime cannot."""
+        try:
+            acl.set_acl_op_executor_repeatable(executor, backend=self.backend)
+        except AclError:
+            self.enabled = False  # e.g. an old CANN without the function: stop trying
+            return False
+        return True
+
+    def forget(self, descriptor: Any) -> None:
+        """Drop every entry whose key holds ``descriptor`` (which is about to be destroyed)."""
+        self.generation += 1
+        stale = [key for key in self._entries if any(d is descriptor for d in key[1])]
+        for key in stale:
+            self.destroy(self._entries.pop(key)[0])
+
+    def clear(self) -> None:
+        """Destroy every executor."""
+        self.generation += 1
+        entries = list(self._entries.values())
+        self._entries.clear()
+        for executor, _ in entries:
+            self.destroy(executor)
+
+    def destroy(self, executor: Any) -> None:
+        try:
+            acl.destroy_acl_op_executor(executor, backend=self.backend)
+        except AclError:
+            pass  # nothing more can be done with it; the error that brought us here says more

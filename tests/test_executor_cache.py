@@ -1,0 +1,187 @@
+"""The per-stream cache of repeatable executors (pyaclnn/_executors.py), on both backends.
+
+A repeated call skips phase 1 but must still read the arrays' current data;
+a plan must never outlive a descriptor it uses, a parameter array owned by one
+call, a deterministic switch or its stream; a failed launch must not leave a
+plan behind. The live-object check of the ``backend`` fixture catches any
+executor these paths leak.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import pyaclnn
+from pyaclnn import aclnn, backends, runtime
+
+KERNEL = [2, 2, 2]
+X_SHAPE = (2, 3, 4, 4, 4)
+GRAD_SHAPE = (2, 3, 2, 2, 2)
+
+
+def _count_phase1(monkeypatch, name: str) -> list[int]:
+    """Count the calls of ``pyaclnn.aclnn.<name>`` (the functional layer looks it up per call)."""
+    calls: list[int] = []
+    original = getattr(aclnn, name)
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(aclnn, name, counting)
+    return calls
+
+
+def _live_executors(backend: str) -> int:
+    return backends.get(backend).live_counts()["executors"]
+
+
+@pytest.fixture
+def stream(backend):
+    with pyaclnn.Stream(backend) as s:
+        yield s
+
+
+def _pool_inputs(torch, rng, shape=X_SHAPE):
+    """An input and its argmax indices (from PyTorch: a forward here would cache a plan too)."""
+    x = rng.standard_normal(shape, dtype=np.float32)
+    _, idx = torch.ops.aten.max_pool3d_with_indices(torch.from_numpy(x), KERNEL, KERNEL, [0, 0, 0], [1, 1, 1])
+    return x, idx.numpy().astype(np.int32)
+
+
+def _pool_backward_oracle(torch, grad, x, idx):
+    return torch.ops.aten.max_pool3d_with_indices_backward(
+        torch.from_numpy(grad), torch.from_numpy(x), KERNEL, KERNEL, [0, 0, 0], [1, 1, 1], False,
+        torch.from_numpy(idx.astype(np.int64)),
+    ).numpy()
+
+
+def test_a_repeated_call_skips_phase_1_and_reads_the_new_data(backend, stream, torch, monkeypatch):
+    calls = _count_phase1(monkeypatch, "max_pool3d_with_argmax_backward_get_workspace_size")
+    rng = np.random.default_rng(1)
+    x, idx = _pool_inputs(torch, rng)
+    dx, di = pyaclnn.to_device(x, backend=backend), pyaclnn.to_device(idx, backend=backend)
+    for _ in range(4):
+        grad = rng.standard_normal(GRAD_SHAPE, dtype=np.float32)
+        with pyaclnn.to_device(grad, backend=backend) as dg:  # new values in the recycled block
+            got = pyaclnn.max_pool3d_with_argmax_backward(dg, dx, di, 2, backend=backend, stream=stream)
+            with got:
+                np.testing.assert_array_equal(got.numpy(), _pool_backward_oracle(torch, grad, x, idx))
+    assert len(calls) == 1, "the same descriptors and parameters must reuse the first call's executor"
+    assert len(stream.executors) == 1
+
+
+def test_grid_sampler_backward_hits_give_the_oracle_values(backend, stream, torch, monkeypatch):
+    calls = _count_phase1(monkeypatch, "grid_sampler3d_backward_get_workspace_size")
+    rng = np.random.default_rng(2)
+    x = pyaclnn.to_device(rng.standard_normal((1, 2, 3, 3, 3), dtype=np.float32), backend=backend)
+    grid = pyaclnn.to_device(rng.uniform(-1, 1, (1, 2, 2, 2, 3)).astype(np.float32), backend=backend)
+    for _ in range(3):
+        grad = rng.standard_normal((1, 2, 2, 2, 2), dtype=np.float32)
+        with pyaclnn.to_device(grad, backend=backend) as dg:
+            dx, dgrid = pyaclnn.grid_sampler3d_backward(dg, x, grid, backend=backend, stream=stream)
+            want_x, want_grid = torch.ops.aten.grid_sampler_3d_backward(
+                torch.from_numpy(grad), torch.from_numpy(x.numpy()), torch.from_numpy(grid.numpy()),
+                0, 0, False, [True, True],
+            )
+            with dx, dgrid:
+                np.testing.assert_allclose(dx.numpy(), want_x.numpy(), rtol=1e-5, atol=1e-6)
+                np.testing.assert_allclose(dgrid.numpy(), want_grid.numpy(), rtol=1e-5, atol=1e-6)
+    # the two outputs share a size class, so the pool hands their blocks back swapped: two plans
+    assert len(calls) <= 2
+
+
+def test_a_plan_dies_before_its_descriptors(backend, stream, torch):
+    """Freeing the blocks destroys their descriptors; the plans using them must go first,
+    and a new array at a recycled address with another shape must get a plan of its own."""
+    base = _live_executors(backend)  # what earlier tests left on other streams
+    rng = np.random.default_rng(3)
+    x, idx = _pool_inputs(torch, rng)
+    grad = rng.standard_normal(GRAD_SHAPE, dtype=np.float32)
+    arrays = [pyaclnn.to_device(a, backend=backend) for a in (grad, x, idx)]
+    pyaclnn.max_pool3d_with_argmax_backward(*arrays, 2, backend=backend, stream=stream).close()
+    assert len(stream.executors) == 1 and _live_executors(backend) == base + 1
+    for array in arrays:
+        array.close()
+    pyaclnn.memory_pool(backend).free_all_blocks()
+    # (other streams' plans on freed blocks may go too, hence <=)
+    assert len(stream.executors) == 0 and _live_executors(backend) <= base
+
+    # another shape, very likely at the same addresses
+    x2, idx2 = _pool_inputs(torch, rng, (1, 2, 4, 4, 6))
+    grad2 = rng.standard_normal((1, 2, 2, 2, 3), dtype=np.float32)
+    arrays = [pyaclnn.to_device(a, backend=backend) for a in (grad2, x2, idx2)]
+    with pyaclnn.max_pool3d_with_argmax_backward(*arrays, 2, backend=backend, stream=stream) as got:
+        np.testing.assert_array_equal(got.numpy(), _pool_backward_oracle(torch, grad2, x2, idx2))
+
+
+def test_a_failed_launch_on_a_cached_plan_leaves_no_plan(backend, stream, torch):
+    base = _live_executors(backend)  # what earlier tests left on other streams
+    rng = np.random.default_rng(4)
+    x, idx = _pool_inputs(torch, rng)
+    grad = rng.standard_normal(GRAD_SHAPE, dtype=np.float32)
+    dg, dx = pyaclnn.to_device(grad, backend=backend), pyaclnn.to_device(x, backend=backend)
+    di = pyaclnn.to_device(idx, backend=backend)
+    pyaclnn.max_pool3d_with_argmax_backward(dg, dx, di, 2, backend=backend, stream=stream).close()
+    assert len(stream.executors) == 1
+    bad = idx.copy()
+    bad[0, 0, 0, 0, 0] = 64  # one past the 4x4x4 plane: found by phase 2, which the hit runs
+    di.close()
+    di = pyaclnn.to_device(bad, backend=backend)  # same block, same descriptor: a cache hit
+    with pytest.raises(pyaclnn.AclnnError, match="outside its") as info:
+        pyaclnn.max_pool3d_with_argmax_backward(dg, dx, di, 2, backend=backend, stream=stream)
+    assert info.value.status == 161002
+    assert len(stream.executors) == 0 and _live_executors(backend) == base
+    di.close()
+    di = pyaclnn.to_device(idx, backend=backend)
+    with pyaclnn.max_pool3d_with_argmax_backward(dg, dx, di, 2, backend=backend, stream=stream) as got:
+        np.testing.assert_array_equal(got.numpy(), _pool_backward_oracle(torch, grad, x, idx))
+
+
+def test_set_deterministic_and_closing_the_stream_destroy_the_plans(backend, monkeypatch, torch):
+    base = _live_executors(backend)  # what earlier tests left on other streams
+    calls = _count_phase1(monkeypatch, "max_pool3d_with_argmax_backward_get_workspace_size")
+    rng = np.random.default_rng(5)
+    x, idx = _pool_inputs(torch, rng)
+    arrays = [pyaclnn.to_device(a, backend=backend) for a in (np.ones(GRAD_SHAPE, np.float32), x, idx)]
+    stream = pyaclnn.Stream(backend)
+    pyaclnn.max_pool3d_with_argmax_backward(*arrays, 2, backend=backend, stream=stream).close()
+    assert len(stream.executors) == 1
+    pyaclnn.set_deterministic(True, backend=backend)
+    assert len(stream.executors) == 0 and _live_executors(backend) == base
+    for _ in range(2):
+        pyaclnn.max_pool3d_with_argmax_backward(*arrays, 2, backend=backend, stream=stream).close()
+    assert len(calls) == 2, "the first call after the switch plans again, the next reuses it"
+    assert _live_executors(backend) == base + 1
+    stream.close()
+    assert _live_executors(backend) == base
+
+
+def test_the_environment_can_turn_the_cache_off(backend, monkeypatch, torch):
+    base = _live_executors(backend)  # what earlier tests left on other streams
+    monkeypatch.setenv("PYACLNN_EXECUTOR_CACHE", "0")
+    calls = _count_phase1(monkeypatch, "max_pool3d_with_argmax_backward_get_workspace_size")
+    rng = np.random.default_rng(6)
+    x, idx = _pool_inputs(torch, rng)
+    arrays = [pyaclnn.to_device(a, backend=backend) for a in (np.ones(GRAD_SHAPE, np.float32), x, idx)]
+    with pyaclnn.Stream(backend) as stream:
+        for _ in range(3):
+            pyaclnn.max_pool3d_with_argmax_backward(*arrays, 2, backend=backend, stream=stream).close()
+        assert not stream.executors.enabled and len(stream.executors) == 0
+    assert len(calls) == 3 and _live_executors(backend) == base
+
+
+def test_a_call_with_its_own_parameter_arrays_is_not_cached(backend, stream, monkeypatch, torch):
+    """Parameter arrays made for one call are destroyed with it; a plan holding them could
+    match a later array at the same address."""
+    base = _live_executors(backend)  # what earlier tests left on other streams
+    monkeypatch.setattr(runtime, "_ARRAY_CACHE_LIMIT", 0)  # the context's array cache takes nothing
+    rng = np.random.default_rng(7)
+    x, idx = _pool_inputs(torch, rng)
+    grad = rng.standard_normal(GRAD_SHAPE, dtype=np.float32)
+    arrays = [pyaclnn.to_device(a, backend=backend) for a in (grad, x, idx)]
+    for _ in range(2):
+        with pyaclnn.max_pool3d_with_argmax_backward(*arrays, 2, backend=backend, stream=stream) as got:
+            np.testing.assert_array_equal(got.numpy(), _pool_backward_oracle(torch, grad, x, idx))
+    assert len(stream.executors) == 0 and _live_executors(backend) == base
