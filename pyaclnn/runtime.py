@@ -191,17 +191,33 @@ def set_deterministic(enabled: bool, *, backend: str | None = None) -> None:
 # -- streams and workspace ---------------------------------------------------
 
 
+class _StreamState:
+    """What a Stream shares with its finalizer: its workspace buffer and whether its handle lives.
+
+    A plain flag rather than ``finalize.alive`` (a property doing a dict look-up): the
+    launch path asks it several times per call.
+    """
+
+    __slots__ = ("workspace", "workspace_size", "open")
+
+    def __init__(self) -> None:
+        self.workspace = 0  # device pointer, 0 for none
+        self.workspace_size = 0
+        self.open = True
+
+
 def _destroy_stream(
-    backend: str, handle: Any, workspace: list[int], executors: _executors.ExecutorCache
+    backend: str, handle: Any, state: _StreamState, executors: _executors.ExecutorCache
 ) -> None:
+    state.open = False
     try:
         acl.rt.synchronize_stream(handle, backend=backend)
     finally:
         executors.enabled = False  # a launch racing the close must not put one back
         executors.clear()
-        if workspace[0]:
-            _quiet(acl.rt.free, workspace[0], backend=backend)
-            workspace[0] = 0
+        if state.workspace:
+            _quiet(acl.rt.free, state.workspace, backend=backend)
+            state.workspace = state.workspace_size = 0
         acl.rt.destroy_stream(handle, backend=backend)
 
 
@@ -217,42 +233,43 @@ class Stream:
         ctx = context(backend)
         self.backend = ctx.name
         self.handle = acl.rt.create_stream(backend=ctx.name)
-        self._workspace = [0, 0]  # [pointer, size]: shared with the finalizer
+        self._state = _StreamState()
         # Held from taking the workspace until the launch that uses it, so threads
         # sharing a stream never see a buffer another one is about to replace.
         self.lock = threading.RLock()
         # Repeatable executors of recent calls on this stream, used under self.lock.
         self.executors = _executors.ExecutorCache(self.backend, _executors.enabled_by_environment())
         self._finalizer = weakref.finalize(
-            self, _destroy_stream, self.backend, self.handle, self._workspace, self.executors
+            self, _destroy_stream, self.backend, self.handle, self._state, self.executors
         )
         self._finalizer.atexit = False  # the context's exit hook closes streams in order
         ctx.streams.add(self)
 
     @property
     def closed(self) -> bool:
-        return not self._finalizer.alive
+        return not self._state.open
 
     def synchronize(self) -> None:
         """Wait until all work queued on this stream is done (``aclrtSynchronizeStream``)."""
-        if not self._finalizer.alive:
+        if not self._state.open:
             self._check_open()  # raises
         acl.rt.synchronize_stream(self.handle, backend=self.backend)
 
     def workspace(self, size: int) -> int:
         """Device pointer to at least ``size`` bytes of workspace (0 for size 0), reused across calls."""
-        if not self._finalizer.alive:
+        state = self._state
+        if not state.open:
             self._check_open()  # raises
         if size <= 0:
             return 0
-        if size > self._workspace[1]:
-            if self._workspace[0]:
+        if size > state.workspace_size:
+            if state.workspace:
                 acl.rt.synchronize_stream(self.handle, backend=self.backend)  # the old buffer may be in use
-                acl.rt.free(self._workspace[0], backend=self.backend)
-                self._workspace[:] = [0, 0]
-            ptr = acl.rt.malloc(size, backend=self.backend)
-            self._workspace[:] = [ptr, size]
-        return self._workspace[0]
+                acl.rt.free(state.workspace, backend=self.backend)
+                state.workspace = state.workspace_size = 0
+            state.workspace = acl.rt.malloc(size, backend=self.backend)
+            state.workspace_size = size
+        return state.workspace
 
     def _forget_descriptor(self, handle: Any) -> None:
         with self.lock:
