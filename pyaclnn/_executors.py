@@ -18,8 +18,10 @@ Rules that keep that true:
   not cached.
 * One cache per stream, used under the stream's lock: an executor never runs
   on two streams at once, which CANN does not promise to support.
-* An entry is taken out while its executor runs and put back after a
-  successful launch; a failed launch destroys it.
+* An entry stays in while its executor runs: only a descriptor's destruction,
+  ``set_deterministic`` or closing the stream remove entries, and none of them
+  can reach a running entry (its arrays are held by the call, the others wait
+  for the stream's lock). A failed launch destroys the entry it ran.
 * ``set_deterministic`` empties every cache (the plan may depend on it).
 
 ``PYACLNN_EXECUTOR_CACHE=0`` turns caching off (every call runs phase 1).
@@ -59,12 +61,19 @@ class ExecutorCache:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def take(self, key: tuple) -> tuple[Any, int] | None:
-        """Remove and return the entry of ``key``; the caller puts it back or destroys it."""
-        return self._entries.pop(key, None)
+    def get(self, key: tuple) -> tuple[Any, int] | None:
+        """The entry of ``key``, or None."""
+        return self._entries.get(key)
+
+    def discard(self, key: tuple) -> None:
+        """Drop the entry of ``key`` (after a failed launch) and destroy its executor."""
+        entry = self._entries.pop(key, None)
+        if entry is not None:
+            self.destroy(entry[0])
 
     def put(self, key: tuple, entry: tuple[Any, int], generation: int) -> None:
-        """Keep ``entry`` for ``key``, unless a descriptor was forgotten since ``generation``."""
+        """Keep a new ``entry`` for ``key``, unless a descriptor was forgotten since ``generation``
+        (read before its phase 1: the plan may hold it)."""
         if generation != self.generation or not self.enabled:
             self.destroy(entry[0])
             return

@@ -225,22 +225,28 @@ class _Call:
             executors = stream.executors
             # per-call parameter arrays die with the call: a plan holding them must not be kept
             key = (phase2, args) if executors.enabled and self._arrays is None else None
-            entry = executors.take(key) if key is not None else None
-            generation = executors.generation
+            entry = executors.get(key) if key is not None else None
             if entry is not None:
                 executor, workspace_size = entry
-            else:
-                workspace_size, executor = phase1(*args, backend=self.backend)
-                if executor is None:
-                    for array in outputs:
-                        array.fill_zero()
-                    return
-                if key is not None and not executors.make_repeatable(executor):
-                    key = None
+                try:
+                    workspace = stream.workspace(workspace_size)
+                    phase2(workspace, workspace_size, executor, stream.handle, backend=self.backend)
+                    stream.synchronize()
+                except BaseException:
+                    executors.discard(key)  # the executor may be what failed: plan again next time
+                    raise
+                return
+            generation = executors.generation
+            workspace_size, executor = phase1(*args, backend=self.backend)
+            if executor is None:
+                for array in outputs:
+                    array.fill_zero()
+                return
+            cached = key is not None and executors.make_repeatable(executor)
             try:
                 workspace = stream.workspace(workspace_size)
             except BaseException:
-                if key is not None:
+                if cached:
                     executors.destroy(executor)
                 else:
                     self._discard(executor)
@@ -249,10 +255,10 @@ class _Call:
                 phase2(workspace, workspace_size, executor, stream.handle, backend=self.backend)
                 stream.synchronize()
             except BaseException:
-                if key is not None:
+                if cached:
                     executors.destroy(executor)  # repeatable: the failed launch did not free it
                 raise
-            if key is not None:
+            if cached:
                 executors.put(key, (executor, workspace_size), generation)
 
     def _discard(self, executor: Any) -> None:
