@@ -69,7 +69,7 @@ class _Context:
     def default_stream(self) -> Stream:
         """The calling thread's default stream, created on first use."""
         stream = getattr(self.tls, "stream", None)
-        if stream is None or stream.closed:
+        if stream is None or not stream._state.open:
             stream = Stream(self.name)
             self.tls.stream = stream
         return stream
