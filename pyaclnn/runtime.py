@@ -226,8 +226,10 @@ class Stream:
     """An ACL stream with its own workspace buffer (``aclrtCreateStream``).
 
     Work on different streams may run concurrently; give each thread its own
-    for parallelism (threads sharing one are serialized on its lock).
-    ``close()`` synchronizes, frees the workspace and destroys the stream.
+    for parallelism (threads sharing one are serialized on its lock). The
+    stream also keeps the repeatable executors of its recent calls
+    (``executors``, see :mod:`pyaclnn._executors`). ``close()`` synchronizes,
+    destroys those executors, frees the workspace and destroys the stream.
     """
 
     def __init__(self, backend: str | None = None) -> None:
