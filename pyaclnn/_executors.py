@@ -16,12 +16,16 @@ Rules that keep that true:
 * Only handles that outlive the entry go into a key: descriptors from the pool,
   parameter arrays from the context's cache; a call with per-call arrays is
   not cached.
-* One cache per stream, used under the stream's lock: an executor never runs
-  on two streams at once, which CANN does not promise to support.
+* One cache per stream, used by launches under the stream's lock: an executor
+  never runs on two streams or threads at once, which CANN does not promise to
+  support. Dropping the entries of a destroyed descriptor takes only the
+  cache's own lock, so it never waits for a stream (no lock-order cycle with
+  threads whose garbage collection frees blocks inside a launch).
 * An entry stays in while its executor runs: only a descriptor's destruction,
   ``set_deterministic`` or closing the stream remove entries, and none of them
-  can reach a running entry (its arrays are held by the call, the others wait
-  for the stream's lock). A failed launch destroys the entry it ran.
+  can reach a running entry (the call holds the arrays whose descriptors it
+  uses; the other two wait for the stream's lock). A failed launch destroys
+  the entry it ran.
 * ``set_deterministic`` empties every cache (the plan may depend on it).
 
 ``PYACLNN_EXECUTOR_CACHE=0`` turns caching off (every call runs phase 1).
@@ -30,6 +34,7 @@ Rules that keep that true:
 from __future__ import annotations
 
 import os
+import threading
 from typing import Any
 
 from . import acl
@@ -47,16 +52,19 @@ def enabled_by_environment() -> bool:
 class ExecutorCache:
     """Repeatable executors of one stream: key -> (executor, workspace size).
 
-    Not thread-safe by itself: its stream's lock guards it.
+    Launches use it under their stream's lock; its own (re-entrant) lock guards
+    only its dict, so the pool can drop entries without taking stream locks.
+    Executors are destroyed after the dict is updated, outside that lock.
     """
 
-    __slots__ = ("backend", "enabled", "generation", "_entries")
+    __slots__ = ("backend", "enabled", "generation", "_entries", "_lock")
 
     def __init__(self, backend: str, enabled: bool = True) -> None:
         self.backend = backend
         self.enabled = enabled
-        self.generation = 0  # bumped by forget() and clear(): an entry taken before is stale
+        self.generation = 0  # bumped by forget() and clear(): a plan made before may hold a dead handle
         self._entries: dict[tuple, tuple[Any, int]] = {}
+        self._lock = threading.RLock()  # re-entrant: a collection inside may free descriptors
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -65,26 +73,29 @@ class ExecutorCache:
         """The entry of ``key``, or None."""
         return self._entries.get(key)
 
-    def discard(self, key: tuple) -> None:
-        """Drop the entry of ``key`` (after a failed launch) and destroy its executor."""
-        entry = self._entries.pop(key, None)
-        if entry is not None:
-            self.destroy(entry[0])
-
     def put(self, key: tuple, entry: tuple[Any, int], generation: int) -> None:
         """Keep a new ``entry`` for ``key``, unless a descriptor was forgotten since ``generation``
         (read before its phase 1: the plan may hold it)."""
-        if generation != self.generation or not self.enabled:
+        dropped = []
+        with self._lock:
+            entries = self._entries
+            if generation != self.generation or not self.enabled:
+                dropped.append(entry)
+            else:
+                old = entries.pop(key, None)
+                if old is not None:
+                    dropped.append(old)
+                if len(entries) >= _LIMIT:
+                    dropped.append(entries.pop(next(iter(entries))))
+                entries[key] = entry
+        self._destroy_all(dropped)
+
+    def discard(self, key: tuple) -> None:
+        """Drop the entry of ``key`` (after a failed launch) and destroy its executor."""
+        with self._lock:
+            entry = self._entries.pop(key, None)
+        if entry is not None:
             self.destroy(entry[0])
-            return
-        entries = self._entries
-        if len(entries) >= _LIMIT and key not in entries:
-            oldest = next(iter(entries))
-            self.destroy(entries.pop(oldest)[0])
-        old = entries.pop(key, None)
-        if old is not None:
-            self.destroy(old[0])
-        entries[key] = entry
 
     def make_repeatable(self, executor: Any) -> bool:
         """Make a fresh executor repeatable; False (and caching off) when the runtime cannot."""
@@ -97,16 +108,22 @@ class ExecutorCache:
 
     def forget(self, descriptor: Any) -> None:
         """Drop every entry whose key holds ``descriptor`` (which is about to be destroyed)."""
-        self.generation += 1
-        stale = [key for key in self._entries if any(d is descriptor for d in key[1])]
-        for key in stale:
-            self.destroy(self._entries.pop(key)[0])
+        with self._lock:
+            self.generation += 1
+            entries = self._entries
+            stale = [key for key in entries if any(d is descriptor for d in key[1])]
+            dropped = [entries.pop(key) for key in stale]
+        self._destroy_all(dropped)
 
     def clear(self) -> None:
-        """Destroy every executor."""
-        self.generation += 1
-        entries = list(self._entries.values())
-        self._entries.clear()
+        """Destroy every executor; the caller holds the stream's lock, or is closing the stream."""
+        with self._lock:
+            self.generation += 1
+            dropped = list(self._entries.values())
+            self._entries.clear()
+        self._destroy_all(dropped)
+
+    def _destroy_all(self, entries: list[tuple[Any, int]]) -> None:
         for executor, _ in entries:
             self.destroy(executor)
 

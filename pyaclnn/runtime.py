@@ -275,8 +275,7 @@ class Stream:
         return state.workspace
 
     def _forget_descriptor(self, handle: Any) -> None:
-        with self.lock:
-            self.executors.forget(handle)
+        self.executors.forget(handle)  # the cache's own lock: never wait for a launch here
 
     def _clear_executors(self) -> None:
         with self.lock:

@@ -9,6 +9,8 @@ executor these paths leak.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -185,3 +187,33 @@ def test_a_call_with_its_own_parameter_arrays_is_not_cached(backend, stream, mon
         with pyaclnn.max_pool3d_with_argmax_backward(*arrays, 2, backend=backend, stream=stream) as got:
             np.testing.assert_array_equal(got.numpy(), _pool_backward_oracle(torch, grad, x, idx))
     assert len(stream.executors) == 0 and _live_executors(backend) == base
+
+
+def test_dropping_plans_never_waits_for_a_launch(backend, stream, torch):
+    """The pool drops plans without the stream's lock, which a launch in another thread may
+    hold; waiting for it could deadlock with a collection freeing blocks inside that launch."""
+    rng = np.random.default_rng(8)
+    x, idx = _pool_inputs(torch, rng)
+    arrays = [pyaclnn.to_device(a, backend=backend) for a in (np.ones(GRAD_SHAPE, np.float32), x, idx)]
+    pyaclnn.max_pool3d_with_argmax_backward(*arrays, 2, backend=backend, stream=stream).close()
+    for array in arrays:
+        array.close()
+    holding, done_holding = threading.Event(), threading.Event()
+
+    def launch_in_progress():
+        with stream.lock:
+            holding.set()
+            done_holding.wait(30)
+
+    holder = threading.Thread(target=launch_in_progress, daemon=True)
+    holder.start()
+    holding.wait(10)
+    try:
+        freeing = threading.Thread(target=pyaclnn.memory_pool(backend).free_all_blocks, daemon=True)
+        freeing.start()
+        freeing.join(10)
+        assert not freeing.is_alive(), "free_all_blocks waited for the stream's lock"
+        assert len(stream.executors) == 0
+    finally:
+        done_holding.set()
+        holder.join()
