@@ -119,7 +119,7 @@ class MemoryPool:
                             _, evicted = block.descriptors.popitem()
                         handle = block.descriptors[key] = create()
             finally:
-                if evicted is not None:  # outside the lock: forgetting it takes stream locks
+                if evicted is not None:  # outside the lock, like every destroy
                     self._destroy_descriptor(evicted)
         return handle
 

@@ -319,6 +319,7 @@ class DeviceArray:
     """
 
     # Slots make the per-call outputs cheaper to build; __dict__ keeps arrays open to user attributes.
+    # _last_descriptor: (format, block, handle) of the latest descriptor() call.
     __slots__ = (
         "backend", "shape", "dtype", "strides", "offset", "storage_size",
         "_pool", "_block", "_last_descriptor", "__weakref__", "__dict__",
