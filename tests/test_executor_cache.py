@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import pyaclnn
-from pyaclnn import aclnn, backends, runtime
+from pyaclnn import acl, aclnn, backends, errors, runtime
 
 KERNEL = [2, 2, 2]
 X_SHAPE = (2, 3, 4, 4, 4)
@@ -217,3 +217,25 @@ def test_dropping_plans_never_waits_for_a_launch(backend, stream, torch):
     finally:
         done_holding.set()
         holder.join()
+
+
+def test_without_repeatable_executors_every_call_plans_and_nothing_leaks(backend, stream, monkeypatch, torch):
+    """A CANN without aclSetAclOpExecutorRepeatable (the npu backend's stub for a missing
+    symbol raises ACL_ERROR_API_NOT_SUPPORT): the cache turns itself off and each executor is
+    consumed by its launch as usual."""
+    def unsupported(executor, *, backend=None):
+        api = "aclSetAclOpExecutorRepeatable"
+        raise errors.make_error(errors.ACL_ERROR_API_NOT_SUPPORT, f"{api} is not exported", api)
+
+    monkeypatch.setattr(acl, "set_acl_op_executor_repeatable", unsupported)
+    calls = _count_phase1(monkeypatch, "max_pool3d_with_argmax_backward_get_workspace_size")
+    base = _live_executors(backend)
+    rng = np.random.default_rng(9)
+    x, idx = _pool_inputs(torch, rng)
+    grad = rng.standard_normal(GRAD_SHAPE, dtype=np.float32)
+    arrays = [pyaclnn.to_device(a, backend=backend) for a in (grad, x, idx)]
+    for _ in range(3):
+        with pyaclnn.max_pool3d_with_argmax_backward(*arrays, 2, backend=backend, stream=stream) as got:
+            np.testing.assert_array_equal(got.numpy(), _pool_backward_oracle(torch, grad, x, idx))
+    assert len(calls) == 3 and not stream.executors.enabled and len(stream.executors) == 0
+    assert _live_executors(backend) == base
