@@ -57,7 +57,7 @@ class ExecutorCache:
     Executors are destroyed after the dict is updated, outside that lock.
     """
 
-    __slots__ = ("backend", "enabled", "generation", "_entries", "_lock")
+    __slots__ = ("backend", "enabled", "generation", "_entries", "_lock", "_unrepeatable")
 
     def __init__(self, backend: str, enabled: bool = True) -> None:
         self.backend = backend
@@ -65,6 +65,7 @@ class ExecutorCache:
         self.generation = 0  # bumped by forget() and clear(): a plan made before may hold a dead handle
         self._entries: dict[tuple, tuple[Any, int]] = {}
         self._lock = threading.RLock()  # re-entrant: a collection inside may free descriptors
+        self._unrepeatable: set[Any] = set()  # ops whose executors the runtime refused to make repeatable
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -97,12 +98,19 @@ class ExecutorCache:
         if entry is not None:
             self.destroy(entry[0])
 
-    def make_repeatable(self, executor: Any) -> bool:
-        """Make a fresh executor repeatable; False (and caching off) when the runtime cannot."""
+    def make_repeatable(self, executor: Any, op: Any) -> bool:
+        """Make a fresh executor of ``op`` repeatable; False when the runtime cannot.
+
+        After one refusal ``op`` is not tried again on this stream (an old CANN without
+        the function, or an operator without a repeat mode); its executors stay
+        non-repeatable and are consumed by their launch as usual.
+        """
+        if op in self._unrepeatable:
+            return False
         try:
             acl.set_acl_op_executor_repeatable(executor, backend=self.backend)
         except AclError:
-            self.enabled = False  # e.g. an old CANN without the function: stop trying
+            self._unrepeatable.add(op)
             return False
         return True
 

@@ -242,7 +242,7 @@ class _Call:
                 for array in outputs:
                     array.fill_zero()
                 return
-            cached = key is not None and executors.make_repeatable(executor)
+            cached = key is not None and executors.make_repeatable(executor, phase2)
             try:
                 workspace = stream.workspace(workspace_size)
             except BaseException:
