@@ -59,8 +59,12 @@ def int_tuple(name: str, value: IntOrSeq) -> tuple[int, ...]:
     """
     if type(value) is int and _INT64_MIN <= value <= _INT64_MAX:
         return (value,)  # the common cases, without the general checks below
-    if type(value) is tuple and all(type(v) is int and _INT64_MIN <= v <= _INT64_MAX for v in value):
-        return value
+    if type(value) is tuple:
+        for v in value:  # a loop, not all() over a generator: this runs four times per max-pool call
+            if type(v) is not int or not _INT64_MIN <= v <= _INT64_MAX:
+                break
+        else:
+            return value
     items = (value,) if not isinstance(value, (Sequence, np.ndarray)) or isinstance(value, str) else value
     if isinstance(value, np.ndarray) and value.ndim != 1:
         raise TypeError(
@@ -103,6 +107,8 @@ def _mode(name: str, value: str | int, names: dict[str, int]) -> int:
 
 
 def _flag(name: str, value: Any) -> bool:
+    if type(value) is bool:
+        return value  # the common case, without the general check below
     if not isinstance(value, (bool, np.bool_, int, np.integer)):
         raise TypeError(f"{name} must be a bool, got {value!r}")
     return bool(value)
@@ -166,7 +172,8 @@ class _Call:
                 raise ValueError(
                     f"{name} lives on backend {x.backend!r}, but this call runs on {self.backend!r}"
                 )
-            if x.closed:
+            block = x._block  # DeviceArray.closed written out: this runs for every input of every call
+            if block is None or (not block.ptr and block.nbytes):
                 raise ValueError(f"{name} is a closed DeviceArray: its memory was freed")
             self.device_results = True
             return x
@@ -207,7 +214,9 @@ class _Call:
         return handles if handles is not None else tuple(self.int_array(v) for v in values)
 
     def bool_array(self, values: tuple[bool, ...]) -> Any:
-        handle = self.ctx.cached_bool_array(values)
+        handle = self.ctx.bool_arrays.get(values)  # the common case, one look-up
+        if handle is None:
+            handle = self.ctx.cached_bool_array(values)
         if handle is None:
             handle = acl.create_bool_array(values, backend=self.backend)
             self._own_array(acl.destroy_bool_array, handle)

@@ -94,8 +94,7 @@ class _Context:
 
     def cached_bool_array(self, values: tuple[bool, ...]) -> Any | None:
         """A cached aclBoolArray of ``values`` (see :meth:`cached_int_array`)."""
-        handle = self.bool_arrays.get(values)  # the common case, without the locked path
-        return handle if handle is not None else self._cached(self.bool_arrays, values, acl.create_bool_array)
+        return self._cached(self.bool_arrays, values, acl.create_bool_array)
 
     def _cached(self, cache: dict, values: tuple, create) -> Any | None:
         handle = cache.get(values)
