@@ -59,6 +59,17 @@ def _pool_backward_oracle(torch, grad, x, idx):
     ).numpy()
 
 
+def _repeat_pool_backward(backend, stream, torch, seed: int, times: int) -> None:
+    """``times`` max-pool backward calls on the same device arrays, each equal to the oracle."""
+    rng = np.random.default_rng(seed)
+    x, idx = _pool_inputs(torch, rng)
+    grad = rng.standard_normal(GRAD_SHAPE, dtype=np.float32)
+    arrays = [pyaclnn.to_device(a, backend=backend) for a in (grad, x, idx)]
+    for _ in range(times):
+        with pyaclnn.max_pool3d_with_argmax_backward(*arrays, 2, backend=backend, stream=stream) as got:
+            np.testing.assert_array_equal(got.numpy(), _pool_backward_oracle(torch, grad, x, idx))
+
+
 def test_a_repeated_call_skips_phase_1_and_reads_the_new_data(backend, stream, torch, monkeypatch):
     calls = _count_phase1(monkeypatch, "max_pool3d_with_argmax_backward_get_workspace_size")
     rng = np.random.default_rng(1)
@@ -179,13 +190,7 @@ def test_a_call_with_its_own_parameter_arrays_is_not_cached(backend, stream, mon
     match a later array at the same address."""
     base = _live_executors(backend)  # what earlier tests left on other streams
     monkeypatch.setattr(runtime, "_ARRAY_CACHE_LIMIT", 0)  # the context's array cache takes nothing
-    rng = np.random.default_rng(7)
-    x, idx = _pool_inputs(torch, rng)
-    grad = rng.standard_normal(GRAD_SHAPE, dtype=np.float32)
-    arrays = [pyaclnn.to_device(a, backend=backend) for a in (grad, x, idx)]
-    for _ in range(2):
-        with pyaclnn.max_pool3d_with_argmax_backward(*arrays, 2, backend=backend, stream=stream) as got:
-            np.testing.assert_array_equal(got.numpy(), _pool_backward_oracle(torch, grad, x, idx))
+    _repeat_pool_backward(backend, stream, torch, seed=7, times=2)
     assert len(stream.executors) == 0 and _live_executors(backend) == base
 
 
@@ -233,12 +238,6 @@ def test_without_repeatable_executors_every_call_plans_and_nothing_leaks(backend
     monkeypatch.setattr(acl, "set_acl_op_executor_repeatable", unsupported)
     calls = _count_phase1(monkeypatch, "max_pool3d_with_argmax_backward_get_workspace_size")
     base = _live_executors(backend)
-    rng = np.random.default_rng(9)
-    x, idx = _pool_inputs(torch, rng)
-    grad = rng.standard_normal(GRAD_SHAPE, dtype=np.float32)
-    arrays = [pyaclnn.to_device(a, backend=backend) for a in (grad, x, idx)]
-    for _ in range(3):
-        with pyaclnn.max_pool3d_with_argmax_backward(*arrays, 2, backend=backend, stream=stream) as got:
-            np.testing.assert_array_equal(got.numpy(), _pool_backward_oracle(torch, grad, x, idx))
+    _repeat_pool_backward(backend, stream, torch, seed=9, times=3)
     assert len(calls) == 3 and len(refusals) == 1 and len(stream.executors) == 0
     assert _live_executors(backend) == base
