@@ -54,11 +54,17 @@ def enums() -> dict[str, dict[str, int]]:
     }
 
 
+@functools.cache
+def flags() -> dict[str, int]:
+    """Every ``#define NAME <int>`` of acl_types.h (flag values such as ``ACL_EVENT_SYNC``)."""
+    return {name: int(value) for name, value in _DEFINE.findall(read("acl_types.h"))}
+
+
 def constant(name: str) -> int:
-    """Value of a status code or enumerator by its C name."""
-    codes = status_codes()
-    if name in codes:
-        return codes[name]
+    """Value of a status code, flag or enumerator by its C name."""
+    for table in (status_codes(), flags()):
+        if name in table:
+            return table[name]
     for members in enums().values():
         if name in members:
             return members[name]

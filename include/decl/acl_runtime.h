@@ -1,5 +1,7 @@
 /* ACL runtime calls (libascendcl.so, or libacl_rt.so on CANN >= 8.5).
- * Prototypes as in shared/reference/acl-abi.md section 3. Read by cffi's
+ * Prototypes as in shared/reference/acl-abi.md sections 3 and 10, checked
+ * against hicann/runtime include/external/acl/acl_rt.h (events ~l.1703-1810,
+ * aclrtStreamWaitEvent ~l.2872). Read by cffi's
  * cdef() and by the C/C++ wrapper include/acl/acl.h.
  */
 
@@ -15,6 +17,14 @@ aclError aclrtGetDeviceCount(uint32_t *count);
 aclError aclrtCreateStream(aclrtStream *stream);
 aclError aclrtDestroyStream(aclrtStream stream);
 aclError aclrtSynchronizeStream(aclrtStream stream);
+aclError aclrtCreateEvent(aclrtEvent *event);
+aclError aclrtCreateEventWithFlag(aclrtEvent *event, uint32_t flag);
+aclError aclrtDestroyEvent(aclrtEvent event);
+aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream);
+aclError aclrtQueryEventStatus(aclrtEvent event, aclrtEventRecordedStatus *status);
+aclError aclrtSynchronizeEvent(aclrtEvent event);
+aclError aclrtEventElapsedTime(float *ms, aclrtEvent startEvent, aclrtEvent endEvent);
+aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent event);
 aclError aclrtMalloc(void **devPtr, size_t size, aclrtMemMallocPolicy policy);
 aclError aclrtFree(void *devPtr);
 aclError aclrtMallocHost(void **hostPtr, size_t size);

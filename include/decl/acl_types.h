@@ -106,3 +106,19 @@ typedef enum {
     ACL_OPT_STRONG_CONSISTENCY = 2,
     ACL_OPT_ENABLE_KERNEL_EARLY_START = 3
 } aclSysParamOpt;
+
+/* aclrtQueryEventStatus (acl_rt.h). Not the deprecated aclrtEventStatus of
+ * aclrtQueryEvent, which numbers COMPLETE 0 / NOT_READY 1 the other way round. */
+typedef enum {
+    ACL_EVENT_RECORDED_STATUS_NOT_READY = 0,
+    ACL_EVENT_RECORDED_STATUS_COMPLETE = 1
+} aclrtEventRecordedStatus;
+
+/* Flags of aclrtCreateEventWithFlag (acl_rt.h writes them in hex with a U
+ * suffix: 0x00000001U, 0x00000002U, 0x00000008U, 0x00000010U, 0x00000020U).
+ * Without ACL_EVENT_SYNC an event cannot be waited on by aclrtStreamWaitEvent. */
+#define ACL_EVENT_SYNC 1
+#define ACL_EVENT_CAPTURE_STREAM_PROGRESS 2
+#define ACL_EVENT_TIME_LINE 8
+#define ACL_EVENT_DEVICE_USE_ONLY 16
+#define ACL_EVENT_EXTERNAL 32

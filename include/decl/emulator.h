@@ -8,3 +8,12 @@
  */
 
 int pyaclnnEmuLiveCounts(int64_t *counts, int n);
+
+/* pyaclnnEmuHazardCount returns how many hazards the emulator has seen since
+ * the process started: memory freed while queued work still uses it, a
+ * stream destroyed with work pending, an executor destroyed while a queued
+ * launch needs it, work on a stream of another device. Each one is also
+ * printed to stderr when it happens.
+ */
+
+int64_t pyaclnnEmuHazardCount(void);

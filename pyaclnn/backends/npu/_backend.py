@@ -57,6 +57,10 @@ _EXECPP = ffi.typeof("aclOpExecutor **")
 # a private tag type for the streams we hand out keeps them apart from tensors.
 _STREAM = ffi.typeof("struct pyaclnnStream *")
 _STREAMP = ffi.typeof("aclrtStream *")
+_EVENT = ffi.typeof("struct pyaclnnEvent *")  # the same for events (aclrtEvent is void * too)
+_EVENTP = ffi.typeof("aclrtEvent *")
+_RECORDEDP = ffi.typeof("aclrtEventRecordedStatus *")
+_FLOATP = ffi.typeof("float *")
 _CDATA = type(ffi.cast(_STREAM, 0))  # the class of non-owning cdata, as returned by C
 
 
@@ -270,6 +274,16 @@ def _workspace(value: Any, api: str) -> Any:
     return _pointer(value, api, "workspace")
 
 
+def _new_event(status: int, event: Any) -> Any:
+    return ffi.cast(_EVENT, event) if status == 0 and event != NULL else None
+
+
+def _event(event: Any, api: str) -> Any:
+    if type(event) is _CDATA and _typeof(event) is _EVENT:
+        return event
+    raise TypeError(f"{api}: event must be an event from aclrtCreateEvent, got {_describe(event)}")
+
+
 def _stream(stream: Any, api: str) -> Any:
     if stream is None:
         return NULL
@@ -325,6 +339,13 @@ class NpuBackend:
         counts = ffi.new("int64_t[]", len(LIVE_COUNT_NAMES))
         written = self._c.pyaclnnEmuLiveCounts(counts, len(LIVE_COUNT_NAMES))
         return {name: int(counts[i]) for i, name in enumerate(LIVE_COUNT_NAMES[: max(written, 0)])}
+
+    def hazard_count(self) -> int | None:
+        """Hazards the host emulator of CANN has seen so far, or None on real CANN
+        (C function ``pyaclnnEmuHazardCount``)."""
+        if "pyaclnnEmuHazardCount" in self._loaded.missing:
+            return None
+        return int(self._c.pyaclnnEmuHazardCount())
 
     def _bad_argument(self, api: str, args: tuple, exc: Exception) -> Exception:
         """Name the argument cffi refused (the slow path of a failed call)."""
@@ -391,6 +412,45 @@ class NpuBackend:
         if type(stream) is not _CDATA or _typeof(stream) is not _STREAM:  # once per call: no helper
             stream = _stream(stream, "aclrtSynchronizeStream")
         return self._c.aclrtSynchronizeStream(stream)
+
+    # -- events -------------------------------------------------------------------
+    def aclrtCreateEvent(self) -> tuple[int, Any]:
+        out = ffi.new(_EVENTP)
+        status = self._c.aclrtCreateEvent(out)
+        return status, _new_event(status, out[0])
+
+    def aclrtCreateEventWithFlag(self, flag: int) -> tuple[int, Any]:
+        out = ffi.new(_EVENTP)
+        try:
+            status = self._c.aclrtCreateEventWithFlag(out, flag)
+        except (TypeError, OverflowError) as exc:
+            raise self._bad_argument("aclrtCreateEventWithFlag", (out, flag), exc) from None
+        return status, _new_event(status, out[0])
+
+    def aclrtDestroyEvent(self, event: Any) -> int:
+        return self._c.aclrtDestroyEvent(_event(event, "aclrtDestroyEvent"))
+
+    def aclrtRecordEvent(self, event: Any, stream: Any) -> int:
+        api = "aclrtRecordEvent"
+        return self._c.aclrtRecordEvent(_event(event, api), _stream(stream, api))
+
+    def aclrtQueryEventStatus(self, event: Any) -> tuple[int, int]:
+        out = ffi.new(_RECORDEDP)
+        status = self._c.aclrtQueryEventStatus(_event(event, "aclrtQueryEventStatus"), out)
+        return status, int(out[0])
+
+    def aclrtSynchronizeEvent(self, event: Any) -> int:
+        return self._c.aclrtSynchronizeEvent(_event(event, "aclrtSynchronizeEvent"))
+
+    def aclrtEventElapsedTime(self, start: Any, end: Any) -> tuple[int, float]:
+        api = "aclrtEventElapsedTime"
+        out = ffi.new(_FLOATP)
+        status = self._c.aclrtEventElapsedTime(out, _event(start, api), _event(end, api))
+        return status, float(out[0])
+
+    def aclrtStreamWaitEvent(self, stream: Any, event: Any) -> int:
+        api = "aclrtStreamWaitEvent"
+        return self._c.aclrtStreamWaitEvent(_stream(stream, api), _event(event, api))
 
     def aclrtMalloc(self, size: int, policy: int) -> tuple[int, int]:
         out = ffi.new(_VOIDPP)
