@@ -8,8 +8,9 @@ The public API is all here; see DESIGN.md for the layers below it
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from . import backends as _backends
-from .dtypes import bfloat16
 from .errors import AclError, AclnnError, AclOutOfMemoryError
 from .functional import (
     grid_sampler3d,
@@ -17,9 +18,33 @@ from .functional import (
     max_pool3d_with_argmax,
     max_pool3d_with_argmax_backward,
 )
-from .runtime import DeviceArray, Stream, empty, finalize, memory_pool, set_deterministic, to_device, zeros
+from .runtime import (
+    DeviceArray,
+    Event,
+    Stream,
+    empty,
+    finalize,
+    memory_pool,
+    set_deterministic,
+    synchronize,
+    to_device,
+    zeros,
+)
 
+if TYPE_CHECKING:  # for type checkers; at run time bfloat16 comes from __getattr__ below
+    from .dtypes import bfloat16 as bfloat16
+
+# The one place the version is written: pyproject.toml reads it from here (tool.setuptools.dynamic).
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> object:
+    # pyaclnn.bfloat16 imports ml_dtypes (most of a second) on first use, not with pyaclnn.
+    if name == "bfloat16":
+        from . import dtypes
+
+        return dtypes.bfloat16
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def get_backend() -> str:
@@ -45,6 +70,7 @@ __all__ = [
     "AclnnError",
     "AclOutOfMemoryError",
     "DeviceArray",
+    "Event",
     "Stream",
     "bfloat16",
     "empty",
@@ -57,6 +83,7 @@ __all__ = [
     "memory_pool",
     "set_backend",
     "set_deterministic",
+    "synchronize",
     "to_device",
     "zeros",
 ]

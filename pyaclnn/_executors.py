@@ -1,32 +1,35 @@
 """Repeatable executors of recent calls on one stream, so a repeated call skips phase 1.
 
-A functional call with the same descriptors, parameter arrays and scalars as an
-earlier call on the same stream would get the same plan from phase 1. So after
-phase 1 the executor is made repeatable (``aclSetAclOpExecutorRepeatable``) and
-kept here, keyed by everything phase 1 was given; the next such call runs
-phase 2 on it directly. The key holds descriptor handles, and a handle always
+This module owns the whole protocol: the key of a call, the launch of its two
+phases (:meth:`ExecutorCache.launch`), and every way an entry leaves.
+
+A call with the same descriptors, parameter arrays and scalars as an earlier
+call on the same stream would get the same plan from phase 1. So after phase
+1 the executor is made repeatable (``aclSetAclOpExecutorRepeatable``) and kept
+here, keyed by everything phase 1 was given; the next such call runs phase 2
+on it directly. The key holds descriptor handles, and a handle always
 describes the same memory, shape and dtype while it lives (the pool owns it
 and caches it per block), so a hit is exactly the call phase 1 planned.
 
 Rules that keep that true:
 
-* Every entry is dropped, and its executor destroyed, *before* a descriptor in
-  its key is destroyed (:meth:`ExecutorCache.forget`, called by the memory pool),
-  so a new descriptor at a recycled address never matches an old plan.
+* Every entry is dropped *before* a descriptor in its key is destroyed
+  (:func:`forget`, called by the memory pool of the backend), so a new
+  descriptor at a recycled address never matches an old plan.
 * Only handles that outlive the entry go into a key: descriptors from the pool,
   parameter arrays from the context's cache; a call with per-call arrays is
-  not cached.
+  not cached (``cacheable=False``).
 * One cache per stream, used by launches under the stream's lock: an executor
   never runs on two streams or threads at once, which CANN does not promise to
-  support. Dropping the entries of a destroyed descriptor takes only the
-  cache's own lock, so it never waits for a stream (no lock-order cycle with
-  threads whose garbage collection frees blocks inside a launch).
-* An entry stays in while its executor runs: only a descriptor's destruction,
-  ``set_deterministic`` or closing the stream remove entries, and none of them
-  can reach a running entry (the call holds the arrays whose descriptors it
-  uses; the other two wait for the stream's lock). A failed launch destroys
-  the entry it ran.
-* ``set_deterministic`` empties every cache (the plan may depend on it).
+  support. :func:`forget` takes only the cache's own lock, so it never waits
+  for a stream (no lock-order cycle with threads whose garbage collection
+  frees blocks inside a launch).
+* A dropped executor may still have launches queued on the stream: it is
+  destroyed at once only if the stream has run everything launched so far;
+  otherwise after an event recorded behind those launches has completed
+  (polled at the next drop) or the stream is synchronized (:meth:`idle`).
+* ``set_deterministic`` empties every cache (the plan may depend on it); a
+  device error on the stream empties its cache (the failed plan is in it).
 
 ``PYACLNN_EXECUTOR_CACHE=0`` turns caching off (every call runs phase 1).
 """
@@ -35,12 +38,19 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
+from collections.abc import Callable
 from typing import Any
 
 from . import acl
+from ._decl import constant
 from .errors import AclError
 
 _LIMIT = 32  # entries per stream; the oldest goes first
+_COMPLETE = constant("ACL_EVENT_RECORDED_STATUS_COMPLETE")
+
+_caches: dict[str, weakref.WeakSet[ExecutorCache]] = {}  # backend -> every live cache
+_caches_lock = threading.Lock()
 
 
 def enabled_by_environment() -> bool:
@@ -49,32 +59,119 @@ def enabled_by_environment() -> bool:
     return value not in ("0", "off", "false", "no")
 
 
+def forget(backend: str, descriptor: Any) -> None:
+    """Drop the entries of every cache of ``backend`` whose key holds ``descriptor`` (about to be destroyed)."""
+    for cache in _live(backend):
+        cache.forget(descriptor)
+
+
+def clear_all(backend: str) -> None:
+    """Empty every cache of ``backend`` (``set_deterministic`` changed what phase 1 would plan)."""
+    for cache in _live(backend):
+        cache.clear()
+
+
+def _live(backend: str) -> list[ExecutorCache]:
+    with _caches_lock:
+        return list(_caches.get(backend, ()))
+
+
 class ExecutorCache:
     """Repeatable executors of one stream: key -> (executor, workspace size).
 
     Launches use it under their stream's lock; its own (re-entrant) lock guards
-    only its dict, so the pool can drop entries without taking stream locks.
-    Executors are destroyed after the dict is updated, outside that lock.
+    only its dict and the executors waiting to be destroyed, so the pool can
+    drop entries without taking stream locks. Executors are destroyed outside
+    that lock.
     """
 
-    __slots__ = ("backend", "enabled", "generation", "_entries", "_lock", "_unrepeatable")
+    __slots__ = (
+        "backend", "state", "stream", "enabled", "generation", "launch_lock", "_entries", "_lock",
+        "_unrepeatable", "_waiting", "__weakref__",
+    )
 
-    def __init__(self, backend: str, enabled: bool = True) -> None:
+    def __init__(self, backend: str, state: Any, enabled: bool, launch_lock: Any) -> None:
         self.backend = backend
+        # The stream's state: its handle, and the counts of work queued and known done.
+        self.state = state
+        self.stream = state.handle  # the aclrtStream the launches go to
         self.enabled = enabled
         self.generation = 0  # bumped by forget() and clear(): a plan made before may hold a dead handle
+        self.launch_lock = launch_lock  # the stream's lock, held by every launch
         self._entries: dict[tuple, tuple[Any, int]] = {}
         self._lock = threading.RLock()  # re-entrant: a collection inside may free descriptors
         self._unrepeatable: set[Any] = set()  # ops whose executors the runtime refused to make repeatable
+        # Dropped executors whose launches may still be queued: (launches then, event or None, executors).
+        self._waiting: list[tuple[int, Any, list[Any]]] = []
+        with _caches_lock:
+            _caches.setdefault(backend, weakref.WeakSet()).add(self)
 
     def __len__(self) -> int:
         return len(self._entries)
 
-    def get(self, key: tuple) -> tuple[Any, int] | None:
-        """The entry of ``key``, or None."""
-        return self._entries.get(key)
+    # -- one call -----------------------------------------------------------------
+    def launch(
+        self,
+        phase1: Callable[..., tuple[int, Any]],
+        phase2: Callable[..., None],
+        args: tuple,
+        cacheable: bool,
+        workspace: Callable[[int], int],
+        nothing_to_do: Callable[[], None],
+        admit: Callable[[], None] | None = None,
+    ) -> None:
+        """Enqueue one call on the stream: phase 2 of a cached plan, or phases 1 and 2.
 
-    def put(self, key: tuple, entry: tuple[Any, int], generation: int) -> None:
+        The caller holds the stream's lock. ``workspace(size)`` gives the device
+        buffer of at least ``size`` bytes; ``nothing_to_do()`` runs when phase 1
+        finds nothing to compute (empty tensors); ``admit()``, if given, runs once
+        phase 1 has accepted the call (or its plan is cached) and may raise to stop
+        it before anything is queued. Nothing here waits for the stream.
+        """
+        key = (phase2, args) if cacheable and self.enabled else None
+        entry = self._entries.get(key) if key is not None else None
+        if entry is not None:
+            executor, size = entry
+            if admit is not None:
+                admit()
+            try:
+                phase2(workspace(size), size, executor, self.stream, backend=self.backend)
+            except BaseException:
+                self.discard(key)  # the executor may be what failed: plan again next time
+                raise
+            self.state.queued += 1
+            return
+        generation = self.generation
+        size, executor = phase1(*args, backend=self.backend)
+        if executor is None:
+            nothing_to_do()
+            return
+        cached = key is not None and self._make_repeatable(executor, phase2)
+        try:
+            if admit is not None:
+                admit()
+            buffer = workspace(size)
+        except BaseException:
+            self._abandon(executor, cached, consumed=False)
+            raise
+        try:
+            phase2(buffer, size, executor, self.stream, backend=self.backend)
+        except BaseException:
+            self._abandon(executor, cached, consumed=True)
+            raise
+        self.state.queued += 1
+        if cached:
+            self._put(key, (executor, size), generation)
+
+    def _abandon(self, executor: Any, repeatable: bool, consumed: bool) -> None:
+        """Free a fresh executor whose launch failed: nothing queued it."""
+        if repeatable:
+            self._destroy([executor])  # repeatable: a failed phase 2 did not free it
+        elif not consumed:
+            _consume(executor, self.backend)  # phase 2 never ran: it is ours to free
+
+    # -- entries ----------------------------------------------------------------
+    def _put(self, key: tuple, entry: tuple[Any, int], generation: int) -> None:
         """Keep a new ``entry`` for ``key``, unless a descriptor was forgotten since ``generation``
         (read before its phase 1: the plan may hold it)."""
         dropped = []
@@ -89,16 +186,15 @@ class ExecutorCache:
                 if len(entries) >= _LIMIT:
                     dropped.append(entries.pop(next(iter(entries))))
                 entries[key] = entry
-        self._destroy_all(dropped)
+        self._drop(dropped)
 
     def discard(self, key: tuple) -> None:
-        """Drop the entry of ``key`` (after a failed launch) and destroy its executor."""
+        """Drop the entry of ``key`` (after a failed launch)."""
         with self._lock:
             entry = self._entries.pop(key, None)
-        if entry is not None:
-            self.destroy(entry[0])
+        self._drop([entry] if entry is not None else [])
 
-    def make_repeatable(self, executor: Any, op: Any) -> bool:
+    def _make_repeatable(self, executor: Any, op: Any) -> bool:
         """Make a fresh executor of ``op`` repeatable; False when the runtime cannot.
 
         After one refusal ``op`` is not tried again on this stream (an old CANN without
@@ -121,22 +217,92 @@ class ExecutorCache:
             entries = self._entries
             stale = [key for key in entries if any(d is descriptor for d in key[1])]
             dropped = [entries.pop(key) for key in stale]
-        self._destroy_all(dropped)
+        self._drop(dropped)
 
     def clear(self) -> None:
-        """Destroy every executor; the caller holds the stream's lock, or is closing the stream."""
-        with self._lock:
+        """Drop every entry (under the stream's lock: a hit being launched keeps its executor)."""
+        with self.launch_lock, self._lock:
             self.generation += 1
             dropped = list(self._entries.values())
             self._entries.clear()
-        self._destroy_all(dropped)
+        self._drop(dropped)
 
-    def _destroy_all(self, entries: list[tuple[Any, int]]) -> None:
-        for executor, _ in entries:
-            self.destroy(executor)
+    # -- destruction behind the queued launches -----------------------------------
+    def idle(self, launches: int) -> None:
+        """The stream has finished the work queued up to count ``launches`` (it was synchronized)."""
+        with self._lock:
+            ready = [w for w in self._waiting if w[0] <= launches]
+            self._waiting = [w for w in self._waiting if w[0] > launches]
+        self._bury(ready)
 
-    def destroy(self, executor: Any) -> None:
+    def close(self) -> None:
+        """The stream was synchronized for good: destroy everything, accept nothing more."""
+        self.enabled = False  # a launch racing the close must not put one back
+        self.clear()
+        self.idle(self.state.queued)
+
+    def _drop(self, entries: list[tuple[Any, int]]) -> None:
+        """Destroy the executors of ``entries`` once no queued launch can still use them."""
+        executors = [executor for executor, _ in entries]
+        if executors:
+            launches = self.state.queued
+            if launches <= self.state.done:
+                self._destroy(executors)
+            else:
+                with self._lock:
+                    self._waiting.append((launches, self._event_behind_launches(), executors))
+        self._poll()
+
+    def _event_behind_launches(self) -> Any:
         try:
-            acl.destroy_acl_op_executor(executor, backend=self.backend)
+            event = acl.rt.create_event(backend=self.backend)
         except AclError:
-            pass  # nothing more can be done with it; the error that brought us here says more
+            return None  # no event: destroyed at the next synchronize instead
+        try:
+            acl.rt.record_event(event, self.stream, backend=self.backend)
+        except AclError:
+            _quiet(acl.rt.destroy_event, event, backend=self.backend)
+            return None
+        return event
+
+    def _poll(self) -> None:
+        """Destroy the waiting executors whose event has completed."""
+        if not self._waiting:
+            return
+        with self._lock:
+            ready = [w for w in self._waiting if w[1] is not None and _complete(w[1], self.backend)]
+            self._waiting = [w for w in self._waiting if w not in ready]
+        self._bury(ready)
+
+    def _bury(self, waiting: list[tuple[int, Any, list[Any]]]) -> None:
+        for _, event, executors in waiting:
+            if event is not None:
+                _quiet(acl.rt.destroy_event, event, backend=self.backend)
+            self._destroy(executors)
+
+    def _destroy(self, executors: list[Any]) -> None:
+        for executor in executors:
+            _quiet(acl.destroy_acl_op_executor, executor, backend=self.backend)
+
+
+def _complete(event: Any, backend: str) -> bool:
+    try:
+        return acl.rt.query_event_status(event, backend=backend) == _COMPLETE
+    except AclError:
+        return False  # asked again at the next synchronize
+
+
+def _consume(executor: Any, backend: str) -> None:
+    """Free an executor phase 2 will never consume: only a repeatable one may be destroyed."""
+    try:
+        acl.set_acl_op_executor_repeatable(executor, backend=backend)
+        acl.destroy_acl_op_executor(executor, backend=backend)
+    except AclError:
+        pass  # the error being raised already says what went wrong
+
+
+def _quiet(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+    try:
+        fn(*args, **kwargs)
+    except AclError:
+        pass  # nothing more can be done with it; the error that brought us here says more

@@ -1,12 +1,34 @@
-"""A caching pool of device memory (the idea of CuPy's MemoryPool).
+"""A stream-ordered caching pool of device memory.
 
 ``aclrtMalloc``/``aclrtFree`` per call would dominate the cost of small ops,
-so freed blocks are kept per rounded size and handed out again; so are the
+so released blocks are kept per rounded size and handed out again; so are the
 aclTensor descriptors made for them, since the next array on a reused block
-usually has the same shape. Reuse is safe because every pyaclnn call
-synchronizes its stream before returning: no queued work still uses a block
-that comes back to the pool. Before a descriptor is destroyed the pool says so
-(``forget_descriptor``), so no cached executor outlives a descriptor it uses.
+usually has the same shape.
+
+Work on a stream runs after the host has moved on, so a released block may
+still be read or written by queued work. The rule, taken from CuPy's
+``SingleDeviceMemoryPool`` (free lists per stream) and torch_npu's
+``NPUCachingAllocator`` ("blocks can be re-allocated on the same stream, but
+not on any other stream"; events recorded for cross-stream use and polled in
+``process_events``):
+
+* A block is released *to the stream of its last use* (every array remembers
+  the stream of the last call that used it; calls on another stream first wait
+  for that stream, so this one stream orders all its uses). That stream may
+  reuse it at once: its later work runs after the earlier work.
+* Another stream gets it only once an event recorded on the first stream
+  after the release has completed. Such a *fence* is recorded when a stream
+  finds nothing of the size it needs, covers every block released on that
+  stream so far, and is polled, never waited for, on the allocation path.
+* Nothing is freed to the device while queued work may use it: blocks beyond
+  the cache limit, ``free_all_blocks``, the out-of-memory retry and
+  ``release_all`` free only idle blocks, waiting on fences where they must
+  (``aclrtSynchronizeEvent``, which leaves a device error to the stream's own
+  next synchronize).
+* A stream that was synchronized or closed hands its blocks over as idle.
+
+Before a descriptor is destroyed the pool says so (``forget_descriptor``), so
+no cached executor outlives a descriptor it uses.
 """
 
 from __future__ import annotations
@@ -16,12 +38,14 @@ from collections.abc import Callable
 from typing import Any
 
 from . import acl
+from ._decl import constant
 from .errors import AclError, AclOutOfMemoryError
 
 _SMALL = 512  # allocation granularity
 _LARGE = 1 << 20  # above this, round to whole MiB
-_CACHE_LIMIT = 1 << 30  # bytes kept for reuse; beyond it freed blocks go back to the device
+_CACHE_LIMIT = 1 << 30  # bytes kept for reuse; beyond it released blocks go back to the device
 _DESCRIPTORS_PER_BLOCK = 8  # more than one call uses, so a call never evicts its own
+_COMPLETE = constant("ACL_EVENT_RECORDED_STATUS_COMPLETE")
 
 
 def _rounded(nbytes: int) -> int:
@@ -38,13 +62,29 @@ class Block:
         self.ptr = ptr
         self.nbytes = nbytes
         self.in_use = True
-        self.descriptors: dict[
-            tuple, Any
-        ] = {}  # (shape, strides, offset, dtype, format, storage) -> aclTensor
+        # (shape, strides, offset, dtype, format, storage) -> aclTensor
+        self.descriptors: dict[tuple, Any] = {}
+
+
+class _Fence:
+    """Blocks released on one stream before ``event`` was recorded there; idle once it completes."""
+
+    __slots__ = ("stream", "event", "blocks", "free")
+
+    def __init__(self, stream: Any, event: Any, blocks: list[Block], free: bool) -> None:
+        self.stream = stream  # the stream's state object (its key in the pool)
+        self.event = event
+        self.blocks = blocks
+        self.free = free  # beyond the cache limit: freed, not cached, once idle
 
 
 class MemoryPool:
-    """Device memory of one backend: blocks in use and blocks cached for reuse."""
+    """Device memory of one backend: blocks in use, released per stream, and idle.
+
+    Streams are keys here through a small state object with a ``handle``
+    attribute (the aclrtStream); ``None`` stands for "no queued work can use
+    the block" (an array no launch has used).
+    """
 
     def __init__(self, backend: str, forget_descriptor: Callable[[Any], None] | None = None) -> None:
         self.backend = backend
@@ -53,21 +93,31 @@ class MemoryPool:
         # Re-entrant: garbage collection may close a DeviceArray (and so call release) in any
         # allocation made while the lock is held, e.g. while a descriptor is being created.
         self._lock = threading.RLock()
-        self._cached: dict[int, list[Block]] = {}  # rounded size -> blocks ready for reuse
-        self._cached_bytes = 0
-        self._blocks: dict[int, Block] = {}  # ptr -> every block not yet freed, in use or cached
+        self._released: dict[Any, dict[int, list[Block]]] = {}  # stream -> size -> blocks
+        self._idle: dict[int, list[Block]] = {}  # size -> blocks no queued work uses
+        self._fences: list[_Fence] = []
+        self._cached_bytes = 0  # released, idle and fenced (not to be freed) blocks
+        self._blocks: dict[int, Block] = {}  # ptr -> every block not yet freed
         # Empty arrays own no memory; their descriptors are cached here, without a size limit.
         self.empty_block = Block(0, 0)
 
-    # acquire and release run twice per output of every call: explicit lock calls in
-    # try/finally and a flag on the block instead of a dict of blocks in use keep them cheap.
-    def acquire(self, nbytes: int) -> Block:
-        """A block of at least ``nbytes`` (> 0) bytes."""
+    # acquire and release run for every output of every call: explicit lock calls in
+    # try/finally and a flag on the block keep them cheap.
+    def acquire(self, nbytes: int, stream: Any = None) -> Block:
+        """A block of at least ``nbytes`` (> 0) bytes for work queued on ``stream``."""
         size = -(-nbytes // _SMALL) * _SMALL if nbytes <= _LARGE else _rounded(nbytes)
         lock = self._lock
         lock.acquire()
         try:
-            blocks = self._cached.get(size)
+            own = self._released.get(stream)
+            blocks = own.get(size) if own else None
+            if not blocks and self._fences:
+                blocks = self._own_fenced(size, stream)
+            if not blocks:
+                blocks = self._idle.get(size)
+                if not blocks and self._other_streams_hold(size, stream):
+                    self._poll_fences(fence_size=size, asking=stream)
+                    blocks = self._idle.get(size)
             if blocks:
                 block = blocks.pop()
                 self._cached_bytes -= size
@@ -85,8 +135,8 @@ class MemoryPool:
             self._blocks[ptr] = block
         return block
 
-    def release(self, block: Block) -> None:
-        """Give ``block`` back; it is cached, or freed when the cache is full. Idempotent."""
+    def release(self, block: Block, stream: Any = None) -> None:
+        """Give ``block`` back after its last use was queued on ``stream``. Idempotent."""
         lock = self._lock
         lock.acquire()
         try:
@@ -95,16 +145,44 @@ class MemoryPool:
             block.in_use = False
             nbytes = block.nbytes
             if self._cached_bytes + nbytes <= _CACHE_LIMIT:
-                blocks = self._cached.get(nbytes)
+                by_size = self._released.get(stream) if stream is not None else self._idle
+                if by_size is None:
+                    by_size = self._released[stream] = {}
+                blocks = by_size.get(nbytes)
                 if blocks is None:
-                    blocks = self._cached[nbytes] = []
+                    blocks = by_size[nbytes] = []
                 blocks.append(block)
                 self._cached_bytes += nbytes
+                return
+            if stream is not None:  # over the limit, and queued work may still use it
+                self._fences.append(_Fence(stream, self._record(stream), [block], free=True))
                 return
             del self._blocks[block.ptr]
         finally:
             lock.release()
         self._free(block)
+
+    def stream_synchronizing(self, stream: Any) -> tuple[Any, dict[int, list[Block]], list[_Fence]]:
+        """Set aside what ``stream`` released so far: idle once the synchronize about to start returns.
+
+        Blocks released while it runs stay the stream's: their last use may be queued after it began.
+        """
+        with self._lock:
+            return stream, self._released.pop(stream, {}), [f for f in self._fences if f.stream is stream]
+
+    def stream_synchronized(self, token: tuple[Any, dict[int, list[Block]], list[_Fence]]) -> None:
+        """The synchronize of :meth:`stream_synchronizing` returned: what it set aside is idle."""
+        _, by_size, fences = token
+        if by_size:
+            with self._lock:
+                for size, blocks in by_size.items():
+                    self._idle.setdefault(size, []).extend(blocks)
+        for fence in fences:
+            self._retire(fence)
+
+    def stream_idle(self, stream: Any) -> None:
+        """``stream`` has finished all its work for good (closed): its blocks become idle."""
+        self.stream_synchronized(self.stream_synchronizing(stream))
 
     def descriptor(self, block: Block, key: tuple, create: Callable[[], Any]) -> Any:
         """The aclTensor for ``key`` on ``block``, made by ``create`` on first use."""
@@ -124,36 +202,128 @@ class MemoryPool:
         return handle
 
     def free_all_blocks(self) -> None:
-        """Return every cached block to the device (blocks in use stay), as CuPy's pool does."""
+        """Return every cached block to the device once no queued work uses it (blocks in use stay).
+
+        Waits for the streams the blocks were released on (through events), as
+        CuPy's ``free_all_blocks`` frees only what no stream still needs.
+        """
         with self._lock:
-            blocks = [b for bs in self._cached.values() for b in bs]
-            self._cached.clear()
-            self._cached_bytes = 0
+            for stream in [s for s, by_size in self._released.items() if any(by_size.values())]:
+                self._fences.append(self._fence(stream))
+            fences = list(self._fences)
+        for fence in fences:
+            try:
+                acl.rt.synchronize_event(fence.event, backend=self.backend)
+            finally:
+                self._retire(fence)
+        with self._lock:
+            blocks = [b for bs in self._idle.values() for b in bs]
+            self._idle.clear()
+            self._cached_bytes -= sum(b.nbytes for b in blocks)
             for block in blocks:
                 del self._blocks[block.ptr]
         for block in blocks:
             self._free(block)
 
     def release_all(self) -> None:
-        """Free every block, in use or cached; arrays still holding one see it closed."""
+        """Free every block, in use or cached; arrays still holding one see it closed.
+
+        The caller (finalize) has waited for the device first.
+        """
         with self._lock:
             blocks = list(self._blocks.values())
             for block in blocks:
                 block.in_use = False  # a later release of an array's block is then a no-op
+            fences, self._fences = self._fences, []
             self._blocks.clear()
-            self._cached.clear()
+            self._released.clear()
+            self._idle.clear()
             self._cached_bytes = 0
+        for fence in fences:
+            _quiet(acl.rt.destroy_event, fence.event, backend=self.backend)
         for block in blocks:
             self._free(block)
         self._free(self.empty_block)
 
+    def stats(self) -> dict[str, int]:
+        """Bytes in use and cached, for ``python -m pyaclnn info`` and tests."""
+        with self._lock:
+            return {
+                "in_use_bytes": sum(b.nbytes for b in self._blocks.values() if b.in_use),
+                "cached_bytes": self._cached_bytes,
+            }
+
+    # -- fences ---------------------------------------------------------------
+    def _other_streams_hold(self, size: int, asking: Any) -> bool:
+        """Whether a fence could yield a block of ``size``: another stream has one, or a fence is out."""
+        if self._fences:
+            return True
+        return any(s is not asking and by_size.get(size) for s, by_size in self._released.items())
+
+    def _own_fenced(self, size: int, stream: Any) -> list[Block] | None:
+        """A one-block list of ``size`` from a fence over ``stream`` (its own work orders it), or None.
+
+        Caller holds the lock.
+        """
+        if stream is None:
+            return None
+        for fence in self._fences:
+            if fence.stream is stream and not fence.free:
+                for i, block in enumerate(fence.blocks):
+                    if block.nbytes == size:
+                        return [fence.blocks.pop(i)]
+        return None
+
+    def _poll_fences(self, fence_size: int, asking: Any) -> None:
+        """Move the blocks of completed fences to idle; fence streams holding ``fence_size`` blocks.
+
+        Caller holds the lock. Polls only: an allocation never waits for another stream.
+        """
+        fenced = {f.stream for f in self._fences}
+        for stream, by_size in list(self._released.items()):
+            if stream is not asking and stream not in fenced and by_size.get(fence_size):
+                self._fences.append(self._fence(stream))
+        for fence in list(self._fences):
+            if acl.rt.query_event_status(fence.event, backend=self.backend) == _COMPLETE:
+                self._retire(fence)
+
+    def _fence(self, stream: Any) -> _Fence:
+        """A fence over every block released on ``stream`` so far (caller holds the lock)."""
+        by_size = self._released.pop(stream, {})
+        blocks = [b for bs in by_size.values() for b in bs]
+        return _Fence(stream, self._record(stream), blocks, free=False)
+
+    def _record(self, stream: Any) -> Any:
+        event = acl.rt.create_event(backend=self.backend)
+        try:
+            acl.rt.record_event(event, stream.handle, backend=self.backend)
+        except BaseException:
+            _quiet(acl.rt.destroy_event, event, backend=self.backend)
+            raise
+        return event
+
+    def _retire(self, fence: _Fence) -> None:
+        """The fence's work is done: cache its blocks as idle (or free them) and destroy its event."""
+        freed = []
+        with self._lock:
+            if fence not in self._fences:
+                return  # retired already (polled, synchronized and freed paths may meet)
+            self._fences.remove(fence)
+            for block in fence.blocks:
+                if fence.free:
+                    if self._blocks.pop(block.ptr, None) is not None:
+                        freed.append(block)
+                else:
+                    self._idle.setdefault(block.nbytes, []).append(block)
+        _quiet(acl.rt.destroy_event, fence.event, backend=self.backend)
+        for block in freed:
+            self._free(block)
+
+    # -- freeing ----------------------------------------------------------------
     def _destroy_descriptor(self, handle: Any) -> None:
         if self._forget_descriptor is not None:
             self._forget_descriptor(handle)
-        try:
-            acl.destroy_tensor(handle, backend=self.backend)
-        except AclError:
-            pass  # a descriptor the backend no longer knows: nothing left to free
+        _quiet(acl.destroy_tensor, handle, backend=self.backend)  # unknown to the backend: nothing to free
 
     def _free(self, block: Block) -> None:
         for handle in block.descriptors.values():
@@ -163,10 +333,9 @@ class MemoryPool:
         if ptr:
             acl.rt.free(ptr, backend=self.backend)
 
-    def stats(self) -> dict[str, int]:
-        """Bytes in use and cached, for ``python -m pyaclnn info`` and tests."""
-        with self._lock:
-            return {
-                "in_use_bytes": sum(b.nbytes for b in self._blocks.values() if b.in_use),
-                "cached_bytes": self._cached_bytes,
-            }
+
+def _quiet(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+    try:
+        fn(*args, **kwargs)
+    except AclError:
+        pass  # best effort: the error that brought us here, if any, says more

@@ -1,10 +1,10 @@
 """High-level functions: the four operators on NumPy arrays or DeviceArrays.
 
-Each call converts its arguments, allocates the outputs, runs the two phases
-of the aclnn operator on a stream and returns arrays of the kind it was given:
-NumPy in, NumPy out; any DeviceArray in, DeviceArrays out. Everything the call
-creates on the way (device copies, descriptors, parameter arrays) is freed
-before it returns, on error paths too.
+Each call normalises its arguments and hands them to the runtime's
+:class:`~pyaclnn.runtime.Launch`, which queues the two phases of the aclnn
+operator on a stream and returns arrays of the kind it was given: NumPy in,
+NumPy out (the call waits to copy back); any DeviceArray in, DeviceArrays out
+(the call returns once the work is queued).
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from . import acl, aclnn, runtime
+from . import aclnn, runtime
 from . import dtypes as _dtypes
-from .errors import ACLNN_ERR_PARAM_INVALID, AclError, AclnnError, ArgumentOverflowError
+from .errors import ACLNN_ERR_PARAM_INVALID, AclnnError, ArgumentOverflowError
 from .kernels import checks as _checks
-from .runtime import DeviceArray, Stream
+from .runtime import DeviceArray, Launch, Stream
 
 ArrayLike = np.ndarray | DeviceArray
 IntOrSeq = int | Sequence[int]
@@ -112,180 +112,6 @@ def _flag(name: str, value: Any) -> bool:
     if not isinstance(value, (bool, np.bool_, int, np.integer)):
         raise TypeError(f"{name} must be a bool, got {value!r}")
     return bool(value)
-
-
-# -- one call ------------------------------------------------------------------
-
-
-class _Call:
-    """Context of one functional call: its backend and stream, and what it must free."""
-
-    __slots__ = (
-        "ctx", "backend", "stream", "device_results", "_temporaries", "_outputs", "_returned", "_arrays",
-    )
-
-    def __init__(self, backend: str | None, stream: Stream | None) -> None:
-        ctx = self.ctx = runtime.context(backend)
-        self.backend = ctx.name
-        if stream is None:
-            stream = ctx.default_stream()  # open by construction
-        else:
-            if not isinstance(stream, Stream) or stream.backend != self.backend:
-                raise ValueError(
-                    f"stream must be a pyaclnn.Stream of backend {self.backend!r}, got {stream!r}"
-                )
-            if stream.closed:
-                raise ValueError("stream is closed")
-        self.stream = stream
-        self.device_results = False  # True once any input is a DeviceArray
-        # Closed on exit: temporaries (device copies of NumPy inputs) always; outputs unless
-        # handed to the caller as DeviceArrays. Lists are made lazily: this runs for every call.
-        self._temporaries: list[DeviceArray] | None = None
-        self._outputs: list[DeviceArray] = []
-        self._returned: list[DeviceArray] | None = None
-        self._arrays: list[tuple[Callable, Any]] | None = None
-
-    def __enter__(self) -> _Call:
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        for array in self._temporaries or ():
-            array.close()
-        kept = self._returned if exc_type is None else None
-        if kept is None or len(kept) != len(self._outputs):
-            for array in self._outputs:
-                if kept is None or not any(array is k for k in kept):
-                    array.close()
-        for destroy, handle in self._arrays or ():
-            try:
-                destroy(handle, backend=self.backend)
-            except AclError:
-                if exc_type is None:
-                    raise  # otherwise the error in flight says more
-
-    def device(self, name: str, x: ArrayLike | None) -> DeviceArray | None:
-        """``x`` on this call's backend; NumPy data is copied there for the duration of the call."""
-        if x is None:
-            return None
-        if type(x) is DeviceArray or isinstance(x, DeviceArray):
-            if x.backend != self.backend:
-                raise ValueError(
-                    f"{name} lives on backend {x.backend!r}, but this call runs on {self.backend!r}"
-                )
-            block = x._block  # DeviceArray.closed written out: this runs for every input of every call
-            if block is None or (not block.ptr and block.nbytes):
-                raise ValueError(f"{name} is a closed DeviceArray: its memory was freed")
-            self.device_results = True
-            return x
-        if not isinstance(x, np.ndarray):
-            raise TypeError(f"{name} must be a NumPy array or a pyaclnn.DeviceArray, got {type(x).__name__}")
-        try:
-            _dtypes.from_numpy(x.dtype)
-        except TypeError:
-            raise TypeError(f"{name} has dtype {x.dtype}, which has no aclDataType") from None
-        return self.temporary(runtime.to_device(x, backend=self.backend))
-
-    def output(self, shape: tuple[int, ...], dtype: np.dtype) -> DeviceArray:
-        array = DeviceArray._contiguous(self.ctx, shape, dtype)
-        self._outputs.append(array)
-        return array
-
-    def temporary(self, array: DeviceArray) -> DeviceArray:
-        if self._temporaries is None:
-            self._temporaries = []
-        self._temporaries.append(array)
-        return array
-
-    def _own_array(self, destroy: Callable, handle: Any) -> None:
-        if self._arrays is None:
-            self._arrays = []
-        self._arrays.append((destroy, handle))
-
-    def int_array(self, values: tuple[int, ...]) -> Any:
-        handle = self.ctx.cached_int_array(values)
-        if handle is None:
-            handle = acl.create_int_array(values, backend=self.backend)
-            self._own_array(acl.destroy_int_array, handle)
-        return handle
-
-    def int_arrays(self, values: tuple[tuple[int, ...], ...]) -> tuple[Any, ...]:
-        """aclIntArrays of a whole parameter set (kernel_size, stride, padding, dilation)."""
-        handles = self.ctx.cached_int_arrays(values)
-        return handles if handles is not None else tuple(self.int_array(v) for v in values)
-
-    def bool_array(self, values: tuple[bool, ...]) -> Any:
-        handle = self.ctx.bool_arrays.get(values)  # the common case, one look-up
-        if handle is None:
-            handle = self.ctx.cached_bool_array(values)
-        if handle is None:
-            handle = acl.create_bool_array(values, backend=self.backend)
-            self._own_array(acl.destroy_bool_array, handle)
-        return handle
-
-    def launch(self, phase1: Callable, phase2: Callable, *args: Any, outputs: Sequence[DeviceArray]) -> None:
-        """Run both phases and wait for the stream.
-
-        Phase 1 is skipped when the stream has a repeatable executor for the same
-        arguments (see :mod:`pyaclnn._executors`). Outputs are zero-filled when
-        phase 1 finds nothing to compute (empty tensors).
-        """
-        stream = self.stream
-        with stream.lock:
-            executors = stream.executors
-            # per-call parameter arrays die with the call: a plan holding them must not be kept
-            key = (phase2, args) if executors.enabled and self._arrays is None else None
-            entry = executors.get(key) if key is not None else None
-            if entry is not None:
-                executor, workspace_size = entry
-                try:
-                    workspace = stream.workspace(workspace_size)
-                    phase2(workspace, workspace_size, executor, stream.handle, backend=self.backend)
-                    stream.synchronize()
-                except BaseException:
-                    executors.discard(key)  # the executor may be what failed: plan again next time
-                    raise
-                return
-            generation = executors.generation
-            workspace_size, executor = phase1(*args, backend=self.backend)
-            if executor is None:
-                for array in outputs:
-                    array.fill_zero()
-                return
-            cached = key is not None and executors.make_repeatable(executor, phase2)
-            try:
-                workspace = stream.workspace(workspace_size)
-            except BaseException:
-                if cached:
-                    executors.destroy(executor)
-                else:
-                    self._discard(executor)
-                raise
-            try:
-                phase2(workspace, workspace_size, executor, stream.handle, backend=self.backend)
-                stream.synchronize()
-            except BaseException:
-                if cached:
-                    executors.destroy(executor)  # repeatable: the failed launch did not free it
-                raise
-            if cached:
-                executors.put(key, (executor, workspace_size), generation)
-
-    def _discard(self, executor: Any) -> None:
-        """Free an executor phase 2 will never consume: only a repeatable one may be destroyed."""
-        try:
-            acl.set_acl_op_executor_repeatable(executor, backend=self.backend)
-            acl.destroy_acl_op_executor(executor, backend=self.backend)
-        except AclError:
-            pass  # the error being raised already says what went wrong
-
-    def result(self, array: DeviceArray) -> ArrayLike:
-        """What the caller gets for output ``array``: itself for DeviceArray calls, else a NumPy copy."""
-        if self.device_results:
-            if self._returned is None:
-                self._returned = []
-            self._returned.append(array)
-            return array
-        return array.numpy()
 
 
 # -- MaxPool3dWithArgmax(Backward) ---------------------------------------------
@@ -384,7 +210,7 @@ def max_pool3d_with_argmax(
         ) from None
     device_dtype = _INT32 if wanted == _INT64 else wanted
     _plane_size_limit(input, "aclnnMaxPool3dWithArgmaxGetWorkspaceSize", forward=True)
-    with _Call(backend, stream) as call:
+    with Launch(backend, stream) as call:
         x = call.device("input", input)
         shape = _pool_output_shape(x, ints, ceil)
         out = call.output(shape, x.dtype if x is not None else _FLOAT32)
@@ -407,7 +233,7 @@ def max_pool3d_with_argmax(
         return call.result(out), widened
 
 
-def _int32_indices(call: _Call, indices: DeviceArray) -> DeviceArray:
+def _int32_indices(call: Launch, indices: DeviceArray) -> DeviceArray:
     """int64 indices narrowed to the int32 the device takes; a value outside int32 is reported."""
     host = indices.numpy()
     bad = np.flatnonzero((host < np.iinfo(np.int32).min) | (host > np.iinfo(np.int32).max))
@@ -460,14 +286,20 @@ def max_pool3d_with_argmax_backward(
     ------
     AclnnError
         161001 for a missing tensor; 161002 for a rule of the op, for a
-        grad_output whose shape differs from what pooling input gives, and
-        (beyond the NPU, which would write out of bounds) for an index outside
-        its (n, c) plane, naming the first one.
+        grad_output whose shape differs from what pooling input gives, and for
+        a NumPy ``indices`` with an index outside its (n, c) plane, naming the
+        first one (checked on the host before the upload).
+    AclError
+        At the next wait on the stream (``numpy()``, ``synchronize()``), for
+        DeviceArray indices with an index outside its plane: only the kernel
+        sees them; the emulations refuse to write and report the runtime's
+        ``ACL_ERROR_RT_VECTOR_CORE_EXCEPTION`` naming the position (the NPU
+        itself would write out of bounds).
     """
     ints = _pool_ints(kernel_size, stride, padding, dilation)
     ceil = _flag("ceil_mode", ceil_mode)
     _plane_size_limit(input, "aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize", forward=False)
-    with _Call(backend, stream) as call:
+    with Launch(backend, stream) as call:
         g = call.device("grad_output", grad_output)
         x = call.device("input", input)
         i = call.device("indices", indices)
@@ -487,8 +319,27 @@ def max_pool3d_with_argmax_backward(
             ceil,
             grad_input.descriptor(nd),
             outputs=(grad_input,),
+            admit=_host_indices_check(indices, input),
         )
         return call.result(grad_input)
+
+
+def _host_indices_check(indices: Any, input: Any) -> Callable[[], None] | None:
+    """The index rule for NumPy ``indices``, run once phase 1 has accepted the call.
+
+    On the device only the kernel sees index values (a bad one is a device
+    error at the next wait); indices the host holds are checked before the launch.
+    """
+    if not isinstance(indices, np.ndarray):
+        return None
+
+    def check() -> None:
+        try:
+            _checks.indices_in_planes(indices, input.shape)
+        except _checks.CheckFailed as exc:
+            raise AclnnError(exc.status, exc.message, "aclnnMaxPool3dWithArgmaxBackward") from None
+
+    return check
 
 
 # -- GridSampler3D(Backward) ---------------------------------------------------
@@ -550,7 +401,7 @@ def grid_sampler3d(
     pad = _mode("padding_mode", padding_mode, _PADDING)
     corners = _flag("align_corners", align_corners)
     fmt = _layout(layout)
-    with _Call(backend, stream) as call:
+    with Launch(backend, stream) as call:
         x = call.device("input", input)
         g = call.device("grid", grid)
         out = call.output(
@@ -622,7 +473,7 @@ def grid_sampler3d_backward(
     corners = _flag("align_corners", align_corners)
     fmt = _layout(layout)
     mask = _output_mask(output_mask)
-    with _Call(backend, stream) as call:
+    with Launch(backend, stream) as call:
         g = call.device("grad_output", grad_output)
         x = call.device("input", input)
         gr = call.device("grid", grid)

@@ -39,7 +39,8 @@ def backend(request):
     """Name of the backend under test: numpy, or npu over the host emulator of CANN.
 
     After the test everything pyaclnn holds is freed and the backend must report
-    no live object (no leak, no double free).
+    no live object (no leak, no double free) and no new hazard (memory freed under
+    queued work, a stream destroyed with work pending, ...: printed on stderr).
     """
     import pyaclnn
     from pyaclnn import backends
@@ -49,7 +50,11 @@ def backend(request):
         home = request.getfixturevalue("emulator_home")
         # One CANN per process: the first npu use loads this home for the whole session.
         os.environ["PYACLNN_ASCEND_HOME"] = str(home)
+    hazards = backends.get(name).hazard_count()
     yield name
     pyaclnn.finalize(name)
-    counts = backends.get(name).live_counts()
+    emulation = backends.get(name)
+    counts = emulation.live_counts()
     assert counts is None or not any(counts.values()), f"live objects left on {name}: {counts}"
+    new_hazards = (emulation.hazard_count() or 0) - (hazards or 0)
+    assert new_hazards == 0, f"{new_hazards} hazard(s) on {name}: see the HAZARD lines on stderr"

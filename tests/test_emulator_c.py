@@ -10,11 +10,13 @@ are compared here, in the parent, with the ``torch`` fixture.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import threading
+import time
 import traceback
 from pathlib import Path
 
@@ -25,6 +27,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from emulator_build import emulator_home  # noqa: E402
+
+#: the child emulates this many devices (PYACLNN_EMU_DEVICES, read once by the emulator)
+_DEVICES = int(os.environ.get("PYACLNN_EMU_DEVICES", "2")) if __name__ == "__main__" else 2
 
 LIBS = {
     "classic": ("libascendcl.so", "libnnopbase.so", "libopapi.so"),
@@ -124,11 +129,39 @@ class _Emu:
         return self.ffi.new("uint64_t *"), self.ffi.new("aclOpExecutor **")
 
     def run(self, phase2: str, ws_size, executor, stream=None) -> int:
+        """Phase 2 with a fresh workspace; synchronizes the stream (the launch is asynchronous) before the
+        workspace is freed, as a correct caller must. Returns phase 2's status."""
+        stream = stream if stream is not None else self.ffi.NULL
         ws = self.malloc(ws_size) if ws_size else self.ffi.NULL
-        status = self.op(phase2)(ws, ws_size, executor, stream if stream is not None else self.ffi.NULL)
+        status = self.op(phase2)(ws, ws_size, executor, stream)
+        assert self.rt.aclrtSynchronizeStream(stream) == 0, self.msg()
         if ws_size:
             assert self.rt.aclrtFree(ws) == 0
         return status
+
+    def hazards(self) -> int:
+        return self.rt.pyaclnnEmuHazardCount()
+
+    def stream(self):
+        s = self.ffi.new("aclrtStream *")
+        assert self.rt.aclrtCreateStream(s) == 0, self.msg()
+        return s[0]
+
+    def event(self, flag=None):
+        ev = self.ffi.new("aclrtEvent *")
+        rc = self.rt.aclrtCreateEvent(ev) if flag is None else self.rt.aclrtCreateEventWithFlag(ev, flag)
+        assert rc == 0, self.msg()
+        return ev[0]
+
+    def event_status(self, event) -> int:
+        st = self.ffi.new("aclrtEventRecordedStatus *")
+        assert self.rt.aclrtQueryEventStatus(event, st) == 0, self.msg()
+        return st[0]
+
+    def elapsed(self, start, end):
+        ms = self.ffi.new("float *")
+        rc = self.rt.aclrtEventElapsedTime(ms, start, end)
+        return rc, ms[0]
 
 
 def _check_malloc_alignment_and_live_counters(e: _Emu) -> None:
@@ -163,7 +196,7 @@ def _check_malloc_and_free_errors(e: _Emu) -> None:
     assert e.rt.aclrtFree(out[0]) == e.c["ACL_ERROR_RT_MEMORY_FREE"]  # host memory via the device free
     assert "aclrtFreeHost" in e.msg()
     assert e.rt.aclrtFreeHost(out[0]) == 0
-    assert e.rt.aclrtSetDevice(1) == e.c["ACL_ERROR_RT_INVALID_DEVICEID"]
+    assert e.rt.aclrtSetDevice(_DEVICES) == e.c["ACL_ERROR_RT_INVALID_DEVICEID"]
     assert e.rt.aclInit(e.ffi.NULL) in (0, e.c["ACL_ERROR_REPEAT_INITIALIZE"])
     assert e.rt.aclInit(e.ffi.NULL) == e.c["ACL_ERROR_REPEAT_INITIALIZE"]
     e.msg()
@@ -300,14 +333,14 @@ def _check_maxpool_backward_seed_example_and_executor_lifetime(e: _Emu) -> None:
     assert e.nn.aclDestroyAclOpExecutor(ex) == 0
     assert e.nn.aclDestroyAclOpExecutor(ex) == e.c["ACLNN_ERR_INNER_NULLPTR"]
     assert e.rt.aclrtDestroyStream(stream[0]) == 0
-    assert e.run(MAXPOOL[3], 0, e.ffi.NULL, stream[0]) == 0  # NULL executor with no workspace: no-op
+    assert e.op(MAXPOOL[3])(e.ffi.NULL, 0, e.ffi.NULL, stream[0]) == 0  # NULL executor, no workspace: no-op
     e.msg()
     for p in ptrs:
         assert e.rt.aclrtFree(p) == 0
     assert e.counts() == base
 
 
-def _check_maxpool_backward_rejects_an_index_outside_its_plane_before_writing(e: _Emu) -> None:
+def _check_maxpool_backward_index_guard_is_a_device_error_reported_by_synchronize(e: _Emu) -> None:
     go_ptr, go = e.device(np.ones((1, 1, 1, 1, 1), np.float32), 0)
     x_ptr, xt = e.device(np.ones((1, 1, 2, 2, 2), np.float32), 0)
     i_ptr, it = e.device(np.array([8], np.int32).reshape(1, 1, 1, 1, 1), 3)
@@ -315,35 +348,49 @@ def _check_maxpool_backward_rejects_an_index_outside_its_plane_before_writing(e:
     gi_ptr, git = e.device(sentinel, 0)
     arrays = [e.int_array([2]), e.int_array([]), e.int_array([0]), e.int_array([1])]
     ws, ex = e.out_params()
-    assert e.op(MAXPOOL[2])(go, xt, it, *arrays, False, git, ws, ex) == 0, e.msg()
-    assert e.run(MAXPOOL[3], ws[0], ex[0]) == e.c["ACLNN_ERR_PARAM_INVALID"]
-    assert "outside" in e.msg()
-    assert np.array_equal(e.fetch(gi_ptr, sentinel.shape, np.float32), sentinel)
+    ws_ptr = e.malloc(32)
+    stream = e.stream()
+    for sync in ("stream", "device"):
+        assert e.rt.aclrtMemset(ws_ptr, 32, 0xFF, 32) == 0
+        assert e.op(MAXPOOL[2])(go, xt, it, *arrays, False, git, ws, ex) == 0, e.msg()
+        assert e.op(MAXPOOL[3])(ws_ptr, ws[0], ex[0], stream) == 0, e.msg()  # the launch itself succeeds
+        assert e.rt.aclrtMemsetAsync(ws_ptr, 32, 0, 32, stream) == 0  # later work on the stream still runs
+        rc = e.rt.aclrtSynchronizeStream(stream) if sync == "stream" else e.rt.aclrtSynchronizeDevice()
+        assert rc == e.c["ACL_ERROR_RT_VECTOR_CORE_EXCEPTION"] == 507035, rc
+        address = int(e.ffi.cast("uintptr_t", stream))
+        assert e.msg() == (
+            "aclnnMaxPool3dWithArgmaxBackward: indices[0, 0, 0, 0, 0] = 8 lies outside its (n, c) plane of 8 "
+            f"elements (device error of a launch on stream {address:#x})")
+        assert np.array_equal(e.fetch(gi_ptr, sentinel.shape, np.float32), sentinel)  # nothing written
+        assert not e.fetch(ws_ptr, (32,), np.uint8).any()
+        assert e.rt.aclrtSynchronizeStream(stream) == 0  # reported once
+        assert e.msg() == ""
     # the output-size rule is a phase-1 error
     bad = e.int_array([3])
     status = e.op(MAXPOOL[2])(go, xt, it, arrays[0], arrays[1], arrays[2], bad, True, git, ws, ex)
     assert status == e.c["ACLNN_ERR_PARAM_INVALID"], status
     assert "gradOutput" in e.msg()
+    assert e.rt.aclrtDestroyStream(stream) == 0
     for t in (go, xt, it, git):
         e.nn.aclDestroyTensor(t)
     for a in arrays + [bad]:
         e.nn.aclDestroyIntArray(a)
-    for p in (go_ptr, x_ptr, i_ptr, gi_ptr):
+    for p in (go_ptr, x_ptr, i_ptr, gi_ptr, ws_ptr):
         e.rt.aclrtFree(p)
 
 
-class _Soc950:
-    """The emulator follows the 950 rules while PYACLNN_EMU_SOC=950 (read by every call)."""
-
-    def __enter__(self) -> None:
-        self.saved = os.environ.get("PYACLNN_EMU_SOC")
-        os.environ["PYACLNN_EMU_SOC"] = "950"
-
-    def __exit__(self, *exc) -> None:
-        if self.saved is None:
-            del os.environ["PYACLNN_EMU_SOC"]
+@contextlib.contextmanager
+def _env(name: str, value: str):
+    """The emulator reads PYACLNN_EMU_SOC, PYACLNN_EMU_KERNEL_US and PYACLNN_EMU_SYNC_US at every call."""
+    saved = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ[name]
         else:
-            os.environ["PYACLNN_EMU_SOC"] = self.saved
+            os.environ[name] = saved
 
 
 def _check_max_pool_follows_a2_a3_rules_unless_told_950(e: _Emu) -> None:
@@ -355,7 +402,7 @@ def _check_max_pool_follows_a2_a3_rules_unless_told_950(e: _Emu) -> None:
     assert e.ffi.string(e.rt.aclrtGetSocName()) == b"Ascend910B-emulator"
     assert e.op(MAXPOOL[0])(xt, *arrays, False, ot, it, ws, ex) == e.c["ACLNN_ERR_PARAM_INVALID"]
     assert "indices" in e.msg()
-    with _Soc950():
+    with _env("PYACLNN_EMU_SOC", "950"):
         assert e.ffi.string(e.rt.aclrtGetSocName()) == b"Ascend950-emulator"
         assert e.op(MAXPOOL[0])(xt, *arrays, False, ot, it, ws, ex) == 0, e.msg()
         assert e.run(MAXPOOL[1], ws[0], ex[0]) == 0, e.msg()
@@ -389,7 +436,7 @@ def _maxpool_forward_case(e: _Emu) -> dict:
     i_ptr, it = e.device(np.zeros(out_shape, np.int64), 9)
     arrays = [e.int_array(v) for v in (k, s, p, d)]
     ws, ex = e.out_params()
-    with _Soc950():  # int64 indices and dilation > 1
+    with _env("PYACLNN_EMU_SOC", "950"):  # int64 indices and dilation > 1
         assert e.op(MAXPOOL[0])(xt, *arrays, True, ot, it, ws, ex) == 0, e.msg()
     assert ws[0] == 0
     assert e.run(MAXPOOL[1], 0, ex[0]) == 0, e.msg()
@@ -551,6 +598,313 @@ def _check_layout_exports(e: _Emu) -> None:
     assert e.rt.aclrtFree(p[0]) == 0
 
 
+# ---- the asynchronous device (spec-async.md) -------------------------------------------------------
+
+SLOW_US = 100_000  # simulated kernel time: long against the calls' own cost, short for the suite
+SLOW_S = SLOW_US / 1e6
+COMPLETE, NOT_READY = 1, 0
+D2H, D2D = 2, 3
+
+
+def _forward(e: _Emu, repeatable: bool = False):
+    """Phase 1 of a 2x2x2 max pool of 1..8 (its result: 8 at flat index 7) into out = 0.
+    Returns (executor, out pointer, every pointer, the descriptors)."""
+    x_ptr, xt = e.device(np.arange(1, 9, dtype=np.float32).reshape(1, 1, 2, 2, 2), 0)
+    o_ptr, ot = e.device(np.zeros((1, 1, 1, 1, 1), np.float32), 0)
+    i_ptr, it = e.device(np.zeros((1, 1, 1, 1, 1), np.int32), 3)
+    arrays = [e.int_array([2]), e.int_array([]), e.int_array([0]), e.int_array([1])]
+    ws, ex = e.out_params()
+    assert e.op(MAXPOOL[0])(xt, *arrays, False, ot, it, ws, ex) == 0, e.msg()
+    if repeatable:
+        assert e.nn.aclSetAclOpExecutorRepeatable(ex[0]) == 0
+    return ex[0], o_ptr, [x_ptr, o_ptr, i_ptr], ([xt, ot, it], arrays)
+
+
+def _destroy(e: _Emu, descriptors) -> None:
+    tensors, arrays = descriptors
+    for t in tensors:
+        assert e.nn.aclDestroyTensor(t) == 0
+    for a in arrays:
+        assert e.nn.aclDestroyIntArray(a) == 0
+
+
+def _free(e: _Emu, ptrs) -> None:
+    for p in ptrs:
+        assert e.rt.aclrtFree(p) == 0, e.msg()
+
+
+def _slow_launch(e: _Emu, executor, stream) -> float:
+    """Phase 2 taking SLOW_US of device time; returns when it was called (time.monotonic)."""
+    with _env("PYACLNN_EMU_KERNEL_US", str(SLOW_US)):
+        start = time.monotonic()
+        assert e.op(MAXPOOL[1])(e.ffi.NULL, 0, executor, stream) == 0, e.msg()
+    assert time.monotonic() - start < SLOW_S / 2  # it only enqueued the kernel
+    return start
+
+
+def _value(e: _Emu, ptr) -> float:
+    return float(e.fetch(ptr, (1,), np.float32)[0])
+
+
+def _check_launch_returns_before_the_kernel_ran_and_synchronize_waits_for_it(e: _Emu) -> None:
+    ex, o_ptr, ptrs, descriptors = _forward(e)
+    start = _slow_launch(e, ex, e.ffi.NULL)
+    _destroy(e, descriptors)  # descriptors may go right after phase 2 (op-plugin does): not a hazard
+    assert _value(e, o_ptr) == 0  # aclrtMemcpy copies at once: it does not wait for the stream
+    assert e.rt.aclrtSynchronizeStream(e.ffi.NULL) == 0
+    assert time.monotonic() - start >= SLOW_S
+    assert _value(e, o_ptr) == 8
+    with _env("PYACLNN_EMU_SYNC_US", str(SLOW_US)):  # synchronize adds the simulated latency
+        start = time.monotonic()
+        assert e.rt.aclrtSynchronizeStream(e.ffi.NULL) == 0
+        assert time.monotonic() - start >= SLOW_S
+    _free(e, ptrs)
+
+
+def _check_one_stream_runs_its_tasks_in_submission_order(e: _Emu) -> None:
+    ex, o_ptr, ptrs, descriptors = _forward(e)
+    copy = e.malloc(4)
+    assert e.rt.aclrtMemset(copy, 4, 0, 4) == 0
+    stream = e.stream()
+    _slow_launch(e, ex, stream)
+    assert e.rt.aclrtMemcpyAsync(copy, 4, o_ptr, 4, D2D, stream) == 0  # after the kernel
+    assert e.rt.aclrtMemsetAsync(o_ptr, 4, 0, 4, stream) == 0  # after the copy
+    assert e.rt.aclrtSynchronizeStream(stream) == 0
+    assert _value(e, copy) == 8 and _value(e, o_ptr) == 0
+    assert e.rt.aclrtDestroyStream(stream) == 0
+    _destroy(e, descriptors)
+    _free(e, ptrs + [copy])
+
+
+def _check_two_streams_run_concurrently_and_synchronize_device_waits_for_all(e: _Emu) -> None:
+    launches = [_forward(e) for _ in range(3)]
+    streams = [e.stream(), e.stream()]
+    start = time.monotonic()
+    for (ex, *_), stream in zip(launches, streams):
+        _slow_launch(e, ex, stream)
+    for stream in streams:
+        assert e.rt.aclrtSynchronizeStream(stream) == 0
+    took = time.monotonic() - start
+    assert SLOW_S <= took < 1.8 * SLOW_S, took  # one after the other would take 2 * SLOW_S
+    for (_, o_ptr, *_), stream in zip(launches, [streams[0], e.ffi.NULL]):
+        assert e.rt.aclrtMemsetAsync(o_ptr, 4, 0, 4, stream) == 0
+    _slow_launch(e, launches[2][0], e.ffi.NULL)  # the default stream is one of the device's streams
+    assert e.rt.aclrtSynchronizeDevice() == 0
+    assert [_value(e, o) for _, o, *_ in launches] == [0, 0, 8]
+    for stream in streams:
+        assert e.rt.aclrtDestroyStream(stream) == 0
+    for _, _, ptrs, descriptors in launches:
+        _destroy(e, descriptors)
+        _free(e, ptrs)
+
+
+def _check_stream_wait_event_orders_work_across_streams(e: _Emu) -> None:
+    ex, o_ptr, ptrs, descriptors = _forward(e)
+    waited, unordered = e.malloc(4), e.malloc(4)
+    for p in (waited, unordered):
+        assert e.rt.aclrtMemset(p, 4, 0, 4) == 0
+    producer, consumer, other = e.stream(), e.stream(), e.stream()
+    done = e.event()
+    _slow_launch(e, ex, producer)
+    assert e.rt.aclrtRecordEvent(done, producer) == 0
+    assert e.rt.aclrtStreamWaitEvent(consumer, done) == 0  # does not block the caller
+    assert e.rt.aclrtDestroyEvent(done) == 0  # allowed while pending: the queued wait still works
+    assert e.rt.aclrtMemcpyAsync(waited, 4, o_ptr, 4, D2D, consumer) == 0
+    assert e.rt.aclrtMemcpyAsync(unordered, 4, o_ptr, 4, D2D, other) == 0
+    assert e.rt.aclrtSynchronizeStream(other) == 0
+    assert _value(e, unordered) == 0  # no wait: it ran while the kernel was still sleeping
+    assert e.rt.aclrtSynchronizeStream(consumer) == 0
+    assert _value(e, waited) == 8
+    for stream in (producer, consumer, other):
+        assert e.rt.aclrtSynchronizeStream(stream) == 0
+        assert e.rt.aclrtDestroyStream(stream) == 0
+    _destroy(e, descriptors)
+    _free(e, ptrs + [waited, unordered])
+
+
+def _check_event_query_synchronize_and_elapsed_time(e: _Emu) -> None:
+    ex, o_ptr, ptrs, descriptors = _forward(e)
+    start, end = e.event(), e.event()
+    assert e.event_status(start) == COMPLETE  # never recorded
+    assert e.elapsed(start, end)[0] == e.c["ACL_ERROR_INVALID_PARAM"]
+    assert "never recorded" in e.msg()
+    assert e.rt.aclrtSynchronizeEvent(start) == 0  # never recorded: at once
+    stream = e.stream()
+    assert e.rt.aclrtRecordEvent(start, stream) == 0
+    _slow_launch(e, ex, stream)
+    assert e.rt.aclrtRecordEvent(end, stream) == 0
+    assert e.event_status(end) == NOT_READY
+    assert e.elapsed(start, end)[0] == e.c["ACL_ERROR_RT_EVENT_NOT_COMPLETE"] == 507006
+    e.msg()
+    assert e.rt.aclrtSynchronizeEvent(end) == 0
+    assert e.event_status(end) == COMPLETE and e.event_status(start) == COMPLETE
+    rc, ms = e.elapsed(start, end)
+    assert rc == 0 and ms >= SLOW_US / 1000 * 0.999, ms
+    assert _value(e, o_ptr) == 8  # the end marker ran after the kernel
+    for ev in (start, end):
+        assert e.rt.aclrtDestroyEvent(ev) == 0
+    assert e.rt.aclrtQueryEventStatus(start, e.ffi.new("aclrtEventRecordedStatus *")) == e.c["ACL_ERROR_INVALID_PARAM"]
+    assert e.rt.aclrtDestroyEvent(start) == e.c["ACL_ERROR_INVALID_PARAM"]
+    assert "event" in e.msg()
+    assert e.rt.aclrtDestroyStream(stream) == 0
+    _destroy(e, descriptors)
+    _free(e, ptrs)
+
+
+def _check_event_flags_decide_waits_and_timestamps(e: _Emu) -> None:
+    ev = e.ffi.new("aclrtEvent *")
+    for bad in (4, 64, 32 | 1, 0x100):
+        assert e.rt.aclrtCreateEventWithFlag(ev, bad) == e.c["ACL_ERROR_INVALID_PARAM"], bad
+        assert "flag" in e.msg()
+    external = e.event(32)
+    sync_only, timeline_only, both = e.event(1), e.event(8), e.event(1 | 8 | 2 | 16)
+    stream = e.stream()
+    for event in (sync_only, timeline_only, both):
+        assert e.rt.aclrtRecordEvent(event, stream) == 0
+    assert e.rt.aclrtSynchronizeStream(stream) == 0
+    assert e.elapsed(sync_only, sync_only)[0] == e.c["ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID"] == 107006
+    assert "ACL_EVENT_TIME_LINE" in e.msg()
+    assert e.elapsed(timeline_only, both) == (0, e.elapsed(timeline_only, both)[1])
+    assert e.elapsed(timeline_only, both)[1] >= 0
+    assert e.rt.aclrtStreamWaitEvent(stream, timeline_only) == e.c["ACL_ERROR_INVALID_PARAM"]
+    assert "ACL_EVENT_SYNC" in e.msg()
+    for event in (sync_only, both):
+        assert e.rt.aclrtStreamWaitEvent(stream, event) == 0
+    assert e.rt.aclrtSynchronizeStream(stream) == 0
+    for event in (external, sync_only, timeline_only, both):
+        assert e.rt.aclrtDestroyEvent(event) == 0
+    assert e.rt.aclrtDestroyStream(stream) == 0
+
+
+def _check_pageable_memcpy_async_waits_and_pinned_does_not(e: _Emu) -> None:
+    ex, o_ptr, ptrs, descriptors = _forward(e, repeatable=True)
+    stream = e.stream()
+    start = _slow_launch(e, ex, stream)
+    pageable = np.zeros(1, np.float32)
+    assert e.rt.aclrtMemcpyAsync(e.ffi.from_buffer(pageable), 4, o_ptr, 4, D2H, stream) == 0
+    assert time.monotonic() - start >= SLOW_S and pageable[0] == 8  # returned once the copy had run
+    pinned = e.ffi.new("void **")
+    assert e.rt.aclrtMallocHost(pinned, 4) == 0
+    value = e.ffi.cast("float *", pinned[0])
+    value[0] = -1.0
+    assert e.rt.aclrtMemsetAsync(o_ptr, 4, 0, 4, stream) == 0
+    _slow_launch(e, ex, stream)
+    start = time.monotonic()
+    assert e.rt.aclrtMemcpyAsync(pinned[0], 4, o_ptr, 4, D2H, stream) == 0
+    assert time.monotonic() - start < SLOW_S / 2 and value[0] == -1.0  # queued, not run yet
+    assert e.rt.aclrtSynchronizeStream(stream) == 0
+    assert value[0] == 8
+    assert e.rt.aclrtFreeHost(pinned[0]) == 0
+    assert e.nn.aclDestroyAclOpExecutor(ex) == 0
+    assert e.rt.aclrtDestroyStream(stream) == 0
+    _destroy(e, descriptors)
+    _free(e, ptrs)
+
+
+def _check_hazard_device_memory_freed_while_a_queued_kernel_uses_it(e: _Emu) -> None:
+    before = e.hazards()
+    ex, o_ptr, ptrs, descriptors = _forward(e)
+    _slow_launch(e, ex, e.ffi.NULL)
+    assert e.rt.aclrtFree(o_ptr) == 0
+    assert e.hazards() == before + 1
+    host = np.zeros(1, np.float32)
+    assert e.rt.aclrtMemcpy(o_ptr, 4, e.ffi.from_buffer(host), 4, 1) == e.c["ACL_ERROR_INVALID_PARAM"]  # gone
+    e.msg()
+    assert e.rt.aclrtSynchronizeStream(e.ffi.NULL) == 0  # the kernel wrote into quarantined memory
+    _destroy(e, descriptors)
+    _free(e, [p for p in ptrs if p != o_ptr])
+
+
+def _check_hazard_pinned_memory_freed_while_a_queued_copy_uses_it(e: _Emu) -> None:
+    before = e.hazards()
+    ex, o_ptr, ptrs, descriptors = _forward(e)
+    stream = e.stream()
+    _slow_launch(e, ex, stream)
+    pinned = e.ffi.new("void **")
+    assert e.rt.aclrtMallocHost(pinned, 4) == 0
+    assert e.rt.aclrtMemcpyAsync(pinned[0], 4, o_ptr, 4, D2H, stream) == 0
+    assert e.rt.aclrtFreeHost(pinned[0]) == 0
+    assert e.hazards() == before + 1
+    assert e.rt.aclrtSynchronizeStream(stream) == 0
+    assert e.rt.aclrtDestroyStream(stream) == 0
+    _destroy(e, descriptors)
+    _free(e, ptrs)
+
+
+def _check_hazard_stream_destroyed_with_tasks_pending(e: _Emu) -> None:
+    before = e.hazards()
+    ex, o_ptr, ptrs, descriptors = _forward(e)
+    stream = e.stream()
+    _slow_launch(e, ex, stream)
+    assert e.rt.aclrtDestroyStream(stream) == 0  # waits for the tasks, then destroys
+    assert e.hazards() == before + 1
+    assert _value(e, o_ptr) == 8
+    _destroy(e, descriptors)
+    _free(e, ptrs)
+
+
+def _check_hazard_repeatable_executor_destroyed_while_its_launch_is_queued(e: _Emu) -> None:
+    before = e.hazards()
+    ex, o_ptr, ptrs, descriptors = _forward(e, repeatable=True)
+    _slow_launch(e, ex, e.ffi.NULL)
+    assert e.nn.aclDestroyAclOpExecutor(ex) == 0
+    assert e.hazards() == before + 1
+    assert e.rt.aclrtSynchronizeStream(e.ffi.NULL) == 0
+    assert _value(e, o_ptr) == 8  # the launch still had its plan
+    assert e.nn.aclDestroyAclOpExecutor(ex) == e.c["ACLNN_ERR_INNER_NULLPTR"]
+    e.msg()
+    _destroy(e, descriptors)
+    _free(e, ptrs)
+
+
+def _on_device(e: _Emu, device: int, work):
+    """Run work() in a new thread whose current device is `device` (it is per thread)."""
+    result, errors = [], []
+
+    def body() -> None:
+        try:
+            assert e.rt.aclrtSetDevice(device) == 0, e.msg()
+            result.append(work())
+        except Exception:
+            errors.append(traceback.format_exc())
+
+    worker = threading.Thread(target=body)
+    worker.start()
+    worker.join()
+    assert errors == [], errors[0]
+    return result[0]
+
+
+def _device_counts(e: _Emu, device: int) -> list[int]:
+    """The per-device kinds of pyaclnnEmuDeviceLiveCounts: device and host allocations, streams."""
+    out = e.ffi.new("int64_t[7]")
+    assert e.rt.pyaclnnEmuDeviceLiveCounts(device, out, 7) == 7
+    return [out[0], out[1], out[6]]
+
+
+def _check_several_devices_and_hazard_work_on_a_stream_of_another_device(e: _Emu) -> None:
+    count = e.ffi.new("uint32_t *")
+    assert e.rt.aclrtGetDeviceCount(count) == 0 and count[0] == _DEVICES == 2
+    base0, base1 = _device_counts(e, 0), _device_counts(e, 1)
+    stream1 = _on_device(e, 1, e.stream)
+    mem1 = _on_device(e, 1, lambda: e.malloc(64))
+    assert _device_counts(e, 1) == [base1[0] + 1, base1[1], base1[2] + 1]
+    assert _device_counts(e, 0) == base0
+    before = e.hazards()
+    ex, o_ptr, ptrs, descriptors = _forward(e)  # device 0 memory
+    _on_device(e, 1, lambda: e.op(MAXPOOL[1])(e.ffi.NULL, 0, ex, stream1))  # device 0 memory, device 1 stream
+    assert e.hazards() == before + 1
+    assert e.rt.aclrtMemsetAsync(mem1, 64, 0, 64, stream1) == 0  # from device 0: stream of another device
+    assert e.hazards() == before + 2
+    assert _on_device(e, 1, e.rt.aclrtSynchronizeDevice) == 0
+    assert _value(e, o_ptr) == 8  # the launch still ran
+    assert e.rt.aclrtDestroyStream(stream1) == 0
+    _on_device(e, 1, lambda: e.rt.aclrtFree(mem1))
+    assert _device_counts(e, 1) == base1
+    _destroy(e, descriptors)
+    _free(e, ptrs)
+
+
 _CHECKS = [f for name, f in sorted(globals().items()) if name.startswith("_check_")]
 _CHECK_NAMES = [f.__name__[len("_check_"):] for f in _CHECKS]
 _CASES = {
@@ -570,18 +924,22 @@ _CASES = {
 def _child_main(layout: str, home: str) -> None:
     report: dict = {"checks": {}, "cases": {}}
     e = _Emu(layout, Path(home))
+    report["hazards"] = {}
     for name, check in zip(_CHECK_NAMES, _CHECKS):
+        before = e.hazards()
         try:
             check(e)
             report["checks"][name] = None
         except Exception:
             report["checks"][name] = traceback.format_exc()
+        report["hazards"][name] = e.hazards() - before
     for name, case in _CASES.items():
         try:
             report["cases"][name] = case(e)
         except Exception:
             report["cases"][name] = {"error": traceback.format_exc()}
     report["final_counts"] = e.counts()
+    report["final_hazards"] = e.hazards()
     json.dump(report, sys.stdout)
 
 
@@ -596,7 +954,7 @@ def _report(layout: str) -> dict:
     if layout not in _reports:
         home = emulator_home(layout)
         path = os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")])
-        env = dict(os.environ, PYTHONPATH=path)
+        env = dict(os.environ, PYTHONPATH=path, PYACLNN_EMU_DEVICES=str(_DEVICES))
         proc = subprocess.run([sys.executable, __file__, layout, str(home)], capture_output=True, text=True,
                               env=env, timeout=120)
         assert proc.returncode == 0, (
@@ -619,6 +977,15 @@ def test_emulator_behaviour(layout: str, check: str) -> None:
 @LAYOUT_PARAMS
 def test_everything_the_checks_created_was_released(layout: str) -> None:
     assert _report(layout)["final_counts"] == [0] * 7
+
+
+@LAYOUT_PARAMS
+def test_only_the_hazard_checks_count_hazards(layout: str) -> None:
+    """A correct program counts none: every check but the hazard_ ones (which assert their own count)."""
+    report = _report(layout)
+    clean = {name: n for name, n in report["hazards"].items() if "hazard_" not in name}
+    assert clean == dict.fromkeys(clean, 0)
+    assert sum(report["hazards"].values()) == report["final_hazards"]  # the cases count none either
 
 
 def _case(layout: str, name: str) -> dict:

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import pyaclnn
-from pyaclnn import acl, aclnn, backends, errors, runtime
+from pyaclnn import _context, _decl, acl, aclnn, backends, errors, runtime
 
 KERNEL = [2, 2, 2]
 X_SHAPE = (2, 3, 4, 4, 4)
@@ -64,7 +64,7 @@ def _repeat_pool_backward(backend, stream, torch, seed: int, times: int) -> None
     rng = np.random.default_rng(seed)
     x, idx = _pool_inputs(torch, rng)
     grad = rng.standard_normal(GRAD_SHAPE, dtype=np.float32)
-    arrays = [pyaclnn.to_device(a, backend=backend) for a in (grad, x, idx)]
+    arrays = [pyaclnn.to_device(a, backend=backend, stream=stream) for a in (grad, x, idx)]
     for _ in range(times):
         with pyaclnn.max_pool3d_with_argmax_backward(*arrays, 2, backend=backend, stream=stream) as got:
             np.testing.assert_array_equal(got.numpy(), _pool_backward_oracle(torch, grad, x, idx))
@@ -74,10 +74,10 @@ def test_a_repeated_call_skips_phase_1_and_reads_the_new_data(backend, stream, t
     calls = _count_phase1(monkeypatch, "max_pool3d_with_argmax_backward_get_workspace_size")
     rng = np.random.default_rng(1)
     x, idx = _pool_inputs(torch, rng)
-    dx, di = pyaclnn.to_device(x, backend=backend), pyaclnn.to_device(idx, backend=backend)
+    dx, di = pyaclnn.to_device(x, backend=backend, stream=stream), pyaclnn.to_device(idx, backend=backend, stream=stream)
     for _ in range(4):
         grad = rng.standard_normal(GRAD_SHAPE, dtype=np.float32)
-        with pyaclnn.to_device(grad, backend=backend) as dg:  # new values in the recycled block
+        with pyaclnn.to_device(grad, backend=backend, stream=stream) as dg:  # new values in the recycled block
             got = pyaclnn.max_pool3d_with_argmax_backward(dg, dx, di, 2, backend=backend, stream=stream)
             with got:
                 np.testing.assert_array_equal(got.numpy(), _pool_backward_oracle(torch, grad, x, idx))
@@ -88,11 +88,11 @@ def test_a_repeated_call_skips_phase_1_and_reads_the_new_data(backend, stream, t
 def test_grid_sampler_backward_hits_give_the_oracle_values(backend, stream, torch, monkeypatch):
     calls = _count_phase1(monkeypatch, "grid_sampler3d_backward_get_workspace_size")
     rng = np.random.default_rng(2)
-    x = pyaclnn.to_device(rng.standard_normal((1, 2, 3, 3, 3), dtype=np.float32), backend=backend)
-    grid = pyaclnn.to_device(rng.uniform(-1, 1, (1, 2, 2, 2, 3)).astype(np.float32), backend=backend)
+    x = pyaclnn.to_device(rng.standard_normal((1, 2, 3, 3, 3), dtype=np.float32), backend=backend, stream=stream)
+    grid = pyaclnn.to_device(rng.uniform(-1, 1, (1, 2, 2, 2, 3)).astype(np.float32), backend=backend, stream=stream)
     for _ in range(3):
         grad = rng.standard_normal((1, 2, 2, 2, 2), dtype=np.float32)
-        with pyaclnn.to_device(grad, backend=backend) as dg:
+        with pyaclnn.to_device(grad, backend=backend, stream=stream) as dg:
             dx, dgrid = pyaclnn.grid_sampler3d_backward(dg, x, grid, backend=backend, stream=stream)
             want_x, want_grid = torch.ops.aten.grid_sampler_3d_backward(
                 torch.from_numpy(grad), torch.from_numpy(x.numpy()), torch.from_numpy(grid.numpy()),
@@ -112,19 +112,21 @@ def test_a_plan_dies_before_its_descriptors(backend, stream, torch):
     rng = np.random.default_rng(3)
     x, idx = _pool_inputs(torch, rng)
     grad = rng.standard_normal(GRAD_SHAPE, dtype=np.float32)
-    arrays = [pyaclnn.to_device(a, backend=backend) for a in (grad, x, idx)]
+    arrays = [pyaclnn.to_device(a, backend=backend, stream=stream) for a in (grad, x, idx)]
     pyaclnn.max_pool3d_with_argmax_backward(*arrays, 2, backend=backend, stream=stream).close()
     assert len(stream.executors) == 1 and _live_executors(backend) == base + 1
     for array in arrays:
         array.close()
     pyaclnn.memory_pool(backend).free_all_blocks()
+    assert len(stream.executors) == 0
+    stream.synchronize()  # a dropped plan's executor is destroyed once its launches have run
     # (other streams' plans on freed blocks may go too, hence <=)
-    assert len(stream.executors) == 0 and _live_executors(backend) <= base
+    assert _live_executors(backend) <= base
 
     # another shape, very likely at the same addresses
     x2, idx2 = _pool_inputs(torch, rng, (1, 2, 4, 4, 6))
     grad2 = rng.standard_normal((1, 2, 2, 2, 3), dtype=np.float32)
-    arrays = [pyaclnn.to_device(a, backend=backend) for a in (grad2, x2, idx2)]
+    arrays = [pyaclnn.to_device(a, backend=backend, stream=stream) for a in (grad2, x2, idx2)]
     with pyaclnn.max_pool3d_with_argmax_backward(*arrays, 2, backend=backend, stream=stream) as got:
         np.testing.assert_array_equal(got.numpy(), _pool_backward_oracle(torch, grad2, x2, idx2))
 
@@ -134,20 +136,21 @@ def test_a_failed_launch_on_a_cached_plan_leaves_no_plan(backend, stream, torch)
     rng = np.random.default_rng(4)
     x, idx = _pool_inputs(torch, rng)
     grad = rng.standard_normal(GRAD_SHAPE, dtype=np.float32)
-    dg, dx = pyaclnn.to_device(grad, backend=backend), pyaclnn.to_device(x, backend=backend)
-    di = pyaclnn.to_device(idx, backend=backend)
+    dg, dx = pyaclnn.to_device(grad, backend=backend, stream=stream), pyaclnn.to_device(x, backend=backend, stream=stream)
+    di = pyaclnn.to_device(idx, backend=backend, stream=stream)
     pyaclnn.max_pool3d_with_argmax_backward(dg, dx, di, 2, backend=backend, stream=stream).close()
     assert len(stream.executors) == 1
     bad = idx.copy()
-    bad[0, 0, 0, 0, 0] = 64  # one past the 4x4x4 plane: found by phase 2, which the hit runs
+    bad[0, 0, 0, 0, 0] = 64  # one past the 4x4x4 plane: found by the kernel, which the hit runs
     di.close()
-    di = pyaclnn.to_device(bad, backend=backend)  # same block, same descriptor: a cache hit
-    with pytest.raises(pyaclnn.AclnnError, match="outside its") as info:
-        pyaclnn.max_pool3d_with_argmax_backward(dg, dx, di, 2, backend=backend, stream=stream)
-    assert info.value.status == 161002
+    di = pyaclnn.to_device(bad, backend=backend, stream=stream)  # same block, same descriptor: a cache hit
+    pyaclnn.max_pool3d_with_argmax_backward(dg, dx, di, 2, backend=backend, stream=stream).close()
+    with pytest.raises(pyaclnn.AclError, match="outside its") as info:
+        stream.synchronize()  # the device error surfaces at the next wait
+    assert info.value.status == _decl.constant("ACL_ERROR_RT_VECTOR_CORE_EXCEPTION")
     assert len(stream.executors) == 0 and _live_executors(backend) == base
     di.close()
-    di = pyaclnn.to_device(idx, backend=backend)
+    di = pyaclnn.to_device(idx, backend=backend, stream=stream)
     with pyaclnn.max_pool3d_with_argmax_backward(dg, dx, di, 2, backend=backend, stream=stream) as got:
         np.testing.assert_array_equal(got.numpy(), _pool_backward_oracle(torch, grad, x, idx))
 
@@ -162,7 +165,9 @@ def test_set_deterministic_and_closing_the_stream_destroy_the_plans(backend, mon
     pyaclnn.max_pool3d_with_argmax_backward(*arrays, 2, backend=backend, stream=stream).close()
     assert len(stream.executors) == 1
     pyaclnn.set_deterministic(True, backend=backend)
-    assert len(stream.executors) == 0 and _live_executors(backend) == base
+    assert len(stream.executors) == 0
+    stream.synchronize()  # a dropped plan's executor is destroyed once its launches have run
+    assert _live_executors(backend) == base
     for _ in range(2):
         pyaclnn.max_pool3d_with_argmax_backward(*arrays, 2, backend=backend, stream=stream).close()
     assert len(calls) == 2, "the first call after the switch plans again, the next reuses it"
@@ -189,7 +194,7 @@ def test_a_call_with_its_own_parameter_arrays_is_not_cached(backend, stream, mon
     """Parameter arrays made for one call are destroyed with it; a plan holding them could
     match a later array at the same address."""
     base = _live_executors(backend)  # what earlier tests left on other streams
-    monkeypatch.setattr(runtime, "_ARRAY_CACHE_LIMIT", 0)  # the context's array cache takes nothing
+    monkeypatch.setattr(_context, "_ARRAY_CACHE_LIMIT", 0)  # the context's array cache takes nothing
     _repeat_pool_backward(backend, stream, torch, seed=7, times=2)
     assert len(stream.executors) == 0 and _live_executors(backend) == base
 
@@ -199,7 +204,7 @@ def test_dropping_plans_never_waits_for_a_launch(backend, stream, torch):
     hold; waiting for it could deadlock with a collection freeing blocks inside that launch."""
     rng = np.random.default_rng(8)
     x, idx = _pool_inputs(torch, rng)
-    arrays = [pyaclnn.to_device(a, backend=backend) for a in (np.ones(GRAD_SHAPE, np.float32), x, idx)]
+    arrays = [pyaclnn.to_device(a, backend=backend, stream=stream) for a in (np.ones(GRAD_SHAPE, np.float32), x, idx)]
     pyaclnn.max_pool3d_with_argmax_backward(*arrays, 2, backend=backend, stream=stream).close()
     for array in arrays:
         array.close()

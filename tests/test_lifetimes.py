@@ -285,6 +285,7 @@ def test_phase2_with_a_consumed_executor_raises(backend):
     acl.set_acl_op_executor_repeatable(executor, backend=backend)
     for _ in range(2):
         aclnn.max_pool3d_with_argmax(0, size, executor, stream.handle, backend=backend)
+    stream.synchronize()  # the launches are queued: the executor and the memory they use must outlive them
     acl.destroy_acl_op_executor(executor, backend=backend)
     with pytest.raises(AclnnError):
         acl.destroy_acl_op_executor(executor, backend=backend)
@@ -315,6 +316,7 @@ def test_destroying_a_non_repeatable_executor_never_leaves_it_runnable(backend):
     else:
         aclnn.max_pool3d_with_argmax(0, size, executor, stream.handle, backend=backend)  # phase 2 frees it
     assert counts(backend)["executors"] == 0
+    stream.synchronize()  # the launch is queued: its memory must outlive it
     cleanup()
     for ptr in held:
         acl.rt.free(ptr, backend=backend)
@@ -417,7 +419,7 @@ def in_use(backend: str) -> int:
 def test_close_and_garbage_collection_free_device_arrays_and_streams(backend):
     """close() and GC give an array's block back to the memory pool (in use -> cached) and free a
     stream; free_all_blocks() then returns the cached blocks, and the backend's counters are back."""
-    runtime.context(backend)
+    runtime.default_stream(backend)  # uploads are queued on it: it is there before and after
     pool = runtime.memory_pool(backend)
     pool.free_all_blocks()
     base, base_in_use = counts(backend), in_use(backend)

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 from lowlevel import NCDHW, NDHWC, NULL, Spec
 
-from pyaclnn import AclnnError, bfloat16
+from pyaclnn import AclError, AclnnError, bfloat16
+from pyaclnn._decl import constant
 
 NULLPTR, INVALID, INNER_NULLPTR = 161001, 161002, 561103
 F32, F16, F64, I32, I64 = np.float32, np.float16, np.float64, np.int32, np.int64
@@ -246,16 +247,18 @@ def test_max_pool3d_backward_accepts_dilation_above_1_as_the_npu_does(backend):
 
 
 @pytest.mark.parametrize("bad", [-1, 64, 2**31 - 1])
-def test_max_pool3d_backward_index_outside_its_plane_is_rejected_at_launch(backend, bad):
+def test_max_pool3d_backward_index_outside_its_plane_is_a_device_error_at_the_next_synchronize(backend, bad):
+    # Only the kernel sees index values: phase 1 and the launch succeed, the kernel refuses
+    # to write and the stream's synchronize reports it (ll.Call.run synchronizes).
     indices = np.zeros((1, 2, 2, 2, 2), np.int32)
     indices[0, 1, 1, 0, 1] = bad
-    got, message = status(
-        ll.max_pool3d_with_argmax_backward,
-        backend,
-        **{**BWD_OK, "indices": indices, "grad_input": Spec((1, 2, 4, 4, 4), fill=5)},
-    )
-    assert got == INVALID
-    assert "[0, 1, 1, 0, 1]" in message.replace("(", "[").replace(")", "]")
+    with pytest.raises(AclError) as error:
+        ll.max_pool3d_with_argmax_backward(
+            backend, **{**BWD_OK, "indices": indices, "grad_input": Spec((1, 2, 4, 4, 4), fill=5)}
+        )
+    assert error.value.status == constant("ACL_ERROR_RT_VECTOR_CORE_EXCEPTION")
+    assert error.value.api == "aclrtSynchronizeStream"
+    assert f"aclnnMaxPool3dWithArgmaxBackward: indices[0, 1, 1, 0, 1] = {bad}" in str(error.value)
 
 
 def test_max_pool3d_backward_empty_tensors_succeed_and_leave_grad_input_untouched(backend):

@@ -17,3 +17,11 @@ int pyaclnnEmuLiveCounts(int64_t *counts, int n);
  */
 
 int64_t pyaclnnEmuHazardCount(void);
+
+/* pyaclnnEmuDeviceLiveCounts is pyaclnnEmuLiveCounts restricted to one
+ * emulated device (PYACLNN_EMU_DEVICES): the allocations made while it was
+ * the calling thread's current device and the streams created on it;
+ * tensors, arrays and executors are global. Returns 0 for a bad device.
+ */
+
+int pyaclnnEmuDeviceLiveCounts(int32_t device, int64_t *counts, int n);

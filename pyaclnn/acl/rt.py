@@ -15,7 +15,9 @@ from .._status import check as _check
 
 __all__ = [
     "set_device", "reset_device", "get_device", "get_device_count", "synchronize_device", "create_stream",
-    "destroy_stream", "synchronize_stream", "malloc", "free", "malloc_host", "free_host", "memcpy",
+    "destroy_stream", "synchronize_stream", "create_event", "create_event_with_flag", "destroy_event",
+    "record_event", "query_event_status", "synchronize_event", "event_elapsed_time", "stream_wait_event",
+    "malloc", "free", "malloc_host", "free_host", "memcpy",
     "memcpy_async", "memset", "memset_async", "get_mem_info", "ctx_set_sys_param_opt",
     "ctx_get_sys_param_opt", "set_sys_param_opt", "get_sys_param_opt", "get_soc_name",
 ]
@@ -78,6 +80,66 @@ def synchronize_stream(stream: Any, *, backend: str | None = None) -> None:
     status = b.aclrtSynchronizeStream(stream)
     if status:  # tested here: this runs after every launch
         _check(b, status, "aclrtSynchronizeStream")
+
+
+def create_event(*, backend: str | None = None) -> Any:
+    """``aclrtCreateEvent``: an event for stream waits and timing (destroy it with :func:`destroy_event`)."""
+    b = _backends.get(backend)
+    status, event = b.aclrtCreateEvent()
+    _check(b, status, "aclrtCreateEvent")
+    return event
+
+
+def create_event_with_flag(flag: int, *, backend: str | None = None) -> Any:
+    """``aclrtCreateEventWithFlag``: ``flag`` is an OR of ``ACL_EVENT_*`` values.
+
+    Without ``ACL_EVENT_SYNC`` the event cannot be waited on by :func:`stream_wait_event`;
+    without ``ACL_EVENT_TIME_LINE`` it has no timestamps for :func:`event_elapsed_time`.
+    """
+    b = _backends.get(backend)
+    status, event = b.aclrtCreateEventWithFlag(flag)
+    _check(b, status, "aclrtCreateEventWithFlag")
+    return event
+
+
+def destroy_event(event: Any, *, backend: str | None = None) -> None:
+    """``aclrtDestroyEvent`` (allowed while the event is pending: CANN frees it once complete)."""
+    b = _backends.get(backend)
+    _check(b, b.aclrtDestroyEvent(event), "aclrtDestroyEvent")
+
+
+def record_event(event: Any, stream: Any, *, backend: str | None = None) -> None:
+    """``aclrtRecordEvent``: the event now stands for the work queued on ``stream`` so far."""
+    b = _backends.get(backend)
+    _check(b, b.aclrtRecordEvent(event, stream), "aclrtRecordEvent")
+
+
+def query_event_status(event: Any, *, backend: str | None = None) -> int:
+    """``aclrtQueryEventStatus``: ``ACL_EVENT_RECORDED_STATUS_COMPLETE`` (1) or ``..._NOT_READY`` (0)."""
+    b = _backends.get(backend)
+    status, recorded = b.aclrtQueryEventStatus(event)
+    _check(b, status, "aclrtQueryEventStatus")
+    return recorded
+
+
+def synchronize_event(event: Any, *, backend: str | None = None) -> None:
+    """``aclrtSynchronizeEvent``: wait until the work the event stands for is done."""
+    b = _backends.get(backend)
+    _check(b, b.aclrtSynchronizeEvent(event), "aclrtSynchronizeEvent")
+
+
+def event_elapsed_time(start: Any, end: Any, *, backend: str | None = None) -> float:
+    """``aclrtEventElapsedTime``: milliseconds from ``start`` to ``end`` (both recorded and complete)."""
+    b = _backends.get(backend)
+    status, ms = b.aclrtEventElapsedTime(start, end)
+    _check(b, status, "aclrtEventElapsedTime")
+    return ms
+
+
+def stream_wait_event(stream: Any, event: Any, *, backend: str | None = None) -> None:
+    """``aclrtStreamWaitEvent``: later work on ``stream`` waits for the work ``event`` stands for."""
+    b = _backends.get(backend)
+    _check(b, b.aclrtStreamWaitEvent(stream, event), "aclrtStreamWaitEvent")
 
 
 def malloc(size: int, policy: int = MEM_MALLOC_HUGE_FIRST, *, backend: str | None = None) -> int:

@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from math import prod
-from typing import Protocol
+from typing import Any, Protocol
 
 from .. import _decl
 from ..dtypes import FORMATS, data_type_name, format_name
-from .max_pool3d import pool_output_size
+from .max_pool3d import IndexOutOfPlaneError, check_indices, pool_output_size
 
 PARAM_NULLPTR = _decl.constant("ACLNN_ERR_PARAM_NULLPTR")
 PARAM_INVALID = _decl.constant("ACLNN_ERR_PARAM_INVALID")
@@ -160,6 +160,29 @@ def pooled_shape(spatial: Sequence[int], params: PoolParams) -> tuple[int, int, 
         pool_output_size(L, k, s, p, d, params.ceil_mode)
         for L, k, s, p, d in zip(spatial, params.kernel_size, params.stride, params.padding, params.dilation)
     )
+
+
+def indices_in_planes(indices: Any, input_shape: Sequence[int]) -> None:
+    """The backward's index rule, for indices the host holds: each in [0, D*H*W) of ``input_shape``.
+
+    The device cannot check this before launching (only its kernel sees the
+    values), so where the host has the indices it checks them first, with the
+    op's status for a bad argument. Shapes phase 1 would reject are left to it.
+
+    Raises
+    ------
+    CheckFailed
+        161002, naming the first index outside its (n, c) plane.
+    """
+    shape = tuple(input_shape)
+    if len(shape) not in (4, 5) or getattr(indices, "ndim", 0) != len(shape):
+        return
+    if getattr(indices, "dtype", None) is None or indices.dtype.kind not in "iu":
+        return
+    try:
+        check_indices(indices, prod(shape[-3:]))
+    except IndexOutOfPlaneError as exc:
+        raise _fail(str(exc)) from None
 
 
 def plane_size_limit(shape: Sequence[int], forward: bool) -> None:

@@ -30,6 +30,7 @@ import numpy as np
 
 __all__ = [
     "IndexOutOfPlaneError",
+    "check_indices",
     "max_pool3d_with_argmax",
     "max_pool3d_with_argmax_backward",
     "pool_output_shape",
@@ -624,7 +625,7 @@ def max_pool3d_with_argmax(
 # --------------------------------------------------------------------------
 
 
-def _check_indices(indices: np.ndarray, plane: int) -> None:
+def check_indices(indices: np.ndarray, plane: int) -> None:
     """Raise IndexOutOfPlaneError naming the first index outside [0, plane)."""
     if indices.size == 0:
         return
@@ -700,7 +701,7 @@ def max_pool3d_with_argmax_backward(
     plane = depth * height * width
     if grad_input.size == 0:
         return
-    _check_indices(indices, plane)
+    check_indices(indices, plane)
     if grad_output.size == 0:
         grad_input[...] = 0
         return

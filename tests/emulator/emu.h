@@ -34,7 +34,8 @@ enum {
     EMU_STREAM = 6,
     EMU_SCALAR = 7,
     EMU_FLOAT_ARRAY = 8,
-    EMU_KIND_COUNT = 9
+    EMU_EVENT = 9,
+    EMU_KIND_COUNT = 10
 };
 
 /* Record the calling thread's recent error message (printf-style). */
@@ -59,6 +60,39 @@ int pyaclnnEmuIs950(void);
 
 /* 1 if the stream is NULL (default stream) or a live aclrtCreateStream one. */
 int pyaclnnEmuStreamIsValid(aclrtStream stream);
+
+/* Tasks: work queued on a stream and run by the stream's worker thread in
+ * submission order (operator kernels; the runtime's own copies, memsets and
+ * event markers use the same queue). */
+typedef struct emu_task emu_task;
+/* A kernel launch that runs run(ctx, task) and then release(ctx) (may be
+ * NULL) on the worker; it first sleeps PYACLNN_EMU_KERNEL_US, read now.
+ * NULL when out of host memory (release(ctx) is then already done). */
+emu_task *pyaclnnEmuKernelNew(const char *api, void (*run)(void *ctx, emu_task *task), void (*release)(void *ctx),
+                              void *ctx);
+/* Record that the task reads or writes [ptr, ptr + nbytes) of device memory,
+ * so freeing it before the task finished is a hazard. 1 done, 0 the range
+ * is not inside one live aclrtMalloc allocation, -1 out of host memory. */
+int pyaclnnEmuTaskUse(emu_task *task, const void *ptr, size_t nbytes);
+/* Enqueue (ACL_SUCCESS) or, for a stream that is not live, discard the task
+ * and return ACL_ERROR_INVALID_PARAM with the message set. */
+aclError pyaclnnEmuTaskSubmit(emu_task *task, aclrtStream stream);
+/* Drop a task that was never submitted (its release runs). */
+void pyaclnnEmuTaskDiscard(emu_task *task);
+/* From a running task: a device error. The stream keeps the first one
+ * (sticky) with the message plus " (device error of a launch on stream
+ * 0x...)" until the next synchronization of it reports it. */
+void pyaclnnEmuTaskFail(emu_task *task, aclError status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Executors shared by queued launches. Hold: one more launch needs it.
+ * Unhold: a launch has finished with it. Dispose: its owner gives it up
+ * (api NULL: phase 2 consuming a non-repeatable one; otherwise the caller's
+ * aclDestroyAclOpExecutor, a hazard while launches still hold it). The
+ * executor is released when disposed and no longer held. */
+void pyaclnnEmuExecutorHold(aclOpExecutor *ex);
+void pyaclnnEmuExecutorUnhold(aclOpExecutor *ex);
+void pyaclnnEmuExecutorDispose(aclOpExecutor *ex, const char *api);
 #pragma GCC visibility pop
 
 #define EMU_MAX_DIMS 8
@@ -96,12 +130,14 @@ struct aclScalar {
 };
 
 /* An operator's executor: each op embeds this as the first member of its
- * own snapshot struct. release frees the whole snapshot; libnnopbase calls
- * it from aclDestroyAclOpExecutor, the op library from phase 2. */
+ * own snapshot struct. release frees the whole snapshot, once no queued
+ * launch holds it (pyaclnnEmuExecutorDispose / Unhold). */
 struct aclOpExecutor {
     const char *op_name;
     uint64_t workspace;
     void (*release)(aclOpExecutor *self);
+    int holds;    /* queued launches using it (under the runtime's lock) */
+    int disposed; /* its owner gave it up */
 };
 
 #endif

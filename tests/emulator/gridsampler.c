@@ -149,7 +149,7 @@ static gs_exec *new_exec(const char *api, const char *name, uint64_t workspace, 
         pyaclnnEmuSetError("%s: out of host memory", api);
         return NULL;
     }
-    e->base = (aclOpExecutor){name, workspace, release_plain};
+    e->base = (aclOpExecutor){name, workspace, release_plain, 0, 0};
     const int *perm = input->format == ACL_FORMAT_NDHWC ? k_ndhwc : k_ncdhw;
     emu_snapshot(&e->input, input);
     emu_snapshot(&e->grid, grid);
@@ -244,33 +244,29 @@ aclnnStatus aclnnGridSampler3DGetWorkspaceSize(const aclTensor *input, const acl
     return emu_executor_publish(api, &e->base, executor);
 }
 
+static int gs_forward_views(const aclOpExecutor *base, const char *names[], const emu_view *views[])
+{
+    const gs_exec *e = (const gs_exec *)base;
+    static const char *const k_names[] = {"input", "grid", "out"};
+    const emu_view *const mine[] = {&e->input, &e->grid, &e->out};
+    return emu_views(3, k_names, mine, names, views);
+}
+
+static void gs_forward_kernel(aclOpExecutor *base, emu_task *task)
+{
+    (void)task;
+    const gs_exec *e = (const gs_exec *)base;
+    if (e->input.dtype == ACL_DOUBLE) {
+        gs_forward_d(e);
+    } else {
+        gs_forward_f(e);
+    }
+}
+
 aclnnStatus aclnnGridSampler3D(void *workspace, uint64_t workspaceSize, aclOpExecutor *executor, aclrtStream stream)
 {
-    static const char api[] = "aclnnGridSampler3D";
-    int run, owned;
-    aclnnStatus rc = emu_phase2_begin(api, k_fwd_name, workspace, workspaceSize, executor, stream, &run, &owned);
-    if (rc != ACLNN_SUCCESS || !run) {
-        return rc;
-    }
-    gs_exec *e = (gs_exec *)executor;
-    rc = emu_view_still_live(api, "input", &e->input);
-    if (rc == ACLNN_SUCCESS) {
-        rc = emu_view_still_live(api, "grid", &e->grid);
-    }
-    if (rc == ACLNN_SUCCESS) {
-        rc = emu_view_still_live(api, "out", &e->out);
-    }
-    if (rc == ACLNN_SUCCESS) {
-        if (e->input.dtype == ACL_DOUBLE) {
-            gs_forward_d(e);
-        } else {
-            gs_forward_f(e);
-        }
-    }
-    if (owned) {
-        executor->release(executor);
-    }
-    return rc;
+    return emu_phase2_launch(k_fwd_name, k_fwd_name, workspace, workspaceSize, executor, stream, gs_forward_views,
+                             gs_forward_kernel);
 }
 
 /* ---- backward ----------------------------------------------------------- */
@@ -388,47 +384,45 @@ static void store_input_grad(const gs_exec *e, const void *acc, int is_double)
     }
 }
 
-aclnnStatus aclnnGridSampler3DBackward(void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,
-                                       aclrtStream stream)
+static int gs_backward_views(const aclOpExecutor *base, const char *names[], const emu_view *views[])
 {
-    static const char api[] = "aclnnGridSampler3DBackward";
-    int run, owned;
-    aclnnStatus rc = emu_phase2_begin(api, k_bwd_name, workspace, workspaceSize, executor, stream, &run, &owned);
-    if (rc != ACLNN_SUCCESS || !run) {
-        return rc;
-    }
-    gs_exec *e = (gs_exec *)executor;
-    const emu_view *views[5] = {&e->grad_output, &e->input, &e->grid, &e->input_grad, &e->grid_grad};
-    const char *view_names[5] = {"gradOutput", "input", "grid", "inputGrad", "gridGrad"};
-    for (int i = 0; rc == ACLNN_SUCCESS && i < 5; i++) {
-        rc = emu_view_still_live(api, view_names[i], views[i]);
-    }
+    const gs_exec *e = (const gs_exec *)base;
+    static const char *const k_names[] = {"gradOutput", "input", "grid", "inputGrad", "gridGrad"};
+    const emu_view *const mine[] = {&e->grad_output, &e->input, &e->grid, &e->input_grad, &e->grid_grad};
+    return emu_views(5, k_names, mine, names, views);
+}
+
+static void gs_backward_kernel(aclOpExecutor *base, emu_task *task)
+{
+    const gs_exec *e = (const gs_exec *)base;
     int is_double = e->input.dtype == ACL_DOUBLE;
     void *acc = NULL;
-    if (rc == ACLNN_SUCCESS && e->mask[0]) {
+    if (e->mask[0]) {
         size_t count = 1;
         for (int i = 0; i < 5; i++) {
             count *= (size_t)e->in_dims[i];
         }
         acc = calloc(count, is_double ? sizeof(double) : sizeof(float));
         if (acc == NULL) {
-            pyaclnnEmuSetError("%s: out of host memory for the inputGrad accumulator", api);
-            rc = ACLNN_ERR_INNER;
+            pyaclnnEmuTaskFail(task, ACL_ERROR_RT_MEMORY_ALLOCATION, "%s: out of host memory for the inputGrad "
+                               "accumulator", k_bwd_name);
+            return;
         }
     }
-    if (rc == ACLNN_SUCCESS) {
-        if (is_double) {
-            gs_backward_d(e, acc);
-        } else {
-            gs_backward_f(e, acc);
-        }
-        if (acc != NULL) {
-            store_input_grad(e, acc, is_double);
-        }
+    if (is_double) {
+        gs_backward_d(e, acc);
+    } else {
+        gs_backward_f(e, acc);
+    }
+    if (acc != NULL) {
+        store_input_grad(e, acc, is_double);
     }
     free(acc);
-    if (owned) {
-        executor->release(executor);
-    }
-    return rc;
+}
+
+aclnnStatus aclnnGridSampler3DBackward(void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,
+                                       aclrtStream stream)
+{
+    return emu_phase2_launch(k_bwd_name, k_bwd_name, workspace, workspaceSize, executor, stream, gs_backward_views,
+                             gs_backward_kernel);
 }

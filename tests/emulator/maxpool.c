@@ -6,8 +6,10 @@
  * dilation 1; D*H*W <= INT32_MAX), 950 with PYACLNN_EMU_SOC=950 (int64
  * indices, dilation > 1, no size limit). Documented choices: the forward rejects NDHWC storage (not emulated; A2/A3
  * reject it too); the backward rejects an output-size mismatch at phase 1
- * with 161002, and an index outside its (n, c) plane at phase 2 with 161002
- * before writing anything; it asks for a 32-byte workspace.
+ * with 161002; an index outside its (n, c) plane is found by the kernel
+ * task, which then writes nothing and leaves the device error 507035 on its
+ * stream (reported by the next synchronization); it asks for a 32-byte
+ * workspace.
  */
 #include "ops_common.h"
 
@@ -204,7 +206,7 @@ aclnnStatus aclnnMaxPool3dWithArgmaxGetWorkspaceSize(const aclTensor *self, cons
         pyaclnnEmuSetError("%s: out of host memory", api);
         return ACLNN_ERR_INNER_CREATE_EXECUTOR;
     }
-    ex->base = (aclOpExecutor){k_fwd_name, 0, release_plain};
+    ex->base = (aclOpExecutor){k_fwd_name, 0, release_plain, 0, 0};
     emu_snapshot(&ex->self, self);
     emu_snapshot(&ex->out, out);
     emu_snapshot(&ex->indices, indices);
@@ -284,30 +286,25 @@ static void mp_forward_run(const mp_forward *ex)
     }
 }
 
+static int mp_forward_views(const aclOpExecutor *base, const char *names[], const emu_view *views[])
+{
+    const mp_forward *ex = (const mp_forward *)base;
+    static const char *const k_names[] = {"self", "out", "indices"};
+    const emu_view *const mine[] = {&ex->self, &ex->out, &ex->indices};
+    return emu_views(3, k_names, mine, names, views);
+}
+
+static void mp_forward_kernel(aclOpExecutor *base, emu_task *task)
+{
+    (void)task;
+    mp_forward_run((const mp_forward *)base);
+}
+
 aclnnStatus aclnnMaxPool3dWithArgmax(void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,
                                      aclrtStream stream)
 {
-    static const char api[] = "aclnnMaxPool3dWithArgmax";
-    int run, owned;
-    aclnnStatus rc = emu_phase2_begin(api, k_fwd_name, workspace, workspaceSize, executor, stream, &run, &owned);
-    if (rc != ACLNN_SUCCESS || !run) {
-        return rc;
-    }
-    mp_forward *ex = (mp_forward *)executor;
-    rc = emu_view_still_live(api, "self", &ex->self);
-    if (rc == ACLNN_SUCCESS) {
-        rc = emu_view_still_live(api, "out", &ex->out);
-    }
-    if (rc == ACLNN_SUCCESS) {
-        rc = emu_view_still_live(api, "indices", &ex->indices);
-    }
-    if (rc == ACLNN_SUCCESS) {
-        mp_forward_run(ex);
-    }
-    if (owned) {
-        executor->release(executor);
-    }
-    return rc;
+    return emu_phase2_launch("aclnnMaxPool3dWithArgmax", k_fwd_name, workspace, workspaceSize, executor, stream,
+                             mp_forward_views, mp_forward_kernel);
 }
 
 /* ---- backward ----------------------------------------------------------- */
@@ -425,7 +422,7 @@ aclnnStatus aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize(const aclTensor *gr
         pyaclnnEmuSetError("%s: out of host memory", api);
         return ACLNN_ERR_INNER_CREATE_EXECUTOR;
     }
-    ex->base = (aclOpExecutor){k_bwd_name, MP_BACKWARD_WORKSPACE, release_plain};
+    ex->base = (aclOpExecutor){k_bwd_name, MP_BACKWARD_WORKSPACE, release_plain, 0, 0};
     emu_snapshot(&ex->grad_output, gradOutput);
     emu_snapshot(&ex->indices, indices);
     emu_snapshot(&ex->grad_input, gradInput);
@@ -437,84 +434,88 @@ aclnnStatus aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize(const aclTensor *gr
     return emu_executor_publish(api, &ex->base, executor);
 }
 
-aclnnStatus aclnnMaxPool3dWithArgmaxBackward(void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,
-                                             aclrtStream stream)
+static int mp_backward_views(const aclOpExecutor *base, const char *names[], const emu_view *views[])
 {
-    static const char api[] = "aclnnMaxPool3dWithArgmaxBackward";
-    int run, owned;
-    aclnnStatus rc = emu_phase2_begin(api, k_bwd_name, workspace, workspaceSize, executor, stream, &run, &owned);
-    if (rc != ACLNN_SUCCESS || !run) {
-        return rc;
-    }
-    mp_backward *ex = (mp_backward *)executor;
-    rc = emu_view_still_live(api, "gradOutput", &ex->grad_output);
-    if (rc == ACLNN_SUCCESS) {
-        rc = emu_view_still_live(api, "indices", &ex->indices);
-    }
-    if (rc == ACLNN_SUCCESS) {
-        rc = emu_view_still_live(api, "gradInput", &ex->grad_input);
-    }
-    const int64_t *od = ex->out_dims, *xs = ex->idx_s, *gs = ex->go_s, *id = ex->in_dims, *is = ex->gi_s;
+    const mp_backward *ex = (const mp_backward *)base;
+    static const char *const k_names[] = {"gradOutput", "indices", "gradInput"};
+    const emu_view *const mine[] = {&ex->grad_output, &ex->indices, &ex->grad_input};
+    return emu_views(3, k_names, mine, names, views);
+}
+
+/* The device's index guard: every index must lie in its (n, c) plane. The
+ * first one that does not becomes the stream's device error; 0 if none. */
+static int mp_backward_bad_index(const mp_backward *ex, emu_task *task)
+{
+    const int64_t *od = ex->out_dims, *xs = ex->idx_s, *id = ex->in_dims;
     const int64_t plane = id[2] * id[3] * id[4];
-    /* Every index must lie in its plane before anything is written. */
-    for (int64_t n = 0; rc == ACLNN_SUCCESS && n < od[0]; n++) {
-        for (int64_t c = 0; rc == ACLNN_SUCCESS && c < od[1]; c++) {
-            for (int64_t d = 0; rc == ACLNN_SUCCESS && d < od[2]; d++) {
-                for (int64_t h = 0; rc == ACLNN_SUCCESS && h < od[3]; h++) {
+    for (int64_t n = 0; n < od[0]; n++) {
+        for (int64_t c = 0; c < od[1]; c++) {
+            for (int64_t d = 0; d < od[2]; d++) {
+                for (int64_t h = 0; h < od[3]; h++) {
                     for (int64_t w = 0; w < od[4]; w++) {
                         int64_t v = emu_load_index(&ex->indices, n * xs[0] + c * xs[1] + d * xs[2] + h * xs[3] + w * xs[4]);
                         if (v < 0 || v >= plane) {
-                            pyaclnnEmuSetError("%s: indices[%lld, %lld, %lld, %lld, %lld] = %lld lies outside its "
+                            pyaclnnEmuTaskFail(task, ACL_ERROR_RT_VECTOR_CORE_EXCEPTION,
+                                               "%s: indices[%lld, %lld, %lld, %lld, %lld] = %lld lies outside its "
                                                "(n, c) plane of %lld elements",
-                                               api, (long long)n, (long long)c, (long long)d, (long long)h,
+                                               k_bwd_name, (long long)n, (long long)c, (long long)d, (long long)h,
                                                (long long)w, (long long)v, (long long)plane);
-                            rc = ACLNN_ERR_PARAM_INVALID;
-                            break;
+                            return 1;
                         }
                     }
                 }
             }
         }
     }
-    float *acc = NULL;
-    if (rc == ACLNN_SUCCESS) {
-        acc = calloc((size_t)(id[0] * id[1] * plane), sizeof *acc);
-        if (acc == NULL) {
-            pyaclnnEmuSetError("%s: out of host memory for the fp32 accumulator", api);
-            rc = ACLNN_ERR_INNER;
-        }
+    return 0;
+}
+
+static void mp_backward_kernel(aclOpExecutor *base, emu_task *task)
+{
+    const mp_backward *ex = (const mp_backward *)base;
+    const int64_t *od = ex->out_dims, *xs = ex->idx_s, *gs = ex->go_s, *id = ex->in_dims, *is = ex->gi_s;
+    const int64_t plane = id[2] * id[3] * id[4];
+    if (mp_backward_bad_index(ex, task)) {
+        return; /* nothing written */
     }
-    if (rc == ACLNN_SUCCESS) {
-        /* gradInput = zeros, then scatter-add in fp32; round once at the end. */
-        for (int64_t n = 0; n < od[0]; n++) {
-            for (int64_t c = 0; c < od[1]; c++) {
-                float *dst = acc + (n * id[1] + c) * plane;
-                for (int64_t d = 0; d < od[2]; d++) {
-                    for (int64_t h = 0; h < od[3]; h++) {
-                        for (int64_t w = 0; w < od[4]; w++) {
-                            int64_t where = emu_load_index(&ex->indices, n * xs[0] + c * xs[1] + d * xs[2] + h * xs[3] + w * xs[4]);
-                            dst[where] += (float)emu_load(&ex->grad_output, n * gs[0] + c * gs[1] + d * gs[2] + h * gs[3] + w * gs[4]);
-                        }
+    float *acc = calloc((size_t)(id[0] * id[1] * plane), sizeof *acc);
+    if (acc == NULL) {
+        pyaclnnEmuTaskFail(task, ACL_ERROR_RT_MEMORY_ALLOCATION, "%s: out of host memory for the fp32 accumulator",
+                           k_bwd_name);
+        return;
+    }
+    /* gradInput = zeros, then scatter-add in fp32; round once at the end. */
+    for (int64_t n = 0; n < od[0]; n++) {
+        for (int64_t c = 0; c < od[1]; c++) {
+            float *dst = acc + (n * id[1] + c) * plane;
+            for (int64_t d = 0; d < od[2]; d++) {
+                for (int64_t h = 0; h < od[3]; h++) {
+                    for (int64_t w = 0; w < od[4]; w++) {
+                        int64_t where = emu_load_index(&ex->indices, n * xs[0] + c * xs[1] + d * xs[2] + h * xs[3] + w * xs[4]);
+                        dst[where] += (float)emu_load(&ex->grad_output, n * gs[0] + c * gs[1] + d * gs[2] + h * gs[3] + w * gs[4]);
                     }
                 }
             }
         }
-        const float *src = acc;
-        for (int64_t n = 0; n < id[0]; n++) {
-            for (int64_t c = 0; c < id[1]; c++) {
-                for (int64_t d = 0; d < id[2]; d++) {
-                    for (int64_t h = 0; h < id[3]; h++) {
-                        for (int64_t w = 0; w < id[4]; w++) {
-                            emu_store(&ex->grad_input, n * is[0] + c * is[1] + d * is[2] + h * is[3] + w * is[4], *src++);
-                        }
+    }
+    const float *src = acc;
+    for (int64_t n = 0; n < id[0]; n++) {
+        for (int64_t c = 0; c < id[1]; c++) {
+            for (int64_t d = 0; d < id[2]; d++) {
+                for (int64_t h = 0; h < id[3]; h++) {
+                    for (int64_t w = 0; w < id[4]; w++) {
+                        emu_store(&ex->grad_input, n * is[0] + c * is[1] + d * is[2] + h * is[3] + w * is[4], *src++);
                     }
                 }
             }
         }
     }
     free(acc);
-    if (owned) {
-        executor->release(executor);
-    }
-    return rc;
+}
+
+aclnnStatus aclnnMaxPool3dWithArgmaxBackward(void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,
+                                             aclrtStream stream)
+{
+    return emu_phase2_launch(k_bwd_name, k_bwd_name, workspace, workspaceSize, executor, stream, mp_backward_views,
+                             mp_backward_kernel);
 }

@@ -403,7 +403,8 @@ aclnnStatus aclDestroyAclOpExecutor(aclOpExecutor *executor)
                            (void *)executor);
         return ACLNN_ERR_INNER_NULLPTR;
     }
-    executor->release(executor);
+    /* Freed now, or by the last queued launch of it (then a hazard). */
+    pyaclnnEmuExecutorDispose(executor, "aclDestroyAclOpExecutor");
     return ACLNN_SUCCESS;
 }
 

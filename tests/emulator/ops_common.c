@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- fp16 / bf16 ------------------------------------------------------- */
@@ -449,11 +450,98 @@ aclnnStatus emu_phase2_begin(const char *api, const char *op_name, void *workspa
     return ACLNN_SUCCESS;
 }
 
-aclnnStatus emu_view_still_live(const char *api, const char *arg, const emu_view *v)
+int emu_views(int n, const char *const names_in[], const emu_view *const views_in[], const char *names[],
+              const emu_view *views[])
 {
-    if (v->storage_bytes > 0 && !pyaclnnEmuDeviceRange(v->data, v->storage_bytes)) {
-        pyaclnnEmuSetError("%s: the memory of %s (%p) was freed after phase 1", api, arg, (void *)v->data);
-        return ACLNN_ERR_RUNTIME_ERROR;
+    for (int i = 0; i < n; i++) {
+        names[i] = names_in[i];
+        views[i] = views_in[i];
+    }
+    return n;
+}
+
+/* What a queued launch runs: the op's kernel on its executor. */
+typedef struct {
+    aclOpExecutor *ex;
+    emu_kernel_fn kernel;
+} emu_launch;
+
+static void run_launch(void *ctx, emu_task *task)
+{
+    emu_launch *launch = ctx;
+    launch->kernel(launch->ex, task);
+}
+
+static void release_launch(void *ctx)
+{
+    emu_launch *launch = ctx;
+    pyaclnnEmuExecutorUnhold(launch->ex);
+    free(launch);
+}
+
+/* The launch-time memory checks: every snapshotted view and the workspace
+ * must still be allocated; the task then uses them (freeing them before it
+ * ran is a hazard). */
+static aclnnStatus use_memory(const char *api, emu_task *task, const aclOpExecutor *ex, emu_views_fn list,
+                              void *workspace)
+{
+    const char *names[EMU_MAX_VIEWS];
+    const emu_view *views[EMU_MAX_VIEWS];
+    int n = list(ex, names, views);
+    int used = 1;
+    for (int i = 0; used == 1 && i < n; i++) {
+        used = views[i]->storage_bytes == 0 ? 1 : pyaclnnEmuTaskUse(task, views[i]->data, views[i]->storage_bytes);
+        if (used == 0) {
+            pyaclnnEmuSetError("%s: the memory of %s (%p) was freed after phase 1", api, names[i],
+                               (void *)views[i]->data);
+            return ACLNN_ERR_RUNTIME_ERROR;
+        }
+    }
+    if (used == 1 && ex->workspace > 0) {
+        used = pyaclnnEmuTaskUse(task, workspace, (size_t)ex->workspace);
+        if (used == 0) {
+            pyaclnnEmuSetError("%s: workspace %p is not inside one live aclrtMalloc allocation", api, workspace);
+            return ACLNN_ERR_PARAM_INVALID;
+        }
+    }
+    if (used < 0) {
+        pyaclnnEmuSetError("%s: out of host memory for the launch", api);
+        return ACLNN_ERR_INNER;
     }
     return ACLNN_SUCCESS;
+}
+
+aclnnStatus emu_phase2_launch(const char *api, const char *op_name, void *workspace, uint64_t workspace_size,
+                              aclOpExecutor *ex, aclrtStream stream, emu_views_fn views, emu_kernel_fn kernel)
+{
+    int run, owned;
+    aclnnStatus rc = emu_phase2_begin(api, op_name, workspace, workspace_size, ex, stream, &run, &owned);
+    if (rc != ACLNN_SUCCESS || !run) {
+        return rc;
+    }
+    emu_launch *launch = malloc(sizeof *launch);
+    if (launch == NULL) {
+        if (owned) {
+            ex->release(ex);
+        }
+        pyaclnnEmuSetError("%s: out of host memory for the launch", api);
+        return ACLNN_ERR_INNER;
+    }
+    *launch = (emu_launch){ex, kernel};
+    pyaclnnEmuExecutorHold(ex);
+    if (owned) {
+        pyaclnnEmuExecutorDispose(ex, NULL); /* consumed: freed once the launch has run (or is dropped) */
+    }
+    emu_task *task = pyaclnnEmuKernelNew(api, run_launch, release_launch, launch);
+    if (task == NULL) {
+        pyaclnnEmuSetError("%s: out of host memory for the launch", api);
+        return ACLNN_ERR_INNER;
+    }
+    rc = use_memory(api, task, ex, views, workspace);
+    if (rc != ACLNN_SUCCESS) {
+        pyaclnnEmuTaskDiscard(task);
+        return rc;
+    }
+    /* The stream was live in emu_phase2_begin; it may have gone since. */
+    return pyaclnnEmuTaskSubmit(task, stream) == ACL_SUCCESS ? ACLNN_SUCCESS : ACLNN_ERR_RUNTIME_ERROR;
 }

@@ -67,12 +67,28 @@ int64_t emu_pool_out_size(int64_t len, int64_t k, int64_t s, int64_t p, int64_t 
 aclnnStatus emu_executor_publish(const char *api, aclOpExecutor *ex, aclOpExecutor **out);
 
 /* Phase-2 prologue. Returns ACLNN_SUCCESS with *run = 1 when the op must
- * compute (then *owned says whether phase 2 must release the executor at
- * the end), ACLNN_SUCCESS with *run = 0 for the no-op of an empty phase 1,
- * or an error status (a non-repeatable executor is then already released). */
+ * compute (then *owned says whether the executor is consumed by this call),
+ * ACLNN_SUCCESS with *run = 0 for the no-op of an empty phase 1, or an
+ * error status (a non-repeatable executor is then already released). */
 aclnnStatus emu_phase2_begin(const char *api, const char *op_name, void *workspace, uint64_t workspace_size,
                              aclOpExecutor *ex, aclrtStream stream, int *run, int *owned);
-/* Phase 2: the snapshot's memory must still be allocated. */
-aclnnStatus emu_view_still_live(const char *api, const char *arg, const emu_view *v);
+
+#define EMU_MAX_VIEWS 8
+/* An op's list of the views its executor snapshotted (name as the C
+ * argument, view); returns how many (<= EMU_MAX_VIEWS). */
+typedef int (*emu_views_fn)(const aclOpExecutor *ex, const char *names[], const emu_view *views[]);
+/* An op's kernel: runs on the stream's worker; device errors go to
+ * pyaclnnEmuTaskFail(task, ...). */
+typedef void (*emu_kernel_fn)(aclOpExecutor *ex, emu_task *task);
+/* Helper of emu_views_fn implementations: copies n names and views out. */
+int emu_views(int n, const char *const names_in[], const emu_view *const views_in[], const char *names[],
+              const emu_view *views[]);
+
+/* The whole phase 2: emu_phase2_begin's checks, then the launch-time memory
+ * checks (a view's memory freed since phase 1: 361001), then the kernel is
+ * queued on the stream and the call returns. The queued launch holds the
+ * executor (a consumed one is freed after it ran). */
+aclnnStatus emu_phase2_launch(const char *api, const char *op_name, void *workspace, uint64_t workspace_size,
+                              aclOpExecutor *ex, aclrtStream stream, emu_views_fn views, emu_kernel_fn kernel);
 
 #endif

@@ -1,10 +1,11 @@
-/* Emulated ACL runtime (libascendcl.so / libacl_rt.so).
+/* Emulated ACL runtime (libascendcl.so / libacl_rt.so): memory, handles,
+ * devices, options, the recent error message. Streams, tasks and events
+ * are in streams.c (same library).
  *
- * One emulated device (id 0) whose "device memory" is 32-byte aligned host
- * memory. Every call runs synchronously, so streams are just counted handles.
- * This library also owns the state shared with libnnopbase and the operator
- * libraries: the registry of live handles, the allocation table and the
- * per-thread recent error message, all behind one mutex.
+ * This library owns the state shared with libnnopbase and the operator
+ * libraries: the registry of live handles, the allocation table, the
+ * stream queues and the per-thread recent error message, all behind one
+ * mutex (emu_lock).
  *
  * Documented choices (no hardware to compare with):
  * - aclrtGet/CtxGetSysParamOpt of an option never set returns
@@ -19,21 +20,25 @@
  * - The device follows the Atlas A2/A3 operator rules and calls itself
  *   "Ascend910B-emulator"; with PYACLNN_EMU_SOC=950 in the environment (read
  *   at every call) it follows the 950 rules and says "Ascend950-emulator".
+ * - aclrtMemcpy / aclrtMemset run at once in the calling thread and wait for
+ *   no stream (11-03_memory_copy_and_set.md); aclrtFree of memory that
+ *   queued work still uses is a hazard and the memory is quarantined.
  */
 #define _GNU_SOURCE
-#include "emu.h"
+#include "runtime_internal.h"
 
 #include <pthread.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define EMU_DEVICE_TOTAL ((size_t)64 << 30) /* 64 GiB, like a 910B */
 #define EMU_ALIGN 32
-#define EMU_MSG_LEN 1024
 
-static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t emu_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* ---- recent error message (per thread) --------------------------------- */
 
@@ -75,7 +80,7 @@ static handle_entry *g_handles;
 static size_t g_handle_count, g_handle_cap;
 static int64_t g_live[EMU_KIND_COUNT];
 
-/* Caller holds g_lock. */
+/* Caller holds emu_lock. */
 static long find_handle(int kind, const void *handle)
 {
     for (size_t i = g_handle_count; i-- > 0;) {
@@ -86,7 +91,9 @@ static long find_handle(int kind, const void *handle)
     return -1;
 }
 
-/* Caller holds g_lock. */
+int emu_handle_live_locked(int kind, const void *handle) { return find_handle(kind, handle) >= 0; }
+
+/* Caller holds emu_lock. */
 static void drop_handle(long i)
 {
     g_live[g_handles[i].kind]--;
@@ -96,7 +103,7 @@ static void drop_handle(long i)
 int pyaclnnEmuHandleAdd(int kind, const void *handle)
 {
     int rc = 0;
-    pthread_mutex_lock(&g_lock);
+    pthread_mutex_lock(&emu_lock);
     if (g_handle_count == g_handle_cap) {
         size_t cap = g_handle_cap ? 2 * g_handle_cap : 256;
         handle_entry *grown = realloc(g_handles, cap * sizeof *grown);
@@ -111,44 +118,44 @@ int pyaclnnEmuHandleAdd(int kind, const void *handle)
         g_handles[g_handle_count++] = (handle_entry){handle, kind, 0};
         g_live[kind]++;
     }
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&emu_lock);
     return rc;
 }
 
 int pyaclnnEmuHandleRemove(int kind, const void *handle)
 {
-    pthread_mutex_lock(&g_lock);
+    pthread_mutex_lock(&emu_lock);
     long i = find_handle(kind, handle);
     if (i >= 0) {
         drop_handle(i);
     }
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&emu_lock);
     return i >= 0;
 }
 
 int pyaclnnEmuHandleIsLive(int kind, const void *handle)
 {
-    pthread_mutex_lock(&g_lock);
+    pthread_mutex_lock(&emu_lock);
     long i = find_handle(kind, handle);
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&emu_lock);
     return i >= 0;
 }
 
 int pyaclnnEmuHandleSetPersistent(int kind, const void *handle)
 {
-    pthread_mutex_lock(&g_lock);
+    pthread_mutex_lock(&emu_lock);
     long i = find_handle(kind, handle);
     if (i >= 0) {
         g_handles[i].persistent = 1;
     }
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&emu_lock);
     return i >= 0;
 }
 
 int pyaclnnEmuHandleAcquire(int kind, const void *handle)
 {
     int rc;
-    pthread_mutex_lock(&g_lock);
+    pthread_mutex_lock(&emu_lock);
     long i = find_handle(kind, handle);
     if (i < 0) {
         rc = -1;
@@ -158,7 +165,7 @@ int pyaclnnEmuHandleAcquire(int kind, const void *handle)
         drop_handle(i);
         rc = 0;
     }
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&emu_lock);
     return rc;
 }
 
@@ -167,50 +174,132 @@ int pyaclnnEmuStreamIsValid(aclrtStream stream)
     return stream == NULL || pyaclnnEmuHandleIsLive(EMU_STREAM, stream);
 }
 
+/* ---- hazards, environment ----------------------------------------------- */
+
+static _Atomic int64_t g_hazards;
+
+void emu_hazard(const char *fmt, ...)
+{
+    char what[EMU_MSG_LEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "pyaclnn emulator HAZARD: %s\n", what);
+    g_hazards++;
+}
+
+int64_t pyaclnnEmuHazardCount(void) { return g_hazards; }
+
+long emu_env_us(const char *name)
+{
+    const char *text = getenv(name);
+    if (text == NULL || *text == '\0') {
+        return 0;
+    }
+    char *end;
+    long us = strtol(text, &end, 10);
+    return *end == '\0' && us > 0 ? us : 0;
+}
+
+void emu_sleep_us(long us)
+{
+    struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+    while (us > 0 && nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+/* ---- devices ------------------------------------------------------------- */
+
+static pthread_once_t g_devices_once = PTHREAD_ONCE_INIT;
+static int g_devices = 1;
+static _Thread_local int t_device = -1; /* none set */
+
+/* PYACLNN_EMU_DEVICES is read once: the device count of a process is fixed. */
+static void read_device_count(void)
+{
+    const char *text = getenv("PYACLNN_EMU_DEVICES");
+    long n = text != NULL ? strtol(text, NULL, 10) : 1;
+    g_devices = n >= 1 && n <= EMU_MAX_DEVICES ? (int)n : 1;
+}
+
+int emu_device_count(void)
+{
+    pthread_once(&g_devices_once, read_device_count);
+    return g_devices;
+}
+
+int emu_current_device(void) { return t_device < 0 ? 0 : t_device; }
+
 /* ---- allocation table --------------------------------------------------- */
 
-typedef struct {
-    char *base;
-    size_t size;
-    int kind; /* EMU_DEVICE_ALLOC or EMU_HOST_ALLOC */
-} alloc_entry;
-
-static alloc_entry *g_allocs;
+static emu_block **g_allocs;
 static size_t g_alloc_count, g_alloc_cap;
-static size_t g_device_bytes;
+static size_t g_device_bytes[EMU_MAX_DEVICES];
 
-/* Caller holds g_lock. Index of the allocation of `kind` containing
- * [p, p + n) (n may be 0: p itself must be inside), or -1. */
-static long find_alloc_range(int kind, const void *ptr, size_t n)
+emu_block *emu_block_find(int kind, const void *ptr, size_t n)
 {
     uintptr_t p = (uintptr_t)ptr;
     for (size_t i = 0; i < g_alloc_count; i++) {
-        uintptr_t b = (uintptr_t)g_allocs[i].base;
-        if (g_allocs[i].kind == kind && p >= b && p - b < g_allocs[i].size
-            && n <= g_allocs[i].size - (p - b)) {
+        emu_block *b = g_allocs[i];
+        uintptr_t base = (uintptr_t)b->base;
+        if (b->kind == kind && p >= base && p - base < b->size && n <= b->size - (p - base)) {
+            return b;
+        }
+    }
+    return NULL;
+}
+
+/* Caller holds emu_lock. Index of the allocation of any kind starting at p. */
+static long find_alloc_base(const void *ptr)
+{
+    for (size_t i = 0; i < g_alloc_count; i++) {
+        if (g_allocs[i]->base == ptr) {
             return (long)i;
         }
     }
     return -1;
 }
 
-/* Caller holds g_lock. Index of the allocation of any kind starting at p. */
-static long find_alloc_base(const void *ptr)
+static void block_release(emu_block *b)
 {
-    for (size_t i = 0; i < g_alloc_count; i++) {
-        if (g_allocs[i].base == ptr) {
-            return (long)i;
-        }
+    free(b->base);
+    free(b);
+}
+
+void emu_block_unuse(emu_block *b)
+{
+    if (--b->users == 0 && b->freed) {
+        block_release(b);
     }
-    return -1;
 }
 
 int pyaclnnEmuDeviceRange(const void *ptr, size_t nbytes)
 {
-    pthread_mutex_lock(&g_lock);
-    long i = find_alloc_range(EMU_DEVICE_ALLOC, ptr, nbytes);
-    pthread_mutex_unlock(&g_lock);
-    return i >= 0;
+    pthread_mutex_lock(&emu_lock);
+    emu_block *b = emu_block_find(EMU_DEVICE_ALLOC, ptr, nbytes);
+    pthread_mutex_unlock(&emu_lock);
+    return b != NULL;
+}
+
+/* Caller holds emu_lock. Appends b to the table; -1 when it cannot grow. */
+static int table_add(emu_block *b)
+{
+    if (g_alloc_count == g_alloc_cap) {
+        size_t cap = g_alloc_cap ? 2 * g_alloc_cap : 256;
+        emu_block **grown = realloc(g_allocs, cap * sizeof *grown);
+        if (grown == NULL) {
+            return -1;
+        }
+        g_allocs = grown;
+        g_alloc_cap = cap;
+    }
+    g_allocs[g_alloc_count++] = b;
+    g_live[b->kind]++;
+    if (b->kind == EMU_DEVICE_ALLOC) {
+        g_device_bytes[b->device] += b->size;
+    }
+    return 0;
 }
 
 static aclError emu_alloc(const char *api, void **out, size_t size, int kind)
@@ -224,9 +313,10 @@ static aclError emu_alloc(const char *api, void **out, size_t size, int kind)
         pyaclnnEmuSetError("%s: size is 0; the size must be greater than 0", api);
         return ACL_ERROR_INVALID_PARAM;
     }
-    pthread_mutex_lock(&g_lock);
-    size_t used = g_device_bytes;
-    pthread_mutex_unlock(&g_lock);
+    int device = emu_current_device();
+    pthread_mutex_lock(&emu_lock);
+    size_t used = g_device_bytes[device];
+    pthread_mutex_unlock(&emu_lock);
     int too_big = kind == EMU_DEVICE_ALLOC && size > EMU_DEVICE_TOTAL - used;
     if (too_big || size > SIZE_MAX - EMU_ALIGN) {
         pyaclnnEmuSetError("%s: cannot allocate %zu bytes: the emulated device has %zu bytes in total "
@@ -235,35 +325,46 @@ static aclError emu_alloc(const char *api, void **out, size_t size, int kind)
         return ACL_ERROR_RT_MEMORY_ALLOCATION;
     }
     size_t rounded = (size + EMU_ALIGN - 1) / EMU_ALIGN * EMU_ALIGN;
-    char *mem = aligned_alloc(EMU_ALIGN, rounded);
+    emu_block *b = calloc(1, sizeof *b);
+    char *mem = b != NULL ? aligned_alloc(EMU_ALIGN, rounded) : NULL;
     if (mem == NULL) {
+        free(b);
         pyaclnnEmuSetError("%s: the host could not provide %zu bytes", api, size);
         return ACL_ERROR_RT_MEMORY_ALLOCATION;
     }
     if (kind == EMU_DEVICE_ALLOC) {
         memset(mem, 0xFF, rounded);
     }
-    pthread_mutex_lock(&g_lock);
-    if (g_alloc_count == g_alloc_cap) {
-        size_t cap = g_alloc_cap ? 2 * g_alloc_cap : 256;
-        alloc_entry *grown = realloc(g_allocs, cap * sizeof *grown);
-        if (grown == NULL) {
-            pthread_mutex_unlock(&g_lock);
-            free(mem);
-            pyaclnnEmuSetError("%s: the allocation table cannot grow", api);
-            return ACL_ERROR_RT_MEMORY_ALLOCATION;
-        }
-        g_allocs = grown;
-        g_alloc_cap = cap;
+    *b = (emu_block){mem, size, kind, device, 0, 0};
+    pthread_mutex_lock(&emu_lock);
+    int rc = table_add(b);
+    pthread_mutex_unlock(&emu_lock);
+    if (rc != 0) {
+        block_release(b);
+        pyaclnnEmuSetError("%s: the allocation table cannot grow", api);
+        return ACL_ERROR_RT_MEMORY_ALLOCATION;
     }
-    g_allocs[g_alloc_count++] = (alloc_entry){mem, size, kind};
-    g_live[kind]++;
-    if (kind == EMU_DEVICE_ALLOC) {
-        g_device_bytes += size;
-    }
-    pthread_mutex_unlock(&g_lock);
     *out = mem;
     return ACL_SUCCESS;
+}
+
+/* Caller holds emu_lock. Takes entry i out of the table; its memory goes at
+ * once, or when the last queued task using it has finished (a hazard). */
+static void table_remove(const char *api, long i)
+{
+    emu_block *b = g_allocs[i];
+    if (b->kind == EMU_DEVICE_ALLOC) {
+        g_device_bytes[b->device] -= b->size;
+    }
+    g_live[b->kind]--;
+    g_allocs[i] = g_allocs[--g_alloc_count];
+    if (b->users == 0) {
+        block_release(b);
+        return;
+    }
+    b->freed = 1;
+    emu_hazard("%s memory %p (%zu bytes) freed while %d queued or running task(s) still use it, %s",
+               b->kind == EMU_DEVICE_ALLOC ? "device" : "pinned host", (void *)b->base, b->size, b->users, api);
 }
 
 static aclError emu_free(const char *api, void *ptr, int kind)
@@ -272,17 +373,13 @@ static aclError emu_free(const char *api, void *ptr, int kind)
         pyaclnnEmuSetError("%s: the pointer is NULL", api);
         return ACL_ERROR_INVALID_PARAM;
     }
-    pthread_mutex_lock(&g_lock);
+    pthread_mutex_lock(&emu_lock);
     long i = find_alloc_base(ptr);
-    int wrong_kind = i >= 0 && g_allocs[i].kind != kind;
+    int wrong_kind = i >= 0 && g_allocs[i]->kind != kind;
     if (i >= 0 && !wrong_kind) {
-        if (kind == EMU_DEVICE_ALLOC) {
-            g_device_bytes -= g_allocs[i].size;
-        }
-        g_live[kind]--;
-        g_allocs[i] = g_allocs[--g_alloc_count];
+        table_remove(api, i);
     }
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&emu_lock);
     if (i < 0) {
         pyaclnnEmuSetError("%s: %p is not the start of a live allocation (freed twice, or never returned "
                            "by %s)",
@@ -295,7 +392,6 @@ static aclError emu_free(const char *api, void *ptr, int kind)
                            kind == EMU_DEVICE_ALLOC ? "aclrtFreeHost" : "aclrtFree");
         return ACL_ERROR_RT_MEMORY_FREE;
     }
-    free(ptr);
     return ACL_SUCCESS;
 }
 
@@ -343,8 +439,9 @@ static aclError check_default_side(const char *api, const char *arg, const void 
     return ACL_SUCCESS;
 }
 
-static aclError emu_memcpy(const char *api, void *dst, size_t destMax, const void *src, size_t count,
-                           aclrtMemcpyKind kind)
+/* The checks both memcpy calls make at the call (count 0 passes). */
+static aclError check_memcpy(const char *api, void *dst, size_t destMax, const void *src, size_t count,
+                             aclrtMemcpyKind kind)
 {
     if (count > destMax) {
         pyaclnnEmuSetError("%s: count %zu exceeds destMax %zu; count must be <= destMax", api, count,
@@ -387,15 +484,78 @@ static aclError emu_memcpy(const char *api, void *dst, size_t destMax, const voi
     default:
         break;
     }
-    if (rc == ACL_SUCCESS) {
+    return rc;
+}
+
+/* CANN: the synchronous copy does not wait for any stream; it copies now. */
+aclError aclrtMemcpy(void *dst, size_t destMax, const void *src, size_t count, aclrtMemcpyKind kind)
+{
+    aclError rc = check_memcpy("aclrtMemcpy", dst, destMax, src, count, kind);
+    if (rc == ACL_SUCCESS && count > 0) {
         memmove(dst, src, count);
     }
     return rc;
 }
 
-aclError aclrtMemcpy(void *dst, size_t destMax, const void *src, size_t count, aclrtMemcpyKind kind)
+/* What a queued memcpy / memset does when it runs. */
+typedef struct {
+    void *dst;
+    const void *src; /* NULL: memset with value */
+    int value;
+    size_t count;
+} copy_job;
+
+static void run_copy(void *ctx, emu_task *task)
 {
-    return emu_memcpy("aclrtMemcpy", dst, destMax, src, count, kind);
+    (void)task;
+    copy_job *job = ctx;
+    if (job->src != NULL) {
+        memmove(job->dst, job->src, job->count);
+    } else {
+        memset(job->dst, job->value, job->count);
+    }
+}
+
+/* Caller holds emu_lock. Makes the task a user of the allocation holding
+ * [ptr, +count): device memory or pinned host memory. 1 when the range is
+ * in neither (pageable host memory), 0 when used, -1 out of memory. */
+static int use_range(emu_task *task, const void *ptr, size_t count)
+{
+    emu_block *b = emu_block_find(EMU_DEVICE_ALLOC, ptr, count);
+    if (b == NULL) {
+        b = emu_block_find(EMU_HOST_ALLOC, ptr, count);
+    }
+    return b == NULL ? 1 : emu_task_use_block(task, b);
+}
+
+/* Enqueue `job` on `stream`. A copy with a pageable host side returns only
+ * when it has run (CANN: the pageable copy is synchronous to the caller),
+ * plus the PYACLNN_EMU_SYNC_US latency of a synchronization. */
+static aclError submit_copy(const char *api, const copy_job *job, aclrtStream stream)
+{
+    copy_job *copy = malloc(sizeof *copy);
+    emu_task *task = copy != NULL ? emu_task_new(api, run_copy, free, copy, 0) : NULL;
+    if (task == NULL) {
+        free(copy);
+        pyaclnnEmuSetError("%s: out of host memory for the task", api);
+        return ACL_ERROR_RT_RESOURCE_ALLOC_FAIL;
+    }
+    *copy = *job;
+    pthread_mutex_lock(&emu_lock);
+    int dst = use_range(task, job->dst, job->count);
+    int src = job->src != NULL ? use_range(task, job->src, job->count) : 0;
+    pthread_mutex_unlock(&emu_lock);
+    uint64_t ticket;
+    aclError rc = dst < 0 || src < 0 ? ACL_ERROR_RT_RESOURCE_ALLOC_FAIL : emu_task_submit(task, stream, &ticket);
+    if (dst < 0 || src < 0) {
+        pyaclnnEmuTaskDiscard(task);
+        pyaclnnEmuSetError("%s: out of host memory for the task", api);
+    }
+    if (rc == ACL_SUCCESS && (dst == 1 || src == 1)) {
+        emu_stream_wait(stream, ticket);
+        emu_sleep_us(emu_env_us("PYACLNN_EMU_SYNC_US"));
+    }
+    return rc;
 }
 
 static aclError check_stream(const char *api, aclrtStream stream)
@@ -411,11 +571,19 @@ static aclError check_stream(const char *api, aclrtStream stream)
 aclError aclrtMemcpyAsync(void *dst, size_t destMax, const void *src, size_t count, aclrtMemcpyKind kind,
                           aclrtStream stream)
 {
-    aclError rc = check_stream("aclrtMemcpyAsync", stream);
-    return rc != ACL_SUCCESS ? rc : emu_memcpy("aclrtMemcpyAsync", dst, destMax, src, count, kind);
+    static const char api[] = "aclrtMemcpyAsync";
+    aclError rc = check_stream(api, stream);
+    if (rc == ACL_SUCCESS) {
+        rc = check_memcpy(api, dst, destMax, src, count, kind);
+    }
+    if (rc != ACL_SUCCESS || count == 0) {
+        return rc;
+    }
+    copy_job job = {dst, src, 0, count};
+    return submit_copy(api, &job, stream);
 }
 
-static aclError emu_memset(const char *api, void *devPtr, size_t maxCount, int32_t value, size_t count)
+static aclError check_memset(const char *api, void *devPtr, size_t maxCount, size_t count)
 {
     if (count > maxCount) {
         pyaclnnEmuSetError("%s: count %zu exceeds maxCount %zu; count must be <= maxCount", api, count,
@@ -426,29 +594,41 @@ static aclError emu_memset(const char *api, void *devPtr, size_t maxCount, int32
         pyaclnnEmuSetError("%s: devPtr is NULL", api);
         return ACL_ERROR_INVALID_PARAM;
     }
-    pthread_mutex_lock(&g_lock);
-    int inside = find_alloc_range(EMU_DEVICE_ALLOC, devPtr, count) >= 0
-                 || find_alloc_range(EMU_HOST_ALLOC, devPtr, count) >= 0;
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_lock(&emu_lock);
+    int inside = emu_block_find(EMU_DEVICE_ALLOC, devPtr, count) != NULL
+                 || emu_block_find(EMU_HOST_ALLOC, devPtr, count) != NULL;
+    pthread_mutex_unlock(&emu_lock);
     if (!inside) {
         pyaclnnEmuSetError("%s: devPtr range [%p, +%zu bytes) is not inside one live aclrtMalloc or "
                            "aclrtMallocHost allocation",
                            api, devPtr, count);
         return ACL_ERROR_INVALID_PARAM;
     }
-    memset(devPtr, value, count);
     return ACL_SUCCESS;
 }
 
+/* CANN: the synchronous memset does not wait for any stream; it sets now. */
 aclError aclrtMemset(void *devPtr, size_t maxCount, int32_t value, size_t count)
 {
-    return emu_memset("aclrtMemset", devPtr, maxCount, value, count);
+    aclError rc = check_memset("aclrtMemset", devPtr, maxCount, count);
+    if (rc == ACL_SUCCESS) {
+        memset(devPtr, value, count);
+    }
+    return rc;
 }
 
 aclError aclrtMemsetAsync(void *devPtr, size_t maxCount, int32_t value, size_t count, aclrtStream stream)
 {
-    aclError rc = check_stream("aclrtMemsetAsync", stream);
-    return rc != ACL_SUCCESS ? rc : emu_memset("aclrtMemsetAsync", devPtr, maxCount, value, count);
+    static const char api[] = "aclrtMemsetAsync";
+    aclError rc = check_stream(api, stream);
+    if (rc == ACL_SUCCESS) {
+        rc = check_memset(api, devPtr, maxCount, count);
+    }
+    if (rc != ACL_SUCCESS || count == 0) {
+        return rc;
+    }
+    copy_job job = {devPtr, NULL, value, count};
+    return submit_copy(api, &job, stream);
 }
 
 aclError aclrtGetMemInfo(aclrtMemAttr attr, size_t *free_bytes, size_t *total)
@@ -461,25 +641,25 @@ aclError aclrtGetMemInfo(aclrtMemAttr attr, size_t *free_bytes, size_t *total)
         pyaclnnEmuSetError("aclrtGetMemInfo: %s is NULL", free_bytes == NULL ? "free" : "total");
         return ACL_ERROR_INVALID_PARAM;
     }
-    pthread_mutex_lock(&g_lock);
+    int device = emu_current_device();
+    pthread_mutex_lock(&emu_lock);
     *total = EMU_DEVICE_TOTAL;
-    *free_bytes = EMU_DEVICE_TOTAL - g_device_bytes;
-    pthread_mutex_unlock(&g_lock);
+    *free_bytes = EMU_DEVICE_TOTAL - g_device_bytes[device];
+    pthread_mutex_unlock(&emu_lock);
     return ACL_SUCCESS;
 }
 
-/* ---- init, device, streams --------------------------------------------- */
+/* ---- init, device ------------------------------------------------------- */
 
 static int g_init_refs;
-static int g_device_set;
 
 aclError aclInit(const char *configPath)
 {
     (void)configPath;
-    pthread_mutex_lock(&g_lock);
+    pthread_mutex_lock(&emu_lock);
     int repeat = g_init_refs > 0;
     g_init_refs++;
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&emu_lock);
     if (repeat) {
         pyaclnnEmuSetError("aclInit: already initialized (repeated aclInit is reference-counted)");
         return ACL_ERROR_REPEAT_INITIALIZE;
@@ -489,10 +669,10 @@ aclError aclInit(const char *configPath)
 
 aclError aclFinalize(void)
 {
-    pthread_mutex_lock(&g_lock);
+    pthread_mutex_lock(&emu_lock);
     int was = g_init_refs;
     g_init_refs = 0;
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&emu_lock);
     if (was == 0) {
         pyaclnnEmuSetError("aclFinalize: aclInit was not called, or aclFinalize already ran");
         return ACL_ERROR_REPEAT_FINALIZE;
@@ -502,13 +682,13 @@ aclError aclFinalize(void)
 
 aclError aclFinalizeReference(uint64_t *refCount)
 {
-    pthread_mutex_lock(&g_lock);
+    pthread_mutex_lock(&emu_lock);
     int was = g_init_refs;
     if (was > 0) {
         g_init_refs--;
     }
     int now = g_init_refs;
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&emu_lock);
     if (refCount != NULL) {
         *refCount = (uint64_t)now;
     }
@@ -521,21 +701,22 @@ aclError aclFinalizeReference(uint64_t *refCount)
 
 static aclError check_device_id(const char *api, int32_t deviceId)
 {
-    if (deviceId != 0) {
-        pyaclnnEmuSetError("%s: deviceId %d does not exist; the emulator has one device, id 0", api,
-                           (int)deviceId);
+    int n = emu_device_count();
+    if (deviceId < 0 || deviceId >= n) {
+        pyaclnnEmuSetError("%s: deviceId %d does not exist; the emulator has %d device(s), ids 0..%d "
+                           "(PYACLNN_EMU_DEVICES)",
+                           api, (int)deviceId, n, n - 1);
         return ACL_ERROR_RT_INVALID_DEVICEID;
     }
     return ACL_SUCCESS;
 }
 
+/* The current device is per thread, as in CANN. */
 aclError aclrtSetDevice(int32_t deviceId)
 {
     aclError rc = check_device_id("aclrtSetDevice", deviceId);
     if (rc == ACL_SUCCESS) {
-        pthread_mutex_lock(&g_lock);
-        g_device_set = 1;
-        pthread_mutex_unlock(&g_lock);
+        t_device = deviceId;
     }
     return rc;
 }
@@ -543,10 +724,8 @@ aclError aclrtSetDevice(int32_t deviceId)
 aclError aclrtResetDevice(int32_t deviceId)
 {
     aclError rc = check_device_id("aclrtResetDevice", deviceId);
-    if (rc == ACL_SUCCESS) {
-        pthread_mutex_lock(&g_lock);
-        g_device_set = 0;
-        pthread_mutex_unlock(&g_lock);
+    if (rc == ACL_SUCCESS && t_device == deviceId) {
+        t_device = -1;
     }
     return rc;
 }
@@ -557,14 +736,11 @@ aclError aclrtGetDevice(int32_t *deviceId)
         pyaclnnEmuSetError("aclrtGetDevice: deviceId is NULL");
         return ACL_ERROR_INVALID_PARAM;
     }
-    pthread_mutex_lock(&g_lock);
-    int set = g_device_set;
-    pthread_mutex_unlock(&g_lock);
-    if (!set) {
-        pyaclnnEmuSetError("aclrtGetDevice: no device is set; call aclrtSetDevice first");
+    if (t_device < 0) {
+        pyaclnnEmuSetError("aclrtGetDevice: no device is set in this thread; call aclrtSetDevice first");
         return ACL_ERROR_RT_CONTEXT_NULL;
     }
-    *deviceId = 0;
+    *deviceId = t_device;
     return ACL_SUCCESS;
 }
 
@@ -574,50 +750,10 @@ aclError aclrtGetDeviceCount(uint32_t *count)
         pyaclnnEmuSetError("aclrtGetDeviceCount: count is NULL");
         return ACL_ERROR_INVALID_PARAM;
     }
-    *count = 1;
+    *count = (uint32_t)emu_device_count();
     return ACL_SUCCESS;
 }
 
-aclError aclrtSynchronizeDevice(void) { return ACL_SUCCESS; }
-
-/* A stream needs a distinct address only; the byte is never read. */
-aclError aclrtCreateStream(aclrtStream *stream)
-{
-    if (stream == NULL) {
-        pyaclnnEmuSetError("aclrtCreateStream: stream is NULL");
-        return ACL_ERROR_INVALID_PARAM;
-    }
-    char *s = calloc(1, 1);
-    if (s == NULL || pyaclnnEmuHandleAdd(EMU_STREAM, s) != 0) {
-        free(s);
-        *stream = NULL;
-        pyaclnnEmuSetError("aclrtCreateStream: out of host memory");
-        return ACL_ERROR_RT_RESOURCE_ALLOC_FAIL;
-    }
-    *stream = s;
-    return ACL_SUCCESS;
-}
-
-aclError aclrtDestroyStream(aclrtStream stream)
-{
-    if (stream == NULL) {
-        pyaclnnEmuSetError("aclrtDestroyStream: stream is NULL (the default stream cannot be destroyed)");
-        return ACL_ERROR_INVALID_PARAM;
-    }
-    if (!pyaclnnEmuHandleRemove(EMU_STREAM, stream)) {
-        pyaclnnEmuSetError("aclrtDestroyStream: stream %p is not live (destroyed twice, or not from "
-                           "aclrtCreateStream)",
-                           stream);
-        return ACL_ERROR_INVALID_PARAM;
-    }
-    free(stream);
-    return ACL_SUCCESS;
-}
-
-aclError aclrtSynchronizeStream(aclrtStream stream)
-{
-    return check_stream("aclrtSynchronizeStream", stream);
-}
 
 /* ---- system parameters, versions, sizes -------------------------------- */
 
@@ -631,10 +767,10 @@ static aclError set_opt(const char *api, int scope, aclSysParamOpt opt, int64_t 
         pyaclnnEmuSetError("%s: opt %d is not an aclSysParamOpt (0..%d)", api, (int)opt, EMU_OPT_COUNT - 1);
         return ACL_ERROR_INVALID_PARAM;
     }
-    pthread_mutex_lock(&g_lock);
+    pthread_mutex_lock(&emu_lock);
     g_opt_value[scope][opt] = value;
     g_opt_set[scope][opt] = 1;
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&emu_lock);
     return ACL_SUCCESS;
 }
 
@@ -648,10 +784,10 @@ static aclError get_opt(const char *api, int scope, aclSysParamOpt opt, int64_t 
         pyaclnnEmuSetError("%s: value is NULL", api);
         return ACL_ERROR_INVALID_PARAM;
     }
-    pthread_mutex_lock(&g_lock);
+    pthread_mutex_lock(&emu_lock);
     int set = g_opt_set[scope][opt];
     int64_t v = g_opt_value[scope][opt];
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&emu_lock);
     if (!set) {
         pyaclnnEmuSetError("%s: option %d was never set", api, (int)opt);
         return ACL_ERROR_RT_SYSPARAMOPT_NOT_SET;
@@ -735,10 +871,41 @@ int pyaclnnEmuLiveCounts(int64_t *counts, int n)
         return 0;
     }
     int written = n < 7 ? n : 7;
-    pthread_mutex_lock(&g_lock);
+    pthread_mutex_lock(&emu_lock);
     for (int i = 0; i < written; i++) {
         counts[i] = g_live[i];
     }
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&emu_lock);
+    return written;
+}
+
+/* Caller holds emu_lock. Live allocations of `kind` made on `device`. */
+static int64_t device_allocs(int kind, int device)
+{
+    int64_t count = 0;
+    for (size_t i = 0; i < g_alloc_count; i++) {
+        count += g_allocs[i]->kind == kind && g_allocs[i]->device == device;
+    }
+    return count;
+}
+
+int pyaclnnEmuDeviceLiveCounts(int32_t device, int64_t *counts, int n)
+{
+    if (counts == NULL || n <= 0 || device < 0 || device >= emu_device_count()) {
+        return 0;
+    }
+    int written = n < 7 ? n : 7;
+    pthread_mutex_lock(&emu_lock);
+    for (int i = 0; i < written; i++) {
+        counts[i] = g_live[i]; /* descriptors and executors are global */
+    }
+    counts[0] = device_allocs(EMU_DEVICE_ALLOC, device);
+    if (written > 1) {
+        counts[1] = device_allocs(EMU_HOST_ALLOC, device);
+    }
+    if (written > 6) {
+        counts[6] = emu_stream_count_locked(device);
+    }
+    pthread_mutex_unlock(&emu_lock);
     return written;
 }

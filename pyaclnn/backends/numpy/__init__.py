@@ -2,16 +2,20 @@
 
 "Device" memory is host memory behind synthetic addresses (``_heap``),
 descriptors are Python objects (``_objects``), phase 1 of each operator runs
-the NPU's checks (``pyaclnn.kernels.checks``) and phase 2 runs the NumPy
-kernels on strided views of the emulated memory. Streams execute work
-immediately, in the calling thread. See pyaclnn.backends._interface for the
-calling convention.
+the NPU's checks (``pyaclnn.kernels.checks``) and phase 2 makes the launch-time
+checks and enqueues the NumPy kernel, on strided views of the emulated memory,
+on the stream. Streams, events, device errors and hazards follow the
+asynchronous device model of spec-async.md (``_streams``): every stream has a
+worker thread that runs its tasks in order. See pyaclnn.backends._interface
+for the calling convention.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Sequence
+from functools import partial
 from math import prod
 from typing import Any
 
@@ -24,8 +28,22 @@ from ...kernels import grid_sampler3d as _grid
 from ...kernels import max_pool3d as _pool
 from .._interface import LIVE_COUNT_NAMES
 from ._cvalues import c_address, c_bool, c_bools, c_int, c_ints, c_size
-from ._heap import Heap, HeapError
+from ._heap import Allocation, Heap, HeapError
 from ._objects import BoolArray, Executor, IntArray, Registry, Stream, Tensor
+from ._streams import (
+    KERNEL_US,
+    SYNC_US,
+    VECTOR_CORE_EXCEPTION,
+    Device,
+    DeviceError,
+    Event,
+    Hazards,
+    Marker,
+    Task,
+    Worker,
+    env_ns,
+    sleep_ns,
+)
 
 _c = _decl.constant
 SUCCESS = 0
@@ -39,6 +57,8 @@ RT_MEMORY_ALLOCATION = _c("ACL_ERROR_RT_MEMORY_ALLOCATION")
 RT_MEMORY_FREE = _c("ACL_ERROR_RT_MEMORY_FREE")
 RT_PARAM_INVALID = _c("ACL_ERROR_RT_PARAM_INVALID")
 RT_SYSPARAMOPT_NOT_SET = _c("ACL_ERROR_RT_SYSPARAMOPT_NOT_SET")
+RT_EVENT_TIMESTAMP_INVALID = _c("ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID")
+RT_EVENT_NOT_COMPLETE = _c("ACL_ERROR_RT_EVENT_NOT_COMPLETE")
 NN_PARAM_NULLPTR = _c("ACLNN_ERR_PARAM_NULLPTR")
 NN_PARAM_INVALID = _c("ACLNN_ERR_PARAM_INVALID")
 NN_RUNTIME_ERROR = _c("ACLNN_ERR_RUNTIME_ERROR")
@@ -55,19 +75,36 @@ _H2H, _H2D, _D2H, _D2D, _DEFAULT = (
     )
 )
 _KNOWN_SYS_PARAM_OPTS = frozenset(_decl.enums()["aclSysParamOpt"].values())
+_EVENT_SYNC, _EVENT_TIME_LINE, _EVENT_EXTERNAL = (
+    _c(n) for n in ("ACL_EVENT_SYNC", "ACL_EVENT_TIME_LINE", "ACL_EVENT_EXTERNAL")
+)
+# Flags that may be ORed together; ACL_EVENT_EXTERNAL only stands alone.
+_EVENT_COMBINABLE = _EVENT_SYNC | _c("ACL_EVENT_CAPTURE_STREAM_PROGRESS") | _EVENT_TIME_LINE | _c(
+    "ACL_EVENT_DEVICE_USE_ONLY"
+)
+_EVENT_COMPLETE = _c("ACL_EVENT_RECORDED_STATUS_COMPLETE")
+_EVENT_NOT_READY = _c("ACL_EVENT_RECORDED_STATUS_NOT_READY")
 
-DEVICE_COUNT = 1
 SOC_NAME = "Ascend910B (pyaclnn numpy emulation)"
 # Workspace the emulated backward ops ask for, so callers exercise the workspace path.
 BACKWARD_WORKSPACE = 32
 
 
+def _device_count() -> int:
+    """PYACLNN_EMU_DEVICES (default 1), read once when the backend is made."""
+    try:
+        return max(1, int(os.environ.get("PYACLNN_EMU_DEVICES", "1")))
+    except ValueError:
+        return 1
+
+
 class NumpyBackend:
-    """Host emulation of the C API (one device, id 0, Atlas A2/A3 rules)."""
+    """Host emulation of the C API (PYACLNN_EMU_DEVICES devices, default 1; Atlas A2/A3 rules)."""
 
     name = "numpy"
 
     def __init__(self) -> None:
+        # One address space for all devices; every allocation is tagged with its device.
         self.heap = Heap(base=0x100000000)
         self.host_heap = Heap(base=0x7F0000000000)
         self.tensors = Registry("tensor")
@@ -75,6 +112,9 @@ class NumpyBackend:
         self.bool_arrays = Registry("bool array")
         self.executors = Registry("executor")
         self.streams = Registry("stream")
+        self.events = Registry("event")
+        self.devices = [Device(i) for i in range(_device_count())]
+        self.hazards = Hazards()
         self._tls = threading.local()
         self._lock = threading.Lock()
         self._init_count = 0
@@ -117,19 +157,29 @@ class NumpyBackend:
         return SUCCESS
 
     def _device_ok(self, device_id: int) -> bool:
-        return isinstance(device_id, (int, np.integer)) and 0 <= device_id < DEVICE_COUNT
+        return isinstance(device_id, (int, np.integer)) and 0 <= device_id < len(self.devices)
+
+    def _bad_device(self, device_id: int) -> int:
+        last = len(self.devices) - 1
+        valid = "the only device is 0" if last == 0 else f"the devices are 0..{last}"
+        return self._error(RT_INVALID_DEVICEID, f"deviceId {device_id} is invalid; {valid}")
 
     def aclrtSetDevice(self, device_id: int) -> int:
         if not self._device_ok(device_id):
-            return self._error(RT_INVALID_DEVICEID, f"deviceId {device_id} is invalid; the only device is 0")
+            return self._bad_device(device_id)
         self._tls.device = int(device_id)
         return SUCCESS
 
     def aclrtResetDevice(self, device_id: int) -> int:
         if not self._device_ok(device_id):
-            return self._error(RT_INVALID_DEVICEID, f"deviceId {device_id} is invalid; the only device is 0")
+            return self._bad_device(device_id)
         self._tls.device = None
         return SUCCESS
+
+    def _current(self) -> int:
+        """The calling thread's current device; 0 until aclrtSetDevice (the emulation is lenient)."""
+        device = getattr(self._tls, "device", None)
+        return 0 if device is None else device
 
     def aclrtGetDevice(self) -> tuple[int, int]:
         device = getattr(self._tls, "device", None)
@@ -138,10 +188,10 @@ class NumpyBackend:
         return SUCCESS, device
 
     def aclrtGetDeviceCount(self) -> tuple[int, int]:
-        return SUCCESS, DEVICE_COUNT
+        return SUCCESS, len(self.devices)
 
     def aclrtSynchronizeDevice(self) -> int:
-        return SUCCESS
+        return self._synchronize(self.devices[self._current()].workers())
 
     def aclrtGetSocName(self) -> str | None:
         return SOC_NAME
@@ -150,7 +200,7 @@ class NumpyBackend:
         return _dtypes.size_of(data_type)
 
     def aclrtGetMemInfo(self, attr: int) -> tuple[int, int, int]:
-        return SUCCESS, self.heap.capacity - self.heap.used, self.heap.capacity
+        return SUCCESS, self.heap.capacity - self.heap.used(self._current()), self.heap.capacity
 
     # -- system parameters --------------------------------------------------
     def aclrtCtxSetSysParamOpt(self, opt: int, value: int) -> int:
@@ -169,19 +219,159 @@ class NumpyBackend:
 
     # -- streams ------------------------------------------------------------
     def aclrtCreateStream(self) -> tuple[int, Stream]:
-        return SUCCESS, self.streams.add(Stream())
+        device = self._current()
+        stream = Stream(device)
+        stream.worker = self.devices[device].new_worker(f"{id(stream):#x}")
+        return SUCCESS, self.streams.add(stream)
 
     def _stream_ok(self, stream: Any) -> bool:
         return stream is None or self.streams.is_live(stream)
 
+    def _bad_stream(self) -> int:
+        return self._error(INVALID_RESOURCE_HANDLE, "stream is not a live stream of this backend")
+
+    def _worker(self, stream: Stream | None) -> Worker:
+        """The worker of a live stream; None is the current device's default stream."""
+        if stream is None:
+            return self.devices[self._current()].default_worker()
+        return stream.worker
+
+    def _submit(self, worker: Worker, task: Task) -> int:
+        """Enqueue ``task`` on ``worker``; returns its sequence number."""
+        if worker.device != self._current():
+            self.hazards.report(
+                f"work submitted to stream {worker.label} of device {worker.device} while the "
+                f"calling thread's current device is {self._current()}",
+                task.what,
+            )
+        return worker.submit(task)
+
     def aclrtDestroyStream(self, stream: Any) -> int:
         if stream is None or not self.streams.remove(stream):
-            return self._error(INVALID_RESOURCE_HANDLE, "stream is not a live stream of this backend")
+            return self._bad_stream()
+        worker = stream.worker
+        if worker.busy():
+            self.hazards.report(
+                f"stream {worker.label} destroyed with tasks pending (synchronize it first)",
+                "aclrtDestroyStream",
+            )
+        worker.close()  # as CANN: the pending tasks still run; the thread then ends
+        self.devices[stream.device].forget(worker)
         return SUCCESS
 
     def aclrtSynchronizeStream(self, stream: Any) -> int:
         if not self._stream_ok(stream):
-            return self._error(INVALID_RESOURCE_HANDLE, "stream is not a live stream of this backend")
+            return self._bad_stream()
+        if stream is None:
+            worker = self.devices[self._current()].default_worker(create=False)
+            return self._synchronize([] if worker is None else [worker])
+        return self._synchronize([stream.worker])
+
+    def _synchronize(self, workers: list[Worker]) -> int:
+        """Wait for what was submitted to ``workers`` so far, then report their sticky errors once."""
+        for worker in workers:
+            worker.wait()
+        sleep_ns(env_ns(SYNC_US))
+        errors = [error for error in (w.take_error() for w in workers) if error is not None]
+        if errors:
+            return self._error(*errors[0])
+        return SUCCESS
+
+    # -- events -------------------------------------------------------------
+    def aclrtCreateEvent(self) -> tuple[int, Event]:
+        return SUCCESS, self.events.add(Event(_EVENT_SYNC | _EVENT_TIME_LINE))
+
+    def aclrtCreateEventWithFlag(self, flag: int) -> tuple[int, Event | None]:
+        flag = c_int(flag, "aclrtCreateEventWithFlag", "flag", (0, 2**32 - 1))
+        if flag != _EVENT_EXTERNAL and flag & ~_EVENT_COMBINABLE:
+            message = (
+                f"aclrtCreateEventWithFlag: flag {flag:#x} is not an OR of ACL_EVENT_SYNC (1), "
+                "ACL_EVENT_CAPTURE_STREAM_PROGRESS (2), ACL_EVENT_TIME_LINE (8), "
+                "ACL_EVENT_DEVICE_USE_ONLY (16), nor ACL_EVENT_EXTERNAL (32) alone"
+            )
+            return self._error(INVALID_PARAM, message), None
+        return SUCCESS, self.events.add(Event(flag))
+
+    def _event_ok(self, event: Any) -> bool:
+        return event is not None and self.events.is_live(event)
+
+    def _bad_event(self, name: str = "event") -> int:
+        return self._error(INVALID_RESOURCE_HANDLE, f"{name} is not a live event of this backend")
+
+    def aclrtDestroyEvent(self, event: Any) -> int:
+        # A pending record still runs, and queued waits on it still work: they hold its Marker.
+        if event is None or not self.events.remove(event):
+            return self._bad_event()
+        return SUCCESS
+
+    def aclrtRecordEvent(self, event: Any, stream: Any) -> int:
+        if not self._event_ok(event):
+            return self._bad_event()
+        if not self._stream_ok(stream):
+            return self._bad_stream()
+        marker = Marker()
+        marker.worker = self._worker(stream)
+        marker.seq = self._submit(marker.worker, Task(marker.run, what="aclrtRecordEvent"))
+        event.marker = marker  # replaces what an earlier record captured
+        return SUCCESS
+
+    def aclrtQueryEventStatus(self, event: Any) -> tuple[int, int]:
+        if not self._event_ok(event):
+            return self._bad_event(), _EVENT_NOT_READY
+        marker = event.marker
+        return SUCCESS, _EVENT_COMPLETE if marker is None or marker.complete else _EVENT_NOT_READY
+
+    def aclrtSynchronizeEvent(self, event: Any) -> int:
+        if not self._event_ok(event):
+            return self._bad_event()
+        marker = event.marker
+        if marker is not None:
+            marker.wait()
+            sleep_ns(env_ns(SYNC_US))
+        return SUCCESS
+
+    def aclrtEventElapsedTime(self, start: Any, end: Any) -> tuple[int, float]:
+        for event, name in ((start, "startEvent"), (end, "endEvent")):
+            if not self._event_ok(event):
+                return self._bad_event(name), 0.0
+        for event, name in ((start, "startEvent"), (end, "endEvent")):
+            status = self._timestamp_ok(event, name)
+            if status != SUCCESS:
+                return status, 0.0
+        return SUCCESS, (end.marker.timestamp_ns - start.marker.timestamp_ns) / 1e6
+
+    def _timestamp_ok(self, event: Event, name: str) -> int:
+        """Whether ``event`` (aclrtEventElapsedTime's argument ``name``) has a timestamp to give."""
+        api, handle = "aclrtEventElapsedTime", f"{id(event):#x}"
+        if not event.flags & _EVENT_TIME_LINE:
+            return self._error(
+                RT_EVENT_TIMESTAMP_INVALID,
+                f"{api}: {name} {handle} was created with flag {event.flags:#x}, without "
+                "ACL_EVENT_TIME_LINE: it has no timestamps",
+            )
+        if event.marker is None:
+            return self._error(INVALID_PARAM, f"{api}: {name} {handle} was never recorded (aclrtRecordEvent)")
+        if not event.marker.complete:
+            return self._error(
+                RT_EVENT_NOT_COMPLETE,
+                f"{api}: {name} {handle} is recorded but not complete yet (aclrtSynchronizeEvent first)",
+            )
+        return SUCCESS
+
+    def aclrtStreamWaitEvent(self, stream: Any, event: Any) -> int:
+        if not self._stream_ok(stream):
+            return self._bad_stream()
+        if not self._event_ok(event):
+            return self._bad_event()
+        if not event.flags & _EVENT_SYNC:
+            return self._error(
+                INVALID_PARAM,
+                f"aclrtStreamWaitEvent: event {id(event):#x} was created with flag {event.flags:#x}, "
+                "without ACL_EVENT_SYNC: it cannot be waited on",
+            )
+        marker = event.marker  # the record latest now; a later record does not change this wait
+        if marker is not None:
+            self._submit(self._worker(stream), Task(marker.wait, what="aclrtStreamWaitEvent"))
         return SUCCESS
 
     # -- memory -------------------------------------------------------------
@@ -190,7 +380,7 @@ class NumpyBackend:
         if size == 0:
             return self._error(INVALID_PARAM, f"size is {size}; it must be a positive number of bytes"), 0
         try:
-            return SUCCESS, heap.allocate(size, host=host)
+            return SUCCESS, heap.allocate(size, host=host, device=self._current())
         except MemoryError as exc:
             return self._error(RT_MEMORY_ALLOCATION, str(exc)), 0
 
@@ -200,27 +390,38 @@ class NumpyBackend:
     def aclrtMallocHost(self, size: int) -> tuple[int, int]:
         return self._malloc(self.host_heap, size, host=True, api="aclrtMallocHost")
 
-    def aclrtFree(self, ptr: int) -> int:
-        ptr = c_address(ptr, "aclrtFree", "devPtr")
+    def _free(self, heap: Heap, ptr: Any, host: bool, api: str, param: str, source: str) -> int:
+        ptr = c_address(ptr, api, param)
         try:
-            self.heap.free(ptr)
+            allocation = heap.allocation(ptr, host=host)
+            if self._in_use(allocation):
+                # The tasks hold views of the buffer, so it lives until they finish.
+                kind = "host pinned" if host else "device"
+                self.hazards.report(
+                    f"{kind} memory {ptr:#x} freed while a queued or running task still uses it", api
+                )
+            heap.free(ptr, host=host)
         except HeapError as exc:
-            return self._error(RT_MEMORY_FREE, f"devPtr: {exc} (double free, or not from aclrtMalloc)")
+            return self._error(RT_MEMORY_FREE, f"{param}: {exc} (double free, or not from {source})")
         return SUCCESS
+
+    def _in_use(self, allocation: Allocation) -> bool:
+        return any(w.uses(allocation) for device in self.devices for w in device.workers())
+
+    def aclrtFree(self, ptr: int) -> int:
+        return self._free(self.heap, ptr, False, "aclrtFree", "devPtr", "aclrtMalloc")
 
     def aclrtFreeHost(self, ptr: int) -> int:
-        ptr = c_address(ptr, "aclrtFreeHost", "hostPtr")
-        try:
-            self.host_heap.free(ptr, host=True)
-        except HeapError as exc:
-            return self._error(RT_MEMORY_FREE, f"hostPtr: {exc} (double free, or not from aclrtMallocHost)")
-        return SUCCESS
+        return self._free(self.host_heap, ptr, True, "aclrtFreeHost", "hostPtr", "aclrtMallocHost")
 
-    def _bytes(self, where: Any, count: int, side: str, what: str, writable: bool) -> np.ndarray:
-        """uint8 view of ``count`` bytes of ``where``: a device or host address, or a host buffer."""
+    def _bytes(
+        self, where: Any, count: int, side: str, what: str, writable: bool, api: str
+    ) -> tuple[np.ndarray, Allocation | None]:
+        """uint8 view of ``count`` bytes of ``where`` (a device or host address, or a host
+        buffer), and its allocation (None for a host buffer object: pageable memory)."""
         if isinstance(where, (int, np.integer)):
             heap = self.heap if side == "device" else self.host_heap
-            return heap.bytes_at(c_address(where, "aclrtMemcpy", what), count, what)
+            return heap.locate_bytes(c_address(where, api, what), count, what)
         if side == "device":
             raise HeapError(
                 f"{what} must be a device address (an int from aclrtMalloc), got {type(where).__name__}"
@@ -240,14 +441,18 @@ class NumpyBackend:
             flat = np.frombuffer(view.cast("B"), dtype=np.uint8) if view.nbytes else np.empty(0, np.uint8)
         if count > flat.size:
             raise HeapError(f"{what} holds {flat.size} bytes; {count} were asked for")
-        return flat[:count]
+        return flat[:count], None
 
-    def aclrtMemcpy(self, dst: Any, dest_max: int, src: Any, count: int, kind: int) -> int:
-        dest_max = c_size(dest_max, "aclrtMemcpy", "destMax")
-        count = c_size(count, "aclrtMemcpy", "count")
-        kind = c_int(kind, "aclrtMemcpy", "kind")
+    def _copy_ranges(
+        self, api: str, dst: Any, dest_max: int, src: Any, count: int, kind: int
+    ) -> tuple[int, Any]:
+        """Check a memcpy; returns ``(status, ranges)``, ranges None when there is nothing to copy,
+        else ``(target, source, allocations, pageable)``."""
+        dest_max = c_size(dest_max, api, "destMax")
+        count = c_size(count, api, "count")
+        kind = c_int(kind, api, "kind")
         if count > dest_max:
-            return self._error(INVALID_PARAM, f"count {count} exceeds destMax {dest_max}")
+            return self._error(INVALID_PARAM, f"count {count} exceeds destMax {dest_max}"), None
         sides = {
             _H2H: ("host", "host"),
             _H2D: ("device", "host"),
@@ -257,17 +462,25 @@ class NumpyBackend:
         if kind == _DEFAULT:
             sides[kind] = (self._side(dst), self._side(src))
         if kind not in sides:
-            return self._error(INVALID_PARAM, f"kind {kind} is not an aclrtMemcpyKind this backend supports")
+            return self._error(INVALID_PARAM, f"kind {kind} is not an aclrtMemcpyKind this backend supports"), None
         if count == 0:
-            return SUCCESS
+            return SUCCESS, None
         dst_side, src_side = sides[kind]
         try:
-            target = self._bytes(dst, count, dst_side, "dst", writable=True)
-            source = self._bytes(src, count, src_side, "src", writable=False)
+            target, target_alloc = self._bytes(dst, count, dst_side, "dst", True, api)
+            source, source_alloc = self._bytes(src, count, src_side, "src", False, api)
         except (HeapError, TypeError) as exc:
-            return self._error(INVALID_PARAM, str(exc))
-        target[:] = source
-        return SUCCESS
+            return self._error(INVALID_PARAM, str(exc)), None
+        allocations = tuple(a for a in (target_alloc, source_alloc) if a is not None)
+        pageable = target_alloc is None or source_alloc is None  # a host buffer object
+        return SUCCESS, (target, source, allocations, pageable)
+
+    def aclrtMemcpy(self, dst: Any, dest_max: int, src: Any, count: int, kind: int) -> int:
+        # Synchronous and immediate: CANN does not synchronize any stream for it.
+        status, ranges = self._copy_ranges("aclrtMemcpy", dst, dest_max, src, count, kind)
+        if ranges is not None:
+            np.copyto(ranges[0], ranges[1])
+        return status
 
     def _side(self, where: Any) -> str:
         if isinstance(where, (int, np.integer)) and self.heap.find(int(where)) is not None:
@@ -275,29 +488,54 @@ class NumpyBackend:
         return "host"
 
     def aclrtMemcpyAsync(self, dst: Any, dest_max: int, src: Any, count: int, kind: int, stream: Any) -> int:
+        api = "aclrtMemcpyAsync"
         if not self._stream_ok(stream):
-            return self._error(INVALID_RESOURCE_HANDLE, "stream is not a live stream of this backend")
-        return self.aclrtMemcpy(dst, dest_max, src, count, kind)
-
-    def aclrtMemset(self, ptr: int, max_count: int, value: int, count: int) -> int:
-        ptr = c_address(ptr, "aclrtMemset", "devPtr")
-        max_count = c_size(max_count, "aclrtMemset", "maxCount")
-        value = c_int(value, "aclrtMemset", "value", (-(2**31), 2**31 - 1))
-        count = c_size(count, "aclrtMemset", "count")
-        if count > max_count:
-            return self._error(INVALID_PARAM, f"count {count} exceeds maxCount {max_count}")
-        if count == 0:
-            return SUCCESS
-        try:
-            self.heap.bytes_at(ptr, count, "devPtr")[:] = value & 0xFF
-        except (HeapError, TypeError) as exc:
-            return self._error(INVALID_PARAM, str(exc))
+            return self._bad_stream()
+        status, ranges = self._copy_ranges(api, dst, dest_max, src, count, kind)
+        if ranges is None:
+            return status
+        target, source, allocations, pageable = ranges
+        worker = self._worker(stream)
+        seq = self._submit(worker, Task(partial(np.copyto, target, source), allocations, what=api))
+        if pageable:
+            # CANN returns only once a copy from or to pageable memory is done,
+            # still in order after the stream's earlier work.
+            worker.wait(seq)
+            sleep_ns(env_ns(SYNC_US))
         return SUCCESS
 
+    def _set_range(self, api: str, ptr: int, max_count: int, value: int, count: int) -> tuple[int, Any]:
+        """Check a memset; returns ``(status, range)``, range None when there is nothing to set,
+        else ``(bytes, allocation, byte value)``."""
+        ptr = c_address(ptr, api, "devPtr")
+        max_count = c_size(max_count, api, "maxCount")
+        value = c_int(value, api, "value", (-(2**31), 2**31 - 1))
+        count = c_size(count, api, "count")
+        if count > max_count:
+            return self._error(INVALID_PARAM, f"count {count} exceeds maxCount {max_count}"), None
+        if count == 0:
+            return SUCCESS, None
+        try:
+            target, allocation = self.heap.locate_bytes(ptr, count, "devPtr")
+        except (HeapError, TypeError) as exc:
+            return self._error(INVALID_PARAM, str(exc)), None
+        return SUCCESS, (target, allocation, value & 0xFF)
+
+    def aclrtMemset(self, ptr: int, max_count: int, value: int, count: int) -> int:
+        status, target = self._set_range("aclrtMemset", ptr, max_count, value, count)
+        if target is not None:
+            target[0].fill(target[2])
+        return status
+
     def aclrtMemsetAsync(self, ptr: int, max_count: int, value: int, count: int, stream: Any) -> int:
+        api = "aclrtMemsetAsync"
         if not self._stream_ok(stream):
-            return self._error(INVALID_RESOURCE_HANDLE, "stream is not a live stream of this backend")
-        return self.aclrtMemset(ptr, max_count, value, count)
+            return self._bad_stream()
+        status, target = self._set_range(api, ptr, max_count, value, count)
+        if target is not None:
+            view, allocation, byte = target
+            self._submit(self._worker(stream), Task(partial(view.fill, byte), (allocation,), what=api))
+        return status
 
     # -- descriptors --------------------------------------------------------
     def aclCreateTensor(
@@ -381,24 +619,42 @@ class NumpyBackend:
             return self._error(
                 NN_PARAM_INVALID, "executor is not repeatable: phase 2 frees it, it must not be destroyed"
             )
+        if any(w.runs_owner(executor) for device in self.devices for w in device.workers()):
+            # The queued launches hold what they need, so they still run correctly.
+            self.hazards.report(
+                f"repeatable {executor.op} executor destroyed while a queued launch of it has not finished",
+                "aclDestroyAclOpExecutor",
+            )
         self.executors.remove(executor)
         return SUCCESS
 
-    def live_counts(self) -> dict[str, int]:
-        """Live objects of each kind, as the emulator reports them through pyaclnnEmuLiveCounts."""
+    def live_counts(self, device: int | None = None) -> dict[str, int]:
+        """Live objects of each kind, as the emulator reports them through pyaclnnEmuLiveCounts.
+
+        Parameters
+        ----------
+        device : int, optional
+            Count only the allocations and streams of this device
+            (pyaclnnEmuDeviceLiveCounts); descriptors and executors are global.
+        """
+        streams = len(self.streams) if device is None else self.devices[device].stream_count()
         counts = (
-            self.heap.live_count(host=False),
-            self.host_heap.live_count(host=True),
+            self.heap.live_count(host=False, device=device),
+            self.host_heap.live_count(host=True, device=device),
             len(self.tensors),
             len(self.int_arrays),
             len(self.bool_arrays),
             len(self.executors),
-            len(self.streams),
+            streams,
         )
         return dict(zip(LIVE_COUNT_NAMES, counts))
 
+    def hazard_count(self) -> int:
+        """Hazards seen so far (the numpy side of pyaclnnEmuHazardCount)."""
+        return self.hazards.count
+
     # -- operators: shared machinery ----------------------------------------
-    def _phase1(self, api: str, check, args: tuple, make_run, workspace_size: int) -> tuple[int, int, Any]:
+    def _phase1(self, api: str, check, args: tuple, make_bind, workspace_size: int) -> tuple[int, int, Any]:
         """Validate handles, run the op's checks, and wrap the work in an executor."""
         try:
             plan = check(*args)
@@ -406,7 +662,7 @@ class NumpyBackend:
             return self._error(exc.status, exc.message), 0, None
         if plan is None:
             return SUCCESS, 0, None
-        executor = Executor(api, make_run(plan), workspace_size)
+        executor = Executor(api, make_bind(plan), workspace_size)
         self.executors.add(executor)
         return SUCCESS, workspace_size, executor
 
@@ -427,7 +683,8 @@ class NumpyBackend:
         if not executor.repeatable:
             self.executors.remove(executor)  # consumed by this launch, also when it fails
         if not self._stream_ok(stream):
-            return self._error(INVALID_RESOURCE_HANDLE, "stream is not a live stream of this backend")
+            return self._bad_stream()
+        views = _Views(self.heap)
         if executor.workspace_size:
             if workspace_size < executor.workspace_size:
                 return self._error(
@@ -436,19 +693,25 @@ class NumpyBackend:
                     "phase 1 asked for",
                 )
             try:
-                self.heap.bytes_at(workspace, executor.workspace_size, "workspace")
+                views.workspace(workspace, executor.workspace_size)
             except HeapError as exc:
                 return self._error(NN_PARAM_INVALID, str(exc))
         try:
-            executor.run()
-        except _checks.CheckFailed as exc:
-            return self._error(exc.status, exc.message)
+            run = executor.bind(views)
         except HeapError as exc:
             return self._error(NN_RUNTIME_ERROR, f"{exc} (was the memory freed before the launch?)")
+        worker = self._worker(stream)
+        foreign = views.foreign(worker.device)
+        if foreign is not None:
+            name, device = foreign
+            return self._error(
+                NN_RUNTIME_ERROR,
+                f"{api}: {name} is memory of device {device}, but the launch's stream belongs to "
+                f"device {worker.device}",
+            )
+        owner = executor if executor.repeatable else None
+        self._submit(worker, Task(run, views.allocations(), owner, api, env_ns(KERNEL_US)))
         return SUCCESS
-
-    def _array(self, t: Tensor, what: str) -> np.ndarray:
-        return self.heap.view(t.data, _dtypes.to_numpy(t.data_type), t.shape, t.strides, t.offset, what)
 
     def _tensor(self, obj: Any, name: str) -> Tensor | None:
         """``obj`` if it is a live tensor; None stays None (null); anything else is rejected."""
@@ -483,26 +746,27 @@ class NumpyBackend:
             ceil = c_bool(ceil_mode, "aclnnMaxPool3dWithArgmaxGetWorkspaceSize", "ceilMode")
             return _checks.max_pool3d_with_argmax(x, *ints, ceil, o, i), (x, o, i)
 
-        def make_run(result):
+        def make_bind(result):
             plan, (x, o, i) = result
             p = plan.params
 
-            def run() -> None:
-                xa = _batched(self._array(x, "self"), plan)
+            def bind(views: _Views):
+                xa = _batched(views.array(x, "self"), plan)
                 # out and indices may hold their single element in another shape (the op allows it)
                 shape = xa.shape[:2] + _checks.pooled_shape(xa.shape[2:], p)
-                oa, ia = (self._array(t, n).reshape(shape) for t, n in ((o, "out"), (i, "indices")))
-                _pool.max_pool3d_with_argmax(
-                    xa, p.kernel_size, p.stride, p.padding, p.dilation, p.ceil_mode, oa, ia
+                oa, ia = (views.array(t, n).reshape(shape) for t, n in ((o, "out"), (i, "indices")))
+                return partial(
+                    _pool.max_pool3d_with_argmax,
+                    xa, p.kernel_size, p.stride, p.padding, p.dilation, p.ceil_mode, oa, ia,
                 )
 
-            return run
+            return bind
 
         return self._phase1(
             "aclnnMaxPool3dWithArgmax",
             _unwrap(check),
             (self_, kernel_size, stride, padding, dilation, ceil_mode, out, indices),
-            make_run,
+            make_bind,
             0,
         )
 
@@ -536,26 +800,31 @@ class NumpyBackend:
             ceil = c_bool(ceil_mode, "aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize", "ceilMode")
             return _checks.max_pool3d_with_argmax_backward(g, x, i, *ints, ceil, gi), (g, i, gi)
 
-        def make_run(result):
+        def make_bind(result):
             plan, (g, i, gi) = result
 
-            def run() -> None:
+            def bind(views: _Views):
                 ga, ia, gia = (
-                    _batched(self._array(t, n), plan)
+                    _batched(views.array(t, n), plan)
                     for t, n in ((g, "gradOutput"), (i, "indices"), (gi, "gradInput"))
                 )
-                try:
-                    _pool.max_pool3d_with_argmax_backward(ga, ia, gia)
-                except _pool.IndexOutOfPlaneError as exc:
-                    raise _checks.CheckFailed(NN_PARAM_INVALID, str(exc)) from None
 
-            return run
+                def run() -> None:
+                    try:
+                        _pool.max_pool3d_with_argmax_backward(ga, ia, gia)
+                    except _pool.IndexOutOfPlaneError:
+                        # The kernel refuses before writing; on the NPU this is a fault of the device.
+                        raise DeviceError(VECTOR_CORE_EXCEPTION, _index_fault(ia, gia)) from None
+
+                return run
+
+            return bind
 
         return self._phase1(
             "aclnnMaxPool3dWithArgmaxBackward",
             _unwrap(check),
             (grad_output, self_, indices, kernel_size, stride, padding, dilation, ceil_mode, grad_input),
-            make_run,
+            make_bind,
             BACKWARD_WORKSPACE,
         )
 
@@ -578,27 +847,28 @@ class NumpyBackend:
             )
             return plan, (x, g, o)
 
-        def make_run(result):
+        def make_bind(result):
             plan, (x, g, o) = result
 
-            def run() -> None:
-                xa, oa = (_ncdhw(self._array(t, n), plan) for t, n in ((x, "input"), (o, "out")))
-                _grid.grid_sampler3d(
+            def bind(views: _Views):
+                xa, oa = (_ncdhw(views.array(t, n), plan) for t, n in ((x, "input"), (o, "out")))
+                return partial(
+                    _grid.grid_sampler3d,
                     xa,
-                    self._array(g, "grid"),
+                    views.array(g, "grid"),
                     plan.interpolation_mode,
                     plan.padding_mode,
                     plan.align_corners,
                     oa,
                 )
 
-            return run
+            return bind
 
         return self._phase1(
             "aclnnGridSampler3D",
             _unwrap(check),
             (input, grid, interpolation_mode, padding_mode, align_corners, out),
-            make_run,
+            make_bind,
             0,
         )
 
@@ -657,17 +927,18 @@ class NumpyBackend:
             )
             return plan, tensors
 
-        def make_run(result):
+        def make_bind(result):
             plan, (g, x, gr, ig, gg) = result
 
-            def run() -> None:
-                ga, xa = _ncdhw(self._array(g, "gradOutput"), plan), _ncdhw(self._array(x, "input"), plan)
-                iga = _ncdhw(self._array(ig, "inputGrad"), plan) if plan.output_mask[0] else None
-                gga = self._array(gg, "gridGrad") if plan.output_mask[1] else None
-                _grid.grid_sampler3d_backward(
+            def bind(views: _Views):
+                ga, xa = _ncdhw(views.array(g, "gradOutput"), plan), _ncdhw(views.array(x, "input"), plan)
+                iga = _ncdhw(views.array(ig, "inputGrad"), plan) if plan.output_mask[0] else None
+                gga = views.array(gg, "gridGrad") if plan.output_mask[1] else None
+                return partial(
+                    _grid.grid_sampler3d_backward,
                     ga,
                     xa,
-                    self._array(gr, "grid"),
+                    views.array(gr, "grid"),
                     plan.interpolation_mode,
                     plan.padding_mode,
                     plan.align_corners,
@@ -675,7 +946,7 @@ class NumpyBackend:
                     gga,
                 )
 
-            return run
+            return bind
 
         return self._phase1(
             "aclnnGridSampler3DBackward",
@@ -691,12 +962,63 @@ class NumpyBackend:
                 input_grad,
                 grid_grad,
             ),
-            make_run,
+            make_bind,
             BACKWARD_WORKSPACE,
         )
 
     def aclnnGridSampler3DBackward(self, workspace, workspace_size, executor, stream) -> int:
         return self._phase2("aclnnGridSampler3DBackward", workspace, workspace_size, executor, stream)
+
+
+class _Views:
+    """Resolves a launch's memory in phase 2, noting which allocation each argument uses.
+
+    The kernel task then holds NumPy views, not descriptors (which the caller
+    may destroy at once), and the noted allocations let aclrtFree see that a
+    pending task still uses them.
+    """
+
+    __slots__ = ("_heap", "_used")
+
+    def __init__(self, heap: Heap) -> None:
+        self._heap = heap
+        self._used: list[tuple[str, Allocation]] = []  # (C argument, allocation)
+
+    def array(self, t: Tensor, what: str) -> np.ndarray:
+        """The NumPy view of tensor ``t`` (C argument ``what``)."""
+        array, allocation = self._heap.locate_view(
+            t.data, _dtypes.to_numpy(t.data_type), t.shape, t.strides, t.offset, what
+        )
+        if allocation is not None:
+            self._used.append((what, allocation))
+        return array
+
+    def workspace(self, address: int, size: int) -> None:
+        """Note the workspace (the kernels do not touch it, but it must stay allocated)."""
+        self._used.append(("workspace", self._heap.locate_bytes(address, size, "workspace")[1]))
+
+    def allocations(self) -> tuple[Allocation, ...]:
+        return tuple(allocation for _, allocation in self._used)
+
+    def foreign(self, device: int) -> tuple[str, int] | None:
+        """The first argument whose memory is not on ``device``, and its device; None if all are."""
+        for name, allocation in self._used:
+            if allocation.device != device:
+                return name, allocation.device
+        return None
+
+
+def _index_fault(indices: np.ndarray, grad_input: np.ndarray) -> str:
+    """The device error of a max-pool backward given an index outside its (n, c) plane:
+    the first bad position in C order (as the C emulator names it, in 5-D)."""
+    plane = prod(grad_input.shape[2:])
+    bad = (indices < 0) | (indices >= plane)
+    position = np.unravel_index(int(np.argmax(bad)), indices.shape)
+    where = ", ".join(str(int(i)) for i in position)
+    return (
+        f"aclnnMaxPool3dWithArgmaxBackward: indices[{where}] = {int(indices[position])} lies outside "
+        f"its (n, c) plane of {plane} elements"
+    )
 
 
 def _grid_scalars(api: str, interpolation_mode: Any, padding_mode: Any, align_corners: Any) -> tuple:

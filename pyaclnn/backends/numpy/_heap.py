@@ -27,12 +27,13 @@ def _physical_memory() -> int:
         return 16 << 30
 
 
-@dataclass
+@dataclass(eq=False)  # identity: tasks look their allocations up with ``is`` / ``in``
 class Allocation:
     address: int
     size: int
     buffer: np.ndarray  # uint8, exactly ``size`` bytes
     host: bool  # aclrtMallocHost memory rather than device memory
+    device: int = 0  # the device current in the allocating thread
 
 
 class HeapError(Exception):
@@ -40,7 +41,11 @@ class HeapError(Exception):
 
 
 class Heap:
-    """Allocation table of one emulated device, safe to use from several threads."""
+    """Allocation table of the emulated devices, safe to use from several threads.
+
+    One address space serves every device; each allocation is tagged with its
+    device, and each device has its own ``capacity`` of bytes.
+    """
 
     def __init__(self, base: int, capacity: int | None = None) -> None:
         self._lock = threading.Lock()
@@ -49,32 +54,58 @@ class Heap:
         self._live: dict[int, Allocation] = {}
         env = os.environ.get("PYACLNN_NUMPY_DEVICE_MEMORY")
         self.capacity = int(env) if env else (capacity or _physical_memory() * 3 // 4)
-        self.used = 0
+        self._used: dict[int, int] = {}  # bytes in use per device
 
-    def allocate(self, size: int, host: bool = False) -> int:
-        if size > self.capacity - self.used:
-            raise MemoryError(
-                f"cannot allocate {size} bytes: {self.capacity - self.used} of "
-                f"{self.capacity} bytes of emulated device memory are free"
-            )
-        buffer = np.zeros(size, dtype=np.uint8)  # calloc: pages are committed lazily
+    def used(self, device: int = 0) -> int:
+        """Bytes allocated on ``device`` and not freed yet."""
+        with self._lock:
+            return self._used.get(device, 0)
+
+    def allocate(self, size: int, host: bool = False, device: int = 0) -> int:
+        self._reserve(size, device)
+        try:
+            buffer = np.zeros(size, dtype=np.uint8)  # calloc: pages are committed lazily
+        except MemoryError:
+            self._release(size, device)
+            raise
         with self._lock:
             address = self._next
             self._next += (size + _ALIGN - 1) // _ALIGN * _ALIGN + _GUARD
-            self._live[address] = Allocation(address, size, buffer, host)
+            self._live[address] = Allocation(address, size, buffer, host, device)
             bisect.insort(self._starts, address)
-            self.used += size
         return address
 
-    def free(self, address: int, host: bool = False) -> None:
+    def _reserve(self, size: int, device: int) -> None:
+        """Count ``size`` bytes against ``device``'s capacity, or raise MemoryError."""
+        with self._lock:
+            free = self.capacity - self._used.get(device, 0)
+            if size > free:
+                raise MemoryError(
+                    f"cannot allocate {size} bytes: {free} of "
+                    f"{self.capacity} bytes of emulated device memory are free"
+                )
+            self._used[device] = self._used.get(device, 0) + size
+
+    def _release(self, size: int, device: int) -> None:
+        with self._lock:
+            self._used[device] -= size
+
+    def allocation(self, address: int, host: bool = False) -> Allocation:
+        """The live allocation starting at ``address`` (what aclrtFree may free)."""
         with self._lock:
             alloc = self._live.get(address)
-            if alloc is None or alloc.host != host:
-                kind = "host" if host else "device"
-                raise HeapError(f"{address:#x} is not the start of a live {kind} allocation")
-            del self._live[address]
+        if alloc is None or alloc.host != host:
+            kind = "host" if host else "device"
+            raise HeapError(f"{address:#x} is not the start of a live {kind} allocation")
+        return alloc
+
+    def free(self, address: int, host: bool = False) -> None:
+        alloc = self.allocation(address, host)
+        with self._lock:
+            if self._live.pop(address, None) is None:
+                raise HeapError(f"{address:#x} was freed by another thread meanwhile")
             self._starts.pop(bisect.bisect_left(self._starts, address))
-            self.used -= alloc.size
+        self._release(alloc.size, alloc.device)
 
     def find(self, address: int) -> Allocation | None:
         """The live allocation containing ``address``, or None."""
@@ -87,6 +118,10 @@ class Heap:
 
     def bytes_at(self, address: int, count: int, what: str) -> np.ndarray:
         """A writable uint8 view of ``count`` bytes at ``address``."""
+        return self.locate_bytes(address, count, what)[0]
+
+    def locate_bytes(self, address: int, count: int, what: str) -> tuple[np.ndarray, Allocation]:
+        """:meth:`bytes_at`, and the allocation the bytes belong to."""
         alloc = self.find(address)
         if alloc is None:
             raise HeapError(f"{what} {address:#x} is not inside any live allocation")
@@ -96,7 +131,7 @@ class Heap:
                 f"{what} {address:#x} + {count} bytes runs past the end of its "
                 f"{alloc.size}-byte allocation at {alloc.address:#x}"
             )
-        return alloc.buffer[start : start + count]
+        return alloc.buffer[start : start + count], alloc
 
     def view(
         self,
@@ -108,9 +143,21 @@ class Heap:
         what: str,
     ) -> np.ndarray:
         """Strided NumPy view (strides and offset in elements) of the memory at ``address``."""
+        return self.locate_view(address, dtype, shape, strides, offset, what)[0]
+
+    def locate_view(
+        self,
+        address: int,
+        dtype: np.dtype,
+        shape: tuple[int, ...],
+        strides: tuple[int, ...],
+        offset: int,
+        what: str,
+    ) -> tuple[np.ndarray, Allocation | None]:
+        """:meth:`view`, and the allocation it lies in (None for an empty view, which reads no memory)."""
         itemsize = dtype.itemsize
         if any(d == 0 for d in shape):
-            return np.empty(shape, dtype=dtype)
+            return np.empty(shape, dtype=dtype), None
         low = offset + sum(s * (d - 1) for s, d in zip(strides, shape) if s < 0)
         high = offset + sum(s * (d - 1) for s, d in zip(strides, shape) if s > 0)
         alloc = self.find(address)
@@ -123,14 +170,18 @@ class Heap:
                 f"reaches bytes [{base + low * itemsize}, {base + (high + 1) * itemsize}) of a "
                 f"{alloc.size}-byte allocation"
             )
-        return np.ndarray(
+        array = np.ndarray(
             shape,
             dtype=dtype,
             buffer=alloc.buffer,
             offset=base + offset * itemsize,
             strides=tuple(s * itemsize for s in strides),
         )
+        return array, alloc
 
-    def live_count(self, host: bool) -> int:
+    def live_count(self, host: bool, device: int | None = None) -> int:
+        """Live allocations of one kind, of every device or of ``device`` only."""
         with self._lock:
-            return sum(1 for a in self._live.values() if a.host == host)
+            return sum(
+                1 for a in self._live.values() if a.host == host and device in (None, a.device)
+            )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(eq=False)
@@ -50,13 +51,16 @@ class BoolArray:
 
 @dataclass(eq=False)
 class Stream:
-    pass
+    device: int  # the device current when the stream was made
+    worker: Any = None  # its _streams.Worker
 
 
 @dataclass(eq=False)
 class Executor:
     op: str  # C name of the phase-2 function that may run it
-    run: Callable[[], None]
+    # Called by phase 2 with a view resolver: resolves the tensors' memory now
+    # and returns the kernel call, which holds those views and nothing else.
+    bind: Callable[[Any], Callable[[], None]]
     workspace_size: int
     repeatable: bool = False
 

@@ -1,0 +1,349 @@
+"""Device arrays: shape, strides and dtype over a block of the backend's memory pool.
+
+An array remembers the stream of the last call that used it. Reading it
+(:meth:`DeviceArray.numpy`) waits for that stream; closing it gives its block
+back to the pool on that stream, which reuses it in stream order (see
+:mod:`pyaclnn._pool`). Uploads and fills are queued on a stream too.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from math import prod
+from typing import Any
+
+import numpy as np
+
+from . import _context, _decl, acl
+from . import backends as _backends
+from . import dtypes as _dtypes
+from ._stream import Stream, default_stream
+
+_H2D = _decl.constant("ACL_MEMCPY_HOST_TO_DEVICE")
+_D2H = _decl.constant("ACL_MEMCPY_DEVICE_TO_HOST")
+
+
+class DeviceArray:
+    """An array in device memory: shape, strides and offset (in elements) over an owned block.
+
+    Create one with :func:`to_device`, :func:`empty` or :func:`zeros`; read it
+    back with :meth:`numpy`, which waits for the work queued on it. ``close()``
+    (or garbage collection) gives the memory back to the backend's pool, where
+    later work of the same stream reuses it at once and other streams once that
+    stream is past it; :func:`pyaclnn.finalize` returns it to the device. A
+    closed array raises ValueError when used. Not meant to be closed by one
+    thread while another uses it.
+    """
+
+    # Slots make the per-call outputs cheaper to build; __dict__ keeps arrays open to user attributes.
+    # _last_descriptor: (format, block, handle) of the latest descriptor() call.
+    # _stream: the Stream of the last call that used the array (None: no queued work can use it).
+    __slots__ = (
+        "backend", "shape", "dtype", "strides", "offset", "storage_size",
+        "_pool", "_block", "_last_descriptor", "_stream", "__weakref__", "__dict__",
+    )
+
+    def __init__(
+        self,
+        shape: Sequence[int],
+        dtype: Any,
+        *,
+        strides: Sequence[int] | None = None,
+        offset: int = 0,
+        storage_size: int | None = None,
+        backend: str | None = None,
+        stream: Stream | None = None,
+    ) -> None:
+        shape = tuple(int(d) for d in shape)
+        dtype = np.dtype(dtype)
+        _dtypes.from_numpy(dtype)  # TypeError for dtypes ACL has no name for
+        self._setup(
+            _context.context(backend),
+            shape,
+            dtype,
+            tuple(int(s) for s in strides) if strides is not None else _contiguous_strides(shape),
+            int(offset),
+            prod(shape) if storage_size is None else int(storage_size),
+            stream,
+        )
+
+    @classmethod
+    def _contiguous(
+        cls, ctx: _context._Context, shape: tuple[int, ...], dtype: np.dtype, stream: Stream
+    ) -> DeviceArray:
+        """A contiguous array of an already valid shape and dtype for work on ``stream``
+        (the outputs of a call).
+
+        :meth:`_setup` written out: this runs for every output of every call.
+        """
+        array = cls.__new__(cls)
+        array.backend = ctx.name
+        array.strides, size = _contiguous_layout(shape)
+        array.shape, array.dtype, array.offset, array.storage_size = shape, dtype, 0, size
+        array._pool = pool = ctx.pool
+        array._last_descriptor = array._block = None  # so that a failing acquire leaves a closed array
+        array._stream = stream
+        array._block = pool.acquire(size * dtype.itemsize, stream._state) if size else pool.empty_block
+        return array
+
+    def _setup(self, ctx, shape, dtype, strides, offset, storage_size, stream) -> None:
+        self.backend = ctx.name
+        self.shape, self.dtype, self.strides, self.offset = shape, dtype, strides, offset
+        self.storage_size = storage_size
+        self._pool = ctx.pool
+        self._last_descriptor = self._block = None  # so that a failing acquire leaves a closed array
+        self._stream = stream
+        nbytes = storage_size * dtype.itemsize
+        state = stream._state if stream is not None else None
+        self._block = ctx.pool.acquire(nbytes, state) if nbytes else ctx.pool.empty_block
+
+    # -- properties ---------------------------------------------------------
+    @property
+    def ptr(self) -> int:
+        """Device address of the storage base (0 for an empty array)."""
+        return self._block.ptr
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the storage the view lies in."""
+        return self.storage_size * self.dtype.itemsize
+
+    @property
+    def closed(self) -> bool:
+        """True after close(), or once finalize() freed the memory under it."""
+        block = self._block
+        return block is None or (block.ptr == 0 and block.nbytes > 0)
+
+    def is_contiguous(self) -> bool:
+        return self.offset == 0 and self.strides == _contiguous_strides(self.shape)
+
+    # -- conversion ---------------------------------------------------------
+    @property
+    def stream(self) -> Stream | None:
+        """The stream of the last call that used this array (what :meth:`numpy` waits for)."""
+        return self._stream
+
+    def numpy(self) -> np.ndarray:
+        """A NumPy copy of the array: waits for the work queued on it, then ``aclrtMemcpy`` to the host.
+
+        Raises
+        ------
+        AclError
+            When that work failed on the device (the error of ``Stream.synchronize``).
+        """
+        self._check_open()
+        stream = self._stream
+        if stream is not None:
+            stream._wait_queued()
+        storage = np.empty(self.storage_size, dtype=self.dtype)
+        if self.nbytes:
+            # as bytes: the buffer protocol has no format for bfloat16
+            acl.rt.memcpy(
+                storage.view(np.uint8), storage.nbytes, self.ptr, self.nbytes, _D2H, backend=self.backend
+            )
+        if self.is_contiguous() and self.storage_size == self.size:
+            return storage.reshape(self.shape)
+        if self.size == 0:
+            return np.empty(self.shape, dtype=self.dtype)
+        view = np.lib.stride_tricks.as_strided(
+            storage[self.offset :],
+            shape=self.shape,
+            strides=tuple(s * self.dtype.itemsize for s in self.strides),
+            writeable=False,
+        )
+        return np.array(view)
+
+    def descriptor(self, fmt: int) -> Any:
+        """The aclTensor describing this array with format ``fmt``.
+
+        Cached with the memory block and freed with it: never destroy it yourself.
+        """
+        last = self._last_descriptor
+        if (
+            last is not None
+            and last[0] == fmt
+            and last[1] is self._block
+            and (last[1].ptr or not last[1].nbytes)
+        ):
+            return last[2]  # the same array asked again (an input reused across calls)
+        block = self._block
+        if block is None or (block.ptr == 0 and block.nbytes > 0):
+            self._check_open()  # raises
+        key = (self.shape, self.strides, self.offset, self.dtype, fmt, self.storage_size)
+        handle = block.descriptors.get(key)  # a reused block usually has it
+        if handle is None:  # the pool creates it, checking again under its lock
+            handle = self._pool.descriptor(block, key, lambda: self._create_descriptor(fmt))
+        self._last_descriptor = (fmt, block, handle)
+        return handle
+
+    def _create_descriptor(self, fmt: int) -> Any:
+        return acl.create_tensor(
+            self.shape,
+            _dtypes.from_numpy(self.dtype),
+            self.strides,
+            self.offset,
+            fmt,
+            (self.storage_size,),
+            self.ptr,
+            backend=self.backend,
+        )
+
+    def fill_zero(self, stream: Stream | None = None) -> None:
+        """Set the whole storage to zero: ``aclrtMemsetAsync`` on ``stream`` (by default the
+        array's stream, else the calling thread's default stream)."""
+        self._check_open()
+        if stream is None:
+            stream = self._stream if self._stream is not None and not self._stream.closed else None
+            stream = stream or default_stream(self.backend)
+        self._use_on(stream)
+        if self.nbytes:
+            acl.rt.memset_async(self.ptr, self.nbytes, 0, self.nbytes, stream.handle, backend=self.backend)
+            stream._state.queued += 1
+
+    def _use_on(self, stream: Stream) -> None:
+        """Order work queued on ``stream`` from now on after the work that used this array elsewhere."""
+        previous = self._stream
+        if previous is not stream:
+            state = previous._state if previous is not None else None
+            if state is not None and state.open and state.queued != state.done:
+                stream._wait_for(previous)
+            self._stream = stream
+
+    def close(self) -> None:
+        """Give the memory back (to the pool, for the stream that used it last); a second call does nothing."""
+        block, self._block = self._block, None
+        if block is not None and block.nbytes:
+            stream = self._stream
+            state = stream._state if stream is not None else None
+            self._pool.release(block, state if state is not None and state.open else None)
+
+    def __del__(self) -> None:
+        if getattr(self, "_block", None) is None:
+            return  # closed already (the common case), or never set up
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - a finalizer must not raise (e.g. at interpreter exit)
+            pass
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ValueError("DeviceArray is closed: its device memory was given back")
+
+    def __enter__(self) -> DeviceArray:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = " closed" if self.closed else ""
+        return f"<pyaclnn.DeviceArray shape={self.shape} dtype={self.dtype} backend={self.backend!r}{state}>"
+
+
+@functools.lru_cache(maxsize=1024)
+def _contiguous_layout(shape: tuple[int, ...]) -> tuple[tuple[int, ...], int]:
+    """Strides and element count of a contiguous array of ``shape``."""
+    return _contiguous_strides(shape), prod(shape)
+
+
+@functools.lru_cache(maxsize=1024)
+def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, step = [], 1
+    for d in reversed(shape):
+        strides.append(step)
+        step *= max(d, 1)
+    return tuple(reversed(strides))
+
+
+def empty(
+    shape: Sequence[int], dtype: Any = np.float32, *, backend: str | None = None, stream: Stream | None = None
+) -> DeviceArray:
+    """An uninitialised contiguous DeviceArray (for work on ``stream``, if given)."""
+    return DeviceArray(shape, np.dtype(dtype), backend=backend, stream=stream)
+
+
+def zeros(
+    shape: Sequence[int], dtype: Any = np.float32, *, backend: str | None = None, stream: Stream | None = None
+) -> DeviceArray:
+    """A zero-filled contiguous DeviceArray; the fill is queued on ``stream`` (default: the thread's)."""
+    array = empty(shape, dtype, backend=backend, stream=stream)
+    try:
+        array.fill_zero(stream)
+    except BaseException:
+        array.close()
+        raise
+    return array
+
+
+def _covering_storage(x: np.ndarray) -> tuple[np.ndarray, tuple[int, ...], int]:
+    """The bytes spanned by ``x`` as a 1-D array, and x's strides and offset within it (in elements)."""
+    itemsize = x.dtype.itemsize
+    if x.flags.c_contiguous:
+        return x.reshape(-1), _contiguous_strides(x.shape), 0
+    if any(s % itemsize or s < 0 for s in x.strides):
+        # aclTensor strides are whole, non-negative element counts: other views are copied dense
+        x = np.ascontiguousarray(x)
+        return x.reshape(-1), _contiguous_strides(x.shape), 0
+    strides = tuple(s // itemsize for s in x.strides)
+    span_size = 1 + sum(s * (d - 1) for s, d in zip(strides, x.shape))
+    first = x[tuple(slice(0, 1) for _ in x.shape)]
+    span = np.lib.stride_tricks.as_strided(first, shape=(span_size,), strides=(itemsize,), writeable=False)
+    return span, strides, 0
+
+
+def to_device(x: Any, *, backend: str | None = None, stream: Stream | None = None) -> DeviceArray:
+    """Copy ``x`` to device memory: a block of the pool, ``aclrtMemcpyAsync`` on ``stream``.
+
+    The copy is queued in order with the stream's work (by default the calling
+    thread's default stream) and has completed when this returns: from
+    pageable host memory ``aclrtMemcpyAsync`` returns only then (CANN's
+    documented behaviour), so ``x`` may change afterwards.
+
+    A non-contiguous NumPy view is copied once together with the storage it
+    spans and described with its strides, not densified (a view with negative
+    strides, which an aclTensor cannot describe, is copied dense). A DeviceArray is
+    returned as is when it already lives on ``backend``.
+
+    Parameters
+    ----------
+    x : array_like or DeviceArray
+        Data of a dtype ACL names (float32, float16, bfloat16, float64, int32, int64, ...).
+    backend : {"numpy", "npu"}, optional
+        Where to put it; the active backend by default.
+    stream : Stream, optional
+        The stream the copy is queued on and the array is for.
+    """
+    if isinstance(x, DeviceArray):
+        name = backend or _backends.active_name()
+        if x.backend == name:
+            return x
+        return to_device(x.numpy(), backend=name, stream=stream)
+    x = np.asarray(x)
+    if stream is None:
+        stream = default_stream(backend)
+    if x.size == 0:
+        return DeviceArray(x.shape, x.dtype, backend=stream.backend, stream=stream)
+    storage, strides, offset = _covering_storage(x)
+    array = DeviceArray(
+        x.shape, x.dtype, strides=strides, offset=offset, storage_size=storage.size,
+        backend=stream.backend, stream=stream,
+    )
+    try:
+        host = np.ascontiguousarray(storage).view(np.uint8)
+        acl.rt.memcpy_async(
+            array.ptr, array.nbytes, host, host.nbytes, _H2D, stream.handle, backend=array.backend
+        )
+        stream._state.queued += 1
+    except BaseException:
+        array.close()
+        raise
+    return array

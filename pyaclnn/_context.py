@@ -1,0 +1,220 @@
+"""Per-backend process state: initialisation, device binding, cached parameter arrays, shutdown.
+
+Ownership: device memory belongs to the backend's :class:`~pyaclnn._pool.MemoryPool`,
+every stream handle to one :class:`~pyaclnn._stream.Stream`, every event handle
+to one :class:`~pyaclnn._stream.Event`, cached parameter arrays to the context.
+:func:`finalize`, also run at exit, closes the streams and events, waits for the
+device, frees the pool's memory and the cached arrays, then resets the device
+and finalizes ACL, in the order the C API expects.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import os
+import threading
+import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from . import _decl, _executors, acl
+from . import backends as _backends
+from ._pool import MemoryPool
+from .errors import AclError
+
+if TYPE_CHECKING:
+    from ._stream import Event, Stream
+
+_DETERMINISTIC = _decl.constant("ACL_OPT_DETERMINISTIC")
+_ARRAY_CACHE_LIMIT = 256  # distinct parameter tuples kept per backend
+
+
+def launch_blocking_by_environment() -> bool:
+    """True when ``ASCEND_LAUNCH_BLOCKING`` is 1 (torch_npu's switch): every call waits for its stream."""
+    return os.environ.get("ASCEND_LAUNCH_BLOCKING", "0").strip() == "1"
+
+
+class _Context:
+    """Per-backend process state: initialisation, device binding, cached parameter arrays."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        _backends.get(name)  # an unknown name or an unloadable npu fails here, before anything is kept
+        self.lock = threading.Lock()
+        self.initialized = False
+        self.tls = threading.local()
+        self.streams: weakref.WeakSet[Stream] = weakref.WeakSet()  # open Streams
+        self.events: weakref.WeakSet[Event] = weakref.WeakSet()  # open Events
+        self.pool = MemoryPool(name, forget_descriptor=functools.partial(_executors.forget, name))
+        self.int_arrays: dict[tuple[int, ...], Any] = {}
+        self.bool_arrays: dict[tuple[bool, ...], Any] = {}
+        self.int_array_sets: dict[tuple[tuple[int, ...], ...], tuple[Any, ...]] = {}
+        self.deterministic: bool | None = None
+        self.launch_blocking = launch_blocking_by_environment()
+        self._exit_hook = False
+
+    def ready(self) -> _Context:
+        """Initialise ACL once per process and bind device 0 once per thread."""
+        if not self.initialized:
+            with self.lock:
+                if not self.initialized:
+                    acl.init(backend=self.name)
+                    self.initialized = True
+                    self.launch_blocking = launch_blocking_by_environment()
+                    if not self._exit_hook:  # once: shutdown after a later re-init is the same call
+                        atexit.register(self.shutdown)
+                        self._exit_hook = True
+        if not getattr(self.tls, "device_set", False):
+            acl.rt.set_device(0, backend=self.name)
+            self.tls.device_set = True
+        return self
+
+    def default_stream(self) -> Stream:
+        """The calling thread's default stream, created on first use."""
+        stream = getattr(self.tls, "stream", None)
+        if stream is None or not stream._state.open:
+            from ._stream import Stream
+
+            stream = Stream(self.name)
+            self.tls.stream = stream
+        return stream
+
+    def cached_int_array(self, values: tuple[int, ...]) -> Any | None:
+        """A cached aclIntArray of ``values``, owned by this context and freed at shutdown.
+
+        None once the cache is full: the caller then creates and frees its own.
+        """
+        return self._cached(self.int_arrays, values, acl.create_int_array)
+
+    def cached_int_arrays(self, values: tuple[tuple[int, ...], ...]) -> tuple[Any, ...] | None:
+        """Cached aclIntArrays of several value tuples at once (one look-up for a whole parameter set)."""
+        handles = self.int_array_sets.get(values)
+        if handles is None:
+            handles = tuple(self.cached_int_array(v) for v in values)
+            if None in handles:
+                return None
+            if len(self.int_array_sets) < _ARRAY_CACHE_LIMIT:
+                self.int_array_sets[values] = handles
+        return handles
+
+    def cached_bool_array(self, values: tuple[bool, ...]) -> Any | None:
+        """A cached aclBoolArray of ``values`` (see :meth:`cached_int_array`)."""
+        return self._cached(self.bool_arrays, values, acl.create_bool_array)
+
+    def _cached(self, cache: dict, values: tuple, create: Callable[..., Any]) -> Any | None:
+        handle = cache.get(values)
+        if handle is None:
+            with self.lock:
+                handle = cache.get(values)
+                if handle is None and len(cache) < _ARRAY_CACHE_LIMIT:
+                    handle = cache[values] = create(values, backend=self.name)
+        return handle
+
+    def shutdown(self) -> None:
+        """Close streams and events, wait for the device, free memory and cached arrays, finalize ACL."""
+        if not self.initialized:
+            return
+        for stream in list(self.streams):
+            try:
+                stream.close()
+            except AclError:
+                pass  # best effort: report nothing, free the rest
+        for event in list(self.events):
+            event.close()
+        # Work queued on streams pyaclnn does not own (the default stream, say) may use the memory too.
+        quiet(acl.rt.synchronize_device, backend=self.name)
+        self.pool.release_all()
+        # Parameter arrays outlive the launches that captured them: destroying them now is safe.
+        for handle in self.int_arrays.values():
+            quiet(acl.destroy_int_array, handle, backend=self.name)
+        for handle in self.bool_arrays.values():
+            quiet(acl.destroy_bool_array, handle, backend=self.name)
+        self.int_arrays.clear()
+        self.int_array_sets.clear()
+        self.bool_arrays.clear()
+        quiet(acl.rt.reset_device, 0, backend=self.name)
+        quiet(acl.finalize, backend=self.name)
+        self.initialized = False
+        self.deterministic = None  # a new context starts from the runtime's default
+        self.tls = threading.local()
+
+
+def quiet(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+    """Call ``fn``, ignoring a failing status (clean-up paths that must go on)."""
+    try:
+        fn(*args, **kwargs)
+    except AclError:
+        pass
+
+
+_contexts: dict[str, _Context] = {}
+_contexts_lock = threading.Lock()
+
+
+def context(backend: str | None = None) -> _Context:
+    """The ready context of ``backend`` (None: the active backend)."""
+    name = backend or _backends.active_name()
+    ctx = _contexts.get(name)
+    if ctx is None:
+        with _contexts_lock:
+            ctx = _contexts.get(name) or _Context(name)
+            _contexts[name] = ctx
+    return ctx.ready()
+
+
+def finalize(backend: str | None = None) -> None:
+    """Free everything pyaclnn holds on ``backend`` (all backends if None) and finalize ACL.
+
+    Waits for the device first. Open DeviceArrays, Streams and Events are
+    closed. pyaclnn can be used again afterwards; it initialises again on
+    first use.
+    """
+    for name, ctx in list(_contexts.items()):
+        if backend is None or name == backend:
+            ctx.shutdown()
+
+
+def memory_pool(backend: str | None = None) -> MemoryPool:
+    """The device-memory pool of ``backend``: ``free_all_blocks()`` returns cached memory to the device."""
+    return context(backend).pool
+
+
+def set_deterministic(enabled: bool, *, backend: str | None = None) -> None:
+    """Ask for deterministic backward ops: ``aclrtCtxSetSysParamOpt(ACL_OPT_DETERMINISTIC, 0/1)``.
+
+    The backward ops accumulate with atomic adds on the NPU unless this is on.
+    The numpy backend is always deterministic; it records the setting.
+    Set once per thread, before the ops it should apply to.
+    """
+    ctx = context(backend)
+    value = bool(enabled)
+    if ctx.deterministic is not value:
+        acl.rt.ctx_set_sys_param_opt(_DETERMINISTIC, int(value), backend=ctx.name)
+        ctx.deterministic = value
+        _executors.clear_all(ctx.name)  # planned under the other setting
+
+
+def synchronize(backend: str | None = None) -> None:
+    """Wait for all work on the device: every open pyaclnn stream, then ``aclrtSynchronizeDevice``.
+
+    Raises
+    ------
+    AclError
+        The first device error found, naming the stream it was queued on; every
+        stream is still waited for.
+    """
+    ctx = context(backend)
+    first: AclError | None = None
+    for stream in list(ctx.streams):
+        try:
+            if not stream.closed:
+                stream.synchronize()
+        except AclError as exc:
+            first = first or exc
+    try:
+        acl.rt.synchronize_device(backend=ctx.name)
+    except AclError as exc:
+        first = first or exc
+    if first is not None:
+        raise first

@@ -1,0 +1,189 @@
+"""The launch of one operator call: its stream, its arrays, and everything it must give back.
+
+A :class:`Launch` is the owner of one functional call's lifetimes. It puts the
+call's inputs on the device (NumPy data is uploaded on the call's stream and
+given back when the call ends), orders the call after work of other streams
+that used the same arrays, allocates the outputs on the stream, enqueues the
+two phases through the stream's executor cache and returns the outputs as the
+caller gave the inputs: DeviceArrays as they are, NumPy as a copy (which
+waits). Nothing here waits for the stream otherwise, unless
+``ASCEND_LAUNCH_BLOCKING=1``.
+
+What the call creates is given back when it ends, errors included: device
+copies of NumPy inputs and unreturned outputs go back to the pool on the
+call's stream (reused in stream order), per-call parameter arrays are
+destroyed (a launch has captured them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from . import _context, acl
+from . import dtypes as _dtypes
+from ._array import DeviceArray, to_device
+from ._stream import Stream
+from .errors import AclError
+
+
+class Launch:
+    """One functional call: its context, stream and the arrays it owns."""
+
+    __slots__ = (
+        "ctx", "backend", "stream", "device_results", "_temporaries", "_outputs", "_returned", "_arrays",
+    )
+
+    def __init__(self, backend: str | None, stream: Stream | None) -> None:
+        ctx = self.ctx = _context.context(backend)
+        self.backend = ctx.name
+        if stream is None:
+            stream = ctx.default_stream()  # open by construction
+        else:
+            if not isinstance(stream, Stream) or stream.backend != self.backend:
+                raise ValueError(
+                    f"stream must be a pyaclnn.Stream of backend {self.backend!r}, got {stream!r}"
+                )
+            if stream.closed:
+                raise ValueError("stream is closed")
+        self.stream = stream
+        self.device_results = False  # True once any input is a DeviceArray
+        # Given back on exit: temporaries (device copies of NumPy inputs) always; outputs unless
+        # handed to the caller as DeviceArrays. Lists are made lazily: this runs for every call.
+        self._temporaries: list[DeviceArray] | None = None
+        self._outputs: list[DeviceArray] = []
+        self._returned: list[DeviceArray] | None = None
+        self._arrays: list[tuple[Callable[..., Any], Any]] | None = None
+
+    def __enter__(self) -> Launch:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        for array in self._temporaries or ():
+            array.close()
+        kept = self._returned if exc_type is None else None
+        if kept is None or len(kept) != len(self._outputs):
+            for array in self._outputs:
+                if kept is None or not any(array is k for k in kept):
+                    array.close()
+        for destroy, handle in self._arrays or ():
+            try:
+                destroy(handle, backend=self.backend)
+            except AclError:
+                if exc_type is None:
+                    raise  # otherwise the error in flight says more
+
+    def device(self, name: str, x: np.ndarray | DeviceArray | None) -> DeviceArray | None:
+        """``x`` on this call's backend, ordered for this call's stream.
+
+        NumPy data is uploaded on the stream for the duration of the call.
+        """
+        if x is None:
+            return None
+        if type(x) is DeviceArray or isinstance(x, DeviceArray):
+            if x.backend != self.backend:
+                raise ValueError(
+                    f"{name} lives on backend {x.backend!r}, but this call runs on {self.backend!r}"
+                )
+            block = x._block  # DeviceArray.closed written out: this runs for every input of every call
+            if block is None or (not block.ptr and block.nbytes):
+                raise ValueError(f"{name} is a closed DeviceArray: its memory was freed")
+            if x._stream is not self.stream:
+                x._use_on(self.stream)
+            self.device_results = True
+            return x
+        if not isinstance(x, np.ndarray):
+            raise TypeError(f"{name} must be a NumPy array or a pyaclnn.DeviceArray, got {type(x).__name__}")
+        try:
+            _dtypes.from_numpy(x.dtype)
+        except TypeError:
+            raise TypeError(f"{name} has dtype {x.dtype}, which has no aclDataType") from None
+        return self.temporary(to_device(x, backend=self.backend, stream=self.stream))
+
+    def output(self, shape: tuple[int, ...], dtype: np.dtype) -> DeviceArray:
+        """A new array for an output of the call, on the call's stream."""
+        array = DeviceArray._contiguous(self.ctx, shape, dtype, self.stream)
+        self._outputs.append(array)
+        return array
+
+    def temporary(self, array: DeviceArray) -> DeviceArray:
+        """Make ``array`` the call's, given back when the call ends."""
+        if self._temporaries is None:
+            self._temporaries = []
+        self._temporaries.append(array)
+        return array
+
+    def _own_array(self, destroy: Callable[..., Any], handle: Any) -> None:
+        if self._arrays is None:
+            self._arrays = []
+        self._arrays.append((destroy, handle))
+
+    def int_array(self, values: tuple[int, ...]) -> Any:
+        """An aclIntArray of ``values``: the context's cached one, else one of this call's."""
+        handle = self.ctx.cached_int_array(values)
+        if handle is None:
+            handle = acl.create_int_array(values, backend=self.backend)
+            self._own_array(acl.destroy_int_array, handle)
+        return handle
+
+    def int_arrays(self, values: tuple[tuple[int, ...], ...]) -> tuple[Any, ...]:
+        """aclIntArrays of a whole parameter set (kernel_size, stride, padding, dilation)."""
+        handles = self.ctx.cached_int_arrays(values)
+        return handles if handles is not None else tuple(self.int_array(v) for v in values)
+
+    def bool_array(self, values: tuple[bool, ...]) -> Any:
+        """An aclBoolArray of ``values`` (see :meth:`int_array`)."""
+        handle = self.ctx.bool_arrays.get(values)  # the common case, one look-up
+        if handle is None:
+            handle = self.ctx.cached_bool_array(values)
+        if handle is None:
+            handle = acl.create_bool_array(values, backend=self.backend)
+            self._own_array(acl.destroy_bool_array, handle)
+        return handle
+
+    def launch(
+        self,
+        phase1: Callable[..., Any],
+        phase2: Callable[..., Any],
+        *args: Any,
+        outputs: Sequence[DeviceArray],
+        admit: Callable[[], None] | None = None,
+    ) -> None:
+        """Enqueue both phases on the call's stream (phase 1 skipped on an executor-cache hit).
+
+        Outputs are zero-filled, on the stream, when phase 1 finds nothing to
+        compute (empty tensors). ``admit()`` runs once phase 1 has accepted the
+        call and may raise to stop it before anything is queued (a check of what
+        the host holds). With ``ASCEND_LAUNCH_BLOCKING=1`` the call then waits for
+        the stream, so a device error surfaces here.
+        """
+        stream = self.stream
+        with stream.lock:
+            stream.executors.launch(
+                phase1,
+                phase2,
+                args,
+                # per-call parameter arrays die with the call: a plan holding them must not be kept
+                self._arrays is None,
+                stream.workspace,
+                lambda: _fill_zero(outputs, stream),
+                admit,
+            )
+        if self.ctx.launch_blocking:
+            stream.synchronize()
+
+    def result(self, array: DeviceArray) -> np.ndarray | DeviceArray:
+        """What the caller gets for output ``array``: itself for DeviceArray calls, else a NumPy copy."""
+        if self.device_results:
+            if self._returned is None:
+                self._returned = []
+            self._returned.append(array)
+            return array
+        return array.numpy()
+
+
+def _fill_zero(outputs: Sequence[DeviceArray], stream: Stream) -> None:
+    for array in outputs:
+        array.fill_zero(stream)

@@ -1,0 +1,299 @@
+"""Streams and events: where work is queued, and how the host and other streams wait for it.
+
+A :class:`Stream` owns one ``aclrtStream``, its workspace buffer and its
+executor cache. Work queued on it runs after the host has moved on; the host
+waits with :meth:`Stream.synchronize` (or :meth:`DeviceArray.numpy`, which
+waits for the stream of the array), another stream with :meth:`Stream.wait_event`.
+An :class:`Event` marks a point in a stream's work, for waiting and timing.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import weakref
+from typing import Any
+
+from . import _context, _decl, _executors, acl
+from ._pool import Block, MemoryPool
+from .errors import AclError, make_error
+
+_COMPLETE = _decl.constant("ACL_EVENT_RECORDED_STATUS_COMPLETE")
+_numbers = itertools.count(1)  # names streams in messages: "stream #3"
+
+
+class _StreamState:
+    """What a Stream shares with its finalizer, its pool and its executor cache.
+
+    ``queued`` counts the work pyaclnn queued on the stream, ``done`` how much of
+    it a synchronize has seen finish: equal means nothing of pyaclnn's is pending.
+    A plain flag rather than ``finalize.alive`` (a property doing a dict look-up):
+    the launch path asks it several times per call.
+    """
+
+    __slots__ = ("handle", "name", "workspace", "open", "queued", "done")
+
+    def __init__(self, handle: Any, name: str) -> None:
+        self.handle = handle
+        self.name = name  # for messages after the Stream object is gone
+        self.workspace: Block | None = None
+        self.open = True
+        self.queued = 0
+        self.done = 0
+
+
+def _destroy_stream(
+    backend: str, state: _StreamState, executors: _executors.ExecutorCache, pool: MemoryPool
+) -> None:
+    state.open = False
+    try:
+        acl.rt.synchronize_stream(state.handle, backend=backend)
+    except AclError as exc:
+        raise _device_error(exc, state.name) from None
+    finally:
+        state.done = state.queued
+        executors.close()
+        if state.workspace is not None:
+            pool.release(state.workspace)  # idle: the stream has finished
+            state.workspace = None
+        pool.stream_idle(state)
+        acl.rt.destroy_stream(state.handle, backend=backend)
+
+
+def _device_error(exc: AclError, where: str) -> AclError:
+    """``exc`` from a synchronize, saying which stream's queued work failed."""
+    return make_error(exc.status, f"{exc.message} [device error in work queued on {where}]", exc.api)
+
+
+class Stream:
+    """An ACL stream with its own workspace buffer (``aclrtCreateStream``).
+
+    Work queued on a stream runs in order, asynchronously to the host; work on
+    different streams may run concurrently. Give each thread its own stream
+    for parallelism (threads sharing one are serialized on its lock). The
+    stream also keeps the repeatable executors of its recent calls
+    (``executors``, see :mod:`pyaclnn._executors`). ``close()`` waits for the
+    stream, destroys those executors, gives the workspace back and destroys
+    the stream.
+    """
+
+    def __init__(self, backend: str | None = None) -> None:
+        ctx = _context.context(backend)
+        self.backend = ctx.name
+        self.handle = acl.rt.create_stream(backend=ctx.name)
+        self.number = next(_numbers)
+        self._state = _StreamState(self.handle, f"pyaclnn stream #{self.number}")
+        self._pool = ctx.pool
+        # Held from taking the workspace until the launch that uses it, so threads
+        # sharing a stream never see a buffer another one is about to replace.
+        self.lock = threading.RLock()
+        # Repeatable executors of recent calls on this stream, used under self.lock.
+        self.executors = _executors.ExecutorCache(
+            self.backend, self._state, _executors.enabled_by_environment(), self.lock
+        )
+        self._finalizer = weakref.finalize(
+            self, _destroy_stream, self.backend, self._state, self.executors, ctx.pool
+        )
+        self._finalizer.atexit = False  # the context's exit hook closes streams in order
+        ctx.streams.add(self)
+
+    @property
+    def closed(self) -> bool:
+        return not self._state.open
+
+    def synchronize(self) -> None:
+        """Wait until all work queued on this stream is done (``aclrtSynchronizeStream``).
+
+        Raises
+        ------
+        AclError
+            When queued work failed on the device (an index outside its plane,
+            say): the runtime's status and message, naming this stream. The
+            stream's cached plans are dropped.
+        ValueError
+            If the stream is closed.
+        """
+        state = self._state
+        if not state.open:
+            self._check_open()  # raises
+        queued = state.queued
+        token = self._pool.stream_synchronizing(state)
+        try:
+            acl.rt.synchronize_stream(self.handle, backend=self.backend)
+        except AclError as exc:
+            self.executors.clear()  # the plan that failed is among them
+            raise _device_error(exc, self._state.name) from None
+        finally:
+            state.done = max(state.done, queued)
+            self.executors.idle(queued)
+            self._pool.stream_synchronized(token)
+
+    def _wait_queued(self) -> None:
+        """Wait for the work pyaclnn queued here, if any is pending (the read path of DeviceArray)."""
+        state = self._state
+        if state.open and state.queued != state.done:
+            self.synchronize()
+
+    def record_event(self, event: Event | None = None) -> Event:
+        """Record ``event`` (a new one if None) after the work queued so far; return it."""
+        if event is None:
+            event = Event(backend=self.backend)
+        return event.record(self)
+
+    def wait_event(self, event: Event) -> None:
+        """Make work queued on this stream from now on wait for ``event`` (``aclrtStreamWaitEvent``).
+
+        The host does not wait.
+        """
+        self._check_open()
+        if not isinstance(event, Event) or event.backend != self.backend:
+            raise ValueError(f"event must be a pyaclnn.Event of backend {self.backend!r}, got {event!r}")
+        event._check_open()
+        acl.rt.stream_wait_event(self.handle, event.handle, backend=self.backend)
+        self._state.queued += 1
+
+    def _wait_for(self, other: Stream) -> None:
+        """Order later work here after the work queued on ``other`` so far (an event between them)."""
+        handle = acl.rt.create_event(backend=self.backend)
+        try:
+            acl.rt.record_event(handle, other.handle, backend=self.backend)
+            other._state.queued += 1
+            acl.rt.stream_wait_event(self.handle, handle, backend=self.backend)
+            self._state.queued += 1
+        finally:
+            # CANN lets an event be destroyed while pending; the queued wait still holds.
+            acl.rt.destroy_event(handle, backend=self.backend)
+
+    def workspace(self, size: int) -> int:
+        """Device pointer to at least ``size`` bytes of workspace (0 for size 0), reused across calls.
+
+        A buffer outgrown goes back to the pool on this stream, so only work
+        queued after the launches that used it can reuse it.
+        """
+        state = self._state
+        if not state.open:
+            self._check_open()  # raises
+        if size <= 0:
+            return 0
+        block = state.workspace
+        if block is None or size > block.nbytes:
+            if block is not None:
+                state.workspace = None
+                self._pool.release(block, state)
+            state.workspace = block = self._pool.acquire(size, state)
+        return block.ptr
+
+    def close(self) -> None:
+        """Wait for the stream, destroy the cached executors and the stream; a second call does nothing."""
+        self._finalizer()
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ValueError("stream is closed")
+
+    def __enter__(self) -> Stream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        closed = " closed" if self.closed else ""
+        return f"<pyaclnn.Stream #{self.number} backend={self.backend!r}{closed}>"
+
+
+def default_stream(backend: str | None = None) -> Stream:
+    """The calling thread's default stream on ``backend``, created on first use."""
+    return _context.context(backend).default_stream()
+
+
+def _destroy_event(backend: str, handle: Any) -> None:
+    _context.quiet(acl.rt.destroy_event, handle, backend=backend)
+
+
+class Event:
+    """A point in a stream's work, for waiting and timing (``aclrtCreateEvent``).
+
+    ``record(stream)`` places it after the work queued on ``stream`` so far;
+    ``synchronize()`` waits for that work, ``query()`` asks whether it is done,
+    ``elapsed_time(end)`` gives the device time in milliseconds between this
+    event and ``end``, and ``Stream.wait_event(event)`` makes another stream
+    wait for it. ``close()`` (or the context manager) destroys it; CANN allows
+    that while it is still pending.
+
+    Parameters
+    ----------
+    flags : int, optional
+        ``ACL_EVENT_*`` flags for ``aclrtCreateEventWithFlag``; by default
+        ``aclrtCreateEvent`` (an event for both waiting and timing).
+    backend : {"numpy", "npu"}, optional
+        The active backend by default.
+    """
+
+    def __init__(self, *, flags: int | None = None, backend: str | None = None) -> None:
+        ctx = _context.context(backend)
+        self.backend = ctx.name
+        if flags is None:
+            self.handle = acl.rt.create_event(backend=ctx.name)
+        else:
+            self.handle = acl.rt.create_event_with_flag(flags, backend=ctx.name)
+        self.stream: Stream | None = None  # where it was last recorded
+        self._finalizer = weakref.finalize(self, _destroy_event, self.backend, self.handle)
+        self._finalizer.atexit = False  # the context's exit hook closes events in order
+        ctx.events.add(self)
+
+    @property
+    def closed(self) -> bool:
+        return not self._finalizer.alive
+
+    def record(self, stream: Stream | None = None) -> Event:
+        """Record after the work queued on ``stream`` so far (the calling thread's default stream
+        if None), replacing an earlier record; returns the event."""
+        self._check_open()
+        if stream is None:
+            stream = default_stream(self.backend)
+        elif not isinstance(stream, Stream) or stream.backend != self.backend:
+            raise ValueError(f"stream must be a pyaclnn.Stream of backend {self.backend!r}, got {stream!r}")
+        stream._check_open()
+        acl.rt.record_event(self.handle, stream.handle, backend=self.backend)
+        stream._state.queued += 1
+        self.stream = stream
+        return self
+
+    def synchronize(self) -> None:
+        """Wait until the recorded work is done (``aclrtSynchronizeEvent``); at once if never recorded."""
+        self._check_open()
+        acl.rt.synchronize_event(self.handle, backend=self.backend)
+
+    def query(self) -> bool:
+        """True once the recorded work is done (or if the event was never recorded)."""
+        self._check_open()
+        return acl.rt.query_event_status(self.handle, backend=self.backend) == _COMPLETE
+
+    def elapsed_time(self, end: Event) -> float:
+        """Milliseconds of device time from this event to ``end`` (``aclrtEventElapsedTime``).
+
+        Both must be recorded and complete (synchronize ``end`` first).
+        """
+        self._check_open()
+        if not isinstance(end, Event) or end.backend != self.backend:
+            raise ValueError(f"end must be a pyaclnn.Event of backend {self.backend!r}, got {end!r}")
+        end._check_open()
+        return acl.rt.event_elapsed_time(self.handle, end.handle, backend=self.backend)
+
+    def close(self) -> None:
+        """Destroy the event; a second call does nothing."""
+        self._finalizer()
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ValueError("event is closed")
+
+    def __enter__(self) -> Event:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<pyaclnn.Event backend={self.backend!r}{' closed' if self.closed else ''}>"

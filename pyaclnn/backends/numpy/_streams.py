@@ -1,0 +1,378 @@
+"""The numpy backend's device runtime: streams, tasks, events and hazards.
+
+This follows the asynchronous device model of spec-async.md, which the C
+emulator (tests/emulator) implements too:
+
+* every stream, and the default stream of each device, is a :class:`Worker`:
+  a FIFO of :class:`Task` objects run one after another by a daemon thread, so
+  tasks of different streams run concurrently;
+* a task that fails records a sticky error on its stream, reported (once) by
+  the next synchronize of that stream or of its device;
+* an event record is a :class:`Marker` task that stores a timestamp when it
+  runs;
+* misuses that would corrupt memory on a real device are :class:`Hazards`:
+  printed to stderr and counted.
+
+Nothing here knows about operators or descriptors: the backend resolves what a
+task needs before it enqueues it.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import sys
+import threading
+import time
+import weakref
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from ... import _decl
+
+VECTOR_CORE_EXCEPTION = _decl.constant("ACL_ERROR_RT_VECTOR_CORE_EXCEPTION")
+RT_INTERNAL_ERROR = _decl.constant("ACL_ERROR_RT_INTERNAL_ERROR")
+RT_MEMORY_ALLOCATION = _decl.constant("ACL_ERROR_RT_MEMORY_ALLOCATION")
+
+KERNEL_US = "PYACLNN_EMU_KERNEL_US"
+SYNC_US = "PYACLNN_EMU_SYNC_US"
+
+# os.environ.get encodes the key and decodes the value on every call (about
+# 0.8 us, a tenth of a launch); its bytes mapping answers the same question
+# five times faster and sees every change made through os.environ.
+# (POSIX only: elsewhere its keys are not bytes.)
+_ENV_BYTES: dict[bytes, bytes] | None = getattr(os.environ, "_data", None) if os.name == "posix" else None
+
+
+def env_ns(name: str) -> int:
+    """The microseconds in environment variable ``name``, as nanoseconds.
+
+    Read at each call (tests change the variables between calls); unset,
+    empty, negative or malformed values count as 0.
+    """
+    raw: Any = _ENV_BYTES.get(name.encode()) if _ENV_BYTES is not None else os.environ.get(name)
+    if not raw:
+        return 0
+    try:
+        return max(0, int(float(raw) * 1000))
+    except ValueError:
+        return 0
+
+
+def sleep_ns(ns: int) -> None:
+    """Simulated latency: sleep ``ns`` nanoseconds (nothing when 0)."""
+    if ns > 0:
+        time.sleep(ns / 1e9)
+
+
+class DeviceError(Exception):
+    """Raised by a task: a fault of the device, reported at the next synchronize.
+
+    Parameters
+    ----------
+    status : int
+        The aclError the synchronize returns.
+    message : str
+        What went wrong, starting with the C name of the call that enqueued the
+        task; the worker appends the stream.
+    """
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class Task:
+    """One unit of work of a stream.
+
+    Parameters
+    ----------
+    run : callable
+        The work, run on the stream's worker thread. It holds everything it
+        touches (NumPy views of the emulated memory), so nothing the caller
+        destroys afterwards can pull memory from under it.
+    uses : tuple of Allocation
+        Allocations the work reads or writes, for the hazard of freeing them
+        while the task is pending.
+    owner : object, optional
+        The repeatable executor launched, for the hazard of destroying it
+        while the task is pending.
+    what : str
+        C name of the call that enqueued the task, for error messages.
+    min_ns : int
+        Simulated device time: the task takes at least this long.
+    """
+
+    __slots__ = ("run", "uses", "owner", "what", "min_ns")
+
+    def __init__(
+        self,
+        run: Callable[[], None],
+        uses: tuple = (),
+        owner: object | None = None,
+        what: str = "",
+        min_ns: int = 0,
+    ) -> None:
+        self.run = run
+        self.uses = uses
+        self.owner = owner
+        self.what = what
+        self.min_ns = min_ns
+
+
+_STOP = Task(lambda: None, what="stop")  # tells a worker thread to end
+
+
+class Worker:
+    """A stream: a FIFO of tasks run in order by one daemon thread.
+
+    Parameters
+    ----------
+    label : str
+        The stream as error messages name it (its handle, ``0x0`` for a
+        default stream).
+    device : int
+        The device the stream belongs to.
+    """
+
+    def __init__(self, label: str, device: int) -> None:
+        self.label = label
+        self.device = device
+        self._submitted = 0
+        self._finished = 0
+        self._error: tuple[int, str] | None = None
+        self._closed = False
+        self._start()
+        _LIVE_WORKERS.add(self)
+
+    def _start(self) -> None:
+        """Fresh locks and queues, and the thread (again in a forked child, which has no threads)."""
+        self._lock = threading.Lock()
+        self._done = threading.Condition(self._lock)  # a task finished
+        self._inbox: queue.SimpleQueue[Task] = queue.SimpleQueue()
+        self._pending: deque[Task] = deque()  # submitted, not finished; the head may be running
+        self._waiters = 0  # threads in wait(): the worker notifies only when there are some
+        # Daemon: a stream nobody destroyed must not keep the process alive at exit.
+        self._thread = threading.Thread(
+            target=self._loop, name=f"pyaclnn-stream-{self.label}-dev{self.device}", daemon=True
+        )
+        self._thread.start()
+
+    def _after_fork(self) -> None:
+        """In a forked child: the parent's queued tasks are the parent's; start over, empty."""
+        self._finished = self._submitted
+        if not self._closed:
+            self._start()
+
+    # -- the caller's side --------------------------------------------------
+    def submit(self, task: Task) -> int:
+        """Enqueue ``task``; returns its sequence number (1 for the first)."""
+        with self._lock:
+            # Both queues under one lock, so they keep the same order when
+            # several threads submit to this stream.
+            self._pending.append(task)
+            self._inbox.put(task)
+            self._submitted += 1
+            return self._submitted
+
+    def wait(self, seq: int | None = None) -> None:
+        """Block until task ``seq`` (default: every task submitted so far) has finished."""
+        with self._lock:
+            target = self._submitted if seq is None else seq
+            if self._finished >= target:
+                return
+            self._waiters += 1
+            try:
+                while self._finished < target:
+                    self._done.wait()
+            finally:
+                self._waiters -= 1
+
+    def finished(self, seq: int) -> bool:
+        """Whether task ``seq`` has finished."""
+        with self._lock:
+            return self._finished >= seq
+
+    def busy(self) -> bool:
+        """Whether a submitted task is still queued or running."""
+        with self._lock:
+            return self._finished < self._submitted
+
+    def uses(self, allocation: object) -> bool:
+        """Whether a queued or running task uses ``allocation``."""
+        with self._lock:
+            return any(allocation in task.uses for task in self._pending)
+
+    def runs_owner(self, owner: object) -> bool:
+        """Whether a queued or running task launches ``owner`` (an executor)."""
+        with self._lock:
+            return any(task.owner is owner for task in self._pending)
+
+    def take_error(self) -> tuple[int, str] | None:
+        """The sticky error ``(status, message)``, or None; cleared: it is reported once."""
+        with self._lock:
+            error, self._error = self._error, None
+            return error
+
+    def close(self) -> None:
+        """Let the queued tasks run, then end the thread (a second call does nothing)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._inbox.put(_STOP)
+        if threading.current_thread() is not self._thread:
+            self._thread.join()
+
+    @property
+    def alive(self) -> bool:
+        """Whether the worker thread is still running."""
+        return self._thread.is_alive()
+
+    # -- the worker thread --------------------------------------------------
+    def _loop(self) -> None:
+        while True:
+            task = self._inbox.get()
+            if task is _STOP:
+                return
+            self._execute(task)
+            with self._lock:
+                self._pending.popleft()
+                self._finished += 1
+                if self._waiters:
+                    self._done.notify_all()
+
+    def _execute(self, task: Task) -> None:
+        """Run one task; a failure becomes the stream's sticky error, never vanishes."""
+        try:
+            # Device time passes before the task writes, so a caller that
+            # does not synchronize sees the old contents.
+            sleep_ns(task.min_ns)
+            task.run()
+        except DeviceError as exc:
+            self._fail(exc.status, exc.message)
+        except MemoryError as exc:  # the host ran out of memory for a kernel's scratch
+            self._fail(RT_MEMORY_ALLOCATION, f"{task.what}: out of host memory: {exc}")
+        except Exception as exc:  # a bug of the emulation: keep it, report it at the synchronize
+            self._fail(RT_INTERNAL_ERROR, f"{task.what}: unexpected {type(exc).__name__}: {exc}")
+
+    def _fail(self, status: int, message: str) -> None:
+        with self._lock:
+            if self._error is None:  # the first fault is the one reported
+                self._error = (status, f"{message} (device error of a launch on stream {self.label})")
+
+
+_LIVE_WORKERS: weakref.WeakSet[Worker] = weakref.WeakSet()
+
+
+def _restart_workers_in_child() -> None:
+    for worker in list(_LIVE_WORKERS):
+        worker._after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_restart_workers_in_child)
+
+
+class Marker:
+    """One record of an event: a task that stores the time it ran.
+
+    ``worker`` and ``seq`` name the task, for waiting on it.
+    """
+
+    __slots__ = ("worker", "seq", "timestamp_ns")
+
+    def __init__(self) -> None:
+        self.worker: Worker | None = None
+        self.seq = 0
+        self.timestamp_ns: int | None = None
+
+    def run(self) -> None:
+        self.timestamp_ns = time.perf_counter_ns()
+
+    @property
+    def complete(self) -> bool:
+        return self.timestamp_ns is not None
+
+    def wait(self) -> None:
+        """Block until the marker (so every task before it on its stream) has run."""
+        assert self.worker is not None
+        self.worker.wait(self.seq)
+
+
+class Event:
+    """An aclrtEvent: its creation flags and its latest record (None: never recorded)."""
+
+    __slots__ = ("flags", "marker")
+
+    def __init__(self, flags: int) -> None:
+        self.flags = flags
+        self.marker: Marker | None = None
+
+
+class Device:
+    """One emulated device: its default stream and the streams made on it.
+
+    Parameters
+    ----------
+    index : int
+        The device id.
+    """
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self._lock = threading.Lock()
+        self._default: Worker | None = None
+        self._workers: set[Worker] = set()  # every live stream, the default one included
+
+    def default_worker(self, create: bool = True) -> Worker | None:
+        """The default stream; made at its first use (None if not made and ``create`` is False)."""
+        worker = self._default
+        if worker is None and create:
+            with self._lock:
+                if self._default is None:
+                    self._default = Worker("0x0", self.index)
+                    self._workers.add(self._default)
+                worker = self._default
+        return worker
+
+    def new_worker(self, label: str) -> Worker:
+        worker = Worker(label, self.index)
+        with self._lock:
+            self._workers.add(worker)
+        return worker
+
+    def forget(self, worker: Worker) -> None:
+        with self._lock:
+            self._workers.discard(worker)
+
+    def workers(self) -> list[Worker]:
+        """Every live stream of the device, the default one included (if made)."""
+        with self._lock:
+            return list(self._workers)
+
+    def stream_count(self) -> int:
+        """Live streams made by aclrtCreateStream (the default stream is not one)."""
+        with self._lock:
+            return len(self._workers) - (self._default is not None)
+
+
+class Hazards:
+    """Misuses seen so far, each printed to stderr when it happens."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._count = 0
+
+    def report(self, what: str, call: str) -> None:
+        """Count one hazard: ``what`` happened in C function ``call``."""
+        with self._lock:
+            self._count += 1
+        print(f"pyaclnn numpy backend HAZARD: {what}, {call}", file=sys.stderr, flush=True)
+
+    @property
+    def count(self) -> int:
+        with self._lock:
+            return self._count

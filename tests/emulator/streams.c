@@ -1,0 +1,777 @@
+/* Streams, tasks and events of the emulated runtime (libascendcl.so /
+ * libacl_rt.so), modelled on CANN's asynchronous device
+ * (docs/zh/api_ref/06_stream_management.md, 07_event_management.md):
+ *
+ * - every stream, and each device's default stream (handle NULL), has a
+ *   FIFO queue of tasks and a worker thread (started at its first task)
+ *   that runs them one after another; different streams run concurrently;
+ * - asynchronous calls (operator phase 2, aclrtMemcpyAsync, aclrtMemsetAsync,
+ *   aclrtRecordEvent, aclrtStreamWaitEvent) enqueue a task and return;
+ * - a task that fails records a sticky error on its stream, reported once by
+ *   the next aclrtSynchronizeStream / aclrtSynchronizeDevice;
+ * - every task has a ticket (a global, increasing number). A stream has run
+ *   everything up to ticket T when its running task and queue head (if any)
+ *   have tickets above T, which is what the synchronizations wait for.
+ *
+ * Everything is guarded by emu_lock; g_progress is broadcast whenever a task
+ * finishes, and waiters re-check their condition.
+ */
+#define _GNU_SOURCE
+#include "runtime_internal.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct emu_task {
+    emu_task *next;
+    const char *api;
+    void (*run)(void *ctx, emu_task *task);
+    void (*release)(void *ctx);
+    void *ctx;
+    long sleep_us;
+    emu_block **blocks; /* memory it uses: freeing it meanwhile is a hazard */
+    size_t nblocks, cap;
+    struct emu_stream *stream;
+    aclrtStream handle; /* as the caller named the stream (NULL: default) */
+    uint64_t ticket;
+};
+
+typedef struct emu_stream {
+    int device;
+    int initialized;
+    int started;
+    int stop;
+    pthread_t thread;
+    pthread_cond_t work; /* a task was queued, or stop was set */
+    emu_task *head, *tail, *running;
+    int syncers; /* threads waiting on it; destroy waits for them */
+    aclError error;
+    char error_msg[EMU_MSG_LEN];
+    struct emu_stream *next; /* list of created streams */
+} emu_stream;
+
+static pthread_cond_t g_progress = PTHREAD_COND_INITIALIZER;
+static uint64_t g_ticket;
+static emu_stream g_default[EMU_MAX_DEVICES];
+static emu_stream *g_streams;
+
+/* ---- tasks ----------------------------------------------------------------- */
+
+emu_task *emu_task_new(const char *api, void (*run)(void *ctx, emu_task *task), void (*release)(void *ctx),
+                       void *ctx, long sleep_us)
+{
+    emu_task *t = calloc(1, sizeof *t);
+    if (t == NULL) {
+        if (release != NULL) {
+            release(ctx);
+        }
+        return NULL;
+    }
+    t->api = api;
+    t->run = run;
+    t->release = release;
+    t->ctx = ctx;
+    t->sleep_us = sleep_us;
+    return t;
+}
+
+emu_task *pyaclnnEmuKernelNew(const char *api, void (*run)(void *ctx, emu_task *task), void (*release)(void *ctx),
+                              void *ctx)
+{
+    return emu_task_new(api, run, release, ctx, emu_env_us("PYACLNN_EMU_KERNEL_US"));
+}
+
+int emu_task_use_block(emu_task *task, emu_block *b)
+{
+    if (task->nblocks == task->cap) {
+        size_t cap = task->cap ? 2 * task->cap : 8;
+        emu_block **grown = realloc(task->blocks, cap * sizeof *grown);
+        if (grown == NULL) {
+            return -1;
+        }
+        task->blocks = grown;
+        task->cap = cap;
+    }
+    task->blocks[task->nblocks++] = b;
+    b->users++;
+    return 0;
+}
+
+int pyaclnnEmuTaskUse(emu_task *task, const void *ptr, size_t nbytes)
+{
+    pthread_mutex_lock(&emu_lock);
+    emu_block *b = emu_block_find(EMU_DEVICE_ALLOC, ptr, nbytes);
+    int rc = b == NULL ? 0 : emu_task_use_block(task, b) == 0 ? 1 : -1;
+    pthread_mutex_unlock(&emu_lock);
+    return rc;
+}
+
+/* Caller holds emu_lock. The task's memory may now go; the task goes. */
+static void task_free_locked(emu_task *t)
+{
+    for (size_t i = 0; i < t->nblocks; i++) {
+        emu_block_unuse(t->blocks[i]);
+    }
+    free(t->blocks);
+    free(t);
+}
+
+/* Without the lock: release may take it (executors, events). */
+static void task_release_ctx(emu_task *t)
+{
+    if (t->release != NULL) {
+        t->release(t->ctx);
+    }
+}
+
+void pyaclnnEmuTaskDiscard(emu_task *task)
+{
+    task_release_ctx(task);
+    pthread_mutex_lock(&emu_lock);
+    task_free_locked(task);
+    pthread_mutex_unlock(&emu_lock);
+}
+
+void pyaclnnEmuTaskFail(emu_task *task, aclError status, const char *fmt, ...)
+{
+    char what[EMU_MSG_LEN - 64]; /* room for the suffix */
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    emu_stream *s = task->stream;
+    pthread_mutex_lock(&emu_lock);
+    if (s->error == ACL_SUCCESS) { /* the first error sticks until reported */
+        s->error = status;
+        snprintf(s->error_msg, sizeof s->error_msg, "%s (device error of a launch on stream 0x%" PRIxPTR ")",
+                 what, (uintptr_t)task->handle);
+    }
+    pthread_mutex_unlock(&emu_lock);
+}
+
+/* ---- streams ----------------------------------------------------------------- */
+
+static void stream_init(emu_stream *s, int device)
+{
+    pthread_cond_init(&s->work, NULL);
+    s->device = device;
+    s->initialized = 1;
+}
+
+/* Caller holds emu_lock. The stream a handle names, NULL if not live. */
+static emu_stream *stream_of(aclrtStream handle)
+{
+    if (handle != NULL) {
+        return emu_handle_live_locked(EMU_STREAM, handle) ? (emu_stream *)handle : NULL;
+    }
+    int device = emu_current_device();
+    emu_stream *s = &g_default[device];
+    if (!s->initialized) {
+        stream_init(s, device);
+    }
+    return s;
+}
+
+static uint64_t first_pending(const emu_stream *s)
+{
+    if (s->running != NULL) {
+        return s->running->ticket;
+    }
+    return s->head != NULL ? s->head->ticket : UINT64_MAX;
+}
+
+static int pending_count(const emu_stream *s)
+{
+    int n = s->running != NULL;
+    for (const emu_task *t = s->head; t != NULL; t = t->next) {
+        n++;
+    }
+    return n;
+}
+
+static void task_execute(emu_task *t)
+{
+    emu_sleep_us(t->sleep_us);
+    t->run(t->ctx, t);
+    task_release_ctx(t);
+}
+
+static void *worker_main(void *arg)
+{
+    emu_stream *s = arg;
+    pthread_mutex_lock(&emu_lock);
+    for (;;) {
+        while (s->head == NULL && !s->stop) {
+            pthread_cond_wait(&s->work, &emu_lock);
+        }
+        if (s->head == NULL) {
+            break; /* stopped, and nothing left */
+        }
+        emu_task *t = s->head;
+        s->head = t->next;
+        if (s->head == NULL) {
+            s->tail = NULL;
+        }
+        s->running = t;
+        pthread_mutex_unlock(&emu_lock);
+        task_execute(t);
+        pthread_mutex_lock(&emu_lock);
+        s->running = NULL;
+        task_free_locked(t);
+        pthread_cond_broadcast(&g_progress);
+    }
+    pthread_mutex_unlock(&emu_lock);
+    return NULL;
+}
+
+/* Caller holds emu_lock. A kernel reading memory of another device than
+ * its stream's would fault or read garbage on real hardware; so would work
+ * queued from a thread whose current device is another. One hazard per
+ * task at most. */
+static void check_devices_locked(const emu_task *t, const emu_stream *s)
+{
+    if (s->device != emu_current_device()) {
+        emu_hazard("work submitted to a stream of device %d while the current device is %d, %s", s->device,
+                   emu_current_device(), t->api);
+        return;
+    }
+    for (size_t i = 0; i < t->nblocks; i++) {
+        const emu_block *b = t->blocks[i];
+        if (b->kind == EMU_DEVICE_ALLOC && b->device != s->device) {
+            emu_hazard("memory %p of device %d used by work on a stream of device %d, %s", (void *)b->base,
+                       b->device, s->device, t->api);
+            return;
+        }
+    }
+}
+
+aclError emu_task_submit(emu_task *task, aclrtStream stream, uint64_t *ticket)
+{
+    pthread_mutex_lock(&emu_lock);
+    emu_stream *s = stream_of(stream);
+    int started = s != NULL && (s->started || pthread_create(&s->thread, NULL, worker_main, s) == 0);
+    if (!started) {
+        pthread_mutex_unlock(&emu_lock);
+        pyaclnnEmuTaskDiscard(task);
+        pyaclnnEmuSetError(s == NULL ? "%s: stream %p is not a live stream (destroyed, or not from "
+                                       "aclrtCreateStream)"
+                                     : "%s: the worker thread of stream %p could not start",
+                           task->api, stream);
+        return s == NULL ? ACL_ERROR_INVALID_PARAM : ACL_ERROR_RT_RESOURCE_ALLOC_FAIL;
+    }
+    s->started = 1;
+    check_devices_locked(task, s);
+    task->stream = s;
+    task->handle = stream;
+    task->ticket = ++g_ticket;
+    if (ticket != NULL) {
+        *ticket = task->ticket;
+    }
+    if (s->tail != NULL) {
+        s->tail->next = task;
+    } else {
+        s->head = task;
+    }
+    s->tail = task;
+    pthread_cond_signal(&s->work);
+    pthread_mutex_unlock(&emu_lock);
+    return ACL_SUCCESS;
+}
+
+aclError pyaclnnEmuTaskSubmit(emu_task *task, aclrtStream stream) { return emu_task_submit(task, stream, NULL); }
+
+/* Caller holds emu_lock. Wait until s has run every task up to `ticket`. */
+static void wait_locked(emu_stream *s, uint64_t ticket)
+{
+    s->syncers++;
+    while (first_pending(s) <= ticket) {
+        pthread_cond_wait(&g_progress, &emu_lock);
+    }
+    if (--s->syncers == 0) {
+        pthread_cond_broadcast(&g_progress); /* a destroy may be waiting for us */
+    }
+}
+
+void emu_stream_wait(aclrtStream stream, uint64_t ticket)
+{
+    pthread_mutex_lock(&emu_lock);
+    emu_stream *s = stream_of(stream);
+    if (s != NULL) {
+        wait_locked(s, ticket);
+    }
+    pthread_mutex_unlock(&emu_lock);
+}
+
+/* Caller holds emu_lock. Moves the sticky error to `msg`; 0 if none. */
+static aclError take_error_locked(emu_stream *s, char msg[EMU_MSG_LEN])
+{
+    aclError e = s->error;
+    if (e != ACL_SUCCESS) {
+        memcpy(msg, s->error_msg, EMU_MSG_LEN);
+        s->error = ACL_SUCCESS;
+    }
+    return e;
+}
+
+/* After a synchronization: the simulated latency, then the device error
+ * (if any) becomes the calling thread's recent error message. */
+static aclError finish_sync(aclError error, const char *msg)
+{
+    emu_sleep_us(emu_env_us("PYACLNN_EMU_SYNC_US"));
+    if (error != ACL_SUCCESS) {
+        pyaclnnEmuSetError("%s", msg);
+    }
+    return error;
+}
+
+static aclError not_live(const char *api, aclrtStream stream)
+{
+    pyaclnnEmuSetError("%s: stream %p is not a live stream (destroyed, or not from aclrtCreateStream)", api, stream);
+    return ACL_ERROR_INVALID_PARAM;
+}
+
+aclError aclrtSynchronizeStream(aclrtStream stream)
+{
+    char msg[EMU_MSG_LEN];
+    pthread_mutex_lock(&emu_lock);
+    emu_stream *s = stream_of(stream);
+    if (s == NULL) {
+        pthread_mutex_unlock(&emu_lock);
+        return not_live("aclrtSynchronizeStream", stream);
+    }
+    wait_locked(s, g_ticket);
+    aclError error = take_error_locked(s, msg);
+    pthread_mutex_unlock(&emu_lock);
+    return finish_sync(error, msg);
+}
+
+/* Caller holds emu_lock. The first stream of `device` (default stream
+ * first) that has not run everything up to `ticket`, or NULL. */
+static emu_stream *busy_stream(int device, uint64_t ticket)
+{
+    if (first_pending(&g_default[device]) <= ticket) {
+        return &g_default[device];
+    }
+    for (emu_stream *s = g_streams; s != NULL; s = s->next) {
+        if (s->device == device && first_pending(s) <= ticket) {
+            return s;
+        }
+    }
+    return NULL;
+}
+
+/* Caller holds emu_lock. Takes one sticky error of the device's streams. */
+static aclError take_device_error_locked(int device, char msg[EMU_MSG_LEN])
+{
+    aclError e = take_error_locked(&g_default[device], msg);
+    for (emu_stream *s = g_streams; e == ACL_SUCCESS && s != NULL; s = s->next) {
+        e = s->device == device ? take_error_locked(s, msg) : ACL_SUCCESS;
+    }
+    return e;
+}
+
+aclError aclrtSynchronizeDevice(void)
+{
+    char msg[EMU_MSG_LEN];
+    pthread_mutex_lock(&emu_lock);
+    int device = emu_current_device();
+    stream_of(NULL); /* initializes the default stream */
+    uint64_t ticket = g_ticket;
+    /* Re-scan after every wake-up: streams may be created or destroyed. */
+    while (busy_stream(device, ticket) != NULL) {
+        pthread_cond_wait(&g_progress, &emu_lock);
+    }
+    aclError error = take_device_error_locked(device, msg);
+    pthread_mutex_unlock(&emu_lock);
+    return finish_sync(error, msg);
+}
+
+aclError aclrtCreateStream(aclrtStream *stream)
+{
+    if (stream == NULL) {
+        pyaclnnEmuSetError("aclrtCreateStream: stream is NULL");
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    emu_stream *s = calloc(1, sizeof *s);
+    if (s == NULL || pyaclnnEmuHandleAdd(EMU_STREAM, s) != 0) {
+        free(s);
+        *stream = NULL;
+        pyaclnnEmuSetError("aclrtCreateStream: out of host memory");
+        return ACL_ERROR_RT_RESOURCE_ALLOC_FAIL;
+    }
+    stream_init(s, emu_current_device());
+    pthread_mutex_lock(&emu_lock);
+    s->next = g_streams;
+    g_streams = s;
+    pthread_mutex_unlock(&emu_lock);
+    *stream = s;
+    return ACL_SUCCESS;
+}
+
+/* Caller holds emu_lock. */
+static void unlink_stream(emu_stream *s)
+{
+    for (emu_stream **p = &g_streams; *p != NULL; p = &(*p)->next) {
+        if (*p == s) {
+            *p = s->next;
+            return;
+        }
+    }
+}
+
+/* CANN waits for the stream's tasks, but the caller must have synchronized
+ * it first: tasks still pending are a hazard. */
+aclError aclrtDestroyStream(aclrtStream stream)
+{
+    if (stream == NULL) {
+        pyaclnnEmuSetError("aclrtDestroyStream: stream is NULL (the default stream cannot be destroyed)");
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    if (!pyaclnnEmuHandleRemove(EMU_STREAM, stream)) {
+        pyaclnnEmuSetError("aclrtDestroyStream: stream %p is not live (destroyed twice, or not from "
+                           "aclrtCreateStream)",
+                           stream);
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    emu_stream *s = stream;
+    pthread_mutex_lock(&emu_lock);
+    int pending = pending_count(s);
+    if (pending > 0) {
+        emu_hazard("stream %p destroyed with %d task(s) pending (not synchronized), aclrtDestroyStream", stream,
+                   pending);
+    }
+    while (first_pending(s) != UINT64_MAX || s->syncers > 0) {
+        pthread_cond_wait(&g_progress, &emu_lock);
+    }
+    unlink_stream(s);
+    s->stop = 1;
+    pthread_cond_signal(&s->work);
+    int started = s->started;
+    pthread_mutex_unlock(&emu_lock);
+    if (started) {
+        pthread_join(s->thread, NULL);
+    }
+    pthread_cond_destroy(&s->work);
+    free(s);
+    return ACL_SUCCESS;
+}
+
+int64_t emu_stream_count_locked(int device)
+{
+    int64_t n = 0;
+    for (const emu_stream *s = g_streams; s != NULL; s = s->next) {
+        n += s->device == device;
+    }
+    return n;
+}
+
+/* ---- executors ---------------------------------------------------------------- */
+
+void pyaclnnEmuExecutorHold(aclOpExecutor *ex)
+{
+    pthread_mutex_lock(&emu_lock);
+    ex->holds++;
+    pthread_mutex_unlock(&emu_lock);
+}
+
+void pyaclnnEmuExecutorUnhold(aclOpExecutor *ex)
+{
+    pthread_mutex_lock(&emu_lock);
+    int gone = --ex->holds == 0 && ex->disposed;
+    pthread_mutex_unlock(&emu_lock);
+    if (gone) {
+        ex->release(ex);
+    }
+}
+
+void pyaclnnEmuExecutorDispose(aclOpExecutor *ex, const char *api)
+{
+    pthread_mutex_lock(&emu_lock);
+    if (api != NULL && ex->holds > 0) {
+        emu_hazard("executor %p of %s destroyed while %d queued launch(es) of it have not finished, %s",
+                   (void *)ex, ex->op_name, ex->holds, api);
+    }
+    ex->disposed = 1;
+    int gone = ex->holds == 0;
+    pthread_mutex_unlock(&emu_lock);
+    if (gone) {
+        ex->release(ex);
+    }
+}
+
+/* ---- events ------------------------------------------------------------------ */
+
+/* Records are numbered 1, 2, ...: `recorded` is the latest, `completed` the
+ * highest whose marker has run (0: never). Complete means completed >=
+ * recorded. refs: the handle plus each queued marker or wait. */
+typedef struct {
+    uint32_t flag;
+    uint64_t recorded, completed;
+    struct timespec stamp; /* when the marker of `completed` ran */
+    int refs;
+} emu_event;
+
+typedef struct {
+    emu_event *event;
+    uint64_t record;
+} event_job;
+
+#define EMU_EVENT_FLAGS (ACL_EVENT_SYNC | ACL_EVENT_CAPTURE_STREAM_PROGRESS | ACL_EVENT_TIME_LINE | ACL_EVENT_DEVICE_USE_ONLY)
+
+/* Caller holds emu_lock. */
+static void event_unref_locked(emu_event *e)
+{
+    if (--e->refs == 0) {
+        free(e);
+    }
+}
+
+static void release_event_job(void *ctx)
+{
+    event_job *job = ctx;
+    pthread_mutex_lock(&emu_lock);
+    event_unref_locked(job->event);
+    pthread_mutex_unlock(&emu_lock);
+    free(job);
+}
+
+/* Caller holds emu_lock. The event a handle names (with a message if not). */
+static emu_event *event_of(const char *api, aclrtEvent event)
+{
+    if (event != NULL && emu_handle_live_locked(EMU_EVENT, event)) {
+        return event;
+    }
+    pyaclnnEmuSetError("%s: event %p is not a live event (%s)", api, event,
+                       event == NULL ? "NULL" : "destroyed, or not from aclrtCreateEvent(WithFlag)");
+    return NULL;
+}
+
+static aclError create_event(const char *api, aclrtEvent *event, uint32_t flag)
+{
+    if (event == NULL) {
+        pyaclnnEmuSetError("%s: event is NULL", api);
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    *event = NULL;
+    emu_event *e = calloc(1, sizeof *e);
+    if (e == NULL || pyaclnnEmuHandleAdd(EMU_EVENT, e) != 0) {
+        free(e);
+        pyaclnnEmuSetError("%s: out of host memory", api);
+        return ACL_ERROR_RT_RESOURCE_ALLOC_FAIL;
+    }
+    e->flag = flag;
+    e->refs = 1;
+    *event = e;
+    return ACL_SUCCESS;
+}
+
+/* An event without flag can time and be waited on. */
+aclError aclrtCreateEvent(aclrtEvent *event)
+{
+    return create_event("aclrtCreateEvent", event, ACL_EVENT_SYNC | ACL_EVENT_TIME_LINE);
+}
+
+aclError aclrtCreateEventWithFlag(aclrtEvent *event, uint32_t flag)
+{
+    if (flag != ACL_EVENT_EXTERNAL && (flag & ~(uint32_t)EMU_EVENT_FLAGS) != 0) {
+        if (event != NULL) {
+            *event = NULL;
+        }
+        pyaclnnEmuSetError("aclrtCreateEventWithFlag: flag 0x%x is not an OR of ACL_EVENT_SYNC (1), "
+                           "ACL_EVENT_CAPTURE_STREAM_PROGRESS (2), ACL_EVENT_TIME_LINE (8), "
+                           "ACL_EVENT_DEVICE_USE_ONLY (16), nor ACL_EVENT_EXTERNAL (32) alone",
+                           flag);
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    return create_event("aclrtCreateEventWithFlag", event, flag);
+}
+
+/* Allowed while records are pending: queued markers and waits keep it. */
+aclError aclrtDestroyEvent(aclrtEvent event)
+{
+    if (event == NULL || !pyaclnnEmuHandleRemove(EMU_EVENT, event)) {
+        pthread_mutex_lock(&emu_lock);
+        event_of("aclrtDestroyEvent", event);
+        pthread_mutex_unlock(&emu_lock);
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    pthread_mutex_lock(&emu_lock);
+    event_unref_locked(event);
+    pthread_mutex_unlock(&emu_lock);
+    return ACL_SUCCESS;
+}
+
+static void run_marker(void *ctx, emu_task *task)
+{
+    (void)task;
+    event_job *job = ctx;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    pthread_mutex_lock(&emu_lock);
+    if (job->record > job->event->completed) {
+        job->event->completed = job->record;
+        job->event->stamp = now;
+    }
+    pthread_mutex_unlock(&emu_lock);
+}
+
+static void run_wait(void *ctx, emu_task *task)
+{
+    (void)task;
+    event_job *job = ctx;
+    pthread_mutex_lock(&emu_lock);
+    while (job->event->completed < job->record) {
+        pthread_cond_wait(&g_progress, &emu_lock);
+    }
+    pthread_mutex_unlock(&emu_lock);
+}
+
+/* Queue `run` on `stream` for the given record of the event (the job holds
+ * a reference to the event). */
+static aclError submit_event_job(const char *api, emu_event *e, uint64_t record, aclrtStream stream,
+                                 void (*run)(void *ctx, emu_task *task))
+{
+    event_job *job = malloc(sizeof *job);
+    if (job == NULL) {
+        pyaclnnEmuSetError("%s: out of host memory", api);
+        return ACL_ERROR_RT_RESOURCE_ALLOC_FAIL;
+    }
+    *job = (event_job){e, record};
+    pthread_mutex_lock(&emu_lock);
+    e->refs++;
+    pthread_mutex_unlock(&emu_lock);
+    emu_task *task = emu_task_new(api, run, release_event_job, job, 0);
+    if (task == NULL) {
+        pyaclnnEmuSetError("%s: out of host memory", api);
+        return ACL_ERROR_RT_RESOURCE_ALLOC_FAIL;
+    }
+    return emu_task_submit(task, stream, NULL);
+}
+
+aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream)
+{
+    static const char api[] = "aclrtRecordEvent";
+    pthread_mutex_lock(&emu_lock);
+    emu_event *e = event_of(api, event);
+    int live = stream_of(stream) != NULL;
+    uint64_t record = e != NULL && live ? ++e->recorded : 0;
+    pthread_mutex_unlock(&emu_lock);
+    if (e == NULL) {
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    if (!live) {
+        return not_live(api, stream);
+    }
+    return submit_event_job(api, e, record, stream, run_marker);
+}
+
+aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent event)
+{
+    static const char api[] = "aclrtStreamWaitEvent";
+    pthread_mutex_lock(&emu_lock);
+    emu_event *e = event_of(api, event);
+    int live = stream_of(stream) != NULL;
+    uint32_t flag = e != NULL ? e->flag : 0;
+    uint64_t record = e != NULL ? e->recorded : 0;
+    pthread_mutex_unlock(&emu_lock);
+    if (e == NULL) {
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    if (!(flag & ACL_EVENT_SYNC)) {
+        pyaclnnEmuSetError("%s: event %p was created with flag 0x%x, without ACL_EVENT_SYNC: it cannot be waited on",
+                           api, event, flag);
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    if (!live) {
+        return not_live(api, stream);
+    }
+    /* A never-recorded event is complete: nothing to wait for. */
+    return record == 0 ? ACL_SUCCESS : submit_event_job(api, e, record, stream, run_wait);
+}
+
+aclError aclrtQueryEventStatus(aclrtEvent event, aclrtEventRecordedStatus *status)
+{
+    pthread_mutex_lock(&emu_lock);
+    emu_event *e = event_of("aclrtQueryEventStatus", event);
+    int complete = e != NULL && e->completed >= e->recorded;
+    pthread_mutex_unlock(&emu_lock);
+    if (e == NULL) {
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    if (status == NULL) {
+        pyaclnnEmuSetError("aclrtQueryEventStatus: status is NULL");
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    *status = complete ? ACL_EVENT_RECORDED_STATUS_COMPLETE : ACL_EVENT_RECORDED_STATUS_NOT_READY;
+    return ACL_SUCCESS;
+}
+
+aclError aclrtSynchronizeEvent(aclrtEvent event)
+{
+    pthread_mutex_lock(&emu_lock);
+    emu_event *e = event_of("aclrtSynchronizeEvent", event);
+    if (e == NULL) {
+        pthread_mutex_unlock(&emu_lock);
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    uint64_t record = e->recorded;
+    e->refs++; /* it may be destroyed while we wait */
+    while (e->completed < record) {
+        pthread_cond_wait(&g_progress, &emu_lock);
+    }
+    event_unref_locked(e);
+    pthread_mutex_unlock(&emu_lock);
+    if (record > 0) {
+        emu_sleep_us(emu_env_us("PYACLNN_EMU_SYNC_US"));
+    }
+    return ACL_SUCCESS;
+}
+
+/* Caller holds emu_lock. 0 when the event has a timestamp to give. */
+static aclError event_time_locked(const char *arg, const emu_event *e, aclrtEvent handle, struct timespec *out)
+{
+    static const char api[] = "aclrtEventElapsedTime";
+    if (!(e->flag & ACL_EVENT_TIME_LINE)) {
+        pyaclnnEmuSetError("%s: %s %p was created with flag 0x%x, without ACL_EVENT_TIME_LINE: it has no "
+                           "timestamps",
+                           api, arg, handle, e->flag);
+        return ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID;
+    }
+    if (e->recorded == 0) {
+        pyaclnnEmuSetError("%s: %s %p was never recorded (aclrtRecordEvent)", api, arg, handle);
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    if (e->completed < e->recorded) {
+        pyaclnnEmuSetError("%s: %s %p is recorded but not complete yet (aclrtSynchronizeEvent first)", api, arg,
+                           handle);
+        return ACL_ERROR_RT_EVENT_NOT_COMPLETE;
+    }
+    *out = e->stamp;
+    return ACL_SUCCESS;
+}
+
+aclError aclrtEventElapsedTime(float *ms, aclrtEvent startEvent, aclrtEvent endEvent)
+{
+    static const char api[] = "aclrtEventElapsedTime";
+    if (ms == NULL) {
+        pyaclnnEmuSetError("%s: ms is NULL", api);
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    struct timespec t0, t1;
+    pthread_mutex_lock(&emu_lock);
+    emu_event *start = event_of(api, startEvent);
+    emu_event *end = start != NULL ? event_of(api, endEvent) : NULL;
+    aclError rc = end == NULL ? ACL_ERROR_INVALID_PARAM : event_time_locked("startEvent", start, startEvent, &t0);
+    if (rc == ACL_SUCCESS) {
+        rc = event_time_locked("endEvent", end, endEvent, &t1);
+    }
+    pthread_mutex_unlock(&emu_lock);
+    if (rc == ACL_SUCCESS) {
+        *ms = (float)((double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
+    }
+    return rc;
+}

@@ -1,0 +1,590 @@
+"""The numpy backend as an asynchronous device (spec-async.md).
+
+Each test pins one rule of the device model: streams run their tasks on worker
+threads, in order; synchronization, events, device errors, simulated time and
+hazards behave as the C emulator's do. The tests drive a fresh backend object
+directly through the C-shaped calls (pyaclnn.backends._interface), so the
+hazard counter and live objects of each test are its own.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from pyaclnn import _decl, dtypes
+from pyaclnn.backends.numpy import BACKWARD_WORKSPACE, NumpyBackend
+from pyaclnn.backends.numpy._streams import Task
+
+_c = _decl.constant
+H2D, D2H, D2D, H2H = (
+    _c(n)
+    for n in (
+        "ACL_MEMCPY_HOST_TO_DEVICE",
+        "ACL_MEMCPY_DEVICE_TO_HOST",
+        "ACL_MEMCPY_DEVICE_TO_DEVICE",
+        "ACL_MEMCPY_HOST_TO_HOST",
+    )
+)
+INVALID_PARAM = _c("ACL_ERROR_INVALID_PARAM")
+INVALID_HANDLE = _c("ACL_ERROR_INVALID_RESOURCE_HANDLE")
+VECTOR_CORE_EXCEPTION = _c("ACL_ERROR_RT_VECTOR_CORE_EXCEPTION")
+RT_INTERNAL_ERROR = _c("ACL_ERROR_RT_INTERNAL_ERROR")
+NOT_COMPLETE = _c("ACL_ERROR_RT_EVENT_NOT_COMPLETE")
+TIMESTAMP_INVALID = _c("ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID")
+RUNTIME_ERROR = _c("ACLNN_ERR_RUNTIME_ERROR")
+COMPLETE, NOT_READY = _c("ACL_EVENT_RECORDED_STATUS_COMPLETE"), _c("ACL_EVENT_RECORDED_STATUS_NOT_READY")
+EVENT_SYNC, EVENT_TIME_LINE, EVENT_EXTERNAL = _c("ACL_EVENT_SYNC"), _c("ACL_EVENT_TIME_LINE"), _c("ACL_EVENT_EXTERNAL")
+
+X = np.arange(64, dtype=np.float32).reshape(1, 1, 4, 4, 4)
+POOLED = X[:, :, 1::2, 1::2, 1::2]  # 2x2x2 windows of an increasing ramp: the last cell wins
+KERNEL_MS = 20
+
+
+@pytest.fixture
+def b() -> Iterator[NumpyBackend]:
+    """A backend of the test's own; afterwards nothing may be left live (but default streams)."""
+    backend = NumpyBackend()
+    yield backend
+    counts = backend.live_counts()
+    assert not any(counts.values()), counts
+
+
+@pytest.fixture
+def slow(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kernels take KERNEL_MS of device time."""
+    monkeypatch.setenv("PYACLNN_EMU_KERNEL_US", str(KERNEL_MS * 1000))
+
+
+# -- helpers ------------------------------------------------------------------
+def ok(result):
+    """The out-values of a call that must succeed."""
+    status, *values = result if isinstance(result, tuple) else (result,)
+    assert status == 0, status
+    return values[0] if len(values) == 1 else tuple(values)
+
+
+class Device:
+    """Device memory and descriptors of one test, freed in reverse order by ``close``."""
+
+    def __init__(self, b: NumpyBackend) -> None:
+        self.b = b
+        self.pointers: list[int] = []
+        self.handles: list = []
+
+    def array(self, host: np.ndarray) -> int:
+        ptr = ok(self.b.aclrtMalloc(host.nbytes, 0))
+        self.pointers.append(ptr)
+        ok(self.b.aclrtMemcpy(ptr, host.nbytes, np.ascontiguousarray(host), host.nbytes, H2D))
+        return ptr
+
+    def tensor(self, ptr: int, shape: tuple[int, ...], dtype) -> object:
+        handle = self.b.aclCreateTensor(
+            shape, dtypes.from_numpy(dtype), None, 0, dtypes.ACL_FORMAT_ND, shape, ptr
+        )
+        assert handle is not None
+        self.handles.append(handle)
+        return handle
+
+    def ints(self, values) -> object:
+        handle = self.b.aclCreateIntArray(values)
+        self.handles.append(handle)
+        return handle
+
+    def read(self, ptr: int, shape, dtype) -> np.ndarray:
+        """Contents now, by the synchronous aclrtMemcpy (which waits for nothing)."""
+        out = np.empty(shape, dtype)
+        ok(self.b.aclrtMemcpy(out, out.nbytes, ptr, out.nbytes, D2H))
+        return out
+
+    def destroy_descriptors(self) -> None:
+        for h in self.handles:
+            destroy = self.b.aclDestroyIntArray if type(h).__name__ == "IntArray" else self.b.aclDestroyTensor
+            ok(destroy(h))
+        self.handles = []
+
+    def close(self) -> None:
+        self.destroy_descriptors()
+        for ptr in reversed(self.pointers):
+            ok(self.b.aclrtFree(ptr))
+        self.pointers = []
+
+
+@pytest.fixture
+def dev(b: NumpyBackend) -> Iterator[Device]:
+    d = Device(b)
+    yield d
+    ok(b.aclrtSynchronizeDevice())
+    d.close()
+
+
+class Pool:
+    """One max-pool forward problem: x (1, 1, 4, 4, 4), kernel 2, stride 2."""
+
+    def __init__(self, dev: Device) -> None:
+        self.dev = dev
+        self.x = dev.array(X)
+        self.out = dev.array(np.zeros((1, 1, 2, 2, 2), np.float32))
+        self.indices = dev.array(np.zeros((1, 1, 2, 2, 2), np.int32))
+
+    def phase1(self) -> object:
+        d = self.dev
+        size, executor = ok(
+            d.b.aclnnMaxPool3dWithArgmaxGetWorkspaceSize(
+                d.tensor(self.x, X.shape, np.float32),
+                d.ints([2, 2, 2]),
+                d.ints([2, 2, 2]),
+                d.ints([0, 0, 0]),
+                d.ints([1, 1, 1]),
+                False,
+                d.tensor(self.out, (1, 1, 2, 2, 2), np.float32),
+                d.tensor(self.indices, (1, 1, 2, 2, 2), np.int32),
+            )
+        )
+        assert size == 0 and executor is not None
+        return executor
+
+    def launch(self, stream=None, executor=None) -> None:
+        ok(self.dev.b.aclnnMaxPool3dWithArgmax(0, 0, executor or self.phase1(), stream))
+
+    def result(self) -> np.ndarray:
+        return self.dev.read(self.out, (1, 1, 2, 2, 2), np.float32)
+
+
+@pytest.fixture
+def pool(dev: Device) -> Pool:
+    return Pool(dev)
+
+
+@pytest.fixture
+def stream(b: NumpyBackend) -> Iterator[object]:
+    s = ok(b.aclrtCreateStream())
+    yield s
+    ok(b.aclrtSynchronizeStream(s))
+    ok(b.aclrtDestroyStream(s))
+
+
+def stream_threads() -> int:
+    return sum(t.name.startswith("pyaclnn-stream-") for t in threading.enumerate())
+
+
+# -- asynchrony and order ------------------------------------------------------
+def test_phase2_returns_before_the_kernel_ran_and_synchronize_shows_its_output(b, pool, stream, slow):
+    start = time.perf_counter()
+    pool.launch(stream)
+    assert time.perf_counter() - start < KERNEL_MS / 1000 / 2
+    assert not pool.result().any()  # the synchronous memcpy does not wait for the kernel
+    ok(b.aclrtSynchronizeStream(stream))
+    np.testing.assert_array_equal(pool.result(), POOLED)
+
+
+def test_tasks_of_one_stream_run_in_submission_order(b, dev, pool, stream, slow):
+    copy = dev.array(np.zeros(8, np.float32))
+    pool.launch(stream)
+    ok(b.aclrtMemcpyAsync(copy, 32, pool.out, 32, D2D, stream))  # after the kernel
+    ok(b.aclrtMemsetAsync(pool.out, 32, 0x7F, 32, stream))  # after the copy
+    ok(b.aclrtSynchronizeStream(stream))
+    np.testing.assert_array_equal(dev.read(copy, (1, 1, 2, 2, 2), np.float32), POOLED)
+    assert (dev.read(pool.out, 32, np.uint8) == 0x7F).all()
+
+
+def test_two_streams_run_concurrently(b, pool, monkeypatch):
+    monkeypatch.setenv("PYACLNN_EMU_KERNEL_US", "100000")
+    streams = [ok(b.aclrtCreateStream()) for _ in range(2)]
+    start = time.perf_counter()
+    for s in streams:
+        pool.launch(s)
+    for s in streams:
+        ok(b.aclrtSynchronizeStream(s))
+    elapsed = time.perf_counter() - start
+    for s in streams:
+        ok(b.aclrtDestroyStream(s))
+    assert 0.1 <= elapsed < 0.18  # one stream would take 0.2 s
+
+
+def test_a_stream_waiting_for_an_event_runs_after_the_recorded_work(b, dev, pool, slow):
+    s1, s2 = ok(b.aclrtCreateStream()), ok(b.aclrtCreateStream())
+    event = ok(b.aclrtCreateEvent())
+    copy = dev.array(np.zeros(8, np.float32))
+    pool.launch(s1)
+    ok(b.aclrtRecordEvent(event, s1))
+    start = time.perf_counter()
+    ok(b.aclrtStreamWaitEvent(s2, event))
+    assert time.perf_counter() - start < KERNEL_MS / 1000 / 2  # the caller does not wait
+    ok(b.aclrtMemcpyAsync(copy, 32, pool.out, 32, D2D, s2))
+    ok(b.aclrtSynchronizeStream(s2))  # s1 is not synchronized by the caller
+    np.testing.assert_array_equal(dev.read(copy, (1, 1, 2, 2, 2), np.float32), POOLED)
+    for s in (s1, s2):
+        ok(b.aclrtDestroyStream(s))
+    ok(b.aclrtDestroyEvent(event))
+
+
+def test_synchronize_device_waits_for_every_stream_and_the_default_one(b, dev, slow):
+    pools = [Pool(dev) for _ in range(2)]
+    s = ok(b.aclrtCreateStream())
+    pools[0].launch(s)
+    pools[1].launch(None)
+    ok(b.aclrtSynchronizeDevice())
+    for p in pools:
+        np.testing.assert_array_equal(p.result(), POOLED)
+    ok(b.aclrtDestroyStream(s))
+
+
+def test_synchronize_latency_comes_from_the_environment(b, stream, monkeypatch):
+    monkeypatch.setenv("PYACLNN_EMU_SYNC_US", "30000")
+    start = time.perf_counter()
+    ok(b.aclrtSynchronizeStream(stream))
+    assert time.perf_counter() - start >= 0.03
+    monkeypatch.setenv("PYACLNN_EMU_SYNC_US", "0")
+    start = time.perf_counter()
+    ok(b.aclrtSynchronizeStream(stream))
+    assert time.perf_counter() - start < 0.01
+
+
+# -- memcpy and memset ---------------------------------------------------------
+def test_pageable_memcpy_async_waits_for_the_copy_and_the_work_before_it(b, pool, stream, slow):
+    pool.launch(stream)
+    host = np.zeros((1, 1, 2, 2, 2), np.float32)
+    ok(b.aclrtMemcpyAsync(host, 32, pool.out, 32, D2H, stream))
+    np.testing.assert_array_equal(host, POOLED)
+
+
+def test_pinned_memcpy_async_does_not_wait(b, pool, stream, slow):
+    pinned = ok(b.aclrtMallocHost(32))
+    pool.launch(stream)
+    start = time.perf_counter()
+    ok(b.aclrtMemcpyAsync(pinned, 32, pool.out, 32, D2H, stream))
+    assert time.perf_counter() - start < KERNEL_MS / 1000 / 2
+    host = np.zeros(8, np.float32)
+    ok(b.aclrtMemcpy(host, 32, pinned, 32, H2H))
+    assert not host.any()
+    ok(b.aclrtSynchronizeStream(stream))
+    ok(b.aclrtMemcpy(host, 32, pinned, 32, H2H))
+    np.testing.assert_array_equal(host, POOLED.reshape(-1))
+    ok(b.aclrtFreeHost(pinned))
+
+
+def test_synchronous_memcpy_and_memset_run_at_once_without_waiting(b, dev, pool, stream, slow):
+    pool.launch(stream)
+    start = time.perf_counter()
+    ok(b.aclrtMemset(pool.indices, 32, 1, 32))
+    assert (dev.read(pool.indices, 32, np.uint8) == 1).all()
+    assert time.perf_counter() - start < KERNEL_MS / 1000 / 2
+
+
+def test_memset_async_runs_on_the_stream(b, dev, pool, stream, slow):
+    pool.launch(stream)
+    ok(b.aclrtMemsetAsync(pool.out, 32, 0xAB, 32, stream))
+    assert not dev.read(pool.out, 32, np.uint8).any()
+    ok(b.aclrtSynchronizeStream(stream))
+    assert (dev.read(pool.out, 32, np.uint8) == 0xAB).all()
+
+
+# -- launches capture what they need ------------------------------------------
+def test_descriptors_may_be_destroyed_right_after_phase2(b, dev, pool, stream, slow):
+    pool.launch(stream)
+    dev.destroy_descriptors()
+    ok(b.aclrtSynchronizeStream(stream))
+    np.testing.assert_array_equal(pool.result(), POOLED)
+    assert b.hazard_count() == 0
+
+
+def test_launch_time_checks_stay_synchronous(b, dev, pool, stream):
+    assert b.aclnnMaxPool3dWithArgmax(0, 0, pool.phase1(), object()) == INVALID_HANDLE
+    executor = pool.phase1()
+    ok(b.aclrtFree(pool.out))
+    dev.pointers.remove(pool.out)
+    assert b.aclnnMaxPool3dWithArgmax(0, 0, executor, stream) == RUNTIME_ERROR
+    assert "freed" in b.aclGetRecentErrMsg()
+
+
+# -- device errors -------------------------------------------------------------
+def _backward(dev: Device, pool: Pool, indices: np.ndarray, grad_input: int, stream) -> None:
+    b = dev.b
+    shape = (1, 1, 2, 2, 2)
+    size, executor = ok(
+        b.aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize(
+            dev.tensor(dev.array(np.ones(shape, np.float32)), shape, np.float32),
+            dev.tensor(pool.x, X.shape, np.float32),
+            dev.tensor(dev.array(indices), shape, np.int32),
+            dev.ints([2, 2, 2]),
+            dev.ints([2, 2, 2]),
+            dev.ints([0, 0, 0]),
+            dev.ints([1, 1, 1]),
+            False,
+            dev.tensor(grad_input, X.shape, np.float32),
+        )
+    )
+    assert size == BACKWARD_WORKSPACE
+    workspace = dev.array(np.zeros(size, np.uint8))
+    ok(b.aclnnMaxPool3dWithArgmaxBackward(workspace, size, executor, stream))
+
+
+@pytest.mark.parametrize("on_default_stream", [False, True])
+def test_an_index_outside_its_plane_is_a_device_error_reported_once_at_synchronize(
+    b, dev, pool, stream, on_default_stream
+):
+    s = None if on_default_stream else stream
+    indices = np.zeros((1, 1, 2, 2, 2), np.int32)
+    indices[0, 0, 1, 0, 1] = 99
+    grad_input = dev.array(np.full(X.shape, 7, np.float32))
+    _backward(dev, pool, indices, grad_input, s)  # phase 2 itself succeeds
+    ok(b.aclrtMemsetAsync(pool.out, 32, 0x11, 32, s))  # later tasks still run
+    status = b.aclrtSynchronizeDevice() if on_default_stream else b.aclrtSynchronizeStream(s)
+    assert status == VECTOR_CORE_EXCEPTION
+    message = b.aclGetRecentErrMsg()
+    label = "0x0" if on_default_stream else f"{id(stream):#x}"
+    assert message == (
+        "aclnnMaxPool3dWithArgmaxBackward: indices[0, 0, 1, 0, 1] = 99 lies outside its (n, c) plane "
+        f"of 64 elements (device error of a launch on stream {label})"
+    )
+    assert (dev.read(grad_input, X.shape, np.float32) == 7).all()  # nothing written
+    assert (dev.read(pool.out, 32, np.uint8) == 0x11).all()
+    ok(b.aclrtSynchronizeStream(s))  # reported once
+    ok(b.aclrtSynchronizeDevice())
+
+
+@pytest.mark.parametrize(
+    "exception, status, text",
+    [
+        (RuntimeError("boom"), RT_INTERNAL_ERROR, "aclnnSomething: unexpected RuntimeError: boom"),
+        (MemoryError("16 GiB"), _c("ACL_ERROR_RT_MEMORY_ALLOCATION"), "aclnnSomething: out of host memory"),
+    ],
+)
+def test_an_unexpected_exception_in_a_task_becomes_a_sticky_error(b, stream, exception, status, text):
+    def broken() -> None:
+        raise exception
+
+    stream.worker.submit(Task(broken, what="aclnnSomething"))
+    assert b.aclrtSynchronizeStream(stream) == status
+    assert b.aclGetRecentErrMsg().startswith(text)
+
+
+# -- events --------------------------------------------------------------------
+def test_event_status_synchronize_and_elapsed_time(b, pool, stream, slow):
+    start, end = ok(b.aclrtCreateEvent()), ok(b.aclrtCreateEvent())
+    assert ok(b.aclrtQueryEventStatus(end)) == COMPLETE  # never recorded
+    ok(b.aclrtSynchronizeEvent(end))
+    assert b.aclrtEventElapsedTime(start, end)[0] == INVALID_PARAM  # never recorded
+    ok(b.aclrtRecordEvent(start, stream))
+    pool.launch(stream)
+    ok(b.aclrtRecordEvent(end, stream))
+    assert ok(b.aclrtQueryEventStatus(end)) == NOT_READY
+    assert b.aclrtEventElapsedTime(start, end)[0] == NOT_COMPLETE
+    ok(b.aclrtSynchronizeEvent(end))
+    assert ok(b.aclrtQueryEventStatus(end)) == COMPLETE
+    np.testing.assert_array_equal(pool.result(), POOLED)  # captured work is done
+    assert ok(b.aclrtEventElapsedTime(start, end)) >= KERNEL_MS
+    for e in (start, end):
+        ok(b.aclrtDestroyEvent(e))
+    assert b.aclrtQueryEventStatus(start)[0] == INVALID_HANDLE
+    assert b.aclrtDestroyEvent(start) == INVALID_HANDLE
+
+
+def test_recording_again_replaces_what_the_event_captures(b, pool, stream, slow):
+    event = ok(b.aclrtCreateEvent())
+    ok(b.aclrtRecordEvent(event, stream))
+    ok(b.aclrtSynchronizeEvent(event))
+    pool.launch(stream)
+    ok(b.aclrtRecordEvent(event, stream))
+    assert ok(b.aclrtQueryEventStatus(event)) == NOT_READY
+    ok(b.aclrtDestroyEvent(event))
+
+
+def test_event_flags(b, stream):
+    for flag in (4, 64, EVENT_EXTERNAL | EVENT_SYNC):
+        assert b.aclrtCreateEventWithFlag(flag) == (INVALID_PARAM, None)
+        assert "flag" in b.aclGetRecentErrMsg()
+    external = ok(b.aclrtCreateEventWithFlag(EVENT_EXTERNAL))
+    sync_only = ok(b.aclrtCreateEventWithFlag(EVENT_SYNC))
+    timed_only = ok(b.aclrtCreateEventWithFlag(EVENT_TIME_LINE))
+    for e in (sync_only, timed_only):
+        ok(b.aclrtRecordEvent(e, stream))
+    ok(b.aclrtSynchronizeStream(stream))
+    assert b.aclrtEventElapsedTime(sync_only, sync_only)[0] == TIMESTAMP_INVALID
+    assert ok(b.aclrtEventElapsedTime(timed_only, timed_only)) == 0.0
+    assert b.aclrtStreamWaitEvent(stream, timed_only) == INVALID_PARAM
+    assert "ACL_EVENT_SYNC" in b.aclGetRecentErrMsg()
+    ok(b.aclrtStreamWaitEvent(stream, sync_only))
+    for e in (external, sync_only, timed_only):
+        ok(b.aclrtDestroyEvent(e))
+
+
+def test_a_pending_event_may_be_destroyed_and_a_queued_wait_on_it_still_works(b, dev, pool, slow):
+    s1, s2 = ok(b.aclrtCreateStream()), ok(b.aclrtCreateStream())
+    event = ok(b.aclrtCreateEvent())
+    copy = dev.array(np.zeros(8, np.float32))
+    pool.launch(s1)
+    ok(b.aclrtRecordEvent(event, s1))
+    ok(b.aclrtStreamWaitEvent(s2, event))
+    ok(b.aclrtDestroyEvent(event))
+    ok(b.aclrtMemcpyAsync(copy, 32, pool.out, 32, D2D, s2))
+    ok(b.aclrtSynchronizeStream(s2))
+    np.testing.assert_array_equal(dev.read(copy, (1, 1, 2, 2, 2), np.float32), POOLED)
+    for s in (s1, s2):
+        ok(b.aclrtDestroyStream(s))
+    assert b.hazard_count() == 0
+
+
+# -- hazards -------------------------------------------------------------------
+def test_a_correct_program_has_no_hazard(b, dev, pool, stream, slow, capfd):
+    event = ok(b.aclrtCreateEvent())
+    pool.launch(stream)
+    ok(b.aclrtRecordEvent(event, stream))
+    ok(b.aclrtStreamWaitEvent(None, event))
+    pool.launch(None)
+    ok(b.aclrtSynchronizeDevice())
+    ok(b.aclrtDestroyEvent(event))
+    assert b.hazard_count() == 0
+    assert "HAZARD" not in capfd.readouterr().err
+
+
+def _expect_hazard(b: NumpyBackend, capfd, before: int, *words: str) -> None:
+    assert b.hazard_count() == before + 1
+    err = capfd.readouterr().err
+    assert err.startswith("pyaclnn numpy backend HAZARD: ")
+    for word in words:
+        assert word in err
+
+
+def test_freeing_memory_a_pending_task_uses_is_a_hazard(b, dev, pool, stream, slow, capfd):
+    pool.launch(stream)
+    ok(b.aclrtFree(pool.out))
+    dev.pointers.remove(pool.out)
+    _expect_hazard(b, capfd, 0, "freed while", "aclrtFree")
+    ok(b.aclrtSynchronizeStream(stream))  # the task kept the memory alive: no crash
+
+
+def test_freeing_pinned_memory_a_pending_copy_uses_is_a_hazard(b, pool, stream, slow, capfd):
+    pinned = ok(b.aclrtMallocHost(32))
+    pool.launch(stream)
+    ok(b.aclrtMemcpyAsync(pinned, 32, pool.out, 32, D2H, stream))
+    ok(b.aclrtFreeHost(pinned))
+    _expect_hazard(b, capfd, 0, "host pinned memory", "aclrtFreeHost")
+    ok(b.aclrtSynchronizeStream(stream))
+
+
+def test_freeing_a_pending_launch_workspace_is_a_hazard(b, dev, pool, stream, slow, capfd):
+    indices = np.full((1, 1, 2, 2, 2), 63, np.int32)
+    grad_input = dev.array(np.zeros(X.shape, np.float32))
+    _backward(dev, pool, indices, grad_input, stream)
+    workspace = dev.pointers.pop()
+    ok(b.aclrtFree(workspace))
+    _expect_hazard(b, capfd, 0, f"{workspace:#x}")
+    ok(b.aclrtSynchronizeStream(stream))
+    assert dev.read(grad_input, X.shape, np.float32).reshape(-1)[63] == 8
+
+
+def test_destroying_a_stream_with_pending_work_is_a_hazard_and_waits(b, pool, slow, capfd):
+    s = ok(b.aclrtCreateStream())
+    pool.launch(s)
+    ok(b.aclrtDestroyStream(s))
+    _expect_hazard(b, capfd, 0, "destroyed with tasks pending", "aclrtDestroyStream")
+    np.testing.assert_array_equal(pool.result(), POOLED)  # the destroy waited for it
+
+
+def test_destroying_a_repeatable_executor_with_a_pending_launch_is_a_hazard(b, pool, stream, slow, capfd):
+    executor = pool.phase1()
+    ok(b.aclSetAclOpExecutorRepeatable(executor))
+    pool.launch(stream, executor)
+    ok(b.aclDestroyAclOpExecutor(executor))
+    _expect_hazard(b, capfd, 0, "executor", "aclDestroyAclOpExecutor")
+    ok(b.aclrtSynchronizeStream(stream))
+    np.testing.assert_array_equal(pool.result(), POOLED)
+
+
+def test_destroying_a_repeatable_executor_after_synchronize_is_fine(b, pool, stream):
+    executor = pool.phase1()
+    ok(b.aclSetAclOpExecutorRepeatable(executor))
+    for _ in range(2):
+        pool.launch(stream, executor)
+    ok(b.aclrtSynchronizeStream(stream))
+    ok(b.aclDestroyAclOpExecutor(executor))
+    assert b.hazard_count() == 0
+
+
+# -- threads -------------------------------------------------------------------
+def test_worker_threads_end_with_their_streams(b):
+    before = stream_threads()
+    streams = [ok(b.aclrtCreateStream()) for _ in range(3)]
+    workers = [s.worker for s in streams]
+    assert stream_threads() == before + 3
+    assert all(w._thread.daemon for w in workers)  # never keep the process alive at exit
+    for s in streams:
+        ok(b.aclrtDestroyStream(s))
+    assert not any(w.alive for w in workers)
+    assert stream_threads() == before
+    assert b.aclrtDestroyStream(streams[0]) == INVALID_HANDLE
+    assert b.aclrtSynchronizeStream(streams[0]) == INVALID_HANDLE
+
+
+# -- several devices -------------------------------------------------------------
+@pytest.fixture
+def b2(monkeypatch: pytest.MonkeyPatch) -> Iterator[NumpyBackend]:
+    """A backend with two emulated devices (PYACLNN_EMU_DEVICES is read when it is made)."""
+    monkeypatch.setenv("PYACLNN_EMU_DEVICES", "2")
+    backend = NumpyBackend()
+    yield backend
+    assert not any(backend.live_counts().values())
+
+
+def test_devices_are_per_thread_and_count_their_own_objects(b2):
+    assert ok(b2.aclrtGetDeviceCount()) == 2
+    assert b2.aclrtSetDevice(2) == _c("ACL_ERROR_RT_INVALID_DEVICEID")
+    assert "0..1" in b2.aclGetRecentErrMsg()
+    ok(b2.aclrtSetDevice(1))
+    ptr = ok(b2.aclrtMalloc(64, 0))
+    s = ok(b2.aclrtCreateStream())
+    seen = []
+    thread = threading.Thread(target=lambda: seen.append(b2.aclrtGetDevice()[0]))
+    thread.start()
+    thread.join()
+    assert seen == [_c("ACL_ERROR_RT_INVALID_DEVICEID")]  # none set in that thread
+    assert b2.live_counts(1)["device_allocs"] == 1 and b2.live_counts(1)["streams"] == 1
+    assert b2.live_counts(0)["device_allocs"] == 0 and b2.live_counts(0)["streams"] == 0
+    _, free, total = b2.aclrtGetMemInfo(0)
+    assert total - free == 64
+    ok(b2.aclrtSetDevice(0))
+    _, free, total = b2.aclrtGetMemInfo(0)
+    assert total == free
+    ok(b2.aclrtDestroyStream(s))
+    ok(b2.aclrtFree(ptr))
+
+
+def test_a_launch_with_memory_of_another_device_is_refused_at_phase2(b2):
+    ok(b2.aclrtSetDevice(1))
+    dev = Device(b2)
+    pool = Pool(dev)  # memory of device 1
+    ok(b2.aclrtSetDevice(0))
+    s = ok(b2.aclrtCreateStream())  # a stream of device 0
+    assert b2.aclnnMaxPool3dWithArgmax(0, 0, pool.phase1(), s) == RUNTIME_ERROR
+    assert b2.aclGetRecentErrMsg() == (
+        "aclnnMaxPool3dWithArgmax: self is memory of device 1, but the launch's stream belongs to device 0"
+    )
+    ok(b2.aclrtDestroyStream(s))
+    dev.close()
+    assert b2.hazard_count() == 0
+
+
+def test_synchronize_device_waits_for_the_current_device_only(b2, monkeypatch, capfd):
+    monkeypatch.setenv("PYACLNN_EMU_KERNEL_US", "50000")
+    ok(b2.aclrtSetDevice(1))
+    dev = Device(b2)
+    pool = Pool(dev)
+    s = ok(b2.aclrtCreateStream())
+    pool.launch(s)
+    ok(b2.aclrtSetDevice(0))
+    start = time.perf_counter()
+    ok(b2.aclrtSynchronizeDevice())
+    assert time.perf_counter() - start < 0.025
+    ok(b2.aclrtMemsetAsync(pool.indices, 32, 0, 32, s))  # work for device 1 from device 0
+    _expect_hazard(b2, capfd, 0, "device 1", "current device is 0")
+    ok(b2.aclrtSetDevice(1))
+    ok(b2.aclrtSynchronizeDevice())
+    np.testing.assert_array_equal(pool.result(), POOLED)
+    ok(b2.aclrtDestroyStream(s))
+    dev.close()
