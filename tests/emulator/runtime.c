@@ -202,10 +202,31 @@ long emu_env_us(const char *name)
     return *end == '\0' && us > 0 ? us : 0;
 }
 
+/* Simulated latency, accurate to a few microseconds: a timer sleep would
+ * overshoot by the thread's timer slack (50 us by default), more than the
+ * latencies being modelled, so the last EMU_SPIN_US are waited out on the clock. */
+#define EMU_SPIN_US 200
+
+static uint64_t monotonic_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
 void emu_sleep_us(long us)
 {
-    struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
-    while (us > 0 && nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    if (us <= 0) {
+        return;
+    }
+    uint64_t end = monotonic_us() + (uint64_t)us;
+    if (us > EMU_SPIN_US) {
+        long coarse = us - EMU_SPIN_US;
+        struct timespec ts = {coarse / 1000000, (coarse % 1000000) * 1000};
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+        }
+    }
+    while (monotonic_us() < end) {
     }
 }
 

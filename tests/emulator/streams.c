@@ -19,6 +19,7 @@
 #define _GNU_SOURCE
 #include "runtime_internal.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -33,6 +34,7 @@ struct emu_task {
     void (*release)(void *ctx);
     void *ctx;
     long sleep_us;
+    uint64_t queued_ns; /* when it was submitted: where its device time may start */
     emu_block **blocks; /* memory it uses: freeing it meanwhile is a hazard */
     size_t nblocks, cap;
     struct emu_stream *stream;
@@ -47,6 +49,7 @@ typedef struct emu_stream {
     int stop;
     pthread_t thread;
     pthread_cond_t work; /* a task was queued, or stop was set */
+    uint64_t device_clock_ns; /* when the last kernel ends in simulated device time */
     emu_task *head, *tail, *running;
     int syncers; /* threads waiting on it; destroy waits for them */
     aclError error;
@@ -193,11 +196,59 @@ static int pending_count(const emu_stream *s)
     return n;
 }
 
-static void task_execute(emu_task *t)
+static uint64_t now_ns(void)
 {
-    emu_sleep_us(t->sleep_us);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Simulated device time: a kernel starts when it was queued or when the
+ * previous kernel of its stream ended, whichever is later, and ends
+ * sleep_us after that; the worker waits until then (a deadline in device
+ * time, so a late wake-up does not add up over a chain of kernels). */
+static void wait_device_time(emu_stream *s, emu_task *t)
+{
+    if (t->sleep_us <= 0) {
+        return;
+    }
+    uint64_t start = t->queued_ns > s->device_clock_ns ? t->queued_ns : s->device_clock_ns;
+    uint64_t end = start + (uint64_t)t->sleep_us * 1000u;
+    s->device_clock_ns = end;
+    uint64_t now = now_ns();
+    if (end > now) {
+        emu_sleep_us((long)((end - now + 999u) / 1000u));
+    }
+}
+
+static void task_execute(emu_stream *s, emu_task *t)
+{
+    wait_device_time(s, t);
     t->run(t->ctx, t);
     task_release_ctx(t);
+}
+
+/* Without the lock: a worker whose queue ran dry looks for new work a little
+ * longer before it sleeps, as a device polls its queue, so a host queuing
+ * call after call does not pay a thread wake-up for each. */
+#define EMU_LINGER_NS 20000u
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield");
+#endif
+}
+
+static void linger(const emu_stream *s)
+{
+    uint64_t until = now_ns() + EMU_LINGER_NS;
+    while (__atomic_load_n(&s->head, __ATOMIC_ACQUIRE) == NULL && !__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)
+           && now_ns() < until) {
+        cpu_relax();
+    }
 }
 
 static void *worker_main(void *arg)
@@ -205,6 +256,11 @@ static void *worker_main(void *arg)
     emu_stream *s = arg;
     pthread_mutex_lock(&emu_lock);
     for (;;) {
+        if (s->head == NULL && !s->stop) {
+            pthread_mutex_unlock(&emu_lock);
+            linger(s);
+            pthread_mutex_lock(&emu_lock);
+        }
         while (s->head == NULL && !s->stop) {
             pthread_cond_wait(&s->work, &emu_lock);
         }
@@ -212,13 +268,13 @@ static void *worker_main(void *arg)
             break; /* stopped, and nothing left */
         }
         emu_task *t = s->head;
-        s->head = t->next;
+        __atomic_store_n(&s->head, t->next, __ATOMIC_RELEASE);
         if (s->head == NULL) {
             s->tail = NULL;
         }
         s->running = t;
         pthread_mutex_unlock(&emu_lock);
-        task_execute(t);
+        task_execute(s, t);
         pthread_mutex_lock(&emu_lock);
         s->running = NULL;
         task_free_locked(t);
@@ -268,13 +324,14 @@ aclError emu_task_submit(emu_task *task, aclrtStream stream, uint64_t *ticket)
     task->stream = s;
     task->handle = stream;
     task->ticket = ++g_ticket;
+    task->queued_ns = now_ns();
     if (ticket != NULL) {
         *ticket = task->ticket;
     }
     if (s->tail != NULL) {
         s->tail->next = task;
     } else {
-        s->head = task;
+        __atomic_store_n(&s->head, task, __ATOMIC_RELEASE);
     }
     s->tail = task;
     pthread_cond_signal(&s->work);
@@ -448,7 +505,7 @@ aclError aclrtDestroyStream(aclrtStream stream)
         pthread_cond_wait(&g_progress, &emu_lock);
     }
     unlink_stream(s);
-    s->stop = 1;
+    __atomic_store_n(&s->stop, 1, __ATOMIC_RELEASE);
     pthread_cond_signal(&s->work);
     int started = s->started;
     pthread_mutex_unlock(&emu_lock);
