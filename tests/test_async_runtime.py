@@ -170,12 +170,13 @@ def test_free_all_blocks_waits_for_the_work_that_uses_them(backend, slow_kernels
             handle.close()
 
 
-def test_an_input_from_another_stream_is_read_after_that_stream_wrote_it(backend, slow_kernels):
+def test_an_input_from_another_stream_is_read_after_that_stream_wrote_it(backend, slow_kernels, monkeypatch):
     x, pooled, flat = _pool_case()
     grad = np.arange(pooled.size, dtype=np.float32).reshape(pooled.shape)
     with pyaclnn.Stream(backend=backend) as a, pyaclnn.Stream(backend=backend) as b:
         dx = pyaclnn.to_device(x, backend=backend, stream=a)
-        out, indices = pyaclnn.max_pool3d_with_argmax(dx, 2, backend=backend, stream=a)  # queued on a
+        out, indices = pyaclnn.max_pool3d_with_argmax(dx, 2, backend=backend, stream=a)  # slow, on a
+        monkeypatch.setenv("PYACLNN_EMU_KERNEL_US", "0")  # b's kernel would run at once if not ordered
         dg = pyaclnn.to_device(grad, backend=backend, stream=b)
         grad_input = pyaclnn.max_pool3d_with_argmax_backward(dg, dx, indices, 2, backend=backend, stream=b)
         np.testing.assert_array_equal(grad_input.numpy(), _scatter(grad, flat, x.shape))
