@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from . import backends as _backends
+from . import constants
 from .errors import AclError, AclnnError, AclOutOfMemoryError
 from .functional import (
     grid_sampler3d,

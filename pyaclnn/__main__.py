@@ -1,17 +1,24 @@
-"""Command line: ``python -m pyaclnn info | selftest | bench`` (also installed as ``pyaclnn``).
+"""Command line: ``python -m pyaclnn [--version] info | selftest | bench`` (also installed as ``pyaclnn``).
 
 info      what pyaclnn runs on: version, active backend and why, the CANN
-          libraries found (or why the npu backend is unusable), SoC, devices, memory
-selftest  the four operators on a backend against the NumPy reference kernels;
-          exits 1 when a case fails (see pyaclnn.selftest for cases and tolerances)
+          libraries found (or why the npu backend is unusable and where it
+          looked), SoC, devices, memory; ``--json`` for a machine-readable report.
+          Exits 1 when the requested backend (PYACLNN_BACKEND) cannot be used.
+selftest  the four operators on a backend against the NumPy reference kernels
+          (and, on numpy, against golden PyTorch outputs); ``--json`` gives every
+          case with its error and tolerance; exits 1 when a case fails
+          (see pyaclnn.selftest for cases and tolerances)
 bench     runs benchmarks/bench_kernels.py and benchmarks/bench_overhead.py of a
-          source checkout (they need PyTorch)
+          source checkout (they need PyTorch); ``--json DIR`` writes
+          DIR/<benchmark>.json, ``--strict`` exits 1 when a target is missed;
+          other options go to the scripts
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
 import platform
 import re
@@ -19,13 +26,19 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, TextIO
 
-import numpy as np
-
-from . import __version__, acl, runtime, selftest
+from . import __version__
 from . import backends as _backends
 
 _GIB = 1 << 30
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def _print_json(payload: dict[str, Any], out: TextIO) -> None:
+    # allow_nan=False: a non-finite number must have been mapped to null already (strict JSON for CI tools).
+    json.dump(payload, out, indent=2, allow_nan=False)
+    out.write("\n")
 
 
 # -- info -------------------------------------------------------------------------
@@ -33,8 +46,13 @@ _GIB = 1 << 30
 
 def _cann_version(home: Path) -> str | None:
     """CANN's version from the version files of an install, else from the resolved directory name."""
-    for name in ("version.cfg", "version.info", "runtime/version.info", "compiler/version.info",
-                 "share/info/runtime/version.info"):
+    for name in (
+        "version.cfg",
+        "version.info",
+        "runtime/version.info",
+        "compiler/version.info",
+        "share/info/runtime/version.info",
+    ):
         path = home / name
         try:
             text = path.read_text(encoding="utf-8", errors="replace")
@@ -49,68 +67,164 @@ def _cann_version(home: Path) -> str | None:
     return None
 
 
-def _memory(name: str) -> str:
-    """Free and total memory of device 0 on backend ``name`` (``aclrtGetMemInfo``)."""
+def _memory(name: str) -> dict[str, Any]:
+    """``{"free_bytes", "total_bytes"}`` of device 0 on backend ``name``, or ``{"error": ...}``."""
+    from . import acl, runtime
+
     try:
         runtime.context(name)  # aclInit + aclrtSetDevice(0), freed at exit
         free, total = acl.rt.get_mem_info(backend=name)
     except Exception as exc:  # info reports, it does not fail
-        return f"unavailable ({type(exc).__name__}: {exc})"
-    return f"{free / _GIB:.1f} GiB free of {total / _GIB:.1f} GiB"
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    return {"free_bytes": int(free), "total_bytes": int(total)}
 
 
-def info(out=None) -> int:
-    """Print what pyaclnn runs on; never raises for a missing or broken CANN. Returns 0."""
-    out = out or sys.stdout
+def _format_memory(memory: dict[str, Any]) -> str:
+    if "error" in memory:
+        return f"unavailable ({memory['error']})"
+    return f"{memory['free_bytes'] / _GIB:.1f} GiB free of {memory['total_bytes'] / _GIB:.1f} GiB"
 
-    def say(text: str = "") -> None:
-        print(text, file=out)
 
-    say(f"pyaclnn {__version__} ({Path(__file__).resolve().parent})")
-    say(f"python {platform.python_version()}, numpy {np.__version__}, "
-        f"{platform.machine()} {platform.system()}")
-    try:
-        active = _backends.active_name()
-        reason = _backends.selection_reason().splitlines()
-        say(f"active backend: {active} ({reason[0]}{' ...' if len(reason) > 1 else ''})")
-    except Exception as exc:
-        active = None
-        say(f"active backend: cannot be selected: {exc}")
-
-    say()
-    say("npu backend (CANN through cffi):")
+def _npu_info() -> dict[str, Any]:
+    """The npu backend as :func:`pyaclnn.backends.npu.probe` sees it, with the library search."""
     from .backends.npu import discover, probe
 
     result = probe()
-    if result.ok:
-        say("  usable")
-    else:
-        say("  NOT usable: " + result.reason.replace("\n", "\n    "))
-    if result.home:
-        home = Path(result.home)
-        say(f"  CANN home: {home}")
-        say(f"  CANN version: {_cann_version(home) or 'unknown (no version file found)'}")
-        for lib in result.libraries:
-            say(f"  library: {lib}")
-        if result.missing_functions:
-            say(f"  functions not exported by any library: {', '.join(result.missing_functions)}")
-    elif "were not found" not in result.reason:
-        say("  search:\n" + discover().report())
-    if result.device_count is not None:
-        say(f"  devices: {result.device_count}")
-    if result.soc_name:
-        say(f"  SoC: {result.soc_name}")
-    if result.ok:
-        say(f"  device 0 memory: {_memory('npu')}")
-    elif active == "npu":
-        say("  WARNING: npu is the active backend but unusable: every operator call will raise")
+    home = Path(result.home) if result.home else None
+    return {
+        "usable": result.ok,
+        "reason": result.reason,
+        "home": str(home) if home else None,
+        "cann_version": _cann_version(home) if home else None,
+        "libraries": list(result.libraries),
+        "missing_functions": list(result.missing_functions),
+        "search": discover().report(),
+        "device_count": result.device_count,
+        "soc": result.soc_name,
+        "memory": _memory("npu") if result.ok else None,
+    }
 
-    say()
-    say("numpy backend (host emulation of the same C API, Atlas A2/A3 rules):")
-    say(f"  SoC: {acl.rt.get_soc_name(backend='numpy')}")
-    say(f"  emulated device memory: {_memory('numpy')}"
-        + (" (PYACLNN_NUMPY_DEVICE_MEMORY)" if os.environ.get("PYACLNN_NUMPY_DEVICE_MEMORY") else ""))
-    return 0
+
+def _numpy_info() -> dict[str, Any]:
+    from . import acl
+
+    return {
+        "soc": acl.rt.get_soc_name(backend="numpy"),
+        "memory": _memory("numpy"),
+        "memory_from_environment": bool(os.environ.get("PYACLNN_NUMPY_DEVICE_MEMORY")),
+    }
+
+
+def collect_info() -> dict[str, Any]:
+    """What ``info`` reports, as JSON-ready data.
+
+    ``usable`` is False, with ``problem`` saying why, when the backend asked
+    for by PYACLNN_BACKEND cannot be used: an unknown name, or npu without a
+    loadable CANN and a device.
+    """
+    report: dict[str, Any] = {
+        "pyaclnn": __version__,
+        "path": str(Path(__file__).resolve().parent),
+        "python": platform.python_version(),
+        "numpy_version": _numpy_version(),
+        "machine": platform.machine(),
+        "system": platform.system(),
+        "requested_backend": os.environ.get("PYACLNN_BACKEND", "auto").strip().lower() or "auto",
+        "active_backend": None,
+        "selection_reason": None,
+    }
+    npu = _npu_info()
+    problem = None
+    try:
+        report["active_backend"] = _backends.active_name()
+        report["selection_reason"] = _backends.selection_reason()
+    except Exception as exc:  # e.g. PYACLNN_BACKEND=bogus
+        problem = f"the backend cannot be selected: {type(exc).__name__}: {exc}"
+    else:
+        if report["active_backend"] == "npu" and not npu["usable"]:
+            problem = "npu was requested but is not usable: every operator call will raise"
+    report.update(usable=problem is None, problem=problem, backends={"npu": npu, "numpy": _numpy_info()})
+    return report
+
+
+def _numpy_version() -> str:
+    import numpy as np
+
+    return np.__version__
+
+
+def _short(text: str) -> str:
+    """First line of a multi-line reason, with a pointer to the rest."""
+    lines = text.splitlines() or [""]
+    return lines[0] + (" (more below)" if len(lines) > 1 else "")
+
+
+def format_info(report: dict[str, Any]) -> str:
+    """The human-readable form of :func:`collect_info`'s report."""
+    lines = [
+        f"pyaclnn {report['pyaclnn']} ({report['path']})",
+        f"python {report['python']}, numpy {report['numpy_version']}, {report['machine']} {report['system']}",
+    ]
+    active = report["active_backend"]
+    if active is None:
+        lines.append(f"active backend: none: {report['problem']}")
+    elif not report["usable"]:
+        lines.append(
+            f"active backend: {active} ({report['selection_reason']}) is NOT usable: "
+            "every operator call will raise (see below)"
+        )
+    else:
+        lines.append(f"active backend: {active} ({_short(report['selection_reason'])})")
+    lines += [
+        "",
+        "npu backend (CANN through cffi):",
+        *_format_npu(report["backends"]["npu"]),
+        "",
+        "numpy backend (host emulation of the same C API, Atlas A2/A3 rules):",
+    ]
+    numpy = report["backends"]["numpy"]
+    lines.append(f"  SoC: {numpy['soc']}")
+    lines.append(
+        f"  emulated device memory: {_format_memory(numpy['memory'])}"
+        + (" (PYACLNN_NUMPY_DEVICE_MEMORY)" if numpy["memory_from_environment"] else "")
+    )
+    return "\n".join(lines)
+
+
+def _format_npu(npu: dict[str, Any]) -> list[str]:
+    lines = ["  usable" if npu["usable"] else "  NOT usable: " + npu["reason"].replace("\n", "\n    ")]
+    if npu["home"]:
+        lines.append(f"  CANN home: {npu['home']}")
+        lines.append(f"  CANN version: {npu['cann_version'] or 'unknown (no version file found)'}")
+        lines += [f"  library: {lib}" for lib in npu["libraries"]]
+        if npu["missing_functions"]:
+            lines.append(f"  functions not exported by any library: {', '.join(npu['missing_functions'])}")
+    elif "were not found" not in npu["reason"]:  # that reason already lists the search
+        lines.append("  search:\n" + npu["search"])
+    if npu["device_count"] is not None:
+        lines.append(f"  devices: {npu['device_count']}")
+    if npu["soc"]:
+        lines.append(f"  SoC: {npu['soc']}")
+    if npu["memory"] is not None:
+        lines.append(f"  device 0 memory: {_format_memory(npu['memory'])}")
+    return lines
+
+
+def info(as_json: bool = False, out: TextIO | None = None) -> int:
+    """Print what pyaclnn runs on; never raises for a missing or broken CANN.
+
+    Returns
+    -------
+    int
+        0, or 1 when the requested backend cannot be used (see :func:`collect_info`).
+    """
+    out = out or sys.stdout
+    report = collect_info()
+    if as_json:
+        _print_json(report, out)
+    else:
+        print(format_info(report), file=out)
+    return EXIT_OK if report["usable"] else EXIT_FAILED
 
 
 # -- bench ------------------------------------------------------------------------
@@ -129,64 +243,124 @@ def _have_torch() -> bool:
     return importlib.util.find_spec("torch") is not None
 
 
+def _bench_parser() -> argparse.ArgumentParser:
+    # allow_abbrev=False: an abbreviated script option (e.g. --js) must reach the scripts untouched.
+    parser = argparse.ArgumentParser(prog="python -m pyaclnn bench", add_help=False, allow_abbrev=False)
+    parser.add_argument("--json", metavar="DIR", type=Path, help="write DIR/<benchmark>.json, one per script")
+    parser.add_argument("--strict", action="store_true", help="exit 1 when a benchmark misses its target")
+    return parser
+
+
+def _script_args(script: str, rest: Sequence[str], json_dir: Path | None, strict: bool) -> list[str]:
+    """Options for one script: ours translated (one JSON file per script), the others as given."""
+    args = list(rest)
+    if strict:
+        args.append("--strict")
+    if json_dir is not None:
+        args += ["--json", str(json_dir / f"{Path(script).stem}.json")]
+    return args
+
+
 def bench(extra: Sequence[str] = (), directory: Path | None = None) -> int:
     """Run the benchmark scripts, one subprocess each, in ``directory`` (default: the checkout's benchmarks/).
 
-    Returns 0 when all ran and succeeded, 2 when torch or a script is missing,
-    else the first failing script's exit status.
+    Parameters
+    ----------
+    extra : sequence of str
+        ``--json DIR`` (one ``DIR/<script>.json`` per script), ``--strict``
+        (a missed target is a failure), and options for the scripts.
+    directory : Path, optional
+        Where the scripts are.
+
+    Returns
+    -------
+    int
+        0 when all ran and succeeded; 2 when torch or a script is missing;
+        else the first failing script's exit status (1 for a missed target
+        with ``--strict``, or for a JSON file a script did not write).
     """
+    options, rest = _bench_parser().parse_known_args(list(extra))
     if not _have_torch():
-        print("bench: the benchmarks compare against PyTorch CPU, which is not installed "
-              "(pip install torch)", file=sys.stderr)
-        return 2
+        print(
+            "bench: the benchmarks compare against PyTorch CPU, which is not installed (pip install torch)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     directory = directory or _benchmarks_dir()
     if directory is None:
-        print("bench: no benchmarks/ directory: the benchmarks ship with the source tree, not the wheel; "
-              "run this from a checkout of pyaclnn", file=sys.stderr)
-        return 2
-    status = 0
+        print(
+            "bench: no benchmarks/ directory: the benchmarks ship with the source tree, not the wheel; "
+            "run this from a checkout of pyaclnn",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    if options.json is not None:
+        options.json.mkdir(parents=True, exist_ok=True)
+    status = EXIT_OK
     for script in BENCHMARKS:
-        path = directory / script
-        if not path.is_file():
-            print(f"bench: {path} is missing, skipped", file=sys.stderr)
-            status = status or 2
-            continue
-        print(f"== {path}", flush=True)
-        code = subprocess.call([sys.executable, str(path), *extra])
-        if code:
-            print(f"bench: {script} exited with {code}", file=sys.stderr)
-            status = status or code
+        status = status or _run_benchmark(directory / script, rest, options.json, options.strict)
     return status
+
+
+def _run_benchmark(path: Path, rest: Sequence[str], json_dir: Path | None, strict: bool) -> int:
+    """Exit status of one benchmark script (2 when it is missing)."""
+    if not path.is_file():
+        print(f"bench: {path} is missing, skipped", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"== {path}", flush=True)
+    code = subprocess.call([sys.executable, str(path), *_script_args(path.name, rest, json_dir, strict)])
+    if code:
+        print(f"bench: {path.name} exited with {code}", file=sys.stderr)
+        return code
+    if json_dir is not None and not (json_dir / f"{path.stem}.json").is_file():
+        print(f"bench: {path.name} wrote no {json_dir / (path.stem + '.json')}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
 
 
 # -- entry point ---------------------------------------------------------------------
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m pyaclnn``; returns the exit status."""
+def _parser() -> argparse.ArgumentParser:
+    from . import selftest
+
     parser = argparse.ArgumentParser(prog="python -m pyaclnn", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"pyaclnn {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="{info,selftest,bench}")
-    sub.add_parser("info", help="version, backend, CANN libraries, devices")
+    info_parser = sub.add_parser("info", help="version, backend, CANN libraries, devices")
+    info_parser.add_argument("--json", action="store_true", help="print the report as JSON")
     st = sub.add_parser("selftest", help="check the operators on a backend against the reference kernels")
     selftest.add_arguments(st)
     # Listed for --help only: main() hands "bench ..." to bench() before parsing.
-    sub.add_parser("bench", help="run benchmarks/ (needs PyTorch and a checkout); options go to the scripts")
+    sub.add_parser(
+        "bench",
+        help="run benchmarks/ (needs PyTorch and a checkout): [--json DIR] [--strict], "
+        "other options go to the scripts",
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m pyaclnn``; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["bench"]:
         # Everything after "bench" (e.g. --quick) belongs to the scripts; argparse would take it as its own.
         rest = argv[1:]
         return bench(rest[1:] if rest[:1] == ["--"] else rest)
+    parser = _parser()
     args = parser.parse_args(argv)
     try:
         if args.command == "info":
-            return info()
+            return info(as_json=args.json)
         if args.command == "selftest":
-            return selftest.run(args.backend, args.quick, args.k)
+            from . import selftest
+
+            return selftest.run(args.backend, args.quick, args.k, as_json=args.json)
     except BrokenPipeError:  # output piped into e.g. `head`: stop quietly
         sys.stdout = open(os.devnull, "w")
         return 141
     parser.print_help()
-    return 2
+    return EXIT_USAGE
 
 
 if __name__ == "__main__":

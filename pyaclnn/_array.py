@@ -56,7 +56,7 @@ class DeviceArray:
         stream: Stream | None = None,
     ) -> None:
         shape = tuple(int(d) for d in shape)
-        dtype = np.dtype(dtype)
+        dtype = _dtypes.as_dtype(dtype)
         _dtypes.from_numpy(dtype)  # TypeError for dtypes ACL has no name for
         self._setup(
             _context.context(backend),
@@ -268,7 +268,7 @@ def empty(
     shape: Sequence[int], dtype: Any = np.float32, *, backend: str | None = None, stream: Stream | None = None
 ) -> DeviceArray:
     """An uninitialised contiguous DeviceArray (for work on ``stream``, if given)."""
-    return DeviceArray(shape, np.dtype(dtype), backend=backend, stream=stream)
+    return DeviceArray(shape, _dtypes.as_dtype(dtype), backend=backend, stream=stream)
 
 
 def zeros(

@@ -2,54 +2,99 @@
 
 The numeric values come from include/decl/acl_types.h; this module only pairs
 them with NumPy dtypes. bfloat16 is ``ml_dtypes.bfloat16``.
+
+ml_dtypes takes most of a second to import, so it is imported on first need
+only: the attribute ``bfloat16`` (a module ``__getattr__``), ``to_numpy(ACL_BF16)``,
+or a dtype that may be bfloat16 given to :func:`from_numpy`. A bfloat16 array
+exists only once ml_dtypes is imported, so float32/float16/float64 work never
+pays for it.
 """
 
 from __future__ import annotations
 
-import ml_dtypes
+import sys
+from typing import Any
+
 import numpy as np
 
 from . import _decl
 
-bfloat16 = np.dtype(ml_dtypes.bfloat16)
+# Re-exported: dtypes.ACL_FLOAT etc. predate pyaclnn.constants and stay for callers.
+from .constants import (  # noqa: F401
+    ACL_BF16,
+    ACL_BOOL,
+    ACL_COMPLEX64,
+    ACL_COMPLEX128,
+    ACL_DOUBLE,
+    ACL_FLOAT,
+    ACL_FLOAT16,
+    ACL_FORMAT_NCDHW,
+    ACL_FORMAT_NCHW,
+    ACL_FORMAT_ND,
+    ACL_FORMAT_NDHWC,
+    ACL_INT8,
+    ACL_INT16,
+    ACL_INT32,
+    ACL_INT64,
+    ACL_UINT8,
+    ACL_UINT16,
+    ACL_UINT32,
+    ACL_UINT64,
+)
 
 DATA_TYPES: dict[str, int] = _decl.enums()["aclDataType"]
 FORMATS: dict[str, int] = _decl.enums()["aclFormat"]
 
-ACL_FLOAT = DATA_TYPES["ACL_FLOAT"]
-ACL_FLOAT16 = DATA_TYPES["ACL_FLOAT16"]
-ACL_BF16 = DATA_TYPES["ACL_BF16"]
-ACL_DOUBLE = DATA_TYPES["ACL_DOUBLE"]
-ACL_INT32 = DATA_TYPES["ACL_INT32"]
-ACL_INT64 = DATA_TYPES["ACL_INT64"]
-ACL_BOOL = DATA_TYPES["ACL_BOOL"]
-
-ACL_FORMAT_ND = FORMATS["ACL_FORMAT_ND"]
-ACL_FORMAT_NCHW = FORMATS["ACL_FORMAT_NCHW"]
-ACL_FORMAT_NCDHW = FORMATS["ACL_FORMAT_NCDHW"]
-ACL_FORMAT_NDHWC = FORMATS["ACL_FORMAT_NDHWC"]
-
 # aclDataType <-> NumPy, for the types that have a NumPy equivalent.
 _TO_NUMPY: dict[int, np.dtype] = {
-    DATA_TYPES["ACL_FLOAT"]: np.dtype(np.float32),
-    DATA_TYPES["ACL_FLOAT16"]: np.dtype(np.float16),
-    DATA_TYPES["ACL_BF16"]: bfloat16,
-    DATA_TYPES["ACL_DOUBLE"]: np.dtype(np.float64),
-    DATA_TYPES["ACL_INT8"]: np.dtype(np.int8),
-    DATA_TYPES["ACL_INT16"]: np.dtype(np.int16),
-    DATA_TYPES["ACL_INT32"]: np.dtype(np.int32),
-    DATA_TYPES["ACL_INT64"]: np.dtype(np.int64),
-    DATA_TYPES["ACL_UINT8"]: np.dtype(np.uint8),
-    DATA_TYPES["ACL_UINT16"]: np.dtype(np.uint16),
-    DATA_TYPES["ACL_UINT32"]: np.dtype(np.uint32),
-    DATA_TYPES["ACL_UINT64"]: np.dtype(np.uint64),
-    DATA_TYPES["ACL_BOOL"]: np.dtype(np.bool_),
-    DATA_TYPES["ACL_COMPLEX64"]: np.dtype(np.complex64),
-    DATA_TYPES["ACL_COMPLEX128"]: np.dtype(np.complex128),
+    ACL_FLOAT: np.dtype(np.float32),
+    ACL_FLOAT16: np.dtype(np.float16),
+    ACL_DOUBLE: np.dtype(np.float64),
+    ACL_INT8: np.dtype(np.int8),
+    ACL_INT16: np.dtype(np.int16),
+    ACL_INT32: np.dtype(np.int32),
+    ACL_INT64: np.dtype(np.int64),
+    ACL_UINT8: np.dtype(np.uint8),
+    ACL_UINT16: np.dtype(np.uint16),
+    ACL_UINT32: np.dtype(np.uint32),
+    ACL_UINT64: np.dtype(np.uint64),
+    ACL_BOOL: np.dtype(np.bool_),
+    ACL_COMPLEX64: np.dtype(np.complex64),
+    ACL_COMPLEX128: np.dtype(np.complex128),
 }
 _FROM_NUMPY: dict[np.dtype, int] = {dt: code for code, dt in _TO_NUMPY.items()}
 _DATA_TYPE_NAMES = {code: name for name, code in DATA_TYPES.items()}
 _FORMAT_NAMES = {code: name for name, code in FORMATS.items()}
+# aclDataTypeSize(ACL_BF16) must not import ml_dtypes.
+_BF16_ITEMSIZE = 2
+bfloat16: np.dtype  # declared for type checkers; __getattr__ provides it
+_bfloat16: np.dtype | None = None  # set, with the ACL_BF16 table entries, by _load_bfloat16
+
+
+def _load_bfloat16() -> np.dtype:
+    """``ml_dtypes.bfloat16`` as a NumPy dtype; the first call imports ml_dtypes and fills the tables."""
+    global _bfloat16
+    if _bfloat16 is None:
+        import ml_dtypes
+
+        dt = np.dtype(ml_dtypes.bfloat16)
+        # Tables first: a thread that sees _bfloat16 set finds them complete.
+        _TO_NUMPY[ACL_BF16] = dt
+        _FROM_NUMPY[dt] = ACL_BF16
+        _bfloat16 = dt
+    return _bfloat16
+
+
+def _may_be_bfloat16(dtype: Any) -> bool:
+    """Whether ``dtype``, unknown so far, may name bfloat16 once ml_dtypes is loaded."""
+    # An ml_dtypes type or array dtype implies ml_dtypes is imported; a string needs it to resolve.
+    return "ml_dtypes" in sys.modules or (isinstance(dtype, str) and dtype.strip().lower() == "bfloat16")
+
+
+def __getattr__(name: str) -> Any:
+    if name == "bfloat16":
+        return _load_bfloat16()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def to_numpy(data_type: int) -> np.dtype:
@@ -60,12 +105,33 @@ def to_numpy(data_type: int) -> np.dtype:
     ValueError
         If ``data_type`` has no NumPy equivalent (ACL_STRING, ACL_INT4, ...).
     """
+    if int(data_type) == ACL_BF16:
+        return _load_bfloat16()
     try:
         return _TO_NUMPY[int(data_type)]
     except KeyError:
-        raise ValueError(
-            f"aclDataType {data_type_name(data_type)} has no NumPy equivalent"
-        ) from None
+        raise ValueError(f"aclDataType {data_type_name(data_type)} has no NumPy equivalent") from None
+
+
+def as_dtype(dtype: Any) -> np.dtype:
+    """``np.dtype(dtype)``, also for the name ``"bfloat16"`` before ml_dtypes is imported.
+
+    NumPy knows the name only once ml_dtypes has registered it; this imports
+    ml_dtypes for it, as ``import ml_dtypes`` at start-up used to.
+
+    Raises
+    ------
+    TypeError
+        If NumPy does not understand ``dtype``.
+    """
+    try:
+        resolved: np.dtype = np.dtype(dtype)
+    except TypeError:
+        if _bfloat16 is not None or not _may_be_bfloat16(dtype):
+            raise
+        _load_bfloat16()
+        resolved = np.dtype(dtype)
+    return resolved
 
 
 def from_numpy(dtype: np.dtype | type | str) -> int:
@@ -77,13 +143,19 @@ def from_numpy(dtype: np.dtype | type | str) -> int:
         If the dtype has no aclDataType.
     """
     try:
-        return _FROM_NUMPY[np.dtype(dtype)]
+        return _FROM_NUMPY[as_dtype(dtype)]
     except (KeyError, TypeError):
-        raise TypeError(f"dtype {dtype!r} has no aclDataType") from None
+        pass
+    if _bfloat16 is None and _may_be_bfloat16(dtype):
+        _load_bfloat16()  # a bfloat16 array or type: ml_dtypes is imported, the tables lack it so far
+        return from_numpy(dtype)  # once: _bfloat16 is set now
+    raise TypeError(f"dtype {dtype!r} has no aclDataType")
 
 
 def size_of(data_type: int) -> int:
     """Bytes per element of an aclDataType, 0 when unknown (as aclDataTypeSize)."""
+    if int(data_type) == ACL_BF16:
+        return _BF16_ITEMSIZE
     dt = _TO_NUMPY.get(int(data_type))
     return 0 if dt is None else dt.itemsize
 

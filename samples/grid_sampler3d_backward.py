@@ -25,12 +25,15 @@ from collections.abc import Sequence
 import numpy as np
 
 import pyaclnn
-from pyaclnn import _decl, acl, aclnn
+from pyaclnn import acl, aclnn
 from pyaclnn.acl import rt
-from pyaclnn.dtypes import ACL_FLOAT, ACL_FORMAT_ND
-
-ACL_MEMCPY_HOST_TO_DEVICE = _decl.constant("ACL_MEMCPY_HOST_TO_DEVICE")
-ACL_MEMCPY_DEVICE_TO_HOST = _decl.constant("ACL_MEMCPY_DEVICE_TO_HOST")
+from pyaclnn.constants import (
+    ACL_FLOAT,
+    ACL_FORMAT_ND,
+    ACL_MEM_MALLOC_HUGE_FIRST,
+    ACL_MEMCPY_DEVICE_TO_HOST,
+    ACL_MEMCPY_HOST_TO_DEVICE,
+)
 
 
 def get_shape_size(shape: Sequence[int]) -> int:
@@ -45,7 +48,7 @@ def create_acl_tensor(
 ) -> tuple[int, object]:
     """Device copy of ``host_data`` and its aclTensor (contiguous strides, ND); both freed by ``cleanup``."""
     size = get_shape_size(shape) * host_data.itemsize
-    device_addr = rt.malloc(size, rt.MEM_MALLOC_HUGE_FIRST)  # aclrtMalloc
+    device_addr = rt.malloc(size, ACL_MEM_MALLOC_HUGE_FIRST)  # aclrtMalloc
     cleanup.callback(rt.free, device_addr)
     rt.memcpy(device_addr, size, host_data, size, ACL_MEMCPY_HOST_TO_DEVICE)  # aclrtMemcpy
     # Strides of a contiguous tensor, in elements.
@@ -114,7 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             input_grad, grid_grad)
         workspace_addr = 0
         if workspace_size > 0:
-            workspace_addr = rt.malloc(workspace_size, rt.MEM_MALLOC_HUGE_FIRST)
+            workspace_addr = rt.malloc(workspace_size, ACL_MEM_MALLOC_HUGE_FIRST)
             cleanup.callback(rt.free, workspace_addr)
         # ... phase 2 launches it on the stream.
         aclnn.grid_sampler3d_backward(workspace_addr, workspace_size, executor, stream)

@@ -1,10 +1,12 @@
 """Build the host emulator of the CANN libraries (tests/emulator) on demand.
 
 ``emulator_home("classic")`` / ``emulator_home("split")`` return
-``<repo>/build/emulator-home`` / ``<repo>/build/emulator-home-split``, a
-directory shaped like a CANN install (``lib64/``, ``include/``), configuring and
+``<repo>/.emulator-build/emulator-home`` / ``<repo>/.emulator-build/emulator-home-split``,
+a directory shaped like a CANN install (``lib64/``, ``include/``), configuring and
 building it with CMake the first time a process asks and whenever the tree is
-missing. A file lock keeps parallel test processes from building at once.
+missing. The CMake tree is kept out of ``build/``, which belongs to setuptools
+(whatever lands in ``build/lib`` could otherwise end up in a wheel). A file
+lock keeps parallel test processes from building at once.
 There is no skip: a failing build raises RuntimeError with CMake's output.
 """
 
@@ -18,7 +20,7 @@ import subprocess
 import threading
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-BUILD_DIR = REPO / "build"
+BUILD_DIR = REPO / ".emulator-build"
 
 #: layout name -> (home directory name, libraries that must exist in lib64/)
 LAYOUTS = {

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pyaclnn import dtypes, errors
+from pyaclnn import constants, dtypes, errors
 from pyaclnn.backends.npu._discovery import ENV_VARS
 
 emulator_build = pytest.importorskip(
@@ -39,8 +39,8 @@ def npu():
     home = emulator_build.emulator_home("classic")
     backend = NpuBackend({"PYACLNN_ASCEND_HOME": str(home)})
     assert backend.live_counts() is not None, f"npu backend not the emulator: {backend.home}"
-    assert backend.aclInit(None) in (errors.ACL_SUCCESS, errors.ACL_ERROR_REPEAT_INITIALIZE)
-    assert backend.aclrtSetDevice(0) == errors.ACL_SUCCESS
+    assert backend.aclInit(None) in (constants.ACL_SUCCESS, constants.ACL_ERROR_REPEAT_INITIALIZE)
+    assert backend.aclrtSetDevice(0) == constants.ACL_SUCCESS
     yield backend
 
 
@@ -186,7 +186,7 @@ def test_phase_one_failure_gives_the_status_the_text_and_no_executor(npu):
     status, _, executor = npu.aclnnMaxPool3dWithArgmaxGetWorkspaceSize(x, k, k, k, k, False, None, x)
     message = npu.aclGetRecentErrMsg()
     assert (npu.aclDestroyTensor(x), npu.aclDestroyIntArray(k), npu.aclrtFree(ptr)) == (0, 0, 0)
-    assert status == errors.ACLNN_ERR_PARAM_NULLPTR
+    assert status == constants.ACLNN_ERR_PARAM_NULLPTR
     assert executor is None
     assert message != ""
 
@@ -322,10 +322,10 @@ def test_bad_scalars_pointers_and_buffers_are_named(npu):
 CHILD_PRELUDE = """
 import json, sys
 import numpy as np
-from pyaclnn import errors
+from pyaclnn import constants, errors
 from pyaclnn.backends.npu import NpuBackend
 npu = NpuBackend()
-assert npu.aclInit(None) in (0, 100002) and npu.aclrtSetDevice(0) == 0
+assert npu.aclInit(None) in (0, constants.ACL_ERROR_REPEAT_INITIALIZE) and npu.aclrtSetDevice(0) == 0
 def dev(a):
     a = np.ascontiguousarray(a); st, p = npu.aclrtMalloc(a.nbytes, 0); assert st == 0
     assert npu.aclrtMemcpy(p, a.nbytes, a, a.nbytes, 1) == 0; return p
@@ -398,7 +398,7 @@ def test_a_missing_operator_library_fails_only_its_own_calls(tmp_path):
     """, home)
     assert result["pool"] == 5.0
     error = result["error"]
-    assert error["status"] == errors.ACL_ERROR_API_NOT_SUPPORT and error["type"] == "AclnnError"
+    assert error["status"] == constants.ACL_ERROR_API_NOT_SUPPORT and error["type"] == "AclnnError"
     assert error["api"] == "aclnnGridSampler3DGetWorkspaceSize"
     assert "aclnnGridSampler3DGetWorkspaceSize is not exported by any loaded CANN library" in error["text"]
     for lib in ("libacl_rt.so", "libnnopbase.so", "libopapi_nn.so"):
@@ -457,7 +457,7 @@ def test_probe_says_so_when_no_device_is_visible(monkeypatch, npu):
 
 
 def test_probe_initializes_acl_only_when_the_count_needs_it(monkeypatch, npu):
-    result, calls = probe_with(monkeypatch, npu, [(errors.ACL_ERROR_UNINITIALIZE, 0), (0, 2)])
+    result, calls = probe_with(monkeypatch, npu, [(constants.ACL_ERROR_UNINITIALIZE, 0), (0, 2)])
     assert calls == [None]
     assert result.ok is True and result.device_count == 2 and result.soc_name.startswith("Ascend")
     result, calls = probe_with(monkeypatch, npu, [(0, 1)])
@@ -465,7 +465,7 @@ def test_probe_initializes_acl_only_when_the_count_needs_it(monkeypatch, npu):
 
 
 def test_probe_reports_a_failing_device_count_with_its_status_name(monkeypatch, npu):
-    result, _ = probe_with(monkeypatch, npu, [(errors.ACL_ERROR_RT_NO_DEVICE, 0)])
+    result, _ = probe_with(monkeypatch, npu, [(constants.ACL_ERROR_RT_NO_DEVICE, 0)])
     assert result.ok is False and result.device_count is None
     assert "aclrtGetDeviceCount failed: ACL_ERROR_RT_NO_DEVICE (207004)" in result.reason
 
@@ -477,7 +477,8 @@ def test_a_missing_runtime_function_raises_acl_error_and_an_operator_aclnn_error
     with pytest.raises(errors.AclError) as info:
         _missing_stub("aclFinalizeReference", libs)(None)
     assert type(info.value) is errors.AclError
-    assert info.value.status == errors.ACL_ERROR_API_NOT_SUPPORT and info.value.api == "aclFinalizeReference"
+    assert info.value.status == constants.ACL_ERROR_API_NOT_SUPPORT
+    assert info.value.api == "aclFinalizeReference"
     assert "/opt/cann/lib64/libascendcl.so, /opt/cann/lib64/libnnopbase.so" in str(info.value)
     with pytest.raises(errors.AclnnError):
         _missing_stub("aclnnGridSampler3D", libs)(0, 0, None, None)

@@ -16,29 +16,29 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from pyaclnn import _decl, dtypes
+from pyaclnn import dtypes
 from pyaclnn.backends.numpy import BACKWARD_WORKSPACE, NumpyBackend
 from pyaclnn.backends.numpy._streams import Task
-
-_c = _decl.constant
-H2D, D2H, D2D, H2H = (
-    _c(n)
-    for n in (
-        "ACL_MEMCPY_HOST_TO_DEVICE",
-        "ACL_MEMCPY_DEVICE_TO_HOST",
-        "ACL_MEMCPY_DEVICE_TO_DEVICE",
-        "ACL_MEMCPY_HOST_TO_HOST",
-    )
+from pyaclnn.constants import (
+    ACL_ERROR_INVALID_PARAM,
+    ACL_ERROR_INVALID_RESOURCE_HANDLE,
+    ACL_ERROR_RT_EVENT_NOT_COMPLETE,
+    ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID,
+    ACL_ERROR_RT_INTERNAL_ERROR,
+    ACL_ERROR_RT_INVALID_DEVICEID,
+    ACL_ERROR_RT_MEMORY_ALLOCATION,
+    ACL_ERROR_RT_VECTOR_CORE_EXCEPTION,
+    ACL_EVENT_EXTERNAL,
+    ACL_EVENT_RECORDED_STATUS_COMPLETE,
+    ACL_EVENT_RECORDED_STATUS_NOT_READY,
+    ACL_EVENT_SYNC,
+    ACL_EVENT_TIME_LINE,
+    ACL_MEMCPY_DEVICE_TO_DEVICE,
+    ACL_MEMCPY_DEVICE_TO_HOST,
+    ACL_MEMCPY_HOST_TO_DEVICE,
+    ACL_MEMCPY_HOST_TO_HOST,
+    ACLNN_ERR_RUNTIME_ERROR,
 )
-INVALID_PARAM = _c("ACL_ERROR_INVALID_PARAM")
-INVALID_HANDLE = _c("ACL_ERROR_INVALID_RESOURCE_HANDLE")
-VECTOR_CORE_EXCEPTION = _c("ACL_ERROR_RT_VECTOR_CORE_EXCEPTION")
-RT_INTERNAL_ERROR = _c("ACL_ERROR_RT_INTERNAL_ERROR")
-NOT_COMPLETE = _c("ACL_ERROR_RT_EVENT_NOT_COMPLETE")
-TIMESTAMP_INVALID = _c("ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID")
-RUNTIME_ERROR = _c("ACLNN_ERR_RUNTIME_ERROR")
-COMPLETE, NOT_READY = _c("ACL_EVENT_RECORDED_STATUS_COMPLETE"), _c("ACL_EVENT_RECORDED_STATUS_NOT_READY")
-EVENT_SYNC, EVENT_TIME_LINE, EVENT_EXTERNAL = _c("ACL_EVENT_SYNC"), _c("ACL_EVENT_TIME_LINE"), _c("ACL_EVENT_EXTERNAL")
 
 X = np.arange(64, dtype=np.float32).reshape(1, 1, 4, 4, 4)
 POOLED = X[:, :, 1::2, 1::2, 1::2]  # 2x2x2 windows of an increasing ramp: the last cell wins
@@ -79,7 +79,8 @@ class Device:
     def array(self, host: np.ndarray) -> int:
         ptr = ok(self.b.aclrtMalloc(host.nbytes, 0))
         self.pointers.append(ptr)
-        ok(self.b.aclrtMemcpy(ptr, host.nbytes, np.ascontiguousarray(host), host.nbytes, H2D))
+        host = np.ascontiguousarray(host)
+        ok(self.b.aclrtMemcpy(ptr, host.nbytes, host, host.nbytes, ACL_MEMCPY_HOST_TO_DEVICE))
         return ptr
 
     def tensor(self, ptr: int, shape: tuple[int, ...], dtype) -> object:
@@ -98,7 +99,7 @@ class Device:
     def read(self, ptr: int, shape, dtype) -> np.ndarray:
         """Contents now, by the synchronous aclrtMemcpy (which waits for nothing)."""
         out = np.empty(shape, dtype)
-        ok(self.b.aclrtMemcpy(out, out.nbytes, ptr, out.nbytes, D2H))
+        ok(self.b.aclrtMemcpy(out, out.nbytes, ptr, out.nbytes, ACL_MEMCPY_DEVICE_TO_HOST))
         return out
 
     def destroy_descriptors(self) -> None:
@@ -185,7 +186,7 @@ def test_phase2_returns_before_the_kernel_ran_and_synchronize_shows_its_output(b
 def test_tasks_of_one_stream_run_in_submission_order(b, dev, pool, stream, slow):
     copy = dev.array(np.zeros(8, np.float32))
     pool.launch(stream)
-    ok(b.aclrtMemcpyAsync(copy, 32, pool.out, 32, D2D, stream))  # after the kernel
+    ok(b.aclrtMemcpyAsync(copy, 32, pool.out, 32, ACL_MEMCPY_DEVICE_TO_DEVICE, stream))  # after the kernel
     ok(b.aclrtMemsetAsync(pool.out, 32, 0x7F, 32, stream))  # after the copy
     ok(b.aclrtSynchronizeStream(stream))
     np.testing.assert_array_equal(dev.read(copy, (1, 1, 2, 2, 2), np.float32), POOLED)
@@ -215,7 +216,7 @@ def test_a_stream_waiting_for_an_event_runs_after_the_recorded_work(b, dev, pool
     start = time.perf_counter()
     ok(b.aclrtStreamWaitEvent(s2, event))
     assert time.perf_counter() - start < KERNEL_MS / 1000 / 2  # the caller does not wait
-    ok(b.aclrtMemcpyAsync(copy, 32, pool.out, 32, D2D, s2))
+    ok(b.aclrtMemcpyAsync(copy, 32, pool.out, 32, ACL_MEMCPY_DEVICE_TO_DEVICE, s2))
     ok(b.aclrtSynchronizeStream(s2))  # s1 is not synchronized by the caller
     np.testing.assert_array_equal(dev.read(copy, (1, 1, 2, 2, 2), np.float32), POOLED)
     for s in (s1, s2):
@@ -249,7 +250,7 @@ def test_synchronize_latency_comes_from_the_environment(b, stream, monkeypatch):
 def test_pageable_memcpy_async_waits_for_the_copy_and_the_work_before_it(b, pool, stream, slow):
     pool.launch(stream)
     host = np.zeros((1, 1, 2, 2, 2), np.float32)
-    ok(b.aclrtMemcpyAsync(host, 32, pool.out, 32, D2H, stream))
+    ok(b.aclrtMemcpyAsync(host, 32, pool.out, 32, ACL_MEMCPY_DEVICE_TO_HOST, stream))
     np.testing.assert_array_equal(host, POOLED)
 
 
@@ -257,13 +258,13 @@ def test_pinned_memcpy_async_does_not_wait(b, pool, stream, slow):
     pinned = ok(b.aclrtMallocHost(32))
     pool.launch(stream)
     start = time.perf_counter()
-    ok(b.aclrtMemcpyAsync(pinned, 32, pool.out, 32, D2H, stream))
+    ok(b.aclrtMemcpyAsync(pinned, 32, pool.out, 32, ACL_MEMCPY_DEVICE_TO_HOST, stream))
     assert time.perf_counter() - start < KERNEL_MS / 1000 / 2
     host = np.zeros(8, np.float32)
-    ok(b.aclrtMemcpy(host, 32, pinned, 32, H2H))
+    ok(b.aclrtMemcpy(host, 32, pinned, 32, ACL_MEMCPY_HOST_TO_HOST))
     assert not host.any()
     ok(b.aclrtSynchronizeStream(stream))
-    ok(b.aclrtMemcpy(host, 32, pinned, 32, H2H))
+    ok(b.aclrtMemcpy(host, 32, pinned, 32, ACL_MEMCPY_HOST_TO_HOST))
     np.testing.assert_array_equal(host, POOLED.reshape(-1))
     ok(b.aclrtFreeHost(pinned))
 
@@ -294,11 +295,11 @@ def test_descriptors_may_be_destroyed_right_after_phase2(b, dev, pool, stream, s
 
 
 def test_launch_time_checks_stay_synchronous(b, dev, pool, stream):
-    assert b.aclnnMaxPool3dWithArgmax(0, 0, pool.phase1(), object()) == INVALID_HANDLE
+    assert b.aclnnMaxPool3dWithArgmax(0, 0, pool.phase1(), object()) == ACL_ERROR_INVALID_RESOURCE_HANDLE
     executor = pool.phase1()
     ok(b.aclrtFree(pool.out))
     dev.pointers.remove(pool.out)
-    assert b.aclnnMaxPool3dWithArgmax(0, 0, executor, stream) == RUNTIME_ERROR
+    assert b.aclnnMaxPool3dWithArgmax(0, 0, executor, stream) == ACLNN_ERR_RUNTIME_ERROR
     assert "freed" in b.aclGetRecentErrMsg()
 
 
@@ -335,7 +336,7 @@ def test_an_index_outside_its_plane_is_a_device_error_reported_once_at_synchroni
     _backward(dev, pool, indices, grad_input, s)  # phase 2 itself succeeds
     ok(b.aclrtMemsetAsync(pool.out, 32, 0x11, 32, s))  # later tasks still run
     status = b.aclrtSynchronizeDevice() if on_default_stream else b.aclrtSynchronizeStream(s)
-    assert status == VECTOR_CORE_EXCEPTION
+    assert status == ACL_ERROR_RT_VECTOR_CORE_EXCEPTION
     message = b.aclGetRecentErrMsg()
     label = "0x0" if on_default_stream else f"{id(stream):#x}"
     assert message == (
@@ -351,8 +352,8 @@ def test_an_index_outside_its_plane_is_a_device_error_reported_once_at_synchroni
 @pytest.mark.parametrize(
     "exception, status, text",
     [
-        (RuntimeError("boom"), RT_INTERNAL_ERROR, "aclnnSomething: unexpected RuntimeError: boom"),
-        (MemoryError("16 GiB"), _c("ACL_ERROR_RT_MEMORY_ALLOCATION"), "aclnnSomething: out of host memory"),
+        (RuntimeError("boom"), ACL_ERROR_RT_INTERNAL_ERROR, "aclnnSomething: unexpected RuntimeError: boom"),
+        (MemoryError("16 GiB"), ACL_ERROR_RT_MEMORY_ALLOCATION, "aclnnSomething: out of host memory"),
     ],
 )
 def test_an_unexpected_exception_in_a_task_becomes_a_sticky_error(b, stream, exception, status, text):
@@ -367,22 +368,22 @@ def test_an_unexpected_exception_in_a_task_becomes_a_sticky_error(b, stream, exc
 # -- events --------------------------------------------------------------------
 def test_event_status_synchronize_and_elapsed_time(b, pool, stream, slow):
     start, end = ok(b.aclrtCreateEvent()), ok(b.aclrtCreateEvent())
-    assert ok(b.aclrtQueryEventStatus(end)) == COMPLETE  # never recorded
+    assert ok(b.aclrtQueryEventStatus(end)) == ACL_EVENT_RECORDED_STATUS_COMPLETE  # never recorded
     ok(b.aclrtSynchronizeEvent(end))
-    assert b.aclrtEventElapsedTime(start, end)[0] == INVALID_PARAM  # never recorded
+    assert b.aclrtEventElapsedTime(start, end)[0] == ACL_ERROR_INVALID_PARAM  # never recorded
     ok(b.aclrtRecordEvent(start, stream))
     pool.launch(stream)
     ok(b.aclrtRecordEvent(end, stream))
-    assert ok(b.aclrtQueryEventStatus(end)) == NOT_READY
-    assert b.aclrtEventElapsedTime(start, end)[0] == NOT_COMPLETE
+    assert ok(b.aclrtQueryEventStatus(end)) == ACL_EVENT_RECORDED_STATUS_NOT_READY
+    assert b.aclrtEventElapsedTime(start, end)[0] == ACL_ERROR_RT_EVENT_NOT_COMPLETE
     ok(b.aclrtSynchronizeEvent(end))
-    assert ok(b.aclrtQueryEventStatus(end)) == COMPLETE
+    assert ok(b.aclrtQueryEventStatus(end)) == ACL_EVENT_RECORDED_STATUS_COMPLETE
     np.testing.assert_array_equal(pool.result(), POOLED)  # captured work is done
     assert ok(b.aclrtEventElapsedTime(start, end)) >= KERNEL_MS
     for e in (start, end):
         ok(b.aclrtDestroyEvent(e))
-    assert b.aclrtQueryEventStatus(start)[0] == INVALID_HANDLE
-    assert b.aclrtDestroyEvent(start) == INVALID_HANDLE
+    assert b.aclrtQueryEventStatus(start)[0] == ACL_ERROR_INVALID_RESOURCE_HANDLE
+    assert b.aclrtDestroyEvent(start) == ACL_ERROR_INVALID_RESOURCE_HANDLE
 
 
 def test_recording_again_replaces_what_the_event_captures(b, pool, stream, slow):
@@ -391,23 +392,23 @@ def test_recording_again_replaces_what_the_event_captures(b, pool, stream, slow)
     ok(b.aclrtSynchronizeEvent(event))
     pool.launch(stream)
     ok(b.aclrtRecordEvent(event, stream))
-    assert ok(b.aclrtQueryEventStatus(event)) == NOT_READY
+    assert ok(b.aclrtQueryEventStatus(event)) == ACL_EVENT_RECORDED_STATUS_NOT_READY
     ok(b.aclrtDestroyEvent(event))
 
 
 def test_event_flags(b, stream):
-    for flag in (4, 64, EVENT_EXTERNAL | EVENT_SYNC):
-        assert b.aclrtCreateEventWithFlag(flag) == (INVALID_PARAM, None)
+    for flag in (4, 64, ACL_EVENT_EXTERNAL | ACL_EVENT_SYNC):
+        assert b.aclrtCreateEventWithFlag(flag) == (ACL_ERROR_INVALID_PARAM, None)
         assert "flag" in b.aclGetRecentErrMsg()
-    external = ok(b.aclrtCreateEventWithFlag(EVENT_EXTERNAL))
-    sync_only = ok(b.aclrtCreateEventWithFlag(EVENT_SYNC))
-    timed_only = ok(b.aclrtCreateEventWithFlag(EVENT_TIME_LINE))
+    external = ok(b.aclrtCreateEventWithFlag(ACL_EVENT_EXTERNAL))
+    sync_only = ok(b.aclrtCreateEventWithFlag(ACL_EVENT_SYNC))
+    timed_only = ok(b.aclrtCreateEventWithFlag(ACL_EVENT_TIME_LINE))
     for e in (sync_only, timed_only):
         ok(b.aclrtRecordEvent(e, stream))
     ok(b.aclrtSynchronizeStream(stream))
-    assert b.aclrtEventElapsedTime(sync_only, sync_only)[0] == TIMESTAMP_INVALID
+    assert b.aclrtEventElapsedTime(sync_only, sync_only)[0] == ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID
     assert ok(b.aclrtEventElapsedTime(timed_only, timed_only)) == 0.0
-    assert b.aclrtStreamWaitEvent(stream, timed_only) == INVALID_PARAM
+    assert b.aclrtStreamWaitEvent(stream, timed_only) == ACL_ERROR_INVALID_PARAM
     assert "ACL_EVENT_SYNC" in b.aclGetRecentErrMsg()
     ok(b.aclrtStreamWaitEvent(stream, sync_only))
     for e in (external, sync_only, timed_only):
@@ -422,7 +423,7 @@ def test_a_pending_event_may_be_destroyed_and_a_queued_wait_on_it_still_works(b,
     ok(b.aclrtRecordEvent(event, s1))
     ok(b.aclrtStreamWaitEvent(s2, event))
     ok(b.aclrtDestroyEvent(event))
-    ok(b.aclrtMemcpyAsync(copy, 32, pool.out, 32, D2D, s2))
+    ok(b.aclrtMemcpyAsync(copy, 32, pool.out, 32, ACL_MEMCPY_DEVICE_TO_DEVICE, s2))
     ok(b.aclrtSynchronizeStream(s2))
     np.testing.assert_array_equal(dev.read(copy, (1, 1, 2, 2, 2), np.float32), POOLED)
     for s in (s1, s2):
@@ -462,7 +463,7 @@ def test_freeing_memory_a_pending_task_uses_is_a_hazard(b, dev, pool, stream, sl
 def test_freeing_pinned_memory_a_pending_copy_uses_is_a_hazard(b, pool, stream, slow, capfd):
     pinned = ok(b.aclrtMallocHost(32))
     pool.launch(stream)
-    ok(b.aclrtMemcpyAsync(pinned, 32, pool.out, 32, D2H, stream))
+    ok(b.aclrtMemcpyAsync(pinned, 32, pool.out, 32, ACL_MEMCPY_DEVICE_TO_HOST, stream))
     ok(b.aclrtFreeHost(pinned))
     _expect_hazard(b, capfd, 0, "host pinned memory", "aclrtFreeHost")
     ok(b.aclrtSynchronizeStream(stream))
@@ -518,8 +519,8 @@ def test_worker_threads_end_with_their_streams(b):
         ok(b.aclrtDestroyStream(s))
     assert not any(w.alive for w in workers)
     assert stream_threads() == before
-    assert b.aclrtDestroyStream(streams[0]) == INVALID_HANDLE
-    assert b.aclrtSynchronizeStream(streams[0]) == INVALID_HANDLE
+    assert b.aclrtDestroyStream(streams[0]) == ACL_ERROR_INVALID_RESOURCE_HANDLE
+    assert b.aclrtSynchronizeStream(streams[0]) == ACL_ERROR_INVALID_RESOURCE_HANDLE
 
 
 # -- several devices -------------------------------------------------------------
@@ -534,7 +535,7 @@ def b2(monkeypatch: pytest.MonkeyPatch) -> Iterator[NumpyBackend]:
 
 def test_devices_are_per_thread_and_count_their_own_objects(b2):
     assert ok(b2.aclrtGetDeviceCount()) == 2
-    assert b2.aclrtSetDevice(2) == _c("ACL_ERROR_RT_INVALID_DEVICEID")
+    assert b2.aclrtSetDevice(2) == ACL_ERROR_RT_INVALID_DEVICEID
     assert "0..1" in b2.aclGetRecentErrMsg()
     ok(b2.aclrtSetDevice(1))
     ptr = ok(b2.aclrtMalloc(64, 0))
@@ -543,7 +544,7 @@ def test_devices_are_per_thread_and_count_their_own_objects(b2):
     thread = threading.Thread(target=lambda: seen.append(b2.aclrtGetDevice()[0]))
     thread.start()
     thread.join()
-    assert seen == [_c("ACL_ERROR_RT_INVALID_DEVICEID")]  # none set in that thread
+    assert seen == [ACL_ERROR_RT_INVALID_DEVICEID]  # none set in that thread
     assert b2.live_counts(1)["device_allocs"] == 1 and b2.live_counts(1)["streams"] == 1
     assert b2.live_counts(0)["device_allocs"] == 0 and b2.live_counts(0)["streams"] == 0
     _, free, total = b2.aclrtGetMemInfo(0)
@@ -561,7 +562,7 @@ def test_a_launch_with_memory_of_another_device_is_refused_at_phase2(b2):
     pool = Pool(dev)  # memory of device 1
     ok(b2.aclrtSetDevice(0))
     s = ok(b2.aclrtCreateStream())  # a stream of device 0
-    assert b2.aclnnMaxPool3dWithArgmax(0, 0, pool.phase1(), s) == RUNTIME_ERROR
+    assert b2.aclnnMaxPool3dWithArgmax(0, 0, pool.phase1(), s) == ACLNN_ERR_RUNTIME_ERROR
     assert b2.aclGetRecentErrMsg() == (
         "aclnnMaxPool3dWithArgmax: self is memory of device 1, but the launch's stream belongs to device 0"
     )

@@ -12,10 +12,14 @@ import numpy as np
 import pytest
 from lowlevel import NCDHW, NDHWC, NULL, Spec
 
-from pyaclnn import AclError, AclnnError, bfloat16
-from pyaclnn._decl import constant
+from pyaclnn import AclError, AclnnError, bfloat16, constants
 
-NULLPTR, INVALID, INNER_NULLPTR = 161001, 161002, 561103
+# Short local names: the tables below would not fit their lines with the C names.
+NULLPTR, INVALID, INNER_NULLPTR = (
+    constants.ACLNN_ERR_PARAM_NULLPTR,
+    constants.ACLNN_ERR_PARAM_INVALID,
+    constants.ACLNN_ERR_INNER_NULLPTR,
+)
 F32, F16, F64, I32, I64 = np.float32, np.float16, np.float64, np.int32, np.int64
 
 
@@ -256,7 +260,7 @@ def test_max_pool3d_backward_index_outside_its_plane_is_a_device_error_at_the_ne
         ll.max_pool3d_with_argmax_backward(
             backend, **{**BWD_OK, "indices": indices, "grad_input": Spec((1, 2, 4, 4, 4), fill=5)}
         )
-    assert error.value.status == constant("ACL_ERROR_RT_VECTOR_CORE_EXCEPTION")
+    assert error.value.status == constants.ACL_ERROR_RT_VECTOR_CORE_EXCEPTION
     assert error.value.api == "aclrtSynchronizeStream"
     assert f"aclnnMaxPool3dWithArgmaxBackward: indices[0, 1, 1, 0, 1] = {bad}" in str(error.value)
 

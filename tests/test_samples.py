@@ -20,6 +20,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pyaclnn import constants
+
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "samples"
 CANN_VARS = ("PYACLNN_ASCEND_HOME", "ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME", "PYACLNN_BACKEND")
@@ -180,7 +182,7 @@ def test_a_low_level_sample_frees_everything_when_a_call_fails(run_sample_env):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    assert lines[0] == "status 161002"
+    assert lines[0] == f"status {constants.ACLNN_ERR_PARAM_INVALID}"
     live = json.loads(lines[1])  # {kind: count} of the backend's live objects
     assert live and not any(live.values()), live
 

@@ -16,7 +16,7 @@ from typing import Any
 from .. import backends as _backends
 from .._status import check as _check
 from .._status import created as _created
-from ..errors import ACL_ERROR_REPEAT_INITIALIZE, ACLNN_ERR_PARAM_INVALID
+from ..constants import ACL_ERROR_REPEAT_INITIALIZE, ACLNN_ERR_PARAM_INVALID
 from . import rt
 
 __all__ = [

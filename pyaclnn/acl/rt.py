@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import _decl
 from .. import backends as _backends
 from .._status import check as _check
+from ..constants import ACL_HBM_MEM, ACL_MEM_MALLOC_HUGE_FIRST
 
 __all__ = [
     "set_device", "reset_device", "get_device", "get_device_count", "synchronize_device", "create_stream",
@@ -21,9 +21,6 @@ __all__ = [
     "memcpy_async", "memset", "memset_async", "get_mem_info", "ctx_set_sys_param_opt",
     "ctx_get_sys_param_opt", "set_sys_param_opt", "get_sys_param_opt", "get_soc_name",
 ]
-
-MEM_MALLOC_HUGE_FIRST = _decl.constant("ACL_MEM_MALLOC_HUGE_FIRST")
-HBM_MEM = _decl.constant("ACL_HBM_MEM")
 
 
 def set_device(device_id: int, *, backend: str | None = None) -> None:
@@ -142,7 +139,7 @@ def stream_wait_event(stream: Any, event: Any, *, backend: str | None = None) ->
     _check(b, b.aclrtStreamWaitEvent(stream, event), "aclrtStreamWaitEvent")
 
 
-def malloc(size: int, policy: int = MEM_MALLOC_HUGE_FIRST, *, backend: str | None = None) -> int:
+def malloc(size: int, policy: int = ACL_MEM_MALLOC_HUGE_FIRST, *, backend: str | None = None) -> int:
     """``aclrtMalloc``: ``size`` bytes of device memory, 32-byte aligned.
 
     Raises
@@ -204,7 +201,7 @@ def memset_async(
     _check(b, b.aclrtMemsetAsync(ptr, max_count, value, count, stream), "aclrtMemsetAsync")
 
 
-def get_mem_info(attr: int = HBM_MEM, *, backend: str | None = None) -> tuple[int, int]:
+def get_mem_info(attr: int = ACL_HBM_MEM, *, backend: str | None = None) -> tuple[int, int]:
     """``aclrtGetMemInfo``: ``(free, total)`` bytes."""
     b = _backends.get(backend)
     status, free_bytes, total = b.aclrtGetMemInfo(attr)

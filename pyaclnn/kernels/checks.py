@@ -15,29 +15,28 @@ from dataclasses import dataclass
 from math import prod
 from typing import Any, Protocol
 
-from .. import _decl
+from ..constants import (
+    ACL_BF16,
+    ACL_DOUBLE,
+    ACL_FLOAT,
+    ACL_FLOAT16,
+    ACL_FORMAT_NCDHW,
+    ACL_FORMAT_ND,
+    ACL_FORMAT_NDHWC,
+    ACL_INT32,
+    ACLNN_ERR_INNER_NULLPTR,
+    ACLNN_ERR_PARAM_INVALID,
+    ACLNN_ERR_PARAM_NULLPTR,
+)
 from ..dtypes import FORMATS, data_type_name, format_name
 from .max_pool3d import IndexOutOfPlaneError, check_indices, pool_output_size
 
-PARAM_NULLPTR = _decl.constant("ACLNN_ERR_PARAM_NULLPTR")
-PARAM_INVALID = _decl.constant("ACLNN_ERR_PARAM_INVALID")
-INNER_NULLPTR = _decl.constant("ACLNN_ERR_INNER_NULLPTR")
-
 INT32_MAX = 2**31 - 1
 
-_FLOAT = _decl.constant("ACL_FLOAT")
-_FLOAT16 = _decl.constant("ACL_FLOAT16")
-_BF16 = _decl.constant("ACL_BF16")
-_DOUBLE = _decl.constant("ACL_DOUBLE")
-_INT32 = _decl.constant("ACL_INT32")
+POOL_DTYPES = (ACL_FLOAT, ACL_FLOAT16, ACL_BF16)
+GRID_DTYPES = (ACL_FLOAT, ACL_FLOAT16, ACL_DOUBLE, ACL_BF16)
+INDEX_DTYPES = (ACL_INT32,)  # A2/A3; int64 only on the 950 series
 
-POOL_DTYPES = (_FLOAT, _FLOAT16, _BF16)
-GRID_DTYPES = (_FLOAT, _FLOAT16, _DOUBLE, _BF16)
-INDEX_DTYPES = (_INT32,)  # A2/A3; int64 only on the 950 series
-
-NDHWC = FORMATS["ACL_FORMAT_NDHWC"]
-NCDHW = FORMATS["ACL_FORMAT_NCDHW"]
-ND = FORMATS["ACL_FORMAT_ND"]
 # Internal (5HD, fractal) formats the aclnn L2 layer rejects.
 PRIVATE_FORMATS = frozenset(
     FORMATS[name]
@@ -70,14 +69,14 @@ class CheckFailed(Exception):
         self.message = message
 
 
-def _fail(message: str, status: int = PARAM_INVALID) -> CheckFailed:
+def _fail(message: str, status: int = ACLNN_ERR_PARAM_INVALID) -> CheckFailed:
     return CheckFailed(status, message)
 
 
 def _require(tensors: Sequence[tuple[str, object]]) -> None:
     for name, value in tensors:
         if value is None:
-            raise _fail(f"{name} is a null pointer; it is required", PARAM_NULLPTR)
+            raise _fail(f"{name} is a null pointer; it is required", ACLNN_ERR_PARAM_NULLPTR)
 
 
 def _dtype_in(name: str, t: TensorLike, allowed: Sequence[int]) -> None:
@@ -194,7 +193,7 @@ def plane_size_limit(shape: Sequence[int], forward: bool) -> None:
     if size > INT32_MAX:
         raise _fail(
             f"self: D*H*W = {size} exceeds INT32_MAX, which Atlas A2/A3 cannot index",
-            INNER_NULLPTR if forward else PARAM_INVALID,
+            ACLNN_ERR_INNER_NULLPTR if forward else ACLNN_ERR_PARAM_INVALID,
         )
 
 
@@ -238,7 +237,7 @@ def max_pool3d_with_argmax(
                 f"{name} has format {format_name(t.format)}; self, out and indices must share one "
                 f"format (self is {format_name(self.format)})"
             )
-    if self.format == NDHWC or self.format in PRIVATE_FORMATS:
+    if self.format == ACL_FORMAT_NDHWC or self.format in PRIVATE_FORMATS:
         raise _fail(f"self has format {format_name(self.format)}, which Atlas A2/A3 does not support here")
     _rank_in("self", self, (4, 5))
     params = pool_params(kernel_size, stride, padding, dilation, ceil_mode)
@@ -392,12 +391,12 @@ def grid_sampler3d(
     _same_dtype("grid", grid, "input", input)
     _same_dtype("out", out, "input", input)
     for name, t in (("input", input), ("out", out)):
-        if t.format not in (NCDHW, NDHWC, ND):
+        if t.format not in (ACL_FORMAT_NCDHW, ACL_FORMAT_NDHWC, ACL_FORMAT_ND):
             raise _fail(f"{name} has format {format_name(t.format)}; it must be NCDHW, NDHWC or ND")
     _modes(interpolation_mode, padding_mode)
     for name, t in (("input", input), ("grid", grid), ("out", out)):
         _rank_in(name, t, (5,))
-    cl = input.format == NDHWC
+    cl = input.format == ACL_FORMAT_NDHWC
     if not (input.shape[0] == grid.shape[0] == out.shape[0]):
         raise _fail(
             f"N differs: input {input.shape[0]}, grid {grid.shape[0]}, out {out.shape[0]}; they must be equal"
@@ -454,7 +453,7 @@ def grid_sampler3d_backward(
     _modes(interpolation_mode, padding_mode)
     for name, t in (("input", input), ("grid", grid), ("gradOutput", grad_output)):
         _rank_in(name, t, (5,))
-    cl = input.format == NDHWC
+    cl = input.format == ACL_FORMAT_NDHWC
     if not (input.shape[0] == grid.shape[0] == grad_output.shape[0]):
         raise _fail(
             f"N differs: input {input.shape[0]}, grid {grid.shape[0]}, gradOutput {grad_output.shape[0]}; "

@@ -34,6 +34,12 @@ from pathlib import Path
 from typing import Any
 
 from ... import errors
+from ...constants import (
+    ACL_ERROR_API_NOT_SUPPORT,
+    ACL_ERROR_REPEAT_INITIALIZE,
+    ACL_ERROR_UNINITIALIZE,
+    ACL_SUCCESS,
+)
 from .._interface import LIVE_COUNT_NAMES
 from ._discovery import Candidate, Discovery, LibraryNotFoundError, discover
 from ._ffi import ffi, function_names, parameter_names
@@ -106,7 +112,7 @@ def _missing_stub(name: str, paths: Sequence[Path]) -> Any:
     )
 
     def call(*_args: Any, **_kwargs: Any) -> Any:
-        raise errors.make_error(errors.ACL_ERROR_API_NOT_SUPPORT, message, name)
+        raise errors.make_error(ACL_ERROR_API_NOT_SUPPORT, message, name)
 
     call.__name__ = call.__qualname__ = name
     return call
@@ -834,12 +840,12 @@ def probe(environ: dict[str, str] | None = None) -> ProbeResult:
     }
     try:
         status, count = backend.aclrtGetDeviceCount()
-        if status == errors.ACL_ERROR_UNINITIALIZE:
+        if status == ACL_ERROR_UNINITIALIZE:
             init = backend.aclInit(None)
-            if init not in (errors.ACL_SUCCESS, errors.ACL_ERROR_REPEAT_INITIALIZE):
+            if init not in (ACL_SUCCESS, ACL_ERROR_REPEAT_INITIALIZE):
                 return ProbeResult(False, _failed("aclInit", init, backend), **found)
             status, count = backend.aclrtGetDeviceCount()
-        if status != errors.ACL_SUCCESS:
+        if status != ACL_SUCCESS:
             return ProbeResult(False, _failed("aclrtGetDeviceCount", status, backend), **found)
         soc = backend.aclrtGetSocName() if count else None
     except Exception as exc:  # noqa: BLE001 -- probe never raises

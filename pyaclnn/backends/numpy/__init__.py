@@ -23,6 +23,38 @@ import numpy as np
 
 from ... import _decl
 from ... import dtypes as _dtypes
+from ...constants import (
+    ACL_ERROR_INVALID_PARAM,
+    ACL_ERROR_INVALID_RESOURCE_HANDLE,
+    ACL_ERROR_REPEAT_FINALIZE,
+    ACL_ERROR_REPEAT_INITIALIZE,
+    ACL_ERROR_RT_EVENT_NOT_COMPLETE,
+    ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID,
+    ACL_ERROR_RT_INVALID_DEVICEID,
+    ACL_ERROR_RT_MEMORY_ALLOCATION,
+    ACL_ERROR_RT_MEMORY_FREE,
+    ACL_ERROR_RT_PARAM_INVALID,
+    ACL_ERROR_RT_SYSPARAMOPT_NOT_SET,
+    ACL_ERROR_RT_VECTOR_CORE_EXCEPTION,
+    ACL_EVENT_CAPTURE_STREAM_PROGRESS,
+    ACL_EVENT_DEVICE_USE_ONLY,
+    ACL_EVENT_EXTERNAL,
+    ACL_EVENT_RECORDED_STATUS_COMPLETE,
+    ACL_EVENT_RECORDED_STATUS_NOT_READY,
+    ACL_EVENT_SYNC,
+    ACL_EVENT_TIME_LINE,
+    ACL_MEMCPY_DEFAULT,
+    ACL_MEMCPY_DEVICE_TO_DEVICE,
+    ACL_MEMCPY_DEVICE_TO_HOST,
+    ACL_MEMCPY_HOST_TO_DEVICE,
+    ACL_MEMCPY_HOST_TO_HOST,
+    ACL_SUCCESS,
+    ACLNN_ERR_INNER_NULLPTR,
+    ACLNN_ERR_PARAM_INVALID,
+    ACLNN_ERR_PARAM_NULLPTR,
+    ACLNN_ERR_RUNTIME_ERROR,
+    ACLNN_SUCCESS,
+)
 from ...kernels import checks as _checks
 from ...kernels import grid_sampler3d as _grid
 from ...kernels import max_pool3d as _pool
@@ -33,7 +65,6 @@ from ._objects import BoolArray, Executor, IntArray, Registry, Stream, Tensor
 from ._streams import (
     KERNEL_US,
     SYNC_US,
-    VECTOR_CORE_EXCEPTION,
     Device,
     DeviceError,
     Event,
@@ -45,45 +76,11 @@ from ._streams import (
     sleep_ns,
 )
 
-_c = _decl.constant
-SUCCESS = 0
-INVALID_PARAM = _c("ACL_ERROR_INVALID_PARAM")
-UNINITIALIZE = _c("ACL_ERROR_UNINITIALIZE")
-REPEAT_INITIALIZE = _c("ACL_ERROR_REPEAT_INITIALIZE")
-REPEAT_FINALIZE = _c("ACL_ERROR_REPEAT_FINALIZE")
-INVALID_RESOURCE_HANDLE = _c("ACL_ERROR_INVALID_RESOURCE_HANDLE")
-RT_INVALID_DEVICEID = _c("ACL_ERROR_RT_INVALID_DEVICEID")
-RT_MEMORY_ALLOCATION = _c("ACL_ERROR_RT_MEMORY_ALLOCATION")
-RT_MEMORY_FREE = _c("ACL_ERROR_RT_MEMORY_FREE")
-RT_PARAM_INVALID = _c("ACL_ERROR_RT_PARAM_INVALID")
-RT_SYSPARAMOPT_NOT_SET = _c("ACL_ERROR_RT_SYSPARAMOPT_NOT_SET")
-RT_EVENT_TIMESTAMP_INVALID = _c("ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID")
-RT_EVENT_NOT_COMPLETE = _c("ACL_ERROR_RT_EVENT_NOT_COMPLETE")
-NN_PARAM_NULLPTR = _c("ACLNN_ERR_PARAM_NULLPTR")
-NN_PARAM_INVALID = _c("ACLNN_ERR_PARAM_INVALID")
-NN_RUNTIME_ERROR = _c("ACLNN_ERR_RUNTIME_ERROR")
-NN_INNER_NULLPTR = _c("ACLNN_ERR_INNER_NULLPTR")
-
-_H2H, _H2D, _D2H, _D2D, _DEFAULT = (
-    _c(n)
-    for n in (
-        "ACL_MEMCPY_HOST_TO_HOST",
-        "ACL_MEMCPY_HOST_TO_DEVICE",
-        "ACL_MEMCPY_DEVICE_TO_HOST",
-        "ACL_MEMCPY_DEVICE_TO_DEVICE",
-        "ACL_MEMCPY_DEFAULT",
-    )
-)
 _KNOWN_SYS_PARAM_OPTS = frozenset(_decl.enums()["aclSysParamOpt"].values())
-_EVENT_SYNC, _EVENT_TIME_LINE, _EVENT_EXTERNAL = (
-    _c(n) for n in ("ACL_EVENT_SYNC", "ACL_EVENT_TIME_LINE", "ACL_EVENT_EXTERNAL")
-)
 # Flags that may be ORed together; ACL_EVENT_EXTERNAL only stands alone.
-_EVENT_COMBINABLE = _EVENT_SYNC | _c("ACL_EVENT_CAPTURE_STREAM_PROGRESS") | _EVENT_TIME_LINE | _c(
-    "ACL_EVENT_DEVICE_USE_ONLY"
+_EVENT_COMBINABLE = (
+    ACL_EVENT_SYNC | ACL_EVENT_CAPTURE_STREAM_PROGRESS | ACL_EVENT_TIME_LINE | ACL_EVENT_DEVICE_USE_ONLY
 )
-_EVENT_COMPLETE = _c("ACL_EVENT_RECORDED_STATUS_COMPLETE")
-_EVENT_NOT_READY = _c("ACL_EVENT_RECORDED_STATUS_NOT_READY")
 
 SOC_NAME = "Ascend910B (pyaclnn numpy emulation)"
 # Workspace the emulated backward ops ask for, so callers exercise the workspace path.
@@ -140,21 +137,21 @@ class NumpyBackend:
         with self._lock:
             self._init_count += 1
             if self._init_count > 1:
-                return self._error(REPEAT_INITIALIZE, "aclInit was already called in this process")
-        return SUCCESS
+                return self._error(ACL_ERROR_REPEAT_INITIALIZE, "aclInit was already called in this process")
+        return ACL_SUCCESS
 
     def aclFinalize(self) -> int:
         with self._lock:
             if self._init_count == 0:
-                return self._error(REPEAT_FINALIZE, "aclFinalize without a matching aclInit")
+                return self._error(ACL_ERROR_REPEAT_FINALIZE, "aclFinalize without a matching aclInit")
             self._init_count = 0
-        return SUCCESS
+        return ACL_SUCCESS
 
     def aclnnInit(self, config_path: str | None) -> int:
-        return SUCCESS
+        return ACLNN_SUCCESS
 
     def aclnnFinalize(self) -> int:
-        return SUCCESS
+        return ACLNN_SUCCESS
 
     def _device_ok(self, device_id: int) -> bool:
         return isinstance(device_id, (int, np.integer)) and 0 <= device_id < len(self.devices)
@@ -162,19 +159,19 @@ class NumpyBackend:
     def _bad_device(self, device_id: int) -> int:
         last = len(self.devices) - 1
         valid = "the only device is 0" if last == 0 else f"the devices are 0..{last}"
-        return self._error(RT_INVALID_DEVICEID, f"deviceId {device_id} is invalid; {valid}")
+        return self._error(ACL_ERROR_RT_INVALID_DEVICEID, f"deviceId {device_id} is invalid; {valid}")
 
     def aclrtSetDevice(self, device_id: int) -> int:
         if not self._device_ok(device_id):
             return self._bad_device(device_id)
         self._tls.device = int(device_id)
-        return SUCCESS
+        return ACL_SUCCESS
 
     def aclrtResetDevice(self, device_id: int) -> int:
         if not self._device_ok(device_id):
             return self._bad_device(device_id)
         self._tls.device = None
-        return SUCCESS
+        return ACL_SUCCESS
 
     def _current(self) -> int:
         """The calling thread's current device; 0 until aclrtSetDevice (the emulation is lenient)."""
@@ -184,11 +181,11 @@ class NumpyBackend:
     def aclrtGetDevice(self) -> tuple[int, int]:
         device = getattr(self._tls, "device", None)
         if device is None:
-            return self._error(RT_INVALID_DEVICEID, "no device is set in this thread"), -1
-        return SUCCESS, device
+            return self._error(ACL_ERROR_RT_INVALID_DEVICEID, "no device is set in this thread"), -1
+        return ACL_SUCCESS, device
 
     def aclrtGetDeviceCount(self) -> tuple[int, int]:
-        return SUCCESS, len(self.devices)
+        return ACL_SUCCESS, len(self.devices)
 
     def aclrtSynchronizeDevice(self) -> int:
         return self._synchronize(self.devices[self._current()].workers())
@@ -200,19 +197,19 @@ class NumpyBackend:
         return _dtypes.size_of(data_type)
 
     def aclrtGetMemInfo(self, attr: int) -> tuple[int, int, int]:
-        return SUCCESS, self.heap.capacity - self.heap.used(self._current()), self.heap.capacity
+        return ACL_SUCCESS, self.heap.capacity - self.heap.used(self._current()), self.heap.capacity
 
     # -- system parameters --------------------------------------------------
     def aclrtCtxSetSysParamOpt(self, opt: int, value: int) -> int:
         if opt not in _KNOWN_SYS_PARAM_OPTS:
-            return self._error(RT_PARAM_INVALID, f"opt {opt} is not an aclSysParamOpt value")
+            return self._error(ACL_ERROR_RT_PARAM_INVALID, f"opt {opt} is not an aclSysParamOpt value")
         self._sys_params[opt] = int(value)
-        return SUCCESS
+        return ACL_SUCCESS
 
     def aclrtCtxGetSysParamOpt(self, opt: int) -> tuple[int, int]:
         if opt not in self._sys_params:
-            return self._error(RT_SYSPARAMOPT_NOT_SET, f"system parameter {opt} was never set"), 0
-        return SUCCESS, self._sys_params[opt]
+            return self._error(ACL_ERROR_RT_SYSPARAMOPT_NOT_SET, f"system parameter {opt} was never set"), 0
+        return ACL_SUCCESS, self._sys_params[opt]
 
     aclrtSetSysParamOpt = aclrtCtxSetSysParamOpt
     aclrtGetSysParamOpt = aclrtCtxGetSysParamOpt
@@ -222,13 +219,13 @@ class NumpyBackend:
         device = self._current()
         stream = Stream(device)
         stream.worker = self.devices[device].new_worker(f"{id(stream):#x}")
-        return SUCCESS, self.streams.add(stream)
+        return ACL_SUCCESS, self.streams.add(stream)
 
     def _stream_ok(self, stream: Any) -> bool:
         return stream is None or self.streams.is_live(stream)
 
     def _bad_stream(self) -> int:
-        return self._error(INVALID_RESOURCE_HANDLE, "stream is not a live stream of this backend")
+        return self._error(ACL_ERROR_INVALID_RESOURCE_HANDLE, "stream is not a live stream of this backend")
 
     def _worker(self, stream: Stream | None) -> Worker:
         """The worker of a live stream; None is the current device's default stream."""
@@ -257,7 +254,7 @@ class NumpyBackend:
             )
         worker.close()  # as CANN: the pending tasks still run; the thread then ends
         self.devices[stream.device].forget(worker)
-        return SUCCESS
+        return ACL_SUCCESS
 
     def aclrtSynchronizeStream(self, stream: Any) -> int:
         if not self._stream_ok(stream):
@@ -275,34 +272,34 @@ class NumpyBackend:
         errors = [error for error in (w.take_error() for w in workers) if error is not None]
         if errors:
             return self._error(*errors[0])
-        return SUCCESS
+        return ACL_SUCCESS
 
     # -- events -------------------------------------------------------------
     def aclrtCreateEvent(self) -> tuple[int, Event]:
-        return SUCCESS, self.events.add(Event(_EVENT_SYNC | _EVENT_TIME_LINE))
+        return ACL_SUCCESS, self.events.add(Event(ACL_EVENT_SYNC | ACL_EVENT_TIME_LINE))
 
     def aclrtCreateEventWithFlag(self, flag: int) -> tuple[int, Event | None]:
         flag = c_int(flag, "aclrtCreateEventWithFlag", "flag", (0, 2**32 - 1))
-        if flag != _EVENT_EXTERNAL and flag & ~_EVENT_COMBINABLE:
+        if flag != ACL_EVENT_EXTERNAL and flag & ~_EVENT_COMBINABLE:
             message = (
                 f"aclrtCreateEventWithFlag: flag {flag:#x} is not an OR of ACL_EVENT_SYNC (1), "
                 "ACL_EVENT_CAPTURE_STREAM_PROGRESS (2), ACL_EVENT_TIME_LINE (8), "
                 "ACL_EVENT_DEVICE_USE_ONLY (16), nor ACL_EVENT_EXTERNAL (32) alone"
             )
-            return self._error(INVALID_PARAM, message), None
-        return SUCCESS, self.events.add(Event(flag))
+            return self._error(ACL_ERROR_INVALID_PARAM, message), None
+        return ACL_SUCCESS, self.events.add(Event(flag))
 
     def _event_ok(self, event: Any) -> bool:
         return event is not None and self.events.is_live(event)
 
     def _bad_event(self, name: str = "event") -> int:
-        return self._error(INVALID_RESOURCE_HANDLE, f"{name} is not a live event of this backend")
+        return self._error(ACL_ERROR_INVALID_RESOURCE_HANDLE, f"{name} is not a live event of this backend")
 
     def aclrtDestroyEvent(self, event: Any) -> int:
         # A pending record still runs, and queued waits on it still work: they hold its Marker.
         if event is None or not self.events.remove(event):
             return self._bad_event()
-        return SUCCESS
+        return ACL_SUCCESS
 
     def aclrtRecordEvent(self, event: Any, stream: Any) -> int:
         if not self._event_ok(event):
@@ -313,13 +310,16 @@ class NumpyBackend:
         marker.worker = self._worker(stream)
         marker.seq = self._submit(marker.worker, Task(marker.run, what="aclrtRecordEvent"))
         event.marker = marker  # replaces what an earlier record captured
-        return SUCCESS
+        return ACL_SUCCESS
 
     def aclrtQueryEventStatus(self, event: Any) -> tuple[int, int]:
         if not self._event_ok(event):
-            return self._bad_event(), _EVENT_NOT_READY
+            return self._bad_event(), ACL_EVENT_RECORDED_STATUS_NOT_READY
         marker = event.marker
-        return SUCCESS, _EVENT_COMPLETE if marker is None or marker.complete else _EVENT_NOT_READY
+        complete = marker is None or marker.complete
+        return ACL_SUCCESS, (
+            ACL_EVENT_RECORDED_STATUS_COMPLETE if complete else ACL_EVENT_RECORDED_STATUS_NOT_READY
+        )
 
     def aclrtSynchronizeEvent(self, event: Any) -> int:
         if not self._event_ok(event):
@@ -328,7 +328,7 @@ class NumpyBackend:
         if marker is not None:
             marker.wait()
             sleep_ns(env_ns(SYNC_US))
-        return SUCCESS
+        return ACL_SUCCESS
 
     def aclrtEventElapsedTime(self, start: Any, end: Any) -> tuple[int, float]:
         for event, name in ((start, "startEvent"), (end, "endEvent")):
@@ -336,53 +336,56 @@ class NumpyBackend:
                 return self._bad_event(name), 0.0
         for event, name in ((start, "startEvent"), (end, "endEvent")):
             status = self._timestamp_ok(event, name)
-            if status != SUCCESS:
+            if status != ACL_SUCCESS:
                 return status, 0.0
-        return SUCCESS, (end.marker.timestamp_ns - start.marker.timestamp_ns) / 1e6
+        return ACL_SUCCESS, (end.marker.timestamp_ns - start.marker.timestamp_ns) / 1e6
 
     def _timestamp_ok(self, event: Event, name: str) -> int:
         """Whether ``event`` (aclrtEventElapsedTime's argument ``name``) has a timestamp to give."""
         api, handle = "aclrtEventElapsedTime", f"{id(event):#x}"
-        if not event.flags & _EVENT_TIME_LINE:
+        if not event.flags & ACL_EVENT_TIME_LINE:
             return self._error(
-                RT_EVENT_TIMESTAMP_INVALID,
+                ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID,
                 f"{api}: {name} {handle} was created with flag {event.flags:#x}, without "
                 "ACL_EVENT_TIME_LINE: it has no timestamps",
             )
         if event.marker is None:
-            return self._error(INVALID_PARAM, f"{api}: {name} {handle} was never recorded (aclrtRecordEvent)")
+            return self._error(
+                ACL_ERROR_INVALID_PARAM, f"{api}: {name} {handle} was never recorded (aclrtRecordEvent)"
+            )
         if not event.marker.complete:
             return self._error(
-                RT_EVENT_NOT_COMPLETE,
+                ACL_ERROR_RT_EVENT_NOT_COMPLETE,
                 f"{api}: {name} {handle} is recorded but not complete yet (aclrtSynchronizeEvent first)",
             )
-        return SUCCESS
+        return ACL_SUCCESS
 
     def aclrtStreamWaitEvent(self, stream: Any, event: Any) -> int:
         if not self._stream_ok(stream):
             return self._bad_stream()
         if not self._event_ok(event):
             return self._bad_event()
-        if not event.flags & _EVENT_SYNC:
+        if not event.flags & ACL_EVENT_SYNC:
             return self._error(
-                INVALID_PARAM,
+                ACL_ERROR_INVALID_PARAM,
                 f"aclrtStreamWaitEvent: event {id(event):#x} was created with flag {event.flags:#x}, "
                 "without ACL_EVENT_SYNC: it cannot be waited on",
             )
         marker = event.marker  # the record latest now; a later record does not change this wait
         if marker is not None:
             self._submit(self._worker(stream), Task(marker.wait, what="aclrtStreamWaitEvent"))
-        return SUCCESS
+        return ACL_SUCCESS
 
     # -- memory -------------------------------------------------------------
     def _malloc(self, heap: Heap, size: int, host: bool, api: str) -> tuple[int, int]:
         size = c_size(size, api, "size")
         if size == 0:
-            return self._error(INVALID_PARAM, f"size is {size}; it must be a positive number of bytes"), 0
+            message = f"size is {size}; it must be a positive number of bytes"
+            return self._error(ACL_ERROR_INVALID_PARAM, message), 0
         try:
-            return SUCCESS, heap.allocate(size, host=host, device=self._current())
+            return ACL_SUCCESS, heap.allocate(size, host=host, device=self._current())
         except MemoryError as exc:
-            return self._error(RT_MEMORY_ALLOCATION, str(exc)), 0
+            return self._error(ACL_ERROR_RT_MEMORY_ALLOCATION, str(exc)), 0
 
     def aclrtMalloc(self, size: int, policy: int) -> tuple[int, int]:
         return self._malloc(self.heap, size, host=False, api="aclrtMalloc")
@@ -402,8 +405,9 @@ class NumpyBackend:
                 )
             heap.free(ptr, host=host)
         except HeapError as exc:
-            return self._error(RT_MEMORY_FREE, f"{param}: {exc} (double free, or not from {source})")
-        return SUCCESS
+            message = f"{param}: {exc} (double free, or not from {source})"
+            return self._error(ACL_ERROR_RT_MEMORY_FREE, message)
+        return ACL_SUCCESS
 
     def _in_use(self, allocation: Allocation) -> bool:
         return any(w.uses(allocation) for device in self.devices for w in device.workers())
@@ -452,28 +456,29 @@ class NumpyBackend:
         count = c_size(count, api, "count")
         kind = c_int(kind, api, "kind")
         if count > dest_max:
-            return self._error(INVALID_PARAM, f"count {count} exceeds destMax {dest_max}"), None
+            return self._error(ACL_ERROR_INVALID_PARAM, f"count {count} exceeds destMax {dest_max}"), None
         sides = {
-            _H2H: ("host", "host"),
-            _H2D: ("device", "host"),
-            _D2H: ("host", "device"),
-            _D2D: ("device", "device"),
+            ACL_MEMCPY_HOST_TO_HOST: ("host", "host"),
+            ACL_MEMCPY_HOST_TO_DEVICE: ("device", "host"),
+            ACL_MEMCPY_DEVICE_TO_HOST: ("host", "device"),
+            ACL_MEMCPY_DEVICE_TO_DEVICE: ("device", "device"),
         }
-        if kind == _DEFAULT:
+        if kind == ACL_MEMCPY_DEFAULT:
             sides[kind] = (self._side(dst), self._side(src))
         if kind not in sides:
-            return self._error(INVALID_PARAM, f"kind {kind} is not an aclrtMemcpyKind this backend supports"), None
+            message = f"kind {kind} is not an aclrtMemcpyKind this backend supports"
+            return self._error(ACL_ERROR_INVALID_PARAM, message), None
         if count == 0:
-            return SUCCESS, None
+            return ACL_SUCCESS, None
         dst_side, src_side = sides[kind]
         try:
             target, target_alloc = self._bytes(dst, count, dst_side, "dst", True, api)
             source, source_alloc = self._bytes(src, count, src_side, "src", False, api)
         except (HeapError, TypeError) as exc:
-            return self._error(INVALID_PARAM, str(exc)), None
+            return self._error(ACL_ERROR_INVALID_PARAM, str(exc)), None
         allocations = tuple(a for a in (target_alloc, source_alloc) if a is not None)
         pageable = target_alloc is None or source_alloc is None  # a host buffer object
-        return SUCCESS, (target, source, allocations, pageable)
+        return ACL_SUCCESS, (target, source, allocations, pageable)
 
     def aclrtMemcpy(self, dst: Any, dest_max: int, src: Any, count: int, kind: int) -> int:
         # Synchronous and immediate: CANN does not synchronize any stream for it.
@@ -502,7 +507,7 @@ class NumpyBackend:
             # still in order after the stream's earlier work.
             worker.wait(seq)
             sleep_ns(env_ns(SYNC_US))
-        return SUCCESS
+        return ACL_SUCCESS
 
     def _set_range(self, api: str, ptr: int, max_count: int, value: int, count: int) -> tuple[int, Any]:
         """Check a memset; returns ``(status, range)``, range None when there is nothing to set,
@@ -512,14 +517,14 @@ class NumpyBackend:
         value = c_int(value, api, "value", (-(2**31), 2**31 - 1))
         count = c_size(count, api, "count")
         if count > max_count:
-            return self._error(INVALID_PARAM, f"count {count} exceeds maxCount {max_count}"), None
+            return self._error(ACL_ERROR_INVALID_PARAM, f"count {count} exceeds maxCount {max_count}"), None
         if count == 0:
-            return SUCCESS, None
+            return ACL_SUCCESS, None
         try:
             target, allocation = self.heap.locate_bytes(ptr, count, "devPtr")
         except (HeapError, TypeError) as exc:
-            return self._error(INVALID_PARAM, str(exc)), None
-        return SUCCESS, (target, allocation, value & 0xFF)
+            return self._error(ACL_ERROR_INVALID_PARAM, str(exc)), None
+        return ACL_SUCCESS, (target, allocation, value & 0xFF)
 
     def aclrtMemset(self, ptr: int, max_count: int, value: int, count: int) -> int:
         status, target = self._set_range("aclrtMemset", ptr, max_count, value, count)
@@ -551,25 +556,26 @@ class NumpyBackend:
         api = "aclCreateTensor"
         shape = c_ints(view_dims, api, "viewDims")
         if any(d < 0 for d in shape):
-            return self._null(NN_PARAM_INVALID, f"viewDims {list(shape)} has a negative dim")
+            return self._null(ACLNN_ERR_PARAM_INVALID, f"viewDims {list(shape)} has a negative dim")
         strides = _contiguous(shape) if strides is None else c_ints(strides, api, "stride")
         if len(strides) != len(shape):
-            return self._null(NN_PARAM_INVALID, f"stride has {len(strides)} values for {len(shape)} dims")
+            message = f"stride has {len(strides)} values for {len(shape)} dims"
+            return self._null(ACLNN_ERR_PARAM_INVALID, message)
         if any(s < 0 for s in strides):
             return self._null(
-                NN_PARAM_INVALID, f"stride {list(strides)} has a negative value; strides must be >= 0"
+                ACLNN_ERR_PARAM_INVALID, f"stride {list(strides)} has a negative value; strides must be >= 0"
             )
         offset = c_int(offset, api, "offset")
         if offset < 0:
-            return self._null(NN_PARAM_INVALID, f"offset {offset} is negative")
+            return self._null(ACLNN_ERR_PARAM_INVALID, f"offset {offset} is negative")
         storage = c_ints(storage_dims, api, "storageDims")
         if any(d < 0 for d in storage):
-            return self._null(NN_PARAM_INVALID, f"storageDims {list(storage)} has a negative dim")
+            return self._null(ACLNN_ERR_PARAM_INVALID, f"storageDims {list(storage)} has a negative dim")
         data = c_address(data, api, "tensorData")
         try:
             dtype = _dtypes.to_numpy(c_int(data_type, api, "dataType"))
         except ValueError as exc:
-            return self._null(NN_PARAM_INVALID, str(exc))
+            return self._null(ACLNN_ERR_PARAM_INVALID, str(exc))
         tensor = Tensor(shape, int(data_type), strides, offset, c_int(fmt, api, "format"), storage, data)
         if 0 not in shape:
             try:
@@ -578,7 +584,7 @@ class NumpyBackend:
                     self.heap.bytes_at(data, storage_bytes, "tensorData (storageDims)")
                 self.heap.view(tensor.data, dtype, shape, strides, tensor.offset, "tensorData")
             except HeapError as exc:
-                return self._null(NN_PARAM_INVALID, str(exc))
+                return self._null(ACLNN_ERR_PARAM_INVALID, str(exc))
         return self.tensors.add(tensor)
 
     def aclDestroyTensor(self, tensor: Any) -> int:
@@ -598,26 +604,27 @@ class NumpyBackend:
 
     def _destroy(self, registry: Registry, obj: Any) -> int:
         if obj is None:
-            return self._error(NN_PARAM_NULLPTR, f"the {registry.kind} is a null pointer")
+            return self._error(ACLNN_ERR_PARAM_NULLPTR, f"the {registry.kind} is a null pointer")
         if not registry.remove(obj):
             return self._error(
-                NN_PARAM_INVALID,
+                ACLNN_ERR_PARAM_INVALID,
                 f"the {registry.kind} is not live (destroyed already, or not from this backend)",
             )
-        return SUCCESS
+        return ACL_SUCCESS
 
     def aclSetAclOpExecutorRepeatable(self, executor: Any) -> int:
         if executor is None or not self.executors.is_live(executor):
-            return self._error(NN_INNER_NULLPTR, "executor is not a live executor of this backend")
+            return self._error(ACLNN_ERR_INNER_NULLPTR, "executor is not a live executor of this backend")
         executor.repeatable = True
-        return SUCCESS
+        return ACL_SUCCESS
 
     def aclDestroyAclOpExecutor(self, executor: Any) -> int:
         if executor is None or not self.executors.is_live(executor):
-            return self._error(NN_INNER_NULLPTR, "executor is not a live executor of this backend")
+            return self._error(ACLNN_ERR_INNER_NULLPTR, "executor is not a live executor of this backend")
         if not executor.repeatable:
             return self._error(
-                NN_PARAM_INVALID, "executor is not repeatable: phase 2 frees it, it must not be destroyed"
+                ACLNN_ERR_PARAM_INVALID,
+                "executor is not repeatable: phase 2 frees it, it must not be destroyed",
             )
         if any(w.runs_owner(executor) for device in self.devices for w in device.workers()):
             # The queued launches hold what they need, so they still run correctly.
@@ -626,7 +633,7 @@ class NumpyBackend:
                 "aclDestroyAclOpExecutor",
             )
         self.executors.remove(executor)
-        return SUCCESS
+        return ACL_SUCCESS
 
     def live_counts(self, device: int | None = None) -> dict[str, int]:
         """Live objects of each kind, as the emulator reports them through pyaclnnEmuLiveCounts.
@@ -661,25 +668,25 @@ class NumpyBackend:
         except _checks.CheckFailed as exc:
             return self._error(exc.status, exc.message), 0, None
         if plan is None:
-            return SUCCESS, 0, None
+            return ACLNN_SUCCESS, 0, None
         executor = Executor(api, make_bind(plan), workspace_size)
         self.executors.add(executor)
-        return SUCCESS, workspace_size, executor
+        return ACLNN_SUCCESS, workspace_size, executor
 
     def _phase2(self, api: str, workspace: int, workspace_size: int, executor: Any, stream: Any) -> int:
         workspace = c_address(workspace, api, "workspace")
         workspace_size = c_size(workspace_size, api, "workspaceSize")
         if executor is None:
             if workspace_size == 0:
-                return SUCCESS  # phase 1 found nothing to do
-            return self._error(NN_INNER_NULLPTR, "executor is a null pointer")
+                return ACLNN_SUCCESS  # phase 1 found nothing to do
+            return self._error(ACLNN_ERR_INNER_NULLPTR, "executor is a null pointer")
         if not self.executors.is_live(executor):
             return self._error(
-                NN_INNER_NULLPTR,
+                ACLNN_ERR_INNER_NULLPTR,
                 "executor is not live: it was consumed by an earlier launch, or never created here",
             )
         if executor.op != api:
-            return self._error(NN_PARAM_INVALID, f"executor was made for {executor.op}, not {api}")
+            return self._error(ACLNN_ERR_PARAM_INVALID, f"executor was made for {executor.op}, not {api}")
         if not executor.repeatable:
             self.executors.remove(executor)  # consumed by this launch, also when it fails
         if not self._stream_ok(stream):
@@ -688,43 +695,43 @@ class NumpyBackend:
         if executor.workspace_size:
             if workspace_size < executor.workspace_size:
                 return self._error(
-                    NN_PARAM_INVALID,
+                    ACLNN_ERR_PARAM_INVALID,
                     f"workspaceSize {workspace_size} is smaller than the {executor.workspace_size} bytes "
                     "phase 1 asked for",
                 )
             try:
                 views.workspace(workspace, executor.workspace_size)
             except HeapError as exc:
-                return self._error(NN_PARAM_INVALID, str(exc))
+                return self._error(ACLNN_ERR_PARAM_INVALID, str(exc))
         try:
             run = executor.bind(views)
         except HeapError as exc:
-            return self._error(NN_RUNTIME_ERROR, f"{exc} (was the memory freed before the launch?)")
+            return self._error(ACLNN_ERR_RUNTIME_ERROR, f"{exc} (was the memory freed before the launch?)")
         worker = self._worker(stream)
         foreign = views.foreign(worker.device)
         if foreign is not None:
             name, device = foreign
             return self._error(
-                NN_RUNTIME_ERROR,
+                ACLNN_ERR_RUNTIME_ERROR,
                 f"{api}: {name} is memory of device {device}, but the launch's stream belongs to "
                 f"device {worker.device}",
             )
         owner = executor if executor.repeatable else None
         self._submit(worker, Task(run, views.allocations(), owner, api, env_ns(KERNEL_US)))
-        return SUCCESS
+        return ACLNN_SUCCESS
 
     def _tensor(self, obj: Any, name: str) -> Tensor | None:
         """``obj`` if it is a live tensor; None stays None (null); anything else is rejected."""
         if obj is None or self.tensors.is_live(obj):
             return obj
-        raise _checks.CheckFailed(NN_PARAM_INVALID, f"{name} is not a live aclTensor of this backend")
+        raise _checks.CheckFailed(ACLNN_ERR_PARAM_INVALID, f"{name} is not a live aclTensor of this backend")
 
     def _values(self, obj: Any, registry: Registry, name: str) -> tuple | None:
         if obj is None:
             return None
         if not registry.is_live(obj):
             raise _checks.CheckFailed(
-                NN_PARAM_INVALID, f"{name} is not a live {registry.kind} of this backend"
+                ACLNN_ERR_PARAM_INVALID, f"{name} is not a live {registry.kind} of this backend"
             )
         return obj.values
 
@@ -814,7 +821,7 @@ class NumpyBackend:
                         _pool.max_pool3d_with_argmax_backward(ga, ia, gia)
                     except _pool.IndexOutOfPlaneError:
                         # The kernel refuses before writing; on the NPU this is a fault of the device.
-                        raise DeviceError(VECTOR_CORE_EXCEPTION, _index_fault(ia, gia)) from None
+                        raise DeviceError(ACL_ERROR_RT_VECTOR_CORE_EXCEPTION, _index_fault(ia, gia)) from None
 
                 return run
 

@@ -29,11 +29,10 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from ... import _decl
-
-VECTOR_CORE_EXCEPTION = _decl.constant("ACL_ERROR_RT_VECTOR_CORE_EXCEPTION")
-RT_INTERNAL_ERROR = _decl.constant("ACL_ERROR_RT_INTERNAL_ERROR")
-RT_MEMORY_ALLOCATION = _decl.constant("ACL_ERROR_RT_MEMORY_ALLOCATION")
+from ...constants import (
+    ACL_ERROR_RT_INTERNAL_ERROR,
+    ACL_ERROR_RT_MEMORY_ALLOCATION,
+)
 
 KERNEL_US = "PYACLNN_EMU_KERNEL_US"
 SYNC_US = "PYACLNN_EMU_SYNC_US"
@@ -254,9 +253,9 @@ class Worker:
         except DeviceError as exc:
             self._fail(exc.status, exc.message)
         except MemoryError as exc:  # the host ran out of memory for a kernel's scratch
-            self._fail(RT_MEMORY_ALLOCATION, f"{task.what}: out of host memory: {exc}")
+            self._fail(ACL_ERROR_RT_MEMORY_ALLOCATION, f"{task.what}: out of host memory: {exc}")
         except Exception as exc:  # a bug of the emulation: keep it, report it at the synchronize
-            self._fail(RT_INTERNAL_ERROR, f"{task.what}: unexpected {type(exc).__name__}: {exc}")
+            self._fail(ACL_ERROR_RT_INTERNAL_ERROR, f"{task.what}: unexpected {type(exc).__name__}: {exc}")
 
     def _fail(self, status: int, message: str) -> None:
         with self._lock:
