@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from . import _accel
+
 __all__ = [
     "IndexOutOfPlaneError",
     "check_indices",
@@ -645,9 +647,14 @@ def check_indices(indices: np.ndarray, plane: int) -> None:
     elif int(indices.min()) >= 0 and int(indices.max()) < plane:
         return
     bad = (indices < 0) | (indices >= plane)
-    position = np.unravel_index(int(np.argmax(bad)), indices.shape)  # first in C order
+    raise _out_of_plane(indices, int(np.argmax(bad)), plane)  # argmax: the first in C order
+
+
+def _out_of_plane(indices: np.ndarray, flat: int, plane: int) -> IndexOutOfPlaneError:
+    """The error naming ``indices`` at C-order position ``flat``, outside [0, plane)."""
+    position = np.unravel_index(flat, indices.shape)
     where = ", ".join(str(int(i)) for i in position)
-    raise IndexOutOfPlaneError(
+    return IndexOutOfPlaneError(
         f"indices[{where}] = {int(indices[position])} is outside its (n, c) plane of "
         f"D*H*W = {plane} elements; every index must be in [0, {plane})"
     )
@@ -683,7 +690,9 @@ def max_pool3d_with_argmax_backward(
     (float32 in float32, float64 in float64); the summation order is the
     C order of ``grad_output``, as in PyTorch.
 
-    Chunks of (n, c) planes are scattered with ``np.add.at`` on up to
+    When the compiled kernels are available (:mod:`pyaclnn.kernels._accel`),
+    float32/float16/bfloat16 calls run there, with the same bits. Otherwise
+    chunks of (n, c) planes are scattered with ``np.add.at`` on up to
     ``PYACLNN_NUM_THREADS`` threads (default: the usable cores, at most 8);
     each chunk owns its part of ``grad_input``, so the result does not depend
     on the thread count.
@@ -699,6 +708,13 @@ def max_pool3d_with_argmax_backward(
         )
     n_count, c_count, depth, height, width = grad_input.shape
     plane = depth * height * width
+    # The one place that hands a call to the compiled kernel (pyaclnn.kernels._accel),
+    # which checks every index first as check_indices does; this function stays the reference.
+    try:
+        if _accel.max_pool3d_backward(grad_output, indices, grad_input, _thread_count()):
+            return
+    except _accel.BadIndex as exc:
+        raise _out_of_plane(indices, exc.position, plane) from None
     if grad_input.size == 0:
         return
     check_indices(indices, plane)

@@ -1,0 +1,347 @@
+"""Optional compiled CPU kernels of the numpy backend, reached through cffi.
+
+The pure NumPy kernels (:mod:`pyaclnn.kernels.max_pool3d`, ...) stay the
+reference and the fallback: they call :func:`max_pool3d_backward` here first,
+and it returns False whenever the compiled kernel cannot take the call.
+
+How the library is built and opened
+-----------------------------------
+``pyaclnn_accel.c`` (shipped as package data) is compiled **on first use** into
+a plain shared library in a cache directory, and opened with cffi in **ABI
+mode** (``ffi.dlopen``). Chosen over the alternatives because:
+
+- *cffi API mode* compiles a CPython extension: it needs the Python headers
+  and gives one binary per Python version. A plain library needs only a C
+  compiler, and the per-call cost of ABI mode (about a microsecond) is nothing
+  next to kernels that take milliseconds.
+- *Building at install time* (an optional setuptools extension) would make the
+  wheel platform-specific for an optional binary, print a setuptools warning
+  whenever no compiler is found, and still leave source checkouts and editable
+  installs without a library (or with a stale one after editing the C file).
+  Building on first use covers all of them with one code path: ``pip install
+  .`` never needs a compiler and the wheel stays pure Python.
+
+The library's file name holds a hash of the C source, the compiler command and
+the machine type, so an edited source or another compiler builds a new one;
+concurrent processes serialise on a lock file and publish atomically. The first
+call that builds pays about a second; later processes just open the file.
+
+Environment
+-----------
+``PYACLNN_ACCEL=0``
+    Never use the compiled kernels (read at every call).
+``PYACLNN_ACCEL_F16C=0``
+    Convert float16 in software even where the CPU has F16C (same bits).
+``PYACLNN_CACHE_DIR``
+    Where the library is built (default ``$XDG_CACHE_HOME/pyaclnn`` or
+    ``~/.cache/pyaclnn``).
+``CC``
+    The C compiler (default: Python's configured one, else ``cc``).
+
+Bit-for-bit agreement with the NumPy kernels
+--------------------------------------------
+Max-pool backward: the same accumulation order, so the same bits. Both sum
+the gradients of each (n, c) plane in float32 (in place for float32) in the C
+order of ``grad_output``, starting from +0, and round once (float16: to
+nearest even, as NumPy and F16C; bfloat16: to nearest even with NaN -> quiet
+0x7FC0, as ml_dtypes). Two NaN-only differences, where IEEE 754 leaves the
+choice to the implementation: when a cell adds two NaNs of different sign or
+payload, which one survives depends on the compiler's operand order (each side
+gives a NaN); and a NaN gradient alone in its cell keeps its exact payload in
+one NumPy float16/bfloat16 path, while here it goes through the float32 sum
+(quietened; bfloat16 NaN canonical), as NumPy's other paths do. float64 stays
+with NumPy.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["BadIndex", "NoCompiler", "accel_status", "library", "max_pool3d_backward", "use_f16c"]
+
+SOURCE = Path(__file__).with_name("pyaclnn_accel.c")
+ABI = 1  # PYACLNN_ACCEL_ABI of the C source
+
+CDEF = """
+int pyaclnn_accel_abi(void);
+long long pyaclnn_accel_scratch_peak(int reset);
+int pyaclnn_accel_use_f16c(int want);
+void pyaclnn_accel_half_to_float(const uint16_t *src, float *dst, int64_t n);
+void pyaclnn_accel_float_to_half(const float *src, uint16_t *dst, int64_t n);
+int pyaclnn_max_pool3d_backward(intptr_t grad, const int64_t *grad_strides, int dtype, intptr_t index,
+                                const int64_t *index_strides, int index_size, intptr_t grad_input,
+                                const int64_t *grad_input_strides, const int64_t *out_shape,
+                                const int64_t *in_spatial, int threads, int64_t *bad);
+"""
+
+CFLAGS = ("-O3", "-std=c11", "-fPIC", "-shared", "-pthread", "-Wall", "-Wextra")
+
+#: The kernels this module can run, as named in :func:`accel_status`.
+KERNELS = ("max_pool3d_with_argmax_backward",)
+
+# Below this many elements (gradients plus grad_input cells) one thread does
+# the call: waking the workers costs tens of microseconds.
+_PARALLEL_MIN_ELEMENTS = 1 << 16
+
+_RC_OK, _RC_BAD_INDEX = 0, 1
+
+
+class BadIndex(Exception):
+    """The compiled kernel found an index outside its plane; nothing was written."""
+
+    def __init__(self, position: int) -> None:
+        super().__init__(position)
+        self.position = position
+
+
+class NoCompiler(RuntimeError):
+    """No C compiler on PATH: the compiled kernels cannot be built."""
+
+
+class _Loaded:
+    """The outcome of the one attempt to build and open the library."""
+
+    def __init__(self, ffi: Any = None, lib: Any = None, path: Path | None = None, reason: str = "") -> None:
+        self.ffi, self.lib, self.path, self.reason = ffi, lib, path, reason
+
+
+_loaded: _Loaded | None = None
+_load_lock = threading.Lock()
+
+
+# --------------------------------------------------------------------------
+# Building
+# --------------------------------------------------------------------------
+
+
+def _compiler() -> list[str] | None:
+    """The C compiler command: $CC, else Python's configured CC, else cc; None if not on PATH."""
+    import shlex
+    import shutil
+    import sysconfig  # here and below: only building needs them, `import pyaclnn` does not
+
+    for candidate in (os.environ.get("CC", ""), sysconfig.get_config_var("CC") or "", "cc"):
+        words = shlex.split(candidate)
+        if words and shutil.which(words[0]):
+            return words
+    return None
+
+
+def _cache_dir() -> Path:
+    explicit = os.environ.get("PYACLNN_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "pyaclnn"
+
+
+def _library_name(command: list[str]) -> str:
+    """File name keyed by everything that changes the binary."""
+    import hashlib
+    import platform
+
+    key = hashlib.sha256(SOURCE.read_bytes())
+    key.update(repr((command, CFLAGS, platform.machine(), platform.system())).encode())
+    return f"libpyaclnn_accel-{key.hexdigest()[:16]}.so"
+
+
+def build(directory: Path | None = None) -> Path:
+    """Compile the library into ``directory`` (default: the cache), unless already there.
+
+    Returns
+    -------
+    Path
+        The shared library.
+
+    Raises
+    ------
+    NoCompiler
+        No compiler on PATH.
+    RuntimeError
+        The compiler failed (its output in the message).
+    """
+    import fcntl
+    import subprocess
+    import tempfile
+
+    command = _compiler()
+    if command is None:
+        raise NoCompiler("no C compiler found (set CC, or install gcc or clang)")
+    directory = directory or _cache_dir()
+    target = directory / _library_name(command)
+    if target.is_file():
+        return target
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / ".accel.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be building the same file
+        if target.is_file():
+            return target
+        fd, temporary = tempfile.mkstemp(suffix=".so", dir=directory)
+        os.close(fd)
+        try:
+            proc = subprocess.run([*command, *CFLAGS, "-o", temporary, str(SOURCE)],
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            if proc.returncode != 0:
+                raise RuntimeError(f"{' '.join(command)} failed ({proc.returncode}): {proc.stdout.strip()}")
+            os.replace(temporary, target)  # other processes see the whole file or none
+        finally:
+            if os.path.exists(temporary):
+                os.unlink(temporary)
+    return target
+
+
+def _open(path: Path) -> _Loaded:
+    import cffi  # only once the compiled kernels are wanted: `import pyaclnn` stays light
+
+    ffi = cffi.FFI()
+    ffi.cdef(CDEF)
+    lib = ffi.dlopen(str(path))
+    if lib.pyaclnn_accel_abi() != ABI:
+        return _Loaded(reason=f"{path} has interface {lib.pyaclnn_accel_abi()}, not {ABI}")
+    if os.environ.get("PYACLNN_ACCEL_F16C", "").strip() == "0":
+        lib.pyaclnn_accel_use_f16c(0)
+    return _Loaded(ffi, lib, path)
+
+
+def _load() -> _Loaded:
+    global _loaded
+    with _load_lock:
+        if _loaded is None:
+            try:
+                _loaded = _open(build())
+            except NoCompiler as exc:
+                _loaded = _Loaded(reason=str(exc))
+            except Exception as exc:  # any failure leaves the NumPy kernels in charge, with the reason
+                _loaded = _Loaded(reason=f"build failed: {exc}")
+        return _loaded
+
+
+def _disabled() -> bool:
+    return os.environ.get("PYACLNN_ACCEL", "").strip() == "0"
+
+
+def library() -> Any | None:
+    """The opened library (cffi ``lib``), or None when the NumPy kernels must run."""
+    if _disabled():
+        return None
+    loaded = _loaded if _loaded is not None else _load()
+    return loaded.lib
+
+
+def use_f16c(want: bool | None = None) -> bool:
+    """Whether float16 conversion uses F16C; ``want`` switches it (software when False).
+
+    Both give the same bits; for tests. Raises RuntimeError without a library.
+    """
+    lib = _load().lib
+    if lib is None:
+        raise RuntimeError(f"no compiled kernels: {_load().reason}")
+    return bool(lib.pyaclnn_accel_use_f16c(-1 if want is None else int(bool(want))))
+
+
+def accel_status() -> dict[str, Any]:
+    """Which compiled kernels are active, and why not (for ``python -m pyaclnn info``).
+
+    Builds the library on first use, like a kernel call would.
+
+    Returns
+    -------
+    dict
+        ``active`` (bool), ``reason`` ("" when active, else why the NumPy
+        kernels run: ``PYACLNN_ACCEL=0``, no compiler, the build error),
+        ``library`` (path or None), ``kernels`` ({kernel name: "compiled" or
+        "numpy"}), ``f16c`` (hardware float16 conversion in use) and
+        ``scratch_peak_bytes``.
+    """
+    if _disabled():
+        loaded, reason = _loaded or _Loaded(), "PYACLNN_ACCEL=0"
+    else:
+        loaded = _load()
+        reason = loaded.reason
+    active = loaded.lib is not None and not reason
+    return {
+        "active": active,
+        "reason": reason,
+        "library": str(loaded.path) if loaded.path else None,
+        "kernels": {name: "compiled" if active else "numpy" for name in KERNELS},
+        "f16c": bool(loaded.lib.pyaclnn_accel_use_f16c(-1)) if loaded.lib is not None else False,
+        "scratch_peak_bytes": int(loaded.lib.pyaclnn_accel_scratch_peak(0)) if loaded.lib is not None else 0,
+    }
+
+
+# --------------------------------------------------------------------------
+# Kernels
+# --------------------------------------------------------------------------
+
+_FLOAT_CODES = {"float32": 0, "float16": 1, "bfloat16": 2}
+
+
+def _float_code(dtype: np.dtype) -> int | None:
+    """The library's code of a float dtype it handles (native byte order), else None."""
+    if not dtype.isnative:
+        return None
+    return _FLOAT_CODES.get(dtype.name)
+
+
+def _strides_of(ffi: Any, a: np.ndarray) -> Any:
+    return ffi.new("int64_t[5]", a.strides)
+
+
+def _address(a: np.ndarray) -> int:
+    return a.__array_interface__["data"][0]
+
+
+def max_pool3d_backward(
+    grad_output: np.ndarray, indices: np.ndarray, grad_input: np.ndarray, threads: int
+) -> bool:
+    """Run the compiled max-pool backward if it handles this call.
+
+    The arrays are as :func:`pyaclnn.kernels.max_pool3d.max_pool3d_with_argmax_backward`
+    receives them, already checked to be 5-D with matching N, C and shapes.
+
+    Returns
+    -------
+    bool
+        True when done (``grad_input`` written); False when the NumPy kernel
+        must run (compiled kernels off or absent, a dtype it does not take, no
+        memory for its scratch).
+
+    Raises
+    ------
+    BadIndex
+        With the C-order position of the first index outside its plane;
+        nothing was written.
+    """
+    code = _float_code(grad_input.dtype)
+    if (
+        code is None
+        or grad_output.dtype != grad_input.dtype
+        or indices.dtype.kind != "i"
+        or indices.dtype.itemsize not in (4, 8)
+        or not indices.dtype.isnative
+        or not grad_input.flags.writeable
+    ):
+        return False
+    lib = library()
+    if lib is None:
+        return False
+    ffi = _loaded.ffi  # type: ignore[union-attr]
+    if grad_output.size + grad_input.size < _PARALLEL_MIN_ELEMENTS:
+        threads = 1
+    bad = ffi.new("int64_t *")
+    rc = lib.pyaclnn_max_pool3d_backward(
+        _address(grad_output), _strides_of(ffi, grad_output), code,
+        _address(indices), _strides_of(ffi, indices), indices.dtype.itemsize,
+        _address(grad_input), _strides_of(ffi, grad_input),
+        ffi.new("int64_t[5]", grad_output.shape), ffi.new("int64_t[3]", grad_input.shape[2:]),
+        threads, bad,
+    )
+    if rc == _RC_BAD_INDEX:
+        raise BadIndex(int(bad[0]))
+    # Out of scratch memory: the NumPy kernel overwrites all of grad_input again.
+    return rc == _RC_OK

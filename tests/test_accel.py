@@ -1,0 +1,473 @@
+"""The compiled CPU kernels (pyaclnn.kernels._accel) against the NumPy kernels, bit for bit.
+
+Max-pool backward sums every (n, c) plane in float32 in the C order of
+grad_output in both implementations, so the comparisons are exact
+(``_same_bits``); no tolerance is needed. The one exception: a cell that adds
+two NaNs of different sign keeps either (IEEE 754 leaves it open, compilers
+swap the operands of +), so where NaNs of both signs meet, NaN positions must
+agree and every other cell bit for bit (``nan_sign_free``).
+
+The tests that need the library skip, naming the reason, only when it cannot
+be built (no compiler, a failed build); with PYACLNN_REQUIRE_ACCEL=1 (CI) they
+fail instead. PYACLNN_ACCEL=0 in the environment does not turn them off: they
+switch it per call to get the NumPy reference.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from pyaclnn.kernels import _accel
+from pyaclnn.kernels import max_pool3d as mp
+from pyaclnn.kernels.max_pool3d import IndexOutOfPlaneError, max_pool3d_with_argmax_backward
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+F16 = np.dtype(np.float16)
+F32 = np.dtype(np.float32)
+DTYPES = [F32, F16, BF16]
+INDEX_DTYPES = [np.dtype(np.int32), np.dtype(np.int64)]
+
+
+# --------------------------------------------------------------------------
+# Fixtures and helpers
+# --------------------------------------------------------------------------
+
+
+class _Recorder:
+    """The cffi library, counting the calls of its max-pool backward."""
+
+    def __init__(self, lib) -> None:
+        self._lib = lib
+        self.calls = 0
+
+    def pyaclnn_max_pool3d_backward(self, *args):
+        self.calls += 1
+        return self._lib.pyaclnn_max_pool3d_backward(*args)
+
+    def __getattr__(self, name):
+        return getattr(self._lib, name)
+
+
+@pytest.fixture
+def compiled(monkeypatch) -> _Recorder:
+    """The compiled kernels switched on, their backward calls counted; skips only if unbuildable."""
+    monkeypatch.delenv("PYACLNN_ACCEL", raising=False)
+    lib = _accel.library()
+    if lib is None:
+        reason = _accel.accel_status()["reason"]
+        if os.environ.get("PYACLNN_REQUIRE_ACCEL") == "1":
+            pytest.fail(f"PYACLNN_REQUIRE_ACCEL=1 but the compiled kernels are unavailable: {reason}")
+        pytest.skip(f"compiled kernels unavailable: {reason}")
+    recorder = _Recorder(lib)
+    monkeypatch.setattr(_accel._loaded, "lib", recorder)
+    return recorder
+
+
+def _numpy_backward(go: np.ndarray, idx: np.ndarray, gi: np.ndarray) -> None:
+    """The NumPy reference kernel, whatever the environment says."""
+    saved = os.environ.get("PYACLNN_ACCEL")
+    os.environ["PYACLNN_ACCEL"] = "0"
+    try:
+        max_pool3d_with_argmax_backward(go, idx, gi)
+    finally:
+        if saved is None:
+            del os.environ["PYACLNN_ACCEL"]
+        else:
+            os.environ["PYACLNN_ACCEL"] = saved
+
+
+def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(
+        np.ascontiguousarray(a).view(np.uint8), np.ascontiguousarray(b).view(np.uint8)
+    )
+
+
+def _strided(a: np.ndarray, kind: str) -> np.ndarray:
+    """The same values as ``a`` in a differently strided array (a view)."""
+    if kind == "contiguous":
+        return a.copy()
+    if kind == "transposed":  # reverse axis order: N and C cannot merge
+        return np.ascontiguousarray(a.transpose(4, 3, 2, 1, 0)).transpose(4, 3, 2, 1, 0)
+    if kind == "stepped":
+        big = np.zeros(tuple(2 * n + 1 for n in a.shape), a.dtype)
+        view = big[1::2, 1::2, 1::2, 1::2, 1::2]
+        view[...] = a
+        return view
+    if kind == "negative":
+        return np.ascontiguousarray(a[::-1, :, ::-1, :, ::-1])[::-1, :, ::-1, :, ::-1]
+    raise AssertionError(kind)
+
+
+def _output(shape: tuple[int, ...], dtype: np.dtype, kind: str) -> np.ndarray:
+    """A writable array of ``shape`` full of 7s, possibly a strided view."""
+    if kind == "contiguous":
+        return np.full(shape, 7, dtype)
+    if kind == "strided":
+        return np.full(shape[:-1] + (2 * shape[-1] + 1,), 7, dtype)[..., 1::2]
+    if kind == "transposed":
+        return np.full(shape[::-1], 7, dtype).transpose(4, 3, 2, 1, 0)
+    raise AssertionError(kind)
+
+
+def _random_case(rng, in_shape, out_spatial, dtype, index_dtype, collide: bool = True):
+    """grad_output and indices for ``in_shape``; indices from a few cells when ``collide``."""
+    plane = int(np.prod(in_shape[2:]))
+    out_shape = in_shape[:2] + tuple(out_spatial)
+    go = rng.standard_normal(out_shape, dtype=np.float32).astype(dtype)
+    high = max(1, plane // 4) if collide else plane
+    idx = rng.integers(0, high, out_shape).astype(index_dtype)
+    return go, idx
+
+
+def _compare(go, idx, in_shape, dtype, out_kind="contiguous", nan_sign_free=False):
+    """Run both kernels into fresh outputs; assert the same bits; return the compiled output."""
+    expected = np.full(in_shape, 7, dtype)
+    _numpy_backward(go, idx, expected)
+    got = _output(in_shape, dtype, out_kind)
+    max_pool3d_with_argmax_backward(go, idx, got)
+    if nan_sign_free:
+        nan = np.isnan(expected.astype(np.float32))
+        assert np.array_equal(np.isnan(got.astype(np.float32)), nan)
+        got, expected = np.where(nan, 0, got).astype(dtype), np.where(nan, 0, expected).astype(dtype)
+    assert _same_bits(got, expected)
+    return got
+
+
+# --------------------------------------------------------------------------
+# Random matrices, layouts
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("index_dtype", INDEX_DTYPES, ids=str)
+@pytest.mark.parametrize("collide", [True, False], ids=["colliding", "spread"])
+def test_random_matrices_match_numpy_bit_for_bit(compiled, dtype, index_dtype, collide):
+    rng = np.random.default_rng(hash((str(dtype), str(index_dtype), collide)) % 2**32)
+    for in_shape, out_spatial in [((2, 3, 4, 5, 6), (3, 4, 5)), ((1, 5, 6, 9, 7), (6, 9, 7)),
+                                  ((3, 2, 2, 3, 17), (5, 1, 9))]:
+        go, idx = _random_case(rng, in_shape, out_spatial, dtype, index_dtype, collide)
+        _compare(go, idx, in_shape, dtype)
+    assert compiled.calls == 3
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("in_kind", ["transposed", "stepped", "negative"])
+@pytest.mark.parametrize("out_kind", ["contiguous", "strided", "transposed"])
+def test_non_contiguous_inputs_and_outputs(compiled, dtype, in_kind, out_kind):
+    rng = np.random.default_rng(5)
+    in_shape = (2, 3, 4, 6, 5)
+    go, idx = _random_case(rng, in_shape, (3, 5, 4), dtype, np.int32)
+    _compare(_strided(go, in_kind), _strided(idx, in_kind), in_shape, dtype, out_kind)
+    assert compiled.calls == 1
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_indices_from_the_forward_on_several_threads(compiled, dtype, monkeypatch):
+    """Large enough to use the worker threads; any thread count gives the same bits."""
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((2, 8, 8, 24, 24), dtype=np.float32).astype(dtype)
+    out_shape = (2, 8) + mp.pool_output_shape(x.shape[2:], (3,) * 3, (1,) * 3, (1,) * 3, (1,) * 3, True)
+    o, idx = np.empty(out_shape, dtype), np.empty(out_shape, np.int32)
+    mp.max_pool3d_with_argmax(x, (3,) * 3, (1,) * 3, (1,) * 3, (1,) * 3, True, o, idx)
+    go = rng.standard_normal(out_shape, dtype=np.float32).astype(dtype)
+    reference = _compare(go, idx, x.shape, dtype)
+    for threads in ("1", "3", "7"):
+        monkeypatch.setenv("PYACLNN_NUM_THREADS", threads)
+        got = np.empty(x.shape, dtype)
+        max_pool3d_with_argmax_backward(go, idx, got)
+        assert _same_bits(got, reference)
+
+
+def test_concurrent_calls_from_several_python_threads(compiled):
+    """One call holds the workers; the others run in their own thread (never wait, never mix)."""
+    rng = np.random.default_rng(3)
+    in_shape = (4, 8, 8, 32, 32)
+    go, idx = _random_case(rng, in_shape, (4, 16, 16), F32, np.int32)
+    expected = np.empty(in_shape, F32)
+    _numpy_backward(go, idx, expected)
+    results = [np.empty(in_shape, F32) for _ in range(4)]
+    threads = [threading.Thread(target=max_pool3d_with_argmax_backward, args=(go, idx, r)) for r in results]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(_same_bits(r, expected) for r in results)
+
+
+def _child_backward(queue) -> None:
+    go = np.arange(1, 9, dtype=np.float32).reshape(1, 1, 2, 2, 2)
+    idx = np.zeros((1, 1, 2, 2, 2), np.int32)
+    gi = np.empty((1, 1, 2, 2, 2), np.float32)
+    os.environ["PYACLNN_NUM_THREADS"] = "2"
+    max_pool3d_with_argmax_backward(go, idx, gi)
+    queue.put(float(gi.reshape(-1)[0]))
+
+
+def test_a_forked_child_gets_its_own_workers(compiled):
+    rng = np.random.default_rng(4)
+    in_shape = (4, 8, 8, 32, 32)
+    go, idx = _random_case(rng, in_shape, (4, 16, 16), F32, np.int32)
+    max_pool3d_with_argmax_backward(go, idx, np.empty(in_shape, F32))  # the parent's workers exist
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_child_backward, args=(queue,))
+    child.start()
+    child.join(60)
+    assert child.exitcode == 0
+    assert queue.get(timeout=5) == 36.0
+
+
+# --------------------------------------------------------------------------
+# Edge shapes and values
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize(
+    "in_shape, out_spatial",
+    [
+        ((0, 3, 2, 2, 2), (1, 1, 1)),  # no planes
+        ((2, 0, 2, 2, 2), (1, 1, 1)),
+        ((2, 3, 2, 2, 2), (0, 1, 1)),  # no gradients: zeros
+        ((2, 3, 1, 1, 1), (1, 1, 1)),  # one-element planes
+        ((3, 5, 1, 1, 1), (2, 3, 4)),  # one-element planes, many gradients each
+        ((1, 1, 1, 1, 1), (1, 1, 1)),
+        ((1, 2, 1, 1, 40000), (1, 1, 1)),  # a long row, one gradient
+    ],
+)
+def test_edge_shapes(compiled, dtype, in_shape, out_spatial):
+    rng = np.random.default_rng(7)
+    go, idx = _random_case(rng, in_shape, out_spatial, dtype, np.int64)
+    _compare(go, idx, in_shape, dtype)
+    assert compiled.calls == 1
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_all_indices_equal(compiled, dtype):
+    """One run of a single index per plane: the running sum kept in a register."""
+    rng = np.random.default_rng(8)
+    in_shape = (2, 3, 4, 4, 4)
+    go = rng.standard_normal((2, 3, 5, 6, 7), dtype=np.float32).astype(dtype)
+    for cell in (0, 63):
+        _compare(go, np.full(go.shape, cell, np.int32), in_shape, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_nan_inf_and_signed_zeros(compiled, dtype):
+    values = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, 1.0, -np.nan, 3.5], np.float32)
+    rng = np.random.default_rng(9)
+    in_shape = (2, 2, 2, 3, 4)
+    go = rng.choice(values, size=(2, 2, 3, 3, 4)).astype(dtype)
+    for high in (24, 6, 1):  # cells hit once (-0 must give +0), a few times, all at one
+        idx = rng.integers(0, high, go.shape).astype(np.int32)
+        _compare(go, idx, in_shape, dtype, nan_sign_free=True)
+    # one NaN flavour and no inf - inf (which makes the other): bit for bit
+    go = np.where(np.isnan(go.astype(np.float32)) | (go.astype(np.float32) == -np.inf), np.nan, go)
+    _compare(go.astype(dtype), rng.integers(0, 6, go.shape).astype(np.int32), in_shape, dtype)
+    # inf + -inf in one cell, -0 alone in another
+    go = np.array([np.inf, -np.inf, -0.0], np.float32).astype(dtype).reshape(1, 1, 1, 1, 3)
+    got = _compare(go, np.array([0, 0, 1], np.int32).reshape(go.shape), (1, 1, 1, 1, 2), dtype)
+    assert np.isnan(got.astype(np.float32).reshape(-1)[0])
+    assert got.view(np.uint8 if dtype == F32 else np.uint16).reshape(-1)[-1] == 0
+
+
+@pytest.mark.parametrize(
+    "dtype, parts, expected",
+    [
+        # float16: 1 + 2^-11 is halfway between 1 and 1 + 2^-10: to even (1); 1 + 3*2^-11 up.
+        (F16, [1.0, 2.0**-11], 1.0),
+        (F16, [1.0, 2.0**-11, 2.0**-10], 1.0 + 2.0**-9),
+        (F16, [2048.0, 1.0], 2048.0),  # 2049: halfway, to the even 2048
+        (F16, [2050.0, 1.0], 2052.0),  # 2051: halfway, to the even 2052
+        (F16, [65504.0, 16.0], np.inf),  # 65520 rounds to inf
+        # bfloat16: 1 + 2^-8 is halfway: to even (1); 1 + 3*2^-8 up to 1 + 2^-6.
+        (BF16, [1.0, 2.0**-8], 1.0),
+        (BF16, [1.0, 2.0**-8, 2.0**-7], 1.0 + 2.0**-6),
+        (BF16, [1.0 + 2.0**-7, 2.0**-8], 1.0 + 2.0**-6),  # halfway above an odd value: up
+    ],
+)
+def test_rounding_ties_round_once_to_even(compiled, dtype, parts, expected):
+    go = np.array(parts, np.float32).astype(dtype).reshape(1, 1, 1, 1, -1)
+    assert np.array_equal(go.astype(np.float32).reshape(-1), np.array(parts, np.float32))  # exact inputs
+    got = _compare(go, np.zeros(go.shape, np.int64), (1, 1, 1, 1, 2), dtype)
+    assert got.astype(np.float32).reshape(-1)[0] == np.float32(expected)
+
+
+@pytest.mark.parametrize("dtype", [F16, BF16], ids=str)
+def test_random_sums_round_like_numpy(compiled, dtype):
+    """Many two- and three-term float32 sums over the whole range, rounded to 16 bits."""
+    rng = np.random.default_rng(12)
+    bits = rng.integers(0, 1 << 16, size=3 * 4096, dtype=np.uint16)
+    go = bits.view(dtype).reshape(1, 1, 3, 64, 64)
+    go = np.where(np.isnan(go.astype(np.float32)), np.zeros((), dtype), go)  # payloads: see the module
+    idx = rng.integers(0, 4096, go.shape).astype(np.int32)
+    _compare(go, idx, (1, 1, 1, 64, 64), dtype)
+
+
+# --------------------------------------------------------------------------
+# The index guard
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("index_dtype", INDEX_DTYPES, ids=str)
+@pytest.mark.parametrize("bad_value", [-1, 64, 2**31 - 1])
+def test_index_guard_same_message_nothing_written(compiled, index_dtype, bad_value, monkeypatch):
+    rng = np.random.default_rng(13)
+    in_shape = (4, 16, 4, 4, 4)  # 64 cells per plane; large enough for several threads
+    go, idx = _random_case(rng, in_shape, (16, 16, 16), F32, index_dtype)
+    idx[3, 5, 1, 2, 3] = bad_value  # a later plane
+    idx[1, 9, 7, 0, 1] = bad_value  # the first bad one in C order
+    idx[1, 9, 9, 0, 0] = -5
+    expected = pytest.raises(IndexOutOfPlaneError)
+    with expected as numpy_error:
+        _numpy_backward(go, idx, np.empty(in_shape, F32))
+    for threads in ("1", "2", "4"):
+        monkeypatch.setenv("PYACLNN_NUM_THREADS", threads)
+        gi = np.full(in_shape, 7, F32)
+        with pytest.raises(IndexOutOfPlaneError) as error:
+            max_pool3d_with_argmax_backward(go, idx, gi)
+        assert str(error.value) == str(numpy_error.value)
+        assert "indices[1, 9, 7, 0, 1]" in str(error.value)
+        assert (gi == 7).all()
+    assert compiled.calls == 3
+
+
+# --------------------------------------------------------------------------
+# Switching, status, conversions
+# --------------------------------------------------------------------------
+
+
+def test_pyaclnn_accel_0_really_uses_numpy(compiled, monkeypatch):
+    rng = np.random.default_rng(14)
+    go, idx = _random_case(rng, (1, 2, 3, 4, 5), (2, 3, 4), F16, np.int32)
+    monkeypatch.setenv("PYACLNN_ACCEL", "0")
+    max_pool3d_with_argmax_backward(go, idx, np.empty((1, 2, 3, 4, 5), F16))
+    assert compiled.calls == 0
+    status = _accel.accel_status()
+    assert status["active"] is False and status["reason"] == "PYACLNN_ACCEL=0"
+    assert set(status["kernels"].values()) == {"numpy"}
+    monkeypatch.delenv("PYACLNN_ACCEL")
+    max_pool3d_with_argmax_backward(go, idx, np.empty((1, 2, 3, 4, 5), F16))
+    assert compiled.calls == 1
+    assert _accel.accel_status()["kernels"] == {"max_pool3d_with_argmax_backward": "compiled"}
+
+
+def test_float64_and_mixed_dtypes_stay_with_numpy(compiled):
+    rng = np.random.default_rng(15)
+    go, idx = _random_case(rng, (1, 2, 3, 4, 5), (2, 3, 4), np.float64, np.int32)
+    max_pool3d_with_argmax_backward(go, idx, np.empty((1, 2, 3, 4, 5), np.float64))
+    assert compiled.calls == 0
+
+
+def test_the_numpy_backend_runs_the_compiled_kernel(compiled):
+    import pyaclnn
+
+    rng = np.random.default_rng(16)
+    x = rng.standard_normal((1, 2, 4, 4, 4), dtype=np.float32)
+    out, idx = pyaclnn.max_pool3d_with_argmax(x, 2, 2, 0, 1, False, backend="numpy")
+    go = rng.standard_normal(out.shape, dtype=np.float32)
+    gi = pyaclnn.max_pool3d_with_argmax_backward(go, x, idx, 2, 2, 0, 1, False, backend="numpy")
+    expected = np.empty(x.shape, np.float32)
+    _numpy_backward(go, np.asarray(idx.to_host() if hasattr(idx, "to_host") else idx), expected)
+    host = gi.to_host() if hasattr(gi, "to_host") else np.asarray(gi)
+    assert _same_bits(np.asarray(host), expected)
+    assert compiled.calls == 1
+
+
+@pytest.fixture
+def f16c(compiled):
+    """Hardware conversion on (skips without F16C); software again afterwards if it was."""
+    before = _accel.use_f16c()
+    if not _accel.use_f16c(True):
+        pytest.skip("this CPU has no F16C: only the software conversion exists")
+    yield
+    _accel.use_f16c(before)
+
+
+def _convert_both_ways(ffi, lib, halves: np.ndarray, floats: np.ndarray):
+    widened = np.empty(halves.size, np.float32)
+    narrowed = np.empty(floats.size, np.uint16)
+    buffer = ffi.from_buffer
+    lib.pyaclnn_accel_half_to_float(buffer("uint16_t[]", halves), buffer("float[]", widened), halves.size)
+    lib.pyaclnn_accel_float_to_half(buffer("float[]", floats), buffer("uint16_t[]", narrowed), floats.size)
+    return widened.view(np.uint32), narrowed
+
+
+def test_f16c_and_software_conversions_give_the_same_bits(f16c):
+    ffi, lib = _accel._loaded.ffi, _accel._loaded.lib
+    halves = np.arange(1 << 16, dtype=np.uint16)  # every float16
+    rng = np.random.default_rng(17)
+    floats = np.concatenate([
+        rng.integers(0, 1 << 32, size=1 << 20, dtype=np.uint64).astype(np.uint32),
+        # around every float16 rounding boundary: the halfway points and their neighbours
+        ((halves.astype(np.uint32) << 13)[:, None] + np.array([0xFFF, 0x1000, 0x1001], np.uint32)).ravel(),
+        np.arange(0x33000000 - 4, 0x38800000 + 4, 997, dtype=np.uint32),  # the subnormal range
+    ]).view(np.float32)
+    hardware = _convert_both_ways(ffi, lib, halves, floats)
+    assert _accel.use_f16c(False) is False
+    software = _convert_both_ways(ffi, lib, halves, floats)
+    assert np.array_equal(hardware[0], software[0])
+    assert np.array_equal(hardware[1], software[1])
+    # and both are NumPy's conversions outside NaN (NumPy keeps NaN payloads unquietened)
+    finite = ~np.isnan(floats)
+    with np.errstate(over="ignore"):
+        assert np.array_equal(software[1][finite], floats[finite].astype(np.float16).view(np.uint16))
+    not_nan = ~np.isnan(halves.view(np.float16))
+    numpy_widened = halves.view(np.float16)[not_nan].astype(np.float32).view(np.uint32)
+    assert np.array_equal(software[0][not_nan], numpy_widened)
+
+
+def test_software_conversion_kernel_matches(f16c):
+    rng = np.random.default_rng(18)
+    in_shape = (2, 4, 4, 16, 16)
+    go, idx = _random_case(rng, in_shape, (4, 16, 16), F16, np.int32)
+    hardware = _compare(go, idx, in_shape, F16)
+    _accel.use_f16c(False)
+    software = _compare(go, idx, in_shape, F16)
+    assert _same_bits(hardware, software)
+
+
+def test_no_compiler_means_numpy_kernels_and_says_why(monkeypatch, tmp_path):
+    monkeypatch.delenv("PYACLNN_ACCEL", raising=False)
+    monkeypatch.setenv("PYACLNN_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path))  # nothing to run there
+    monkeypatch.delenv("CC", raising=False)
+    monkeypatch.setattr(_accel, "_loaded", None)
+    status = _accel.accel_status()
+    assert status["active"] is False and "no C compiler" in status["reason"]
+    assert status["kernels"] == {"max_pool3d_with_argmax_backward": "numpy"}
+    go = np.ones((1, 1, 1, 1, 2), F32)
+    gi = np.empty((1, 1, 1, 1, 2), F32)
+    max_pool3d_with_argmax_backward(go, np.zeros(go.shape, np.int32), gi)
+    assert gi.reshape(-1).tolist() == [2.0, 0.0]
+    assert not list(tmp_path.glob("*.so"))
+
+
+def test_a_failing_build_is_reported(monkeypatch, tmp_path):
+    monkeypatch.delenv("PYACLNN_ACCEL", raising=False)
+    monkeypatch.setenv("PYACLNN_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("CC", "/bin/false")
+    monkeypatch.setattr(_accel, "_loaded", None)
+    status = _accel.accel_status()
+    assert status["active"] is False and status["reason"].startswith("build failed: /bin/false failed")
+    assert _accel.library() is None
+
+
+def test_build_into_a_fresh_directory_is_warning_free(monkeypatch, tmp_path):
+    """-Wall -Wextra clean: the compiler prints nothing."""
+    if _accel._compiler() is None:
+        pytest.skip("no C compiler on PATH")
+    import subprocess
+
+    command = _accel._compiler()
+    proc = subprocess.run([*command, *_accel.CFLAGS, "-o", str(tmp_path / "lib.so"), str(_accel.SOURCE)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout == "" and proc.stderr == "", proc.stderr
+    assert _accel.build(tmp_path).is_file()
+    assert _accel.build(tmp_path) == _accel.build(tmp_path)  # built once, then found
