@@ -2,8 +2,10 @@
 GridSampler3D(Backward) from Python, on an NPU through CANN or anywhere through
 a NumPy backend that gives the same answers and the same errors.
 
-The public API is all here; see DESIGN.md for the layers below it
-(``pyaclnn.acl`` / ``pyaclnn.aclnn`` mirror the C API).
+The public API is all here. Below it: the runtime (``pyaclnn.runtime``: streams,
+events, device arrays, the memory pool), the low-level API (``pyaclnn.acl`` /
+``pyaclnn.aclnn`` mirror the C API) and the backends; ``pyaclnn.constants``
+holds every constant of the C declarations.
 """
 
 from __future__ import annotations
@@ -20,13 +22,19 @@ from .functional import (
     max_pool3d_with_argmax_backward,
 )
 from .runtime import (
+    Device,
     DeviceArray,
     Event,
+    ExternalStream,
     Stream,
+    device_count,
     empty,
     finalize,
+    from_torch,
+    get_device,
     memory_pool,
     set_deterministic,
+    set_device,
     synchronize,
     to_device,
     zeros,
@@ -70,12 +78,18 @@ __all__ = [
     "AclError",
     "AclnnError",
     "AclOutOfMemoryError",
+    "Device",
     "DeviceArray",
     "Event",
+    "ExternalStream",
     "Stream",
     "bfloat16",
+    "constants",
+    "device_count",
     "empty",
     "finalize",
+    "from_torch",
+    "get_device",
     "get_backend",
     "grid_sampler3d",
     "grid_sampler3d_backward",
@@ -84,6 +98,7 @@ __all__ = [
     "memory_pool",
     "set_backend",
     "set_deterministic",
+    "set_device",
     "synchronize",
     "to_device",
     "zeros",

@@ -18,7 +18,8 @@ import numpy as np
 from . import _context, _decl, acl
 from . import backends as _backends
 from . import dtypes as _dtypes
-from ._stream import Stream, default_stream
+from ._pool import Block
+from ._stream import Stream
 
 _H2D = _decl.constant("ACL_MEMCPY_HOST_TO_DEVICE")
 _D2H = _decl.constant("ACL_MEMCPY_DEVICE_TO_HOST")
@@ -54,19 +55,101 @@ class DeviceArray:
         storage_size: int | None = None,
         backend: str | None = None,
         stream: Stream | None = None,
+        device: int | None = None,
     ) -> None:
-        shape = tuple(int(d) for d in shape)
+        shape = _shape(shape)
         dtype = _dtypes.as_dtype(dtype)
         _dtypes.from_numpy(dtype)  # TypeError for dtypes ACL has no name for
+        ctx = _context.context(backend)
         self._setup(
-            _context.context(backend),
+            ctx,
             shape,
             dtype,
             tuple(int(s) for s in strides) if strides is not None else _contiguous_strides(shape),
             int(offset),
             prod(shape) if storage_size is None else int(storage_size),
             stream,
+            _pool_of(ctx, stream, device),
         )
+
+    @classmethod
+    def from_ptr(
+        cls,
+        ptr: int,
+        shape: Sequence[int],
+        dtype: Any,
+        *,
+        strides: Sequence[int] | None = None,
+        offset: int = 0,
+        owner: Any = None,
+        device: int | None = None,
+        backend: str | None = None,
+    ) -> DeviceArray:
+        """Wrap device memory pyaclnn does not own (torch_npu's ``data_ptr()``, pyACL's ``acl.rt.malloc``).
+
+        The wrapper works wherever a DeviceArray does (inputs, ``out=``,
+        ``numpy()``). ``close()`` drops it and never frees the memory; ``owner``
+        is kept alive as long as the wrapper. Order the other library's work
+        with pyaclnn's yourself (synchronize its stream, or run pyaclnn on it
+        with :class:`ExternalStream`).
+
+        Parameters
+        ----------
+        ptr : int
+            Device address of the storage base (32-byte aligned, as aclrtMalloc gives).
+        shape : sequence of int
+        dtype : dtype
+            Any dtype ACL names (float32, float16, bfloat16, int32, ...).
+        strides, offset : sequence of int, int
+            In elements, as ``aclCreateTensor`` takes them; None means contiguous.
+        owner : object, optional
+            Kept alive while the wrapper lives (the tensor the memory belongs to).
+        device : int, optional
+            The device of the memory (the thread's current one by default).
+        backend : {"numpy", "npu"}, optional
+
+        Raises
+        ------
+        TypeError
+            If ``ptr`` is not an int, or for a dtype ACL has no name for.
+        ValueError
+            For negative sizes, strides or offset, a bad device, or (numpy backend)
+            a range that is not inside one allocation of that device.
+        """
+        if isinstance(ptr, bool) or not isinstance(ptr, (int, np.integer)):
+            raise TypeError(f"ptr must be an int device address, got {type(ptr).__name__}")
+        ptr = int(ptr)
+        shape = _shape(shape)
+        dtype = _dtypes.as_dtype(dtype)
+        _dtypes.from_numpy(dtype)
+        strides = _contiguous_strides(shape) if strides is None else _shape(strides, "strides")
+        if len(strides) != len(shape):
+            raise ValueError(f"strides has {len(strides)} values for {len(shape)} dims of shape {list(shape)}")
+        if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)) or offset < 0:
+            raise ValueError(f"offset must be an int >= 0 (in elements), got {offset!r}")
+        ctx = _context.context(backend)
+        pool = _pool_of(ctx, None, device)
+        size = prod(shape)
+        storage = int(offset) + (1 + sum((d - 1) * s for d, s in zip(shape, strides)) if size else 0)
+        nbytes = storage * dtype.itemsize
+        if nbytes and not 0 < ptr < 1 << 64:
+            raise ValueError(f"ptr {ptr:#x} is not a device address")
+        owning = _backends.get(ctx.name).device_memory(ptr, nbytes) if nbytes else pool.device
+        if owning is not None and owning != pool.device:
+            where = "is not inside one allocation of" if owning < 0 else f"lies on device {owning}, not"
+            raise ValueError(
+                f"ptr {ptr:#x} + {nbytes} bytes (shape {list(shape)}, strides {list(strides)}, offset {offset}, "
+                f"{dtype}) {where} device {pool.device} of backend {ctx.name!r}"
+            )
+        array = cls.__new__(cls)
+        array.backend = ctx.name
+        array.shape, array.dtype, array.strides, array.offset = shape, dtype, strides, int(offset)
+        array.storage_size = storage
+        array._pool = pool
+        array._last_descriptor = None
+        array._stream = None
+        array._block = ForeignBlock(ptr, nbytes, owner) if nbytes else pool.empty_block
+        return array
 
     @classmethod
     def _contiguous(
@@ -81,28 +164,33 @@ class DeviceArray:
         array.backend = ctx.name
         array.strides, size = _contiguous_layout(shape)
         array.shape, array.dtype, array.offset, array.storage_size = shape, dtype, 0, size
-        array._pool = pool = ctx.pool
+        array._pool = pool = stream._pool
         array._last_descriptor = array._block = None  # so that a failing acquire leaves a closed array
         array._stream = stream
         array._block = pool.acquire(size * dtype.itemsize, stream._state) if size else pool.empty_block
         return array
 
-    def _setup(self, ctx, shape, dtype, strides, offset, storage_size, stream) -> None:
+    def _setup(self, ctx, shape, dtype, strides, offset, storage_size, stream, pool) -> None:
         self.backend = ctx.name
         self.shape, self.dtype, self.strides, self.offset = shape, dtype, strides, offset
         self.storage_size = storage_size
-        self._pool = ctx.pool
+        self._pool = pool
         self._last_descriptor = self._block = None  # so that a failing acquire leaves a closed array
         self._stream = stream
         nbytes = storage_size * dtype.itemsize
         state = stream._state if stream is not None else None
-        self._block = ctx.pool.acquire(nbytes, state) if nbytes else ctx.pool.empty_block
+        self._block = pool.acquire(nbytes, state) if nbytes else pool.empty_block
 
     # -- properties ---------------------------------------------------------
     @property
     def ptr(self) -> int:
         """Device address of the storage base (0 for an empty array)."""
         return self._block.ptr
+
+    @property
+    def device(self) -> int:
+        """The device the memory lives on."""
+        return self._pool.device
 
     @property
     def ndim(self) -> int:
@@ -203,7 +291,7 @@ class DeviceArray:
         self._check_open()
         if stream is None:
             stream = self._stream if self._stream is not None and not self._stream.closed else None
-            stream = stream or default_stream(self.backend)
+            stream = stream or _context.context(self.backend).default_stream(self.device)
         self._use_on(stream)
         if self.nbytes:
             acl.rt.memset_async(self.ptr, self.nbytes, 0, self.nbytes, stream.handle, backend=self.backend)
@@ -219,12 +307,33 @@ class DeviceArray:
             self._stream = stream
 
     def close(self) -> None:
-        """Give the memory back (to the pool, for the stream that used it last); a second call does nothing."""
-        block, self._block = self._block, None
+        """Give the memory back (to the pool, for the stream that used it last); a second call does nothing.
+
+        A wrapper of memory pyaclnn does not own (:meth:`from_ptr`) first waits for the
+        work pyaclnn queued on it (its owner may free the memory next), then drops its
+        descriptors.
+        """
+        block = self._block
+        if block is not None and block.nbytes and type(block) is ForeignBlock:
+            self._block = None
+            try:
+                if self._stream is not None:
+                    self._stream._wait_queued()
+            finally:
+                self._pool.forget_foreign(block)
+            return
+        self._block = None
         if block is not None and block.nbytes:
             stream = self._stream
             state = stream._state if stream is not None else None
             self._pool.release(block, state if state is not None and state.open else None)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        # As CuPy: converting device memory to NumPy is a copy (and a wait), so it is asked for by name.
+        raise TypeError(
+            "a pyaclnn.DeviceArray is not converted implicitly to a NumPy array: call .numpy() "
+            "(it waits for the work queued on the array and copies it to the host)"
+        )
 
     def __del__(self) -> None:
         if getattr(self, "_block", None) is None:
@@ -249,6 +358,40 @@ class DeviceArray:
         return f"<pyaclnn.DeviceArray shape={self.shape} dtype={self.dtype} backend={self.backend!r}{state}>"
 
 
+class ForeignBlock(Block):
+    """Memory another library owns, wrapped by :meth:`DeviceArray.from_ptr`: never freed by pyaclnn."""
+
+    __slots__ = ("owner",)
+
+    def __init__(self, ptr: int, nbytes: int, owner: Any) -> None:
+        super().__init__(ptr, nbytes)
+        self.owner = owner  # kept alive as long as the wrapper
+
+
+def _shape(values: Any, name: str = "shape") -> tuple[int, ...]:
+    """``values`` as a tuple of ints >= 0, or an error naming ``name`` and the rule."""
+    if isinstance(values, (int, np.integer)) and not isinstance(values, bool):
+        values = (values,)
+    try:
+        items = tuple(values)
+    except TypeError:
+        raise TypeError(f"{name} must be a sequence of ints, got {values!r}") from None
+    if any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) for v in items):
+        raise TypeError(f"{name} must be a sequence of ints, got {values!r}")
+    if any(v < 0 for v in items):
+        raise ValueError(f"{name} {list(map(int, items))} has a negative value; every value must be >= 0")
+    return tuple(int(v) for v in items)
+
+
+def _pool_of(ctx: _context._Context, stream: Stream | None, device: int | None) -> Any:
+    """The memory pool for an array on ``device`` (default: ``stream``'s, else the current one)."""
+    if stream is not None:
+        if device is not None and device != stream.device:
+            raise ValueError(f"device {device} differs from the device {stream.device} of stream {stream!r}")
+        return stream._pool
+    return ctx.device_pool(ctx.device if device is None else _context._device_id(device, ctx))
+
+
 @functools.lru_cache(maxsize=1024)
 def _contiguous_layout(shape: tuple[int, ...]) -> tuple[tuple[int, ...], int]:
     """Strides and element count of a contiguous array of ``shape``."""
@@ -265,17 +408,37 @@ def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def empty(
-    shape: Sequence[int], dtype: Any = np.float32, *, backend: str | None = None, stream: Stream | None = None
+    shape: Sequence[int],
+    dtype: Any = np.float32,
+    *,
+    backend: str | None = None,
+    stream: Stream | None = None,
+    device: int | None = None,
 ) -> DeviceArray:
-    """An uninitialised contiguous DeviceArray (for work on ``stream``, if given)."""
-    return DeviceArray(shape, _dtypes.as_dtype(dtype), backend=backend, stream=stream)
+    """An uninitialised contiguous DeviceArray (for work on ``stream``, if given; on ``device``,
+    by default the stream's or the thread's current one).
+
+    Raises
+    ------
+    TypeError
+        If ``shape`` is not a sequence of ints, or for a dtype ACL has no name for.
+    ValueError
+        For a negative dimension, or a stream of another device.
+    """
+    return DeviceArray(shape, _dtypes.as_dtype(dtype), backend=backend, stream=stream, device=device)
 
 
 def zeros(
-    shape: Sequence[int], dtype: Any = np.float32, *, backend: str | None = None, stream: Stream | None = None
+    shape: Sequence[int],
+    dtype: Any = np.float32,
+    *,
+    backend: str | None = None,
+    stream: Stream | None = None,
+    device: int | None = None,
 ) -> DeviceArray:
-    """A zero-filled contiguous DeviceArray; the fill is queued on ``stream`` (default: the thread's)."""
-    array = empty(shape, dtype, backend=backend, stream=stream)
+    """A zero-filled contiguous DeviceArray; the fill is queued on ``stream`` (default: the thread's
+    default stream of the array's device)."""
+    array = empty(shape, dtype, backend=backend, stream=stream, device=device)
     try:
         array.fill_zero(stream)
     except BaseException:
@@ -300,7 +463,9 @@ def _covering_storage(x: np.ndarray) -> tuple[np.ndarray, tuple[int, ...], int]:
     return span, strides, 0
 
 
-def to_device(x: Any, *, backend: str | None = None, stream: Stream | None = None) -> DeviceArray:
+def to_device(
+    x: Any, *, backend: str | None = None, stream: Stream | None = None, device: int | None = None
+) -> DeviceArray:
     """Copy ``x`` to device memory: a block of the pool, ``aclrtMemcpyAsync`` on ``stream``.
 
     The copy is queued in order with the stream's work (by default the calling
@@ -321,15 +486,20 @@ def to_device(x: Any, *, backend: str | None = None, stream: Stream | None = Non
         Where to put it; the active backend by default.
     stream : Stream, optional
         The stream the copy is queued on and the array is for.
+    device : int, optional
+        The device to copy to (by default the stream's, or the thread's current one).
     """
     if isinstance(x, DeviceArray):
         name = backend or _backends.active_name()
-        if x.backend == name:
+        if x.backend == name and (device is None or x.device == device):
             return x
-        return to_device(x.numpy(), backend=name, stream=stream)
+        return to_device(x.numpy(), backend=name, stream=stream, device=device)
     x = np.asarray(x)
     if stream is None:
-        stream = default_stream(backend)
+        ctx = _context.context(backend)
+        stream = ctx.default_stream(ctx.device if device is None else _context._device_id(device, ctx))
+    elif device is not None and device != stream.device:
+        raise ValueError(f"device {device} differs from the device {stream.device} of stream {stream!r}")
     if x.size == 0:
         return DeviceArray(x.shape, x.dtype, backend=stream.backend, stream=stream)
     storage, strides, offset = _covering_storage(x)
@@ -339,9 +509,10 @@ def to_device(x: Any, *, backend: str | None = None, stream: Stream | None = Non
     )
     try:
         host = np.ascontiguousarray(storage).view(np.uint8)
-        acl.rt.memcpy_async(
-            array.ptr, array.nbytes, host, host.nbytes, _H2D, stream.handle, backend=array.backend
-        )
+        with stream._ctx.on_device(stream.device):
+            acl.rt.memcpy_async(
+                array.ptr, array.nbytes, host, host.nbytes, _H2D, stream.handle, backend=array.backend
+            )
         stream._state.queued += 1
     except BaseException:
         array.close()

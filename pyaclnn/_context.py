@@ -1,6 +1,11 @@
-"""Per-backend process state: initialisation, device binding, cached parameter arrays, shutdown.
+"""Per-backend process state: initialisation, devices, cached parameter arrays, shutdown.
 
-Ownership: device memory belongs to the backend's :class:`~pyaclnn._pool.MemoryPool`,
+Devices: ``aclrtSetDevice`` binds a device to the calling thread, so the
+thread's current device is per thread (:func:`set_device`, :class:`Device`,
+device 0 until set); each device has its own memory pool and each thread its
+own default stream per device.
+
+Ownership: device memory belongs to its device's :class:`~pyaclnn._pool.MemoryPool`,
 every stream handle to one :class:`~pyaclnn._stream.Stream`, every event handle
 to one :class:`~pyaclnn._stream.Event`, cached parameter arrays to the context.
 :func:`finalize`, also run at exit, closes the streams and events, waits for the
@@ -11,11 +16,12 @@ and finalizes ACL, in the order the C API expects.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import os
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from . import _decl, _executors, acl
@@ -46,16 +52,18 @@ class _Context:
         self.tls = threading.local()
         self.streams: weakref.WeakSet[Stream] = weakref.WeakSet()  # open Streams
         self.events: weakref.WeakSet[Event] = weakref.WeakSet()  # open Events
-        self.pool = MemoryPool(name, forget_descriptor=functools.partial(_executors.forget, name))
+        self.pools: dict[int, MemoryPool] = {}  # device -> its memory
+        self.pool = self.device_pool(0)  # device 0's, the one most programs use
         self.int_arrays: dict[tuple[int, ...], Any] = {}
         self.bool_arrays: dict[tuple[bool, ...], Any] = {}
         self.int_array_sets: dict[tuple[tuple[int, ...], ...], tuple[Any, ...]] = {}
         self.deterministic: bool | None = None
         self.launch_blocking = launch_blocking_by_environment()
+        self.used_devices: set[int] = set()  # bound by some thread: reset at shutdown
         self._exit_hook = False
 
     def ready(self) -> _Context:
-        """Initialise ACL once per process and bind device 0 once per thread."""
+        """Initialise ACL once per process and bind the thread's current device (0 until set)."""
         if not self.initialized:
             with self.lock:
                 if not self.initialized:
@@ -65,19 +73,64 @@ class _Context:
                     if not self._exit_hook:  # once: shutdown after a later re-init is the same call
                         atexit.register(self.shutdown)
                         self._exit_hook = True
-        if not getattr(self.tls, "device_set", False):
-            acl.rt.set_device(0, backend=self.name)
-            self.tls.device_set = True
+        if getattr(self.tls, "bound", None) is None:
+            self.bind(0)
         return self
 
-    def default_stream(self) -> Stream:
-        """The calling thread's default stream, created on first use."""
-        stream = getattr(self.tls, "stream", None)
+    @property
+    def device(self) -> int:
+        """The calling thread's current device."""
+        return self.tls.device
+
+    def bind(self, device: int) -> None:
+        """Make ``device`` the calling thread's current device (``aclrtSetDevice`` on a change)."""
+        if getattr(self.tls, "bound", None) != device:
+            acl.rt.set_device(device, backend=self.name)
+            if getattr(self.tls, "devices", None) is None:
+                self.tls.devices = set()
+                self.tls.streams = {}
+            self.tls.devices.add(device)
+            with self.lock:
+                self.used_devices.add(device)
+            self.tls.bound = self.tls.device = device
+
+    @contextlib.contextmanager
+    def on_device(self, device: int) -> Iterator[None]:
+        """Make ``device`` current for the block, then the previous one again (a device guard)."""
+        previous = getattr(self.tls, "device", None)
+        if previous == device:
+            yield
+            return
+        self.bind(device)
+        try:
+            yield
+        finally:
+            if previous is not None:
+                self.bind(previous)
+
+    def device_pool(self, device: int) -> MemoryPool:
+        """The memory pool of ``device``, made on first use."""
+        pool = self.pools.get(device)
+        if pool is None:
+            with self.lock:
+                pool = self.pools.get(device)
+                if pool is None:
+                    forget = functools.partial(_executors.forget, self.name)
+                    pool = self.pools[device] = MemoryPool(
+                        self.name, forget_descriptor=forget, device=device, on_device=self.on_device
+                    )
+        return pool
+
+    def default_stream(self, device: int | None = None) -> Stream:
+        """The calling thread's default stream on ``device`` (its current device), created on first use."""
+        if device is None:
+            device = self.tls.device
+        stream = self.tls.streams.get(device)
         if stream is None or not stream._state.open:
             from ._stream import Stream
 
-            stream = Stream(self.name)
-            self.tls.stream = stream
+            stream = Stream(self.name, device=device)
+            self.tls.streams[device] = stream
         return stream
 
     def cached_int_array(self, values: tuple[int, ...]) -> Any | None:
@@ -123,8 +176,12 @@ class _Context:
         for event in list(self.events):
             event.close()
         # Work queued on streams pyaclnn does not own (the default stream, say) may use the memory too.
-        quiet(acl.rt.synchronize_device, backend=self.name)
-        self.pool.release_all()
+        devices = sorted(self.used_devices)
+        for device in devices:
+            quiet(acl.rt.set_device, device, backend=self.name)
+            quiet(acl.rt.synchronize_device, backend=self.name)
+        for pool in self.pools.values():
+            pool.release_all()
         # Parameter arrays outlive the launches that captured them: destroying them now is safe.
         for handle in self.int_arrays.values():
             quiet(acl.destroy_int_array, handle, backend=self.name)
@@ -133,7 +190,9 @@ class _Context:
         self.int_arrays.clear()
         self.int_array_sets.clear()
         self.bool_arrays.clear()
-        quiet(acl.rt.reset_device, 0, backend=self.name)
+        for device in devices:
+            quiet(acl.rt.reset_device, device, backend=self.name)
+        self.used_devices.clear()
         quiet(acl.finalize, backend=self.name)
         self.initialized = False
         self.deterministic = None  # a new context starts from the runtime's default
@@ -175,9 +234,75 @@ def finalize(backend: str | None = None) -> None:
             ctx.shutdown()
 
 
-def memory_pool(backend: str | None = None) -> MemoryPool:
-    """The device-memory pool of ``backend``: ``free_all_blocks()`` returns cached memory to the device."""
-    return context(backend).pool
+def memory_pool(backend: str | None = None, device: int | None = None) -> MemoryPool:
+    """The memory pool of ``device`` (the thread's current one) on ``backend``.
+
+    ``free_all_blocks()`` returns its cached memory to the device.
+    """
+    ctx = context(backend)
+    return ctx.device_pool(ctx.device if device is None else _device_id(device, ctx))
+
+
+def _device_id(device: Any, ctx: _Context) -> int:
+    """``device`` checked against the devices of ``ctx``'s backend."""
+    if isinstance(device, bool) or not isinstance(device, int):
+        raise TypeError(f"device must be an int device id, got {device!r}")
+    count = device_count(ctx.name)
+    if not 0 <= device < count:
+        raise ValueError(f"device {device} does not exist: backend {ctx.name!r} has {count} device(s), 0..{count - 1}")
+    return device
+
+
+def device_count(backend: str | None = None) -> int:
+    """Number of devices of ``backend`` (``aclrtGetDeviceCount``)."""
+    ctx = context(backend)
+    count = getattr(ctx, "_device_count", None)
+    if count is None:
+        count = ctx._device_count = acl.rt.get_device_count(backend=ctx.name)
+    return count
+
+
+def get_device(backend: str | None = None) -> int:
+    """The calling thread's current device (0 until :func:`set_device` or :class:`Device`)."""
+    return context(backend).device
+
+
+def set_device(device: int, *, backend: str | None = None) -> None:
+    """Make ``device`` the calling thread's current device (``aclrtSetDevice``, per thread).
+
+    Calls, uploads, streams and events made afterwards in this thread without a
+    ``stream=`` or ``device=`` of their own use it.
+
+    Raises
+    ------
+    ValueError
+        If the backend has no such device.
+    """
+    ctx = context(backend)
+    ctx.bind(_device_id(device, ctx))
+
+
+class Device:
+    """``with pyaclnn.Device(1): ...``: device 1 is the thread's current device inside the block.
+
+    The previous current device comes back on exit.
+    """
+
+    def __init__(self, device: int, *, backend: str | None = None) -> None:
+        self._ctx = context(backend)
+        self.id = _device_id(device, self._ctx)
+        self._previous: list[int] = []
+
+    def __enter__(self) -> Device:
+        self._previous.append(self._ctx.device)
+        self._ctx.bind(self.id)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._ctx.bind(self._previous.pop())
+
+    def __repr__(self) -> str:
+        return f"<pyaclnn.Device {self.id} backend={self._ctx.name!r}>"
 
 
 def set_deterministic(enabled: bool, *, backend: str | None = None) -> None:
@@ -196,7 +321,8 @@ def set_deterministic(enabled: bool, *, backend: str | None = None) -> None:
 
 
 def synchronize(backend: str | None = None) -> None:
-    """Wait for all work on the device: every open pyaclnn stream, then ``aclrtSynchronizeDevice``.
+    """Wait for all work on the thread's current device: its open pyaclnn streams, then
+    ``aclrtSynchronizeDevice``.
 
     Raises
     ------
@@ -208,7 +334,7 @@ def synchronize(backend: str | None = None) -> None:
     first: AclError | None = None
     for stream in list(ctx.streams):
         try:
-            if not stream.closed:
+            if not stream.closed and stream.device == ctx.device:
                 stream.synchronize()
         except AclError as exc:
             first = first or exc

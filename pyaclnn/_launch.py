@@ -33,7 +33,8 @@ class Launch:
     """One functional call: its context, stream and the arrays it owns."""
 
     __slots__ = (
-        "ctx", "backend", "stream", "device_results", "_temporaries", "_outputs", "_returned", "_arrays",
+        "ctx", "backend", "stream", "device_id", "device_results", "_temporaries", "_outputs", "_returned",
+        "_arrays", "_previous_device",
     )
 
     def __init__(self, backend: str | None, stream: Stream | None) -> None:
@@ -49,6 +50,12 @@ class Launch:
             if stream.closed:
                 raise ValueError("stream is closed")
         self.stream = stream
+        self.device_id = device = stream.device
+        # A device guard: the call runs with its stream's device current, as CANN wants.
+        self._previous_device = None
+        if ctx.tls.device != device:
+            self._previous_device = ctx.tls.device
+            ctx.bind(device)
         self.device_results = False  # True once any input is a DeviceArray
         # Given back on exit: temporaries (device copies of NumPy inputs) always; outputs unless
         # handed to the caller as DeviceArrays. Lists are made lazily: this runs for every call.
@@ -61,8 +68,17 @@ class Launch:
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        try:
+            self._give_back(exc_type)
+        finally:
+            if self._previous_device is not None:
+                self.ctx.bind(self._previous_device)
+
+    def _give_back(self, exc_type: Any) -> None:
         for array in self._temporaries or ():
             array.close()
+        # Outputs the call made go back unless returned (all of them after an error);
+        # arrays given with out= are the caller's and stay open.
         kept = self._returned if exc_type is None else None
         if kept is None or len(kept) != len(self._outputs):
             for array in self._outputs:
@@ -90,23 +106,58 @@ class Launch:
             block = x._block  # DeviceArray.closed written out: this runs for every input of every call
             if block is None or (not block.ptr and block.nbytes):
                 raise ValueError(f"{name} is a closed DeviceArray: its memory was freed")
+            if x._pool.device != self.device_id:
+                raise ValueError(
+                    f"{name} lives on device {x._pool.device}, but this call runs on device {self.device_id} "
+                    "(its stream's)"
+                )
             if x._stream is not self.stream:
                 x._use_on(self.stream)
             self.device_results = True
             return x
         if not isinstance(x, np.ndarray):
-            raise TypeError(f"{name} must be a NumPy array or a pyaclnn.DeviceArray, got {type(x).__name__}")
+            raise TypeError(_not_an_array(name, x))
         try:
             _dtypes.from_numpy(x.dtype)
         except TypeError:
             raise TypeError(f"{name} has dtype {x.dtype}, which has no aclDataType") from None
         return self.temporary(to_device(x, backend=self.backend, stream=self.stream))
 
-    def output(self, shape: tuple[int, ...], dtype: np.dtype) -> DeviceArray:
-        """A new array for an output of the call, on the call's stream."""
-        array = DeviceArray._contiguous(self.ctx, shape, dtype, self.stream)
-        self._outputs.append(array)
-        return array
+    def output(
+        self,
+        shape: tuple[int, ...],
+        dtype: np.dtype,
+        given: DeviceArray | None = None,
+        name: str = "out",
+        known: bool = True,
+    ) -> DeviceArray:
+        """An array for an output of the call: ``given`` (from ``out=``), checked, or a new one.
+
+        ``known`` says whether the inputs fix ``shape`` (otherwise phase 1 will
+        reject them, and only ``given``'s kind is checked).
+        """
+        if given is None:
+            array = DeviceArray._contiguous(self.ctx, shape, dtype, self.stream)
+            self._outputs.append(array)
+            return array
+        if not isinstance(given, DeviceArray):
+            raise TypeError(f"{name} must be a pyaclnn.DeviceArray, got {type(given).__name__}")
+        if given.closed:
+            raise ValueError(f"{name} is a closed DeviceArray: its memory was freed")
+        if given.backend != self.backend or given.device != self.device_id:
+            raise ValueError(
+                f"{name} lives on backend {given.backend!r} device {given.device}, but this call runs on "
+                f"backend {self.backend!r} device {self.device_id}"
+            )
+        if known and (given.shape != shape or given.dtype != dtype):
+            raise ValueError(
+                f"{name} has shape {list(given.shape)} and dtype {given.dtype}; this call writes "
+                f"shape {list(shape)} and dtype {np.dtype(dtype)}"
+            )
+        if given._stream is not self.stream:
+            given._use_on(self.stream)
+        self.device_results = True  # out= given: the caller gets it back
+        return given
 
     def temporary(self, array: DeviceArray) -> DeviceArray:
         """Make ``array`` the call's, given back when the call ends."""
@@ -177,11 +228,27 @@ class Launch:
     def result(self, array: DeviceArray) -> np.ndarray | DeviceArray:
         """What the caller gets for output ``array``: itself for DeviceArray calls, else a NumPy copy."""
         if self.device_results:
-            if self._returned is None:
-                self._returned = []
-            self._returned.append(array)
+            self._keep(array)
             return array
         return array.numpy()
+
+    def _keep(self, array: DeviceArray) -> None:
+        """``array`` goes to the caller: not given back when the call ends."""
+        if self._returned is None:
+            self._returned = []
+        if not any(array is kept for kept in self._returned):
+            self._returned.append(array)
+
+
+def _not_an_array(name: str, x: Any) -> str:
+    """What to pass instead of ``x``: the message of the TypeError for an input that is no array."""
+    kind = type(x).__name__
+    if hasattr(x, "data_ptr") and hasattr(x, "stride"):
+        return (f"{name} is a {kind} (a torch tensor?): pass pyaclnn.from_torch(tensor) for an NPU tensor, "
+                "or tensor.numpy() for a CPU one")
+    if isinstance(x, (list, tuple)):
+        return f"{name} is a {kind}: pass a NumPy array (np.asarray(...) with the dtype you mean) or a DeviceArray"
+    return f"{name} must be a NumPy array or a pyaclnn.DeviceArray, got {kind}"
 
 
 def _fill_zero(outputs: Sequence[DeviceArray], stream: Stream) -> None:

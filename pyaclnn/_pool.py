@@ -33,9 +33,10 @@ no cached executor outlives a descriptor it uses.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ContextManager
 
 from . import acl
 from ._decl import constant
@@ -79,15 +80,25 @@ class _Fence:
 
 
 class MemoryPool:
-    """Device memory of one backend: blocks in use, released per stream, and idle.
+    """Memory of one device of one backend: blocks in use, released per stream, and idle.
 
     Streams are keys here through a small state object with a ``handle``
     attribute (the aclrtStream); ``None`` stands for "no queued work can use
-    the block" (an array no launch has used).
+    the block" (an array no launch has used). ``on_device(d)`` makes device
+    ``d`` current for a block of code (allocations, frees and fences are made
+    on the pool's device).
     """
 
-    def __init__(self, backend: str, forget_descriptor: Callable[[Any], None] | None = None) -> None:
+    def __init__(
+        self,
+        backend: str,
+        forget_descriptor: Callable[[Any], None] | None = None,
+        device: int = 0,
+        on_device: Callable[[int], ContextManager[None]] | None = None,
+    ) -> None:
         self.backend = backend
+        self.device = device
+        self._on_device = on_device or (lambda device: contextlib.nullcontext())
         # Told about every descriptor just before it is destroyed (the executor caches drop plans using it).
         self._forget_descriptor = forget_descriptor
         # Re-entrant: garbage collection may close a DeviceArray (and so call release) in any
@@ -125,11 +136,12 @@ class MemoryPool:
                 return block
         finally:
             lock.release()
-        try:
-            ptr = acl.rt.malloc(size, backend=self.backend)
-        except AclOutOfMemoryError:
-            self.free_all_blocks()  # cached blocks may be what is missing
-            ptr = acl.rt.malloc(size, backend=self.backend)
+        with self._on_device(self.device):
+            try:
+                ptr = acl.rt.malloc(size, backend=self.backend)
+            except AclOutOfMemoryError:
+                self.free_all_blocks()  # cached blocks may be what is missing
+                ptr = acl.rt.malloc(size, backend=self.backend)
         block = Block(ptr, size)
         with lock:
             self._blocks[ptr] = block
@@ -245,6 +257,18 @@ class MemoryPool:
             self._free(block)
         self._free(self.empty_block)
 
+    def forget_foreign(self, block: Block) -> None:
+        """A wrapper of memory the pool does not own is gone: destroy its descriptors, free nothing.
+
+        Its launches captured the descriptors; its executors go first (``forget_descriptor``).
+        """
+        with self._lock:
+            handles = list(block.descriptors.values())
+            block.descriptors.clear()
+            block.ptr = 0
+        for handle in handles:
+            self._destroy_descriptor(handle)
+
     def stats(self) -> dict[str, int]:
         """Bytes in use and cached, for ``python -m pyaclnn info`` and tests."""
         with self._lock:
@@ -294,12 +318,13 @@ class MemoryPool:
         return _Fence(stream, self._record(stream), blocks, free=False)
 
     def _record(self, stream: Any) -> Any:
-        event = acl.rt.create_event(backend=self.backend)
-        try:
-            acl.rt.record_event(event, stream.handle, backend=self.backend)
-        except BaseException:
-            _quiet(acl.rt.destroy_event, event, backend=self.backend)
-            raise
+        with self._on_device(self.device):
+            event = acl.rt.create_event(backend=self.backend)
+            try:
+                acl.rt.record_event(event, stream.handle, backend=self.backend)
+            except BaseException:
+                _quiet(acl.rt.destroy_event, event, backend=self.backend)
+                raise
         return event
 
     def _retire(self, fence: _Fence) -> None:
@@ -331,7 +356,8 @@ class MemoryPool:
         block.descriptors.clear()
         ptr, block.ptr = block.ptr, 0
         if ptr:
-            acl.rt.free(ptr, backend=self.backend)
+            with self._on_device(self.device):
+                acl.rt.free(ptr, backend=self.backend)
 
 
 def _quiet(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:

@@ -12,9 +12,11 @@ from __future__ import annotations
 import itertools
 import threading
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 from . import _context, _decl, _executors, acl
+from . import backends as _backends
 from ._pool import Block, MemoryPool
 from .errors import AclError, make_error
 
@@ -42,22 +44,35 @@ class _StreamState:
         self.done = 0
 
 
-def _destroy_stream(
-    backend: str, state: _StreamState, executors: _executors.ExecutorCache, pool: MemoryPool
+def _close_stream(
+    backend: str,
+    state: _StreamState,
+    executors: _executors.ExecutorCache,
+    pool: MemoryPool,
+    ctx: _context._Context,
+    device: int,
+    destroy: bool = True,
 ) -> None:
+    """Wait for the stream, give back what pyaclnn holds for it, and destroy the handle if pyaclnn's."""
     state.open = False
-    try:
-        acl.rt.synchronize_stream(state.handle, backend=backend)
-    except AclError as exc:
-        raise _device_error(exc, state.name) from None
-    finally:
-        state.done = state.queued
-        executors.close()
-        if state.workspace is not None:
-            pool.release(state.workspace)  # idle: the stream has finished
-            state.workspace = None
-        pool.stream_idle(state)
-        acl.rt.destroy_stream(state.handle, backend=backend)
+    with ctx.on_device(device):
+        try:
+            acl.rt.synchronize_stream(state.handle, backend=backend)
+        except AclError as exc:
+            raise _device_error(exc, state.name) from None
+        finally:
+            state.done = state.queued
+            executors.close()
+            if state.workspace is not None:
+                pool.release(state.workspace)  # idle: the stream has finished
+                state.workspace = None
+            pool.stream_idle(state)
+            if destroy:
+                acl.rt.destroy_stream(state.handle, backend=backend)
+
+
+def _release_external(*args: Any) -> None:
+    _close_stream(*args, destroy=False)
 
 
 def _device_error(exc: AclError, where: str) -> AclError:
@@ -77,13 +92,22 @@ class Stream:
     the stream.
     """
 
-    def __init__(self, backend: str | None = None) -> None:
+    def __init__(self, backend: str | None = None, *, device: int | None = None) -> None:
         ctx = _context.context(backend)
         self.backend = ctx.name
-        self.handle = acl.rt.create_stream(backend=ctx.name)
+        self.device = ctx.device if device is None else _context._device_id(device, ctx)
+        with ctx.on_device(self.device):  # a stream belongs to the device current at its creation
+            self.handle = self._create_handle(ctx)
+        self._setup(ctx)
+
+    def _create_handle(self, ctx: _context._Context) -> Any:
+        return acl.rt.create_stream(backend=ctx.name)
+
+    def _setup(self, ctx: _context._Context) -> None:
         self.number = next(_numbers)
         self._state = _StreamState(self.handle, f"pyaclnn stream #{self.number}")
-        self._pool = ctx.pool
+        self._ctx = ctx
+        self._pool = ctx.device_pool(self.device)
         # Held from taking the workspace until the launch that uses it, so threads
         # sharing a stream never see a buffer another one is about to replace.
         self.lock = threading.RLock()
@@ -92,7 +116,7 @@ class Stream:
             self.backend, self._state, _executors.enabled_by_environment(), self.lock
         )
         self._finalizer = weakref.finalize(
-            self, _destroy_stream, self.backend, self._state, self.executors, ctx.pool
+            self, self._closer(), self.backend, self._state, self.executors, self._pool, ctx, self.device
         )
         self._finalizer.atexit = False  # the context's exit hook closes streams in order
         ctx.streams.add(self)
@@ -119,7 +143,11 @@ class Stream:
         queued = state.queued
         token = self._pool.stream_synchronizing(state)
         try:
-            acl.rt.synchronize_stream(self.handle, backend=self.backend)
+            if self._ctx.tls.device == self.device:
+                acl.rt.synchronize_stream(self.handle, backend=self.backend)
+            else:
+                with self._ctx.on_device(self.device):
+                    acl.rt.synchronize_stream(self.handle, backend=self.backend)
         except AclError as exc:
             self.executors.clear()  # the plan that failed is among them
             raise _device_error(exc, self._state.name) from None
@@ -137,7 +165,7 @@ class Stream:
     def record_event(self, event: Event | None = None) -> Event:
         """Record ``event`` (a new one if None) after the work queued so far; return it."""
         if event is None:
-            event = Event(backend=self.backend)
+            event = Event(backend=self.backend, device=self.device)
         return event.record(self)
 
     def wait_event(self, event: Event) -> None:
@@ -146,10 +174,13 @@ class Stream:
         The host does not wait.
         """
         self._check_open()
-        if not isinstance(event, Event) or event.backend != self.backend:
-            raise ValueError(f"event must be a pyaclnn.Event of backend {self.backend!r}, got {event!r}")
+        if not isinstance(event, Event) or event.backend != self.backend or event.device != self.device:
+            raise ValueError(
+                f"event must be a pyaclnn.Event of backend {self.backend!r} on device {self.device}, got {event!r}"
+            )
         event._check_open()
-        acl.rt.stream_wait_event(self.handle, event.handle, backend=self.backend)
+        with self._ctx.on_device(self.device):
+            acl.rt.stream_wait_event(self.handle, event.handle, backend=self.backend)
         self._state.queued += 1
 
     def _wait_for(self, other: Stream) -> None:
@@ -163,6 +194,11 @@ class Stream:
         finally:
             # CANN lets an event be destroyed while pending; the queued wait still holds.
             acl.rt.destroy_event(handle, backend=self.backend)
+
+    @staticmethod
+    def _closer() -> Callable[..., None]:
+        """What closing does: wait, give back, destroy the handle (pyaclnn made it)."""
+        return _close_stream
 
     def workspace(self, size: int) -> int:
         """Device pointer to at least ``size`` bytes of workspace (0 for size 0), reused across calls.
@@ -199,7 +235,51 @@ class Stream:
 
     def __repr__(self) -> str:
         closed = " closed" if self.closed else ""
-        return f"<pyaclnn.Stream #{self.number} backend={self.backend!r}{closed}>"
+        return f"<pyaclnn.{type(self).__name__} #{self.number} backend={self.backend!r} device={self.device}{closed}>"
+
+
+class ExternalStream(Stream):
+    """A Stream over an ``aclrtStream`` made elsewhere (torch_npu, pyACL): pyaclnn never destroys it.
+
+    pyaclnn keeps its own workspace and executor cache for it. ``close()``
+    waits for the stream (pyaclnn's work on it, and whatever else is queued)
+    and gives back only what pyaclnn allocated.
+
+    Parameters
+    ----------
+    handle : int or cffi pointer
+        The ``aclrtStream`` (pyACL's ``acl.rt.create_stream`` returns an int,
+        torch_npu's ``torch.npu.current_stream().npu_stream`` too), or a handle
+        of the backend's own (``pyaclnn.acl.rt.create_stream``).
+    device : int, optional
+        The device the stream belongs to (the thread's current one by default).
+    backend : {"numpy", "npu"}, optional
+        The active backend by default.
+    """
+
+    def __init__(self, handle: Any, *, device: int | None = None, backend: str | None = None) -> None:
+        ctx = _context.context(backend)
+        self.backend = ctx.name
+        self.device = ctx.device if device is None else _context._device_id(device, ctx)
+        self.handle = _backends.get(ctx.name).adopt_stream(handle)
+        self._setup(ctx)
+
+    @classmethod
+    def from_torch(cls, stream: Any, *, backend: str | None = None) -> ExternalStream:
+        """The stream of a torch_npu ``torch.npu.Stream`` (its ``npu_stream`` handle and device).
+
+        Needs no torch import: any object with an ``npu_stream`` attribute (and
+        optionally ``device.index``) will do. Untested on real torch_npu.
+        """
+        handle = getattr(stream, "npu_stream", None)
+        if handle is None:
+            raise TypeError(f"stream must be a torch_npu stream (with .npu_stream), got {type(stream).__name__}")
+        index = getattr(getattr(stream, "device", None), "index", None)
+        return cls(handle, device=index, backend=backend)
+
+    @staticmethod
+    def _closer() -> Callable[..., None]:
+        return _release_external
 
 
 def default_stream(backend: str | None = None) -> Stream:
@@ -230,13 +310,15 @@ class Event:
         The active backend by default.
     """
 
-    def __init__(self, *, flags: int | None = None, backend: str | None = None) -> None:
+    def __init__(self, *, flags: int | None = None, device: int | None = None, backend: str | None = None) -> None:
         ctx = _context.context(backend)
         self.backend = ctx.name
-        if flags is None:
-            self.handle = acl.rt.create_event(backend=ctx.name)
-        else:
-            self.handle = acl.rt.create_event_with_flag(flags, backend=ctx.name)
+        self.device = ctx.device if device is None else _context._device_id(device, ctx)
+        with ctx.on_device(self.device):
+            if flags is None:
+                self.handle = acl.rt.create_event(backend=ctx.name)
+            else:
+                self.handle = acl.rt.create_event_with_flag(flags, backend=ctx.name)
         self.stream: Stream | None = None  # where it was last recorded
         self._finalizer = weakref.finalize(self, _destroy_event, self.backend, self.handle)
         self._finalizer.atexit = False  # the context's exit hook closes events in order
@@ -251,11 +333,15 @@ class Event:
         if None), replacing an earlier record; returns the event."""
         self._check_open()
         if stream is None:
-            stream = default_stream(self.backend)
-        elif not isinstance(stream, Stream) or stream.backend != self.backend:
-            raise ValueError(f"stream must be a pyaclnn.Stream of backend {self.backend!r}, got {stream!r}")
+            stream = _context.context(self.backend).default_stream(self.device)
+        elif not isinstance(stream, Stream) or stream.backend != self.backend or stream.device != self.device:
+            raise ValueError(
+                f"stream must be a pyaclnn.Stream of backend {self.backend!r} on device {self.device}, "
+                f"got {stream!r}"
+            )
         stream._check_open()
-        acl.rt.record_event(self.handle, stream.handle, backend=self.backend)
+        with stream._ctx.on_device(self.device):
+            acl.rt.record_event(self.handle, stream.handle, backend=self.backend)
         stream._state.queued += 1
         self.stream = stream
         return self
@@ -296,4 +382,5 @@ class Event:
         self.close()
 
     def __repr__(self) -> str:
-        return f"<pyaclnn.Event backend={self.backend!r}{' closed' if self.closed else ''}>"
+        closed = " closed" if self.closed else ""
+        return f"<pyaclnn.Event backend={self.backend!r} device={self.device}{closed}>"

@@ -164,6 +164,7 @@ def max_pool3d_with_argmax(
     ceil_mode: bool = False,
     *,
     indices_dtype: Any = np.int32,
+    out: tuple[DeviceArray | None, DeviceArray | None] | None = None,
     backend: str | None = None,
     stream: Stream | None = None,
 ) -> tuple[ArrayLike, ArrayLike]:
@@ -180,10 +181,14 @@ def max_pool3d_with_argmax(
         Round the output size up (a window starting in the right padding is dropped).
     indices_dtype : int32 or int64
         Atlas A2/A3 computes int32 indices; int64 is widened after the op.
+    out : (DeviceArray or None, DeviceArray or None), optional
+        Arrays to write (out, indices) into, of the shapes and dtypes the call
+        gives (indices: int32), on the call's device, any strides; None entries
+        are allocated. The call returns them.
     backend : {"numpy", "npu"}, optional
         The active backend by default.
     stream : Stream, optional
-        The calling thread's default stream by default.
+        The calling thread's default stream (of its current device) by default.
 
     Returns
     -------
@@ -198,10 +203,15 @@ def max_pool3d_with_argmax(
         161001 for a missing input, 161002 for a rule of the op (dtype, rank,
         parameter lengths and values, shapes), with the argument and rule named.
     TypeError
-        For arguments that are not arrays, ints or sequences of ints.
+        For arguments that are not arrays, ints or sequences of ints, or an
+        ``out`` that is not a pair of DeviceArrays or None.
+    ValueError
+        For an ``out`` of the wrong shape, dtype or device, or closed; an input
+        on another backend or device than the call's stream, or closed.
     """
     ints = _pool_ints(kernel_size, stride, padding, dilation)
     ceil = _flag("ceil_mode", ceil_mode)
+    out_values, out_indices = _out_pair(out)
     try:
         wanted = np.dtype(indices_dtype)
     except TypeError:
@@ -209,12 +219,18 @@ def max_pool3d_with_argmax(
             f"indices_dtype must be a NumPy dtype (int32 or int64), got {indices_dtype!r}"
         ) from None
     device_dtype = _INT32 if wanted == _INT64 else wanted
+    if out_indices is not None and wanted != device_dtype:
+        raise ValueError(
+            f"out: indices_dtype {wanted} is widened from the device's int32 after the op; "
+            "with out= pass int32 indices"
+        )
     _plane_size_limit(input, "aclnnMaxPool3dWithArgmaxGetWorkspaceSize", forward=True)
     with Launch(backend, stream) as call:
         x = call.device("input", input)
         shape = _pool_output_shape(x, ints, ceil)
-        out = call.output(shape, x.dtype if x is not None else _FLOAT32)
-        indices = call.output(shape, device_dtype)
+        known = x is not None and x.ndim in (4, 5)
+        out = call.output(shape, x.dtype if x is not None else _FLOAT32, out_values, "out[0]", known)
+        indices = call.output(shape, device_dtype, out_indices, "out[1]", known)
         call.launch(
             aclnn.max_pool3d_with_argmax_get_workspace_size,
             aclnn.max_pool3d_with_argmax,
@@ -231,6 +247,25 @@ def max_pool3d_with_argmax(
         if call.device_results:
             widened = runtime.to_device(widened, backend=call.backend)
         return call.result(out), widened
+
+
+def _out_one(out: Any) -> DeviceArray | None:
+    """``out`` of a call with one output: a DeviceArray or None."""
+    if out is None or isinstance(out, DeviceArray):
+        return out
+    raise TypeError(f"out must be a pyaclnn.DeviceArray or None, got {type(out).__name__}")
+
+
+def _out_pair(out: Any) -> tuple[DeviceArray | None, DeviceArray | None]:
+    """``out`` of a call with two outputs: None, or a pair of DeviceArrays or None."""
+    if out is None:
+        return None, None
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        raise TypeError(f"out must be a pair (DeviceArray or None, DeviceArray or None), got {out!r}")
+    first, second = out
+    if first is not None and second is not None and first is second:
+        raise ValueError("out: both outputs would be written into the same DeviceArray")
+    return _out_one(first), _out_one(second)
 
 
 def _int32_indices(call: Launch, indices: DeviceArray) -> DeviceArray:
@@ -258,6 +293,7 @@ def max_pool3d_with_argmax_backward(
     dilation: IntOrSeq = 1,
     ceil_mode: bool = False,
     *,
+    out: DeviceArray | None = None,
     backend: str | None = None,
     stream: Stream | None = None,
 ) -> ArrayLike:
@@ -273,6 +309,8 @@ def max_pool3d_with_argmax_backward(
         The forward's indices, grad_output's shape; int32 (int64 is narrowed first).
     kernel_size, stride, padding, dilation, ceil_mode
         As in the forward; they fix the expected grad_output shape.
+    out : DeviceArray, optional
+        The array to write grad_input into (input's shape and dtype); returned.
     backend, stream
         As in :func:`max_pool3d_with_argmax`.
 
@@ -306,7 +344,11 @@ def max_pool3d_with_argmax_backward(
         if i is not None and i.dtype == _INT64:
             i = _int32_indices(call, i)
         grad_input = call.output(
-            x.shape if x is not None else (1, 1, 1, 1, 1), x.dtype if x is not None else _FLOAT32
+            x.shape if x is not None else (1, 1, 1, 1, 1),
+            x.dtype if x is not None else _FLOAT32,
+            _out_one(out),
+            "out",
+            x is not None,
         )
         nd = _dtypes.ACL_FORMAT_ND
         call.launch(
@@ -368,6 +410,7 @@ def grid_sampler3d(
     align_corners: bool = False,
     *,
     layout: str = "NCDHW",
+    out: DeviceArray | None = None,
     backend: str | None = None,
     stream: Stream | None = None,
 ) -> ArrayLike:
@@ -389,6 +432,8 @@ def grid_sampler3d(
         Whether -1 and 1 are the centres (True) or the outer edges (False) of the corner voxels.
     layout : {"NCDHW", "NDHWC"}
         Layout of input and of the result.
+    out : DeviceArray, optional
+        The array to write the result into (its shape and dtype); returned.
     backend, stream
         As in :func:`max_pool3d_with_argmax`.
 
@@ -405,7 +450,11 @@ def grid_sampler3d(
         x = call.device("input", input)
         g = call.device("grid", grid)
         out = call.output(
-            _sampled_shape(x, g, fmt == _dtypes.ACL_FORMAT_NDHWC), x.dtype if x is not None else _FLOAT32
+            _sampled_shape(x, g, fmt == _dtypes.ACL_FORMAT_NDHWC),
+            x.dtype if x is not None else _FLOAT32,
+            _out_one(out),
+            "out",
+            x is not None and g is not None and x.ndim == 5 and g.ndim == 5,
         )
         call.launch(
             aclnn.grid_sampler3d_get_workspace_size,
@@ -440,6 +489,7 @@ def grid_sampler3d_backward(
     output_mask: Sequence[bool] = (True, True),
     *,
     layout: str = "NCDHW",
+    out: tuple[DeviceArray | None, DeviceArray | None] | None = None,
     backend: str | None = None,
     stream: Stream | None = None,
 ) -> tuple[ArrayLike | None, ArrayLike | None]:
@@ -453,6 +503,9 @@ def grid_sampler3d_backward(
         As in :func:`grid_sampler3d`.
     output_mask : (bool, bool)
         Which of (input_grad, grid_grad) to return; the other comes back as None.
+    out : (DeviceArray or None, DeviceArray or None), optional
+        Arrays to write (input_grad, grid_grad) into, input's and grid's shapes
+        and dtype; None entries are allocated (or not returned, per output_mask).
     backend, stream
         As in :func:`max_pool3d_with_argmax`.
 
@@ -473,13 +526,18 @@ def grid_sampler3d_backward(
     corners = _flag("align_corners", align_corners)
     fmt = _layout(layout)
     mask = _output_mask(output_mask)
+    out_input, out_grid = _out_pair(out)
     with Launch(backend, stream) as call:
         g = call.device("grad_output", grad_output)
         x = call.device("input", input)
         gr = call.device("grid", grid)
         dtype = x.dtype if x is not None else _FLOAT32
-        input_grad = call.output(x.shape if x is not None else (1, 1, 1, 1, 1), dtype)
-        grid_grad = call.output(gr.shape if gr is not None else (1, 1, 1, 1, 3), dtype)
+        input_grad = call.output(
+            x.shape if x is not None else (1, 1, 1, 1, 1), dtype, out_input, "out[0]", x is not None
+        )
+        grid_grad = call.output(
+            gr.shape if gr is not None else (1, 1, 1, 1, 3), dtype, out_grid, "out[1]", gr is not None
+        )
         call.launch(
             aclnn.grid_sampler3d_backward_get_workspace_size,
             aclnn.grid_sampler3d_backward,

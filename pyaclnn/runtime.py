@@ -4,12 +4,13 @@ The runtime layer of pyaclnn, in modules by job:
 
 * :mod:`pyaclnn._context`: per-backend process state (initialisation, device
   binding, cached parameter arrays, shutdown), :func:`finalize`,
-  :func:`synchronize`, :func:`set_deterministic`;
-* :mod:`pyaclnn._stream`: :class:`Stream` and :class:`Event`;
+  :func:`synchronize`, :func:`set_deterministic`, devices (:class:`Device`, :func:`set_device`);
+* :mod:`pyaclnn._stream`: :class:`Stream`, :class:`ExternalStream` and :class:`Event`;
 * :mod:`pyaclnn._array`: :class:`DeviceArray`, :func:`to_device`, :func:`empty`, :func:`zeros`;
 * :mod:`pyaclnn._pool`: the stream-ordered memory pool;
 * :mod:`pyaclnn._executors`: the per-stream executor cache and the launch protocol of a call's two phases;
-* :mod:`pyaclnn._launch`: :class:`Launch`, the owner of one functional call's lifetimes.
+* :mod:`pyaclnn._launch`: :class:`Launch`, the owner of one functional call's lifetimes;
+* :mod:`pyaclnn._interop`: :func:`from_torch` (torch_npu tensors, without importing torch).
 
 Execution is asynchronous as on the device: a call on DeviceArrays queues its
 work on a stream and returns; reading the result waits.
@@ -18,21 +19,38 @@ work on a stream and returns; reading the result waits.
 from __future__ import annotations
 
 from ._array import DeviceArray, empty, to_device, zeros
-from ._context import context, finalize, memory_pool, set_deterministic, synchronize
+from ._context import (
+    Device,
+    context,
+    device_count,
+    finalize,
+    get_device,
+    memory_pool,
+    set_deterministic,
+    set_device,
+    synchronize,
+)
+from ._interop import from_torch
 from ._launch import Launch
-from ._stream import Event, Stream, default_stream
+from ._stream import Event, ExternalStream, Stream, default_stream
 
 __all__ = [
+    "Device",
     "DeviceArray",
     "Event",
+    "ExternalStream",
     "Launch",
     "Stream",
     "context",
     "default_stream",
+    "device_count",
     "empty",
     "finalize",
+    "from_torch",
+    "get_device",
     "memory_pool",
     "set_deterministic",
+    "set_device",
     "synchronize",
     "to_device",
     "zeros",

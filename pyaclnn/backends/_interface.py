@@ -50,6 +50,11 @@ class Backend(Protocol):
     def live_counts(self) -> dict[str, int] | None: ...  # keys: LIVE_COUNT_NAMES
     def hazard_count(self) -> int | None: ...  # hazards seen so far (pyaclnnEmuHazardCount)
 
+    # -- memory and streams of other libraries (not C functions) ----------------
+    def adopt_stream(self, handle: Any) -> Handle: ...  # an aclrtStream made elsewhere, or TypeError
+    # the device owning [ptr, ptr + nbytes) in one allocation; -1: not device memory; None: cannot tell
+    def device_memory(self, ptr: Pointer, nbytes: int) -> int | None: ...
+
     # -- runtime (libascendcl / libacl_rt) ------------------------------------
     def aclInit(self, config_path: str | None) -> int: ...
     def aclFinalize(self) -> int: ...

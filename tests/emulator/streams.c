@@ -34,7 +34,8 @@ struct emu_task {
     void (*release)(void *ctx);
     void *ctx;
     long sleep_us;
-    uint64_t queued_ns; /* when it was submitted: where its device time may start */
+    uint64_t queued_ns; /* when it was submitted: its device time starts no earlier */
+    uint64_t device_ns; /* its end in the stream's device time, once it runs */
     emu_block **blocks; /* memory it uses: freeing it meanwhile is a hazard */
     size_t nblocks, cap;
     struct emu_stream *stream;
@@ -203,28 +204,24 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Simulated device time: a kernel starts when it was queued or when the
- * previous kernel of its stream ended, whichever is later, and ends
- * sleep_us after that; the worker waits until then (a deadline in device
- * time, so a late wake-up does not add up over a chain of kernels). */
-static void wait_device_time(emu_stream *s, emu_task *t)
+/* Simulated device time, kept per stream: a task starts when it was queued
+ * or when the previous task of its stream ended, whichever is later; a
+ * kernel then lasts sleep_us (plus the emulator's own compute time) and its
+ * worker waits until that end, on the clock (emu_sleep_us). So a chain of
+ * kernels takes sleep_us each, whatever the thread wake-ups cost, and event
+ * timestamps are device times (t->device_ns). */
+static void task_execute(emu_stream *s, emu_task *t)
 {
-    if (t->sleep_us <= 0) {
-        return;
-    }
     uint64_t start = t->queued_ns > s->device_clock_ns ? t->queued_ns : s->device_clock_ns;
-    uint64_t end = start + (uint64_t)t->sleep_us * 1000u;
-    s->device_clock_ns = end;
+    uint64_t end = start + (t->sleep_us > 0 ? (uint64_t)t->sleep_us * 1000u : 0u);
     uint64_t now = now_ns();
     if (end > now) {
         emu_sleep_us((long)((end - now + 999u) / 1000u));
     }
-}
-
-static void task_execute(emu_stream *s, emu_task *t)
-{
-    wait_device_time(s, t);
+    t->device_ns = end;
     t->run(t->ctx, t);
+    uint64_t spent = now_ns() - (end > now ? end : now);
+    s->device_clock_ns = end + (t->sleep_us > 0 ? spent : 0u);
     task_release_ctx(t);
 }
 
@@ -664,10 +661,8 @@ aclError aclrtDestroyEvent(aclrtEvent event)
 
 static void run_marker(void *ctx, emu_task *task)
 {
-    (void)task;
     event_job *job = ctx;
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
+    struct timespec now = {(time_t)(task->device_ns / 1000000000u), (long)(task->device_ns % 1000000000u)};
     pthread_mutex_lock(&emu_lock);
     if (job->record > job->event->completed) {
         job->event->completed = job->record;

@@ -334,16 +334,21 @@ class NpuBackend:
         """Declared C functions that no opened library exports."""
         return self._loaded.missing
 
-    def live_counts(self) -> dict[str, int] | None:
+    def live_counts(self, device: int | None = None) -> dict[str, int] | None:
         """Live objects of the host emulator of CANN, or None on real CANN.
 
         Keys: ``device_allocs, host_allocs, tensors, int_arrays, bool_arrays,
-        executors, streams`` (C function ``pyaclnnEmuLiveCounts``).
+        executors, streams`` (C function ``pyaclnnEmuLiveCounts``); with
+        ``device``, the allocations and streams of that device only
+        (``pyaclnnEmuDeviceLiveCounts``).
         """
         if "pyaclnnEmuLiveCounts" in self._loaded.missing:
             return None
         counts = ffi.new("int64_t[]", len(LIVE_COUNT_NAMES))
-        written = self._c.pyaclnnEmuLiveCounts(counts, len(LIVE_COUNT_NAMES))
+        if device is None:
+            written = self._c.pyaclnnEmuLiveCounts(counts, len(LIVE_COUNT_NAMES))
+        else:
+            written = self._c.pyaclnnEmuDeviceLiveCounts(device, counts, len(LIVE_COUNT_NAMES))
         return {name: int(counts[i]) for i, name in enumerate(LIVE_COUNT_NAMES[: max(written, 0)])}
 
     def hazard_count(self) -> int | None:
@@ -352,6 +357,22 @@ class NpuBackend:
         if "pyaclnnEmuHazardCount" in self._loaded.missing:
             return None
         return int(self._c.pyaclnnEmuHazardCount())
+
+    def adopt_stream(self, handle: Any) -> Any:
+        """An ``aclrtStream`` made elsewhere (an int address or a cffi pointer) as this backend's handle."""
+        if type(handle) is _CDATA and _typeof(handle) is _STREAM:
+            return handle
+        if isinstance(handle, ffi.CData) and ffi.typeof(handle).kind == "pointer":
+            return ffi.cast(_STREAM, handle)
+        if isinstance(handle, numbers.Integral) and not isinstance(handle, bool):
+            if not 0 < int(handle) < _ADDRESS_LIMIT:
+                raise ValueError(f"handle {int(handle):#x} is not an aclrtStream address")
+            return ffi.cast(_STREAM, int(handle))
+        raise TypeError(f"handle must be an aclrtStream (an int or a cffi pointer), got {_describe(handle)}")
+
+    def device_memory(self, ptr: int, nbytes: int) -> int | None:
+        """None: real CANN cannot tell which memory is whose; the caller answers for the pointer."""
+        return None
 
     def _bad_argument(self, api: str, args: tuple, exc: Exception) -> Exception:
         """Name the argument cffi refused (the slow path of a failed call)."""

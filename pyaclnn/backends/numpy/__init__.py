@@ -660,6 +660,28 @@ class NumpyBackend:
         """Hazards seen so far (the numpy side of pyaclnnEmuHazardCount)."""
         return self.hazards.count
 
+    def adopt_stream(self, handle: Any) -> Stream:
+        """``handle`` as a stream of this backend: only its own live streams qualify.
+
+        Raises
+        ------
+        TypeError
+            For anything else (an int cannot name a stream of the emulation).
+        """
+        if isinstance(handle, Stream) and self.streams.is_live(handle):
+            return handle
+        raise TypeError(
+            "handle must be a live stream of the numpy backend (from pyaclnn.acl.rt.create_stream), "
+            f"got {type(handle).__name__}"
+        )
+
+    def device_memory(self, ptr: int, nbytes: int) -> int:
+        """The device owning ``[ptr, ptr + nbytes)`` inside one live aclrtMalloc allocation, else -1."""
+        allocation = self.heap.find(int(ptr))
+        if allocation is None or allocation.host or int(ptr) + nbytes > allocation.address + allocation.size:
+            return -1
+        return allocation.device
+
     # -- operators: shared machinery ----------------------------------------
     def _phase1(self, api: str, check, args: tuple, make_bind, workspace_size: int) -> tuple[int, int, Any]:
         """Validate handles, run the op's checks, and wrap the work in an executor."""
