@@ -8,7 +8,7 @@ selftest  the four operators on a backend against the NumPy reference kernels
           (and, on numpy, against golden PyTorch outputs); ``--json`` gives every
           case with its error and tolerance; exits 1 when a case fails
           (see pyaclnn.selftest for cases and tolerances)
-bench     runs benchmarks/bench_kernels.py and benchmarks/bench_overhead.py of a
+bench     runs benchmarks/bench_kernels.py, bench_overhead.py and bench_pipeline.py of a
           source checkout (they need PyTorch); ``--json DIR`` writes
           DIR/<benchmark>.json, ``--strict`` exits 1 when a target is missed;
           other options go to the scripts
@@ -67,16 +67,21 @@ def _cann_version(home: Path) -> str | None:
     return None
 
 
-def _memory(name: str) -> dict[str, Any]:
-    """``{"free_bytes", "total_bytes"}`` of device 0 on backend ``name``, or ``{"error": ...}``."""
+def _memory(name: str, device: int = 0) -> dict[str, Any]:
+    """``{"free_bytes", "total_bytes"}`` of ``device`` on backend ``name``, or ``{"error": ...}``."""
     from . import acl, runtime
 
     try:
-        runtime.context(name)  # aclInit + aclrtSetDevice(0), freed at exit
-        free, total = acl.rt.get_mem_info(backend=name)
+        with runtime.Device(device, backend=name):  # aclInit + aclrtSetDevice, freed at exit
+            free, total = acl.rt.get_mem_info(backend=name)
     except Exception as exc:  # info reports, it does not fail
         return {"error": f"{type(exc).__name__}: {exc}"}
     return {"free_bytes": int(free), "total_bytes": int(total)}
+
+
+def _devices(name: str, count: int | None) -> list[dict[str, Any]]:
+    """Every device of backend ``name``: its id and memory."""
+    return [{"device": d, "memory": _memory(name, d)} for d in range(count or 0)]
 
 
 def _format_memory(memory: dict[str, Any]) -> str:
@@ -102,16 +107,22 @@ def _npu_info() -> dict[str, Any]:
         "device_count": result.device_count,
         "soc": result.soc_name,
         "memory": _memory("npu") if result.ok else None,
+        "devices": _devices("npu", result.device_count) if result.ok else [],
     }
 
 
 def _numpy_info() -> dict[str, Any]:
-    from . import acl
+    from . import acl, runtime
+    from .kernels import _accel
 
+    count = runtime.device_count("numpy")
     return {
         "soc": acl.rt.get_soc_name(backend="numpy"),
         "memory": _memory("numpy"),
         "memory_from_environment": bool(os.environ.get("PYACLNN_NUMPY_DEVICE_MEMORY")),
+        "device_count": count,
+        "devices": _devices("numpy", count),
+        "compiled_kernels": _accel.accel_status(),
     }
 
 
@@ -184,11 +195,20 @@ def format_info(report: dict[str, Any]) -> str:
     ]
     numpy = report["backends"]["numpy"]
     lines.append(f"  SoC: {numpy['soc']}")
-    lines.append(
-        f"  emulated device memory: {_format_memory(numpy['memory'])}"
-        + (" (PYACLNN_NUMPY_DEVICE_MEMORY)" if numpy["memory_from_environment"] else "")
-    )
+    source = " (PYACLNN_NUMPY_DEVICE_MEMORY)" if numpy["memory_from_environment"] else ""
+    lines += [
+        f"  device {d['device']} emulated device memory: {_format_memory(d['memory'])}{source}"
+        for d in numpy["devices"]
+    ]
+    lines.append("  compiled kernels: " + _format_accel(numpy["compiled_kernels"]))
     return "\n".join(lines)
+
+
+def _format_accel(status: dict[str, Any]) -> str:
+    kernels = ", ".join(f"{op} {how}" for op, how in status.get("kernels", {}).items())
+    if status.get("active"):
+        return f"active ({kernels})"
+    return f"off: {status.get('reason', 'unknown')} ({kernels or 'NumPy kernels'})"
 
 
 def _format_npu(npu: dict[str, Any]) -> list[str]:
@@ -205,8 +225,7 @@ def _format_npu(npu: dict[str, Any]) -> list[str]:
         lines.append(f"  devices: {npu['device_count']}")
     if npu["soc"]:
         lines.append(f"  SoC: {npu['soc']}")
-    if npu["memory"] is not None:
-        lines.append(f"  device 0 memory: {_format_memory(npu['memory'])}")
+    lines += [f"  device {d['device']} memory: {_format_memory(d['memory'])}" for d in npu["devices"]]
     return lines
 
 
@@ -229,7 +248,7 @@ def info(as_json: bool = False, out: TextIO | None = None) -> int:
 
 # -- bench ------------------------------------------------------------------------
 
-BENCHMARKS = ("bench_kernels.py", "bench_overhead.py")
+BENCHMARKS = ("bench_kernels.py", "bench_overhead.py", "bench_pipeline.py")
 
 
 def _benchmarks_dir() -> Path | None:

@@ -12,7 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.parametrize("script", ["bench_kernels.py", "bench_overhead.py"])
+@pytest.mark.parametrize("script", ["bench_kernels.py", "bench_overhead.py", "bench_pipeline.py"])
 def test_benchmark_runs_quick_through_the_command_line(script, torch, emulator_home):
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYACLNN_")}
     env.update(PYACLNN_ASCEND_HOME=str(emulator_home), PYTHONPATH=str(ROOT))
@@ -23,7 +23,9 @@ def test_benchmark_runs_quick_through_the_command_line(script, torch, emulator_h
         capture_output=True, text=True, env=env, timeout=600, cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "torch" in proc.stdout and "target" in proc.stdout  # a table against torch, and the verdict
+    # a table against torch (the pipeline's: against a synchronize per call), and the verdict
+    assert ("default/blocking" if script == "bench_pipeline.py" else "torch") in proc.stdout
+    assert "target" in proc.stdout
 
 
 def test_bench_command_passes_options_on(monkeypatch):

@@ -48,7 +48,8 @@ def test_info_without_cann_names_the_numpy_backend_and_why_npu_is_unusable():
     assert proc.returncode == 0, proc.stderr
     assert f"pyaclnn {pyaclnn.__version__}" in proc.stdout
     assert "active backend: numpy (PYACLNN_BACKEND=numpy)" in proc.stdout
-    assert "emulated device memory:" in proc.stdout and "GiB free of" in proc.stdout
+    assert "device 0 emulated device memory:" in proc.stdout and "GiB free of" in proc.stdout
+    assert "compiled kernels: " in proc.stdout
     if discover(env).chosen is None:  # no CANN installed at a default location of this machine
         assert "NOT usable: CANN's shared libraries were not found" in proc.stdout
         assert "PYACLNN_ASCEND_HOME" in proc.stdout  # the hint how to fix it
@@ -358,7 +359,7 @@ def test_bench_json_dir_gets_one_file_per_benchmark(tmp_path, monkeypatch):
     out_dir = tmp_path / "results" / "new"
     assert cli.bench(["--quick", "--json", str(out_dir)], directory=tmp_path) == 0
     files = sorted(p.name for p in out_dir.iterdir())
-    assert files == ["bench_kernels.json", "bench_overhead.json"]
+    assert files == ["bench_kernels.json", "bench_overhead.json", "bench_pipeline.json"]
     for name in files:
         payload = json.loads((out_dir / name).read_text())
         assert payload["script"] == name.replace(".json", ".py")
