@@ -17,7 +17,8 @@ destroyed (a launch has captured them).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -26,7 +27,7 @@ from . import _context, acl
 from . import dtypes as _dtypes
 from ._array import DeviceArray, to_device
 from ._stream import Stream
-from .errors import AclError
+from .errors import AclError, AclnnError, make_error
 
 
 class Launch:
@@ -201,27 +202,35 @@ class Launch:
         *args: Any,
         outputs: Sequence[DeviceArray],
         admit: Callable[[], None] | None = None,
+        python_names: Mapping[str, str] | None = None,
     ) -> None:
         """Enqueue both phases on the call's stream (phase 1 skipped on an executor-cache hit).
 
         Outputs are zero-filled, on the stream, when phase 1 finds nothing to
         compute (empty tensors). ``admit()`` runs once phase 1 has accepted the
         call and may raise to stop it before anything is queued (a check of what
-        the host holds). With ``ASCEND_LAUNCH_BLOCKING=1`` the call then waits for
-        the stream, so a device error surfaces here.
+        the host holds). An error of the operator keeps its text and gets the
+        Python names (``python_names``: C argument -> Python parameter) of the C
+        arguments it names. With ``ASCEND_LAUNCH_BLOCKING=1`` the call then waits
+        for the stream, so a device error surfaces here.
         """
         stream = self.stream
-        with stream.lock:
-            stream.executors.launch(
-                phase1,
-                phase2,
-                args,
-                # per-call parameter arrays die with the call: a plan holding them must not be kept
-                self._arrays is None,
-                stream.workspace,
-                lambda: _fill_zero(outputs, stream),
-                admit,
-            )
+        try:
+            with stream.lock:
+                stream.executors.launch(
+                    phase1,
+                    phase2,
+                    args,
+                    # per-call parameter arrays die with the call: a plan holding them must not be kept
+                    self._arrays is None,
+                    stream.workspace,
+                    lambda: _fill_zero(outputs, stream),
+                    admit,
+                )
+        except AclnnError as exc:
+            if python_names is None:
+                raise
+            raise _in_python_terms(exc, python_names) from None
         if self.ctx.launch_blocking:
             stream.synchronize()
 
@@ -238,6 +247,17 @@ class Launch:
             self._returned = []
         if not any(array is kept for kept in self._returned):
             self._returned.append(array)
+
+
+_WORDS = re.compile(r"[A-Za-z_]\w*")
+
+
+def _in_python_terms(exc: AclnnError, names: Mapping[str, str]) -> AclError:
+    """``exc`` with the Python parameters of the C arguments its message names appended."""
+    named = dict.fromkeys(names[word] for word in _WORDS.findall(exc.message) if word in names)
+    if not named:
+        return exc
+    return make_error(exc.status, f"{exc.message} (in Python: {', '.join(named)})", exc.api)
 
 
 def _not_an_array(name: str, x: Any) -> str:

@@ -5,6 +5,10 @@ Each call normalises its arguments and hands them to the runtime's
 operator on a stream and returns arrays of the kind it was given: NumPy in,
 NumPy out (the call waits to copy back); any DeviceArray in, DeviceArrays out
 (the call returns once the work is queued).
+
+For type checkers each function is overloaded on that rule: NumPy arrays in
+(and no ``out=``) give ``numpy.ndarray`` results of the input's dtype; any
+DeviceArray input, or an ``out=``, gives ``DeviceArray`` results.
 """
 
 from __future__ import annotations
@@ -12,9 +16,10 @@ from __future__ import annotations
 import functools
 import operator
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar, overload
 
 import numpy as np
+import numpy.typing as npt
 
 from . import aclnn, runtime
 from . import dtypes as _dtypes
@@ -22,16 +27,43 @@ from .errors import ACLNN_ERR_PARAM_INVALID, AclnnError, ArgumentOverflowError
 from .kernels import checks as _checks
 from .runtime import DeviceArray, Launch, Stream
 
-ArrayLike = np.ndarray | DeviceArray
+#: What the functions take as an array input: a NumPy array (uploaded for the call) or a DeviceArray.
+#: (Not NumPy's ``ArrayLike``: lists, scalars and other array-likes are not accepted.)
+ArrayIn = npt.NDArray[Any] | DeviceArray
 IntOrSeq = int | Sequence[int]
+#: ``out=`` of the calls with two outputs: an array for each, or None to allocate it.
+OutPair = tuple[DeviceArray | None, DeviceArray | None]
+# For the overloads: an ``out=`` that gives at least one array (DeviceArray results), or none.
+_OutGiven = tuple[DeviceArray, DeviceArray | None] | tuple[DeviceArray | None, DeviceArray]
+_NoOut = tuple[None, None] | None
+#: kernel_size, stride, padding, dilation as normalised by :func:`int_tuple`.
+PoolInts = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...]]
+_S = TypeVar("_S", bound=np.generic)  # the scalar type of a NumPy input, and of the result
 
 _FLOAT32 = np.dtype(np.float32)
 _INT32 = np.dtype(np.int32)
 _INT64 = np.dtype(np.int64)
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
-_INTERPOLATION = {name: i for i, name in enumerate(_checks.INTERPOLATION_MODES)} | {"bicubic": 2}
+# 3-D sampling has no bicubic mode (the C API's 2 is rejected by the op, as on the NPU)
+_INTERPOLATION = {name: i for i, name in enumerate(_checks.INTERPOLATION_MODES)}
 _PADDING = {name: i for i, name in enumerate(_checks.PADDING_MODES)}
 _LAYOUTS = {"NCDHW": _dtypes.ACL_FORMAT_NCDHW, "NDHWC": _dtypes.ACL_FORMAT_NDHWC}
+
+#: The C argument names of the four operators that differ from this module's parameters;
+#: an operator's message naming one of them gets the Python name added.
+PYTHON_NAMES = {
+    "self": "input",
+    "gradOutput": "grad_output",
+    "gradInput": "out (grad_input)",
+    "kernelSize": "kernel_size",
+    "ceilMode": "ceil_mode",
+    "outputMask": "output_mask",
+    "interpolationMode": "interpolation_mode",
+    "paddingMode": "padding_mode",
+    "alignCorners": "align_corners",
+    "inputGrad": "out[0] (input_grad)",
+    "gridGrad": "out[1] (grid_grad)",
+}
 
 __all__ = [
     "max_pool3d_with_argmax",
@@ -84,7 +116,7 @@ def _int64(name: str, value: int | np.integer) -> int:
     return operator.index(value)
 
 
-def _pool_ints(kernel_size: IntOrSeq, stride: IntOrSeq, padding: IntOrSeq, dilation: IntOrSeq) -> tuple:
+def _pool_ints(kernel_size: IntOrSeq, stride: IntOrSeq, padding: IntOrSeq, dilation: IntOrSeq) -> PoolInts:
     """The four pooling parameters as tuples of ints (see :func:`int_tuple`)."""
     return (
         int_tuple("kernel_size", kernel_size),
@@ -117,9 +149,7 @@ def _flag(name: str, value: Any) -> bool:
 # -- MaxPool3dWithArgmax(Backward) ---------------------------------------------
 
 
-def _pool_output_shape(
-    x: DeviceArray | None, params: tuple[tuple[int, ...], ...], ceil_mode: bool
-) -> tuple[int, ...]:
+def _pool_output_shape(x: DeviceArray | None, params: PoolInts, ceil_mode: bool) -> tuple[int, ...]:
     """Output shape for valid parameters; a placeholder otherwise (phase 1 then reports the problem)."""
     if x is None or x.ndim not in (4, 5):
         return (1, 1, 1, 1, 1)
@@ -127,7 +157,14 @@ def _pool_output_shape(
 
 
 @functools.lru_cache(maxsize=256)
-def _pooled(shape: tuple[int, ...], kernel, stride, padding, dilation, ceil_mode: bool) -> tuple[int, ...]:
+def _pooled(
+    shape: tuple[int, ...],
+    kernel: tuple[int, ...],
+    stride: tuple[int, ...],
+    padding: tuple[int, ...],
+    dilation: tuple[int, ...],
+    ceil_mode: bool,
+) -> tuple[int, ...]:
     try:
         pool = _checks.pool_params(kernel, stride, padding, dilation, ceil_mode)
     except _checks.CheckFailed:
@@ -147,7 +184,7 @@ def _pooled(shape: tuple[int, ...], kernel, stride, padding, dilation, ceil_mode
 
 def _plane_size_limit(x: Any, api: str, forward: bool) -> None:
     """Reject a plane too large for the device before anything is allocated for it."""
-    shape = getattr(x, "shape", ())
+    shape: tuple[int, ...] = getattr(x, "shape", ())
     if len(shape) in (4, 5) and shape[-1] * shape[-2] * shape[-3] > _checks.INT32_MAX:
         try:
             _checks.plane_size_limit(shape, forward)
@@ -155,19 +192,61 @@ def _plane_size_limit(x: Any, api: str, forward: bool) -> None:
             raise AclnnError(exc.status, exc.message, api) from None
 
 
+@overload
 def max_pool3d_with_argmax(
-    input: ArrayLike,
+    input: npt.NDArray[_S],
+    kernel_size: IntOrSeq,
+    stride: IntOrSeq = ...,
+    padding: IntOrSeq = ...,
+    dilation: IntOrSeq = ...,
+    ceil_mode: bool = ...,
+    *,
+    indices_dtype: npt.DTypeLike = ...,
+    out: _NoOut = ...,
+    backend: str | None = ...,
+    stream: Stream | None = ...,
+) -> tuple[npt.NDArray[_S], npt.NDArray[np.integer[Any]]]: ...
+@overload
+def max_pool3d_with_argmax(
+    input: DeviceArray,
+    kernel_size: IntOrSeq,
+    stride: IntOrSeq = ...,
+    padding: IntOrSeq = ...,
+    dilation: IntOrSeq = ...,
+    ceil_mode: bool = ...,
+    *,
+    indices_dtype: npt.DTypeLike = ...,
+    out: OutPair | None = ...,
+    backend: str | None = ...,
+    stream: Stream | None = ...,
+) -> tuple[DeviceArray, DeviceArray]: ...
+@overload
+def max_pool3d_with_argmax(
+    input: ArrayIn,
+    kernel_size: IntOrSeq,
+    stride: IntOrSeq = ...,
+    padding: IntOrSeq = ...,
+    dilation: IntOrSeq = ...,
+    ceil_mode: bool = ...,
+    *,
+    indices_dtype: npt.DTypeLike = ...,
+    out: _OutGiven,
+    backend: str | None = ...,
+    stream: Stream | None = ...,
+) -> tuple[DeviceArray, DeviceArray]: ...
+def max_pool3d_with_argmax(
+    input: ArrayIn,
     kernel_size: IntOrSeq,
     stride: IntOrSeq = (),
     padding: IntOrSeq = 0,
     dilation: IntOrSeq = 1,
     ceil_mode: bool = False,
     *,
-    indices_dtype: Any = np.int32,
-    out: tuple[DeviceArray | None, DeviceArray | None] | None = None,
+    indices_dtype: npt.DTypeLike = np.int32,
+    out: OutPair | None = None,
     backend: str | None = None,
     stream: Stream | None = None,
-) -> tuple[ArrayLike, ArrayLike]:
+) -> tuple[ArrayIn, ArrayIn]:
     """3-D max pooling with the position of each maximum (``aclnnMaxPool3dWithArgmax``).
 
     Parameters
@@ -229,7 +308,7 @@ def max_pool3d_with_argmax(
         x = call.device("input", input)
         shape = _pool_output_shape(x, ints, ceil)
         known = x is not None and x.ndim in (4, 5)
-        out = call.output(shape, x.dtype if x is not None else _FLOAT32, out_values, "out[0]", known)
+        values = call.output(shape, x.dtype if x is not None else _FLOAT32, out_values, "out[0]", known)
         indices = call.output(shape, device_dtype, out_indices, "out[1]", known)
         call.launch(
             aclnn.max_pool3d_with_argmax_get_workspace_size,
@@ -237,16 +316,17 @@ def max_pool3d_with_argmax(
             None if x is None else x.descriptor(_dtypes.ACL_FORMAT_ND),
             *call.int_arrays(ints),
             ceil,
-            out.descriptor(_dtypes.ACL_FORMAT_ND),
+            values.descriptor(_dtypes.ACL_FORMAT_ND),
             indices.descriptor(_dtypes.ACL_FORMAT_ND),
-            outputs=(out, indices),
+            outputs=(values, indices),
+            python_names=PYTHON_NAMES,
         )
         if wanted == device_dtype:
-            return call.result(out), call.result(indices)
-        widened = indices.numpy().astype(wanted)
+            return call.result(values), call.result(indices)
+        widened: ArrayIn = indices.numpy().astype(wanted)
         if call.device_results:
             widened = runtime.to_device(widened, backend=call.backend)
-        return call.result(out), widened
+        return call.result(values), widened
 
 
 def _out_one(out: Any) -> DeviceArray | None:
@@ -283,10 +363,85 @@ def _int32_indices(call: Launch, indices: DeviceArray) -> DeviceArray:
     return call.temporary(runtime.to_device(host.astype(np.int32), backend=call.backend))
 
 
+@overload
 def max_pool3d_with_argmax_backward(
-    grad_output: ArrayLike,
-    input: ArrayLike,
-    indices: ArrayLike,
+    grad_output: npt.NDArray[Any],
+    input: npt.NDArray[_S],
+    indices: npt.NDArray[Any],
+    kernel_size: IntOrSeq,
+    stride: IntOrSeq = ...,
+    padding: IntOrSeq = ...,
+    dilation: IntOrSeq = ...,
+    ceil_mode: bool = ...,
+    *,
+    out: None = ...,
+    backend: str | None = ...,
+    stream: Stream | None = ...,
+) -> npt.NDArray[_S]: ...
+@overload
+def max_pool3d_with_argmax_backward(
+    grad_output: DeviceArray,
+    input: ArrayIn,
+    indices: ArrayIn,
+    kernel_size: IntOrSeq,
+    stride: IntOrSeq = ...,
+    padding: IntOrSeq = ...,
+    dilation: IntOrSeq = ...,
+    ceil_mode: bool = ...,
+    *,
+    out: DeviceArray | None = ...,
+    backend: str | None = ...,
+    stream: Stream | None = ...,
+) -> DeviceArray: ...
+@overload
+def max_pool3d_with_argmax_backward(
+    grad_output: ArrayIn,
+    input: DeviceArray,
+    indices: ArrayIn,
+    kernel_size: IntOrSeq,
+    stride: IntOrSeq = ...,
+    padding: IntOrSeq = ...,
+    dilation: IntOrSeq = ...,
+    ceil_mode: bool = ...,
+    *,
+    out: DeviceArray | None = ...,
+    backend: str | None = ...,
+    stream: Stream | None = ...,
+) -> DeviceArray: ...
+@overload
+def max_pool3d_with_argmax_backward(
+    grad_output: ArrayIn,
+    input: ArrayIn,
+    indices: DeviceArray,
+    kernel_size: IntOrSeq,
+    stride: IntOrSeq = ...,
+    padding: IntOrSeq = ...,
+    dilation: IntOrSeq = ...,
+    ceil_mode: bool = ...,
+    *,
+    out: DeviceArray | None = ...,
+    backend: str | None = ...,
+    stream: Stream | None = ...,
+) -> DeviceArray: ...
+@overload
+def max_pool3d_with_argmax_backward(
+    grad_output: ArrayIn,
+    input: ArrayIn,
+    indices: ArrayIn,
+    kernel_size: IntOrSeq,
+    stride: IntOrSeq = ...,
+    padding: IntOrSeq = ...,
+    dilation: IntOrSeq = ...,
+    ceil_mode: bool = ...,
+    *,
+    out: DeviceArray,
+    backend: str | None = ...,
+    stream: Stream | None = ...,
+) -> DeviceArray: ...
+def max_pool3d_with_argmax_backward(
+    grad_output: ArrayIn,
+    input: ArrayIn,
+    indices: ArrayIn,
     kernel_size: IntOrSeq,
     stride: IntOrSeq = (),
     padding: IntOrSeq = 0,
@@ -296,7 +451,7 @@ def max_pool3d_with_argmax_backward(
     out: DeviceArray | None = None,
     backend: str | None = None,
     stream: Stream | None = None,
-) -> ArrayLike:
+) -> ArrayIn:
     """Gradient of :func:`max_pool3d_with_argmax` (``aclnnMaxPool3dWithArgmaxBackward``).
 
     Parameters
@@ -361,6 +516,7 @@ def max_pool3d_with_argmax_backward(
             ceil,
             grad_input.descriptor(nd),
             outputs=(grad_input,),
+            python_names=PYTHON_NAMES,
             admit=_host_indices_check(indices, input),
         )
         return call.result(grad_input)
@@ -402,9 +558,61 @@ def _sampled_shape(x: DeviceArray | None, grid: DeviceArray | None, channels_las
     return (n, *spatial, x.shape[4]) if channels_last else (n, x.shape[1], *spatial)
 
 
+@overload
 def grid_sampler3d(
-    input: ArrayLike,
-    grid: ArrayLike,
+    input: npt.NDArray[_S],
+    grid: npt.NDArray[Any],
+    interpolation_mode: str | int = ...,
+    padding_mode: str | int = ...,
+    align_corners: bool = ...,
+    *,
+    layout: str = ...,
+    out: None = ...,
+    backend: str | None = ...,
+    stream: Stream | None = ...,
+) -> npt.NDArray[_S]: ...
+@overload
+def grid_sampler3d(
+    input: DeviceArray,
+    grid: ArrayIn,
+    interpolation_mode: str | int = ...,
+    padding_mode: str | int = ...,
+    align_corners: bool = ...,
+    *,
+    layout: str = ...,
+    out: DeviceArray | None = ...,
+    backend: str | None = ...,
+    stream: Stream | None = ...,
+) -> DeviceArray: ...
+@overload
+def grid_sampler3d(
+    input: ArrayIn,
+    grid: DeviceArray,
+    interpolation_mode: str | int = ...,
+    padding_mode: str | int = ...,
+    align_corners: bool = ...,
+    *,
+    layout: str = ...,
+    out: DeviceArray | None = ...,
+    backend: str | None = ...,
+    stream: Stream | None = ...,
+) -> DeviceArray: ...
+@overload
+def grid_sampler3d(
+    input: ArrayIn,
+    grid: ArrayIn,
+    interpolation_mode: str | int = ...,
+    padding_mode: str | int = ...,
+    align_corners: bool = ...,
+    *,
+    layout: str = ...,
+    out: DeviceArray,
+    backend: str | None = ...,
+    stream: Stream | None = ...,
+) -> DeviceArray: ...
+def grid_sampler3d(
+    input: ArrayIn,
+    grid: ArrayIn,
     interpolation_mode: str | int = "bilinear",
     padding_mode: str | int = "zeros",
     align_corners: bool = False,
@@ -413,7 +621,7 @@ def grid_sampler3d(
     out: DeviceArray | None = None,
     backend: str | None = None,
     stream: Stream | None = None,
-) -> ArrayLike:
+) -> ArrayIn:
     """Sample ``input`` at the points of ``grid`` (``aclnnGridSampler3D``).
 
     Parameters
@@ -466,6 +674,7 @@ def grid_sampler3d(
             corners,
             out.descriptor(fmt),
             outputs=(out,),
+            python_names=PYTHON_NAMES,
         )
         return call.result(out)
 
@@ -479,20 +688,95 @@ def _output_mask(value: Any) -> tuple[bool, ...]:
     return tuple(_flag("output_mask", m) for m in value)
 
 
+@overload
 def grid_sampler3d_backward(
-    grad_output: ArrayLike,
-    input: ArrayLike,
-    grid: ArrayLike,
+    grad_output: npt.NDArray[Any],
+    input: npt.NDArray[_S],
+    grid: npt.NDArray[Any],
+    interpolation_mode: str | int = ...,
+    padding_mode: str | int = ...,
+    align_corners: bool = ...,
+    output_mask: Sequence[bool] = ...,
+    *,
+    layout: str = ...,
+    out: _NoOut = ...,
+    backend: str | None = ...,
+    stream: Stream | None = ...,
+) -> tuple[npt.NDArray[_S] | None, npt.NDArray[_S] | None]: ...
+@overload
+def grid_sampler3d_backward(
+    grad_output: DeviceArray,
+    input: ArrayIn,
+    grid: ArrayIn,
+    interpolation_mode: str | int = ...,
+    padding_mode: str | int = ...,
+    align_corners: bool = ...,
+    output_mask: Sequence[bool] = ...,
+    *,
+    layout: str = ...,
+    out: OutPair | None = ...,
+    backend: str | None = ...,
+    stream: Stream | None = ...,
+) -> tuple[DeviceArray | None, DeviceArray | None]: ...
+@overload
+def grid_sampler3d_backward(
+    grad_output: ArrayIn,
+    input: DeviceArray,
+    grid: ArrayIn,
+    interpolation_mode: str | int = ...,
+    padding_mode: str | int = ...,
+    align_corners: bool = ...,
+    output_mask: Sequence[bool] = ...,
+    *,
+    layout: str = ...,
+    out: OutPair | None = ...,
+    backend: str | None = ...,
+    stream: Stream | None = ...,
+) -> tuple[DeviceArray | None, DeviceArray | None]: ...
+@overload
+def grid_sampler3d_backward(
+    grad_output: ArrayIn,
+    input: ArrayIn,
+    grid: DeviceArray,
+    interpolation_mode: str | int = ...,
+    padding_mode: str | int = ...,
+    align_corners: bool = ...,
+    output_mask: Sequence[bool] = ...,
+    *,
+    layout: str = ...,
+    out: OutPair | None = ...,
+    backend: str | None = ...,
+    stream: Stream | None = ...,
+) -> tuple[DeviceArray | None, DeviceArray | None]: ...
+@overload
+def grid_sampler3d_backward(
+    grad_output: ArrayIn,
+    input: ArrayIn,
+    grid: ArrayIn,
+    interpolation_mode: str | int = ...,
+    padding_mode: str | int = ...,
+    align_corners: bool = ...,
+    output_mask: Sequence[bool] = ...,
+    *,
+    layout: str = ...,
+    out: _OutGiven,
+    backend: str | None = ...,
+    stream: Stream | None = ...,
+) -> tuple[DeviceArray | None, DeviceArray | None]: ...
+def grid_sampler3d_backward(
+    grad_output: ArrayIn,
+    input: ArrayIn,
+    grid: ArrayIn,
     interpolation_mode: str | int = "bilinear",
     padding_mode: str | int = "zeros",
     align_corners: bool = False,
     output_mask: Sequence[bool] = (True, True),
     *,
     layout: str = "NCDHW",
-    out: tuple[DeviceArray | None, DeviceArray | None] | None = None,
+    out: OutPair | None = None,
     backend: str | None = None,
     stream: Stream | None = None,
-) -> tuple[ArrayLike | None, ArrayLike | None]:
+) -> tuple[ArrayIn | None, ArrayIn | None]:
     """Gradients of :func:`grid_sampler3d` (``aclnnGridSampler3DBackward``).
 
     Parameters
@@ -551,6 +835,7 @@ def grid_sampler3d_backward(
             input_grad.descriptor(fmt),
             grid_grad.descriptor(_dtypes.ACL_FORMAT_ND),
             outputs=(input_grad, grid_grad),
+            python_names=PYTHON_NAMES,
         )
         wanted = mask if len(mask) == 2 else (False, False)
         return (call.result(input_grad) if wanted[0] else None, call.result(grid_grad) if wanted[1] else None)

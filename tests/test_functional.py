@@ -256,11 +256,12 @@ def test_bad_argument_types_raise_naming_the_argument(backend, kwargs, error, wo
 @pytest.mark.parametrize(
     "kwargs, error, words",
     [
-        (dict(interpolation_mode="bicubic"), AclnnError, "interpolationMode"),
+        (dict(interpolation_mode="bicubic"), ValueError, "interpolation_mode must be one of 'bilinear', 'nearest'"),
+        (dict(interpolation_mode=2), AclnnError, r"interpolationMode.*2.*\(in Python: interpolation_mode\)"),
         (dict(interpolation_mode="linear"), ValueError, "interpolation_mode"),
-        (dict(padding_mode=7), AclnnError, "paddingMode"),
+        (dict(padding_mode=7), AclnnError, r"paddingMode.*\(in Python: padding_mode\)"),
         (dict(layout="NHWC"), ValueError, "layout"),
-        (dict(output_mask=(True, True, True)), AclnnError, "outputMask"),
+        (dict(output_mask=(True, True, True)), AclnnError, r"outputMask.*\(in Python: output_mask"),
         (dict(output_mask="yes"), TypeError, "output_mask"),
     ],
 )
@@ -330,3 +331,21 @@ def test_threads_may_share_one_stream(backend):
     for out, idx in results:
         np.testing.assert_array_equal(out, want[0])
         np.testing.assert_array_equal(idx, want[1])
+
+
+@pytest.mark.parametrize(
+    "call, words",
+    [
+        (lambda x, i, b: pyaclnn.max_pool3d_with_argmax(x.astype(np.float64), 2, backend=b), r"self .*\(in Python: input\)"),
+        (lambda x, i, b: pyaclnn.max_pool3d_with_argmax(x, (2, 2), backend=b), r"kernelSize .*\(in Python: kernel_size\)"),
+        (
+            lambda x, i, b: pyaclnn.max_pool3d_with_argmax_backward(np.ones((1, 1, 3, 2, 2), np.float32), x, i, 2, backend=b),
+            r"\(in Python: grad_output\)",
+        ),
+    ],
+)
+def test_operator_errors_keep_their_text_and_name_the_python_argument(backend, call, words):
+    x = np.random.default_rng(0).standard_normal((1, 1, 4, 4, 4), dtype=np.float32)
+    _, indices = pyaclnn.max_pool3d_with_argmax(x, 2, backend=backend)
+    with pytest.raises(AclnnError, match=words):
+        call(x, indices, backend)
