@@ -13,7 +13,7 @@ import itertools
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from . import _context, _decl, _executors, acl
 from . import backends as _backends
@@ -71,8 +71,15 @@ def _close_stream(
                 acl.rt.destroy_stream(state.handle, backend=backend)
 
 
-def _release_external(*args: Any) -> None:
-    _close_stream(*args, destroy=False)
+def _release_external(
+    backend: str,
+    state: _StreamState,
+    executors: _executors.ExecutorCache,
+    pool: MemoryPool,
+    ctx: _context._Context,
+    device: int,
+) -> None:
+    _close_stream(backend, state, executors, pool, ctx, device, destroy=False)
 
 
 def _device_error(exc: AclError, where: str) -> AclError:
@@ -80,7 +87,36 @@ def _device_error(exc: AclError, where: str) -> AclError:
     return make_error(exc.status, f"{exc.message} [device error in work queued on {where}]", exc.api)
 
 
-class Stream:
+_OwnedT = TypeVar("_OwnedT", bound="_Owned")
+
+
+class _Owned:
+    """What Stream and Event share: ``close()`` runs the finalizer that gives the handle back
+    (a second call does nothing), a context manager, and a check naming the kind."""
+
+    _kind = "handle"
+    _finalizer: weakref.finalize
+
+    @property
+    def closed(self) -> bool:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Give back what this holds (see the class); a second call does nothing."""
+        self._finalizer()
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ValueError(f"{self._kind} is closed")
+
+    def __enter__(self: _OwnedT) -> _OwnedT:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Stream(_Owned):
     """An ACL stream with its own workspace buffer (``aclrtCreateStream``).
 
     Work queued on a stream runs in order, asynchronously to the host; work on
@@ -91,6 +127,8 @@ class Stream:
     stream, destroys those executors, gives the workspace back and destroys
     the stream.
     """
+
+    _kind = "stream"
 
     def __init__(self, backend: str | None = None, *, device: int | None = None) -> None:
         ctx = _context.context(backend)
@@ -219,20 +257,6 @@ class Stream:
             state.workspace = block = self._pool.acquire(size, state)
         return block.ptr
 
-    def close(self) -> None:
-        """Wait for the stream, destroy the cached executors and the stream; a second call does nothing."""
-        self._finalizer()
-
-    def _check_open(self) -> None:
-        if self.closed:
-            raise ValueError("stream is closed")
-
-    def __enter__(self) -> Stream:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     def __repr__(self) -> str:
         closed = " closed" if self.closed else ""
         return f"<pyaclnn.{type(self).__name__} #{self.number} backend={self.backend!r} device={self.device}{closed}>"
@@ -291,7 +315,7 @@ def _destroy_event(backend: str, handle: Any) -> None:
     _context.quiet(acl.rt.destroy_event, handle, backend=backend)
 
 
-class Event:
+class Event(_Owned):
     """A point in a stream's work, for waiting and timing (``aclrtCreateEvent``).
 
     ``record(stream)`` places it after the work queued on ``stream`` so far;
@@ -309,6 +333,8 @@ class Event:
     backend : {"numpy", "npu"}, optional
         The active backend by default.
     """
+
+    _kind = "event"
 
     def __init__(self, *, flags: int | None = None, device: int | None = None, backend: str | None = None) -> None:
         ctx = _context.context(backend)
@@ -366,20 +392,6 @@ class Event:
             raise ValueError(f"end must be a pyaclnn.Event of backend {self.backend!r}, got {end!r}")
         end._check_open()
         return acl.rt.event_elapsed_time(self.handle, end.handle, backend=self.backend)
-
-    def close(self) -> None:
-        """Destroy the event; a second call does nothing."""
-        self._finalizer()
-
-    def _check_open(self) -> None:
-        if self.closed:
-            raise ValueError("event is closed")
-
-    def __enter__(self) -> Event:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         closed = " closed" if self.closed else ""
