@@ -2,8 +2,9 @@
 
 Eight threads run the four ops a few rounds at once, each on its own
 ``pyaclnn.Stream`` (and again on each thread's default stream), with NumPy and
-with DeviceArray inputs, on both backends; every result must equal, bit for
-bit, the result of the same call made serially. The recent error message
+with DeviceArray inputs (all of a round's calls queued before any result is
+read, under a slow simulated kernel), on both backends; every result must
+equal, bit for bit, the result of the same call made serially. The recent error message
 (``aclGetRecentErrMsg``) is per thread: an error raised in one thread never
 carries another thread's message.
 """
@@ -100,11 +101,14 @@ def _run_threads(target: Callable[[int], None], count: int = THREADS) -> None:
 
 
 @pytest.mark.parametrize("streams", ["own", "default"])
-def test_concurrent_calls_equal_serial_calls(backend, streams):
+def test_concurrent_calls_equal_serial_calls(backend, streams, monkeypatch):
     cases = [_cases(seed) for seed in range(THREADS)]
     serial = [[_host(call(backend, None, lambda a: a)) for _, call in thread_cases] for thread_cases in cases]
     barrier = threading.Barrier(THREADS)
     results: dict[int, list] = {}
+    # Each kernel takes 2 ms of simulated device time: the DeviceArray rounds queue all their
+    # calls before reading any result back, so every thread has work of its stream in flight.
+    monkeypatch.setenv("PYACLNN_EMU_KERNEL_US", "2000")
 
     def work(i: int) -> None:
         stream = pyaclnn.Stream(backend) if streams == "own" else None
@@ -121,7 +125,8 @@ def test_concurrent_calls_equal_serial_calls(backend, streams):
                 _arrays.append(d)
                 return d
 
-            mine.append([_host(call(backend, stream, dev)) for _, call in cases[i]])
+            queued = [call(backend, stream, dev) for _, call in cases[i]]
+            mine.append([_host(result) for result in queued])
             for d in arrays:
                 d.close()
         if stream is not None:
