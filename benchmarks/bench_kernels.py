@@ -26,7 +26,13 @@ plain op only.
 
 Warm-up 1 call, then ``--repeat`` rounds in which each contender is timed
 once in turn (so all see the same background load on a shared machine); the
-table shows the min and median.
+table shows the min and median. Every timed call starts after a pause of
+``--settle`` ms (default 25): after each op PyTorch's OpenMP threads keep
+spinning for about 10 ms (measured here: the process burns 8-10 ms of CPU in
+a 20 ms sleep after a torch op), and on a 2-core machine whatever runs next
+shares the cores with them. Without the pause the contender that follows a
+torch op in the round (pyaclnn, always: the rotation keeps the cyclic order)
+paid for torch's spinning.
 Peak extra memory of one pyaclnn call (tracemalloc, which sees NumPy's buffers:
 the peak during the call minus the outputs it returns when it allocated them,
 plus the peak scratch the compiled kernels report, which tracemalloc cannot
@@ -50,6 +56,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -63,6 +70,7 @@ GEOMEAN_TARGET = 0.7
 CASE_TARGET = 1.0
 MEMORY_TARGET = 2.0
 FLOOR_TARGET = 1.5
+SETTLE_MS = 25.0  # pause before every timed call (see the module docstring)
 
 INTERP = {"bilinear": 0, "nearest": 1}
 PADDING = {"zeros": 0, "border": 1, "reflection": 2}
@@ -327,7 +335,26 @@ def _scratch_peak(reset: bool) -> int:
     return int(lib.pyaclnn_accel_scratch_peak(int(reset))) if lib is not None else 0
 
 
-def run_case(case: Case, repeat: int, bandwidth: float) -> None:
+def time_settled(fns: dict[str, Callable[[], Any]], repeat: int, settle: float) -> dict[str, list[float]]:
+    """:func:`_common.time_interleaved`, with a pause of ``settle`` seconds before every timed call.
+
+    Each call is timed by ``time_interleaved`` itself (one contender, one
+    round), so the order (rotating each round) and the timer are the same;
+    only the idle machine at the start of every call is added.
+    """
+    for fn in fns.values():
+        fn()  # warm-up, as time_interleaved's
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    order = list(fns)
+    for round_ in range(repeat):
+        shift = round_ % len(order)
+        for name in order[shift:] + order[:shift]:
+            time.sleep(settle)
+            times[name] += _common.time_interleaved({name: fns[name]}, 1, warmup=0)[name]
+    return times
+
+
+def run_case(case: Case, repeat: int, bandwidth: float, settle: float = SETTLE_MS / 1e3) -> None:
     import pyaclnn
 
     def finished() -> list:
@@ -349,7 +376,7 @@ def run_case(case: Case, repeat: int, bandwidth: float) -> None:
     if case.torch_out is not None:
         fns["torch_out"] = case.torch_out
     r = case.results
-    for name, times in _common.time_interleaved(fns, repeat).items():
+    for name, times in time_settled(fns, repeat, settle).items():
         r[name] = _common.summary(times)
     # against torch's best: its plain op, or out= when reusing output memory is faster
     r["torch_best"] = min(r["torch"]["min"], r["torch_out"]["min"] if "torch_out" in r else float("inf"))
@@ -442,6 +469,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", metavar="PATH", help="save the results as JSON")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     parser.add_argument("--only", metavar="TEXT", help="run only the cases whose name contains TEXT")
+    parser.add_argument("--settle", type=float, default=SETTLE_MS, metavar="MS",
+                        help=f"idle pause before every timed call (default {SETTLE_MS:g} ms; 0: none)")
     # a bare "--" is what `python -m pyaclnn bench -- ARGS` passes along; it separates nothing here
     args = parser.parse_args([a for a in (sys.argv[1:] if argv is None else argv) if a != "--"])
     if args.repeat < 1:
@@ -458,7 +487,8 @@ def main(argv: list[str] | None = None) -> int:
     _common.print_machine(info)
     compiled = [k for k, v in info["accel"]["kernels"].items() if v == "compiled"]
     print(f"pyaclnn numpy backend: max-pool kernels use {info['pyaclnn_kernel_threads']} thread(s) "
-          f"(PYACLNN_NUM_THREADS); repeat {args.repeat}, warm-up 1{', quick shapes' if args.quick else ''}")
+          f"(PYACLNN_NUM_THREADS); repeat {args.repeat}, warm-up 1, settle {args.settle:g} ms"
+          f"{', quick shapes' if args.quick else ''}")
     print(f"compiled kernels: {', '.join(compiled) or 'none'}"
           f"{'' if compiled else ' (' + info['accel']['reason'] + ')'}; "
           f"copy bandwidth {bandwidth / 1e9:.1f} GB/s (read + written)\n")
@@ -470,7 +500,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"no case name contains {args.only!r}")
     for case in cases:
         print(f"  running {case.name} ...", file=sys.stderr, flush=True)
-        run_case(case, args.repeat, bandwidth)
+        run_case(case, args.repeat, bandwidth, args.settle / 1e3)
     summary = report(cases)
     if args.quick:
         print("(quick shapes: a smoke run; the targets are meant for the full shapes)")

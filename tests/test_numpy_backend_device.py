@@ -589,3 +589,45 @@ def test_synchronize_device_waits_for_the_current_device_only(b2, monkeypatch, c
     np.testing.assert_array_equal(pool.result(), POOLED)
     ok(b2.aclrtDestroyStream(s))
     dev.close()
+
+
+# -- a waiting caller runs the queued tasks (issue 13) ------------------------------------
+
+
+def test_a_waiting_caller_runs_queued_tasks_in_order_after_the_running_one(b, stream):
+    """The synchronizing thread takes over queued tasks only once nothing of the stream runs."""
+    order: list[tuple[str, int]] = []
+    first_started = threading.Event()
+
+    def first() -> None:
+        first_started.set()
+        time.sleep(0.05)
+        order.append(("first", threading.get_ident()))
+
+    worker = stream.worker
+    worker.submit(Task(first))
+    first_started.wait()
+    for i in range(3):
+        worker.submit(Task(lambda i=i: order.append((f"next{i}", threading.get_ident()))))
+    ok(b.aclrtSynchronizeStream(stream))
+    assert [name for name, _ in order] == ["first", "next0", "next1", "next2"]
+    assert order[0][1] != threading.get_ident()  # the worker ran the task that was running
+    assert not worker.busy()
+
+
+def test_a_task_interrupted_in_a_waiting_caller_still_lets_the_stream_move_on(b, stream):
+    """A KeyboardInterrupt inside a task the caller runs reaches the caller; later work still runs."""
+
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    worker = stream.worker
+    seq = worker.submit(Task(interrupted))
+    try:
+        worker.wait(seq)  # the caller runs it, unless the worker thread was quicker
+    except KeyboardInterrupt:
+        pass
+    done = threading.Event()
+    worker.submit(Task(done.set))
+    ok(b.aclrtSynchronizeStream(stream))
+    assert done.is_set() and not worker.busy()

@@ -156,10 +156,15 @@ class Heap:
     ) -> tuple[np.ndarray, Allocation | None]:
         """:meth:`view`, and the allocation it lies in (None for an empty view, which reads no memory)."""
         itemsize = dtype.itemsize
-        if any(d == 0 for d in shape):
-            return np.empty(shape, dtype=dtype), None
-        low = offset + sum(s * (d - 1) for s, d in zip(strides, shape) if s < 0)
-        high = offset + sum(s * (d - 1) for s, d in zip(strides, shape) if s > 0)
+        # One plain loop for the extent: this runs for every tensor of every launch.
+        low = high = offset
+        for s, d in zip(strides, shape):
+            if d == 0:
+                return np.empty(shape, dtype=dtype), None
+            if s > 0:
+                high += s * (d - 1)
+            else:
+                low += s * (d - 1)
         alloc = self.find(address)
         if alloc is None:
             raise HeapError(f"{what}: data address {address:#x} is not inside any live allocation")
