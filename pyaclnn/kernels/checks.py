@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from math import prod
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from ..constants import (
     ACL_BF16,
@@ -79,6 +79,16 @@ def _require(tensors: Sequence[tuple[str, object]]) -> None:
             raise _fail(f"{name} is a null pointer; it is required", ACLNN_ERR_PARAM_NULLPTR)
 
 
+_T = TypeVar("_T")
+
+
+def _given(value: _T | None) -> _T:
+    """``value`` once :func:`_require` accepted it: typed as present (it cannot be None here)."""
+    if value is None:
+        raise TypeError("a required argument is None after the null checks")
+    return value
+
+
 def _dtype_in(name: str, t: TensorLike, allowed: Sequence[int]) -> None:
     if t.data_type not in allowed:
         names = ", ".join(data_type_name(a) for a in allowed)
@@ -120,11 +130,12 @@ class PoolParams:
     ceil_mode: bool
 
 
-def _expand(name: str, values: Sequence[int], lengths: Sequence[int]) -> tuple[int, ...]:
+def _expand(name: str, values: Sequence[int], lengths: Sequence[int]) -> tuple[int, int, int]:
     if len(values) not in lengths:
         allowed = ", ".join(str(n) for n in lengths[:-1]) + f" or {lengths[-1]}"
         raise _fail(f"{name} has length {len(values)} ({list(values)}); its length must be {allowed}")
-    return tuple(values) * 3 if len(values) == 1 else tuple(values)
+    first, *rest = values
+    return (first, first, first) if not rest else (first, rest[0], rest[1])
 
 
 def pool_params(
@@ -228,6 +239,7 @@ def max_pool3d_with_argmax(
             ("indices", indices),
         ]
     )
+    self, out, indices = _given(self), _given(out), _given(indices)
     _dtype_in("self", self, POOL_DTYPES)
     _dtype_in("indices", indices, INDEX_DTYPES)
     _same_dtype("out", out, "self", self)
@@ -240,9 +252,9 @@ def max_pool3d_with_argmax(
     if self.format == ACL_FORMAT_NDHWC or self.format in PRIVATE_FORMATS:
         raise _fail(f"self has format {format_name(self.format)}, which Atlas A2/A3 does not support here")
     _rank_in("self", self, (4, 5))
-    params = pool_params(kernel_size, stride, padding, dilation, ceil_mode)
+    params = pool_params(_given(kernel_size), _given(stride), _given(padding), _given(dilation), ceil_mode)
     if params.dilation != (1, 1, 1):
-        raise _fail(f"dilation {list(dilation)}: Atlas A2/A3 supports only dilation 1 in the forward")
+        raise _fail(f"dilation {list(_given(dilation))}: Atlas A2/A3 supports only dilation 1 in the forward")
     if _numel(self) == 0 or _numel(out) == 0:
         return None
     spatial = self.shape[-3:]
@@ -290,6 +302,7 @@ def max_pool3d_with_argmax_backward(
             ("gradInput", grad_input),
         ]
     )
+    grad_output, self, indices, grad_input = _given(grad_output), _given(self), _given(indices), _given(grad_input)
     _dtype_in("self", self, POOL_DTYPES)
     _dtype_in("indices", indices, INDEX_DTYPES)
     _same_dtype("gradOutput", grad_output, "self", self)
@@ -315,7 +328,7 @@ def max_pool3d_with_argmax_backward(
         ("self", self),
     ):
         _rank_in(name, t, (4, 5))
-    params = pool_params(kernel_size, stride, padding, dilation, ceil_mode)
+    params = pool_params(_given(kernel_size), _given(stride), _given(padding), _given(dilation), ceil_mode)
     spatial = self.shape[-3:]
     plane_size_limit(self.shape, forward=False)
     if tuple(indices.shape) != tuple(grad_output.shape):
@@ -387,6 +400,7 @@ def grid_sampler3d(
 ) -> GridPlan | None:
     """aclnnGridSampler3DGetWorkspaceSize checks (op-semantics.md section 4)."""
     _require([("input", input), ("grid", grid), ("out", out)])
+    input, grid, out = _given(input), _given(grid), _given(out)
     _dtype_in("input", input, GRID_DTYPES)
     _same_dtype("grid", grid, "input", input)
     _same_dtype("out", out, "input", input)
@@ -442,6 +456,8 @@ def grid_sampler3d_backward(
             ("gridGrad", grid_grad),
         ]
     )
+    grad_output, input, grid = _given(grad_output), _given(input), _given(grid)
+    input_grad, grid_grad = _given(input_grad), _given(grid_grad)
     _dtype_in("input", input, GRID_DTYPES)
     for name, t in (
         ("gradOutput", grad_output),
