@@ -423,14 +423,99 @@ def test_f16c_and_software_conversions_give_the_same_bits(f16c):
     assert np.array_equal(software[0][not_nan], numpy_widened)
 
 
-def test_software_conversion_kernel_matches(f16c):
+@pytest.mark.parametrize("dtype", [F16, BF16], ids=str)
+@pytest.mark.parametrize("in_shape", [(2, 4, 4, 16, 16), (2, 4, 16, 64, 64)], ids=["small", "whole-plane"])
+def test_software_conversion_kernel_matches(f16c, dtype, in_shape):
     rng = np.random.default_rng(18)
-    in_shape = (2, 4, 4, 16, 16)
-    go, idx = _random_case(rng, in_shape, (4, 16, 16), F16, np.int32)
-    hardware = _compare(go, idx, in_shape, F16)
+    go, idx = _random_case(rng, in_shape, (4, 16, 16), dtype, np.int32)
+    hardware = _compare(go, idx, in_shape, dtype)
     _accel.use_f16c(False)
-    software = _compare(go, idx, in_shape, F16)
+    software = _compare(go, idx, in_shape, dtype)
     assert _same_bits(hardware, software)
+
+
+# --------------------------------------------------------------------------
+# Large 16-bit outputs: whole-plane conversions with streaming stores
+# --------------------------------------------------------------------------
+# From 1 MiB of float16/bfloat16 grad_input on (STREAM_MIN_BYTES in the C
+# source), a C-contiguous plane is converted in one pass with streaming
+# stores (F16C for float16, AVX2 lanes for bfloat16); below it, or with
+# strided planes, or with the hardware conversion switched off, row by row.
+# All must give the NumPy kernel's bits.
+
+STREAM_CASES = [
+    ((2, 5, 17, 63, 61), (9, 32, 31)),  # odd planes: each plane starts unaligned, ragged tails
+    ((1, 2, 64, 64, 64), (32, 32, 32)),  # aligned planes
+]
+
+
+@pytest.fixture(params=["hardware", "software"])
+def conversion(request, compiled):
+    """F16C (and AVX2 bfloat16) conversions on, or the software ones; restored afterwards."""
+    before = _accel.use_f16c()
+    if request.param == "hardware" and not _accel.use_f16c(True):
+        pytest.skip("this CPU has no F16C: only the software conversion exists")
+    if request.param == "software":
+        assert _accel.use_f16c(False) is False
+    yield request.param
+    _accel.use_f16c(before)
+
+
+def _sprinkle_specials(rng, go: np.ndarray, signed_nans: bool) -> np.ndarray:
+    """``go`` with about 1% NaN, +-Inf, +-0 and float16/bfloat16 halfway parts."""
+    values = [np.nan, np.inf, -np.inf, -0.0, 0.0, 2.0**-11, 2.0**-8, 2048.0, 65504.0, 1.0]
+    if signed_nans:
+        values.append(-np.nan)
+    flat = go.reshape(-1).astype(np.float32)
+    where = rng.random(flat.size) < 0.01
+    flat[where] = rng.choice(np.array(values, np.float32), size=int(where.sum()))
+    return flat.astype(go.dtype).reshape(go.shape)
+
+
+@pytest.mark.parametrize("dtype", [F16, BF16], ids=str)
+@pytest.mark.parametrize("index_dtype", INDEX_DTYPES, ids=str)
+@pytest.mark.parametrize("case", range(len(STREAM_CASES)))
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")  # sums beyond float16: inf
+def test_large_16_bit_outputs_match_numpy(conversion, dtype, index_dtype, case):
+    """Touched and untouched (+0) cells, colliding sums, NaN/Inf, ties; any plane alignment."""
+    in_shape, out_spatial = STREAM_CASES[case]
+    assert int(np.prod(in_shape)) * 2 >= 1 << 20  # the whole-plane path
+    rng = np.random.default_rng(hash((str(dtype), str(index_dtype), case)) % 2**32)
+    go, idx = _random_case(rng, in_shape, out_spatial, dtype, index_dtype, collide=True)
+    got = _compare(_sprinkle_specials(rng, go, signed_nans=True), idx, in_shape, dtype, nan_sign_free=True)
+    assert (got.astype(np.float32) == 0).any()  # untouched cells
+    _compare(_sprinkle_specials(rng, go, signed_nans=False), idx, in_shape, dtype)  # no -inf: bit for bit
+    # every 16-bit pattern but NaN as gradients: two- and more-term sums all over the range
+    bits = rng.integers(0, 1 << 16, size=go.size, dtype=np.uint16).view(dtype).reshape(go.shape)
+    bits = np.where(np.isnan(bits.astype(np.float32)), np.zeros((), dtype), bits)
+    _compare(bits, idx, in_shape, dtype, nan_sign_free=True)  # inf - inf makes the other NaN
+
+
+@pytest.mark.parametrize("dtype", [F16, BF16], ids=str)
+def test_large_16_bit_outputs_all_indices_equal(conversion, dtype):
+    """One touched cell per plane (the first or the last), the rest +0."""
+    rng = np.random.default_rng(19)
+    in_shape, out_spatial = STREAM_CASES[0]
+    go = rng.standard_normal(in_shape[:2] + out_spatial, dtype=np.float32).astype(dtype)
+    plane = int(np.prod(in_shape[2:]))
+    for cell in (0, plane - 1):
+        got = _compare(go, np.full(go.shape, cell, np.int32), in_shape, dtype)
+        flat = got.reshape(in_shape[0] * in_shape[1], plane)
+        assert not flat[:, 1:-1].astype(np.float32).any()
+
+
+@pytest.mark.parametrize("dtype", [F16, BF16], ids=str)
+def test_large_16_bit_outputs_same_bits_in_every_path(conversion, dtype):
+    """Whole-plane (contiguous) and row-by-row (strided, transposed) stores agree."""
+    rng = np.random.default_rng(20)
+    in_shape, out_spatial = STREAM_CASES[0]
+    go, idx = _random_case(rng, in_shape, out_spatial, dtype, np.int64)
+    go = _sprinkle_specials(rng, go, signed_nans=False)
+    reference = _compare(go, idx, in_shape, dtype)
+    for kind in ("strided", "transposed"):
+        got = _output(in_shape, dtype, kind)
+        max_pool3d_with_argmax_backward(go, idx, got)
+        assert _same_bits(got, reference)
 
 
 def test_no_compiler_means_numpy_kernels_and_says_why(monkeypatch, tmp_path):
