@@ -122,7 +122,7 @@ class NumpyBackend:
         self._tls.message = message
         return status
 
-    def _null(self, status: int, message: str) -> None:
+    def _null(self, status: int, message: str) -> Tensor | None:
         """Failure of an aclCreate* call: NULL, with the reason left in the recent error message."""
         self._error(status, message)
         return None
@@ -229,9 +229,12 @@ class NumpyBackend:
 
     def _worker(self, stream: Stream | None) -> Worker:
         """The worker of a live stream; None is the current device's default stream."""
-        if stream is None:
-            return self.devices[self._current()].default_worker()
-        return stream.worker
+        worker: Worker | None = (
+            self.devices[self._current()].default_worker() if stream is None else stream.worker
+        )
+        if worker is None:  # default_worker(create=True) and a live stream always have one
+            raise RuntimeError("a stream of the numpy backend has no worker")
+        return worker
 
     def _submit(self, worker: Worker, task: Task) -> int:
         """Enqueue ``task`` on ``worker``; returns its sequence number."""
@@ -683,7 +686,7 @@ class NumpyBackend:
         return allocation.device
 
     # -- operators: shared machinery ----------------------------------------
-    def _phase1(self, api: str, check, args: tuple, make_bind, workspace_size: int) -> tuple[int, int, Any]:
+    def _phase1(self, api: str, check: Any, args: tuple[Any, ...], make_bind: Any, workspace_size: int) -> tuple[int, int, Any]:
         """Validate handles, run the op's checks, and wrap the work in an executor."""
         try:
             plan = check(*args)
@@ -745,23 +748,25 @@ class NumpyBackend:
     def _tensor(self, obj: Any, name: str) -> Tensor | None:
         """``obj`` if it is a live tensor; None stays None (null); anything else is rejected."""
         if obj is None or self.tensors.is_live(obj):
-            return obj
+            tensor: Tensor | None = obj
+            return tensor
         raise _checks.CheckFailed(ACLNN_ERR_PARAM_INVALID, f"{name} is not a live aclTensor of this backend")
 
-    def _values(self, obj: Any, registry: Registry, name: str) -> tuple | None:
+    def _values(self, obj: Any, registry: Registry, name: str) -> tuple[Any, ...] | None:
         if obj is None:
             return None
         if not registry.is_live(obj):
             raise _checks.CheckFailed(
                 ACLNN_ERR_PARAM_INVALID, f"{name} is not a live {registry.kind} of this backend"
             )
-        return obj.values
+        values: tuple[Any, ...] = obj.values
+        return values
 
     # -- MaxPool3dWithArgmax ------------------------------------------------
     def aclnnMaxPool3dWithArgmaxGetWorkspaceSize(
-        self, self_, kernel_size, stride, padding, dilation, ceil_mode, out, indices
+        self, self_: Any, kernel_size: Any, stride: Any, padding: Any, dilation: Any, ceil_mode: Any, out: Any, indices: Any
     ) -> tuple[int, int, Any]:
-        def check(self_, kernel_size, stride, padding, dilation, ceil_mode, out, indices):
+        def check(self_: Any, kernel_size: Any, stride: Any, padding: Any, dilation: Any, ceil_mode: Any, out: Any, indices: Any) -> Any:
             x, o, i = (self._tensor(t, n) for t, n in ((self_, "self"), (out, "out"), (indices, "indices")))
             ints = [
                 self._values(a, self.int_arrays, n)
@@ -773,13 +778,14 @@ class NumpyBackend:
                 )
             ]
             ceil = c_bool(ceil_mode, "aclnnMaxPool3dWithArgmaxGetWorkspaceSize", "ceilMode")
-            return _checks.max_pool3d_with_argmax(x, *ints, ceil, o, i), (x, o, i)
+            k, s, p, d = ints
+            return _checks.max_pool3d_with_argmax(x, k, s, p, d, ceil, o, i), (x, o, i)
 
-        def make_bind(result):
+        def make_bind(result: Any) -> Any:
             plan, (x, o, i) = result
             p = plan.params
 
-            def bind(views: _Views):
+            def bind(views: _Views) -> Any:
                 xa = _batched(views.array(x, "self"), plan)
                 # out and indices may hold their single element in another shape (the op allows it)
                 shape = xa.shape[:2] + _checks.pooled_shape(xa.shape[2:], p)
@@ -799,14 +805,14 @@ class NumpyBackend:
             0,
         )
 
-    def aclnnMaxPool3dWithArgmax(self, workspace, workspace_size, executor, stream) -> int:
+    def aclnnMaxPool3dWithArgmax(self, workspace: Any, workspace_size: Any, executor: Any, stream: Any) -> int:
         return self._phase2("aclnnMaxPool3dWithArgmax", workspace, workspace_size, executor, stream)
 
     # -- MaxPool3dWithArgmaxBackward ----------------------------------------
     def aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize(
-        self, grad_output, self_, indices, kernel_size, stride, padding, dilation, ceil_mode, grad_input
+        self, grad_output: Any, self_: Any, indices: Any, kernel_size: Any, stride: Any, padding: Any, dilation: Any, ceil_mode: Any, grad_input: Any
     ) -> tuple[int, int, Any]:
-        def check(grad_output, self_, indices, kernel_size, stride, padding, dilation, ceil_mode, grad_input):
+        def check(grad_output: Any, self_: Any, indices: Any, kernel_size: Any, stride: Any, padding: Any, dilation: Any, ceil_mode: Any, grad_input: Any) -> Any:
             tensors = [
                 self._tensor(t, n)
                 for t, n in (
@@ -827,12 +833,13 @@ class NumpyBackend:
             ]
             g, x, i, gi = tensors
             ceil = c_bool(ceil_mode, "aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize", "ceilMode")
-            return _checks.max_pool3d_with_argmax_backward(g, x, i, *ints, ceil, gi), (g, i, gi)
+            k, s, p, d = ints
+            return _checks.max_pool3d_with_argmax_backward(g, x, i, k, s, p, d, ceil, gi), (g, i, gi)
 
-        def make_bind(result):
+        def make_bind(result: Any) -> Any:
             plan, (g, i, gi) = result
 
-            def bind(views: _Views):
+            def bind(views: _Views) -> Any:
                 ga, ia, gia = (
                     _batched(views.array(t, n), plan)
                     for t, n in ((g, "gradOutput"), (i, "indices"), (gi, "gradInput"))
@@ -857,29 +864,25 @@ class NumpyBackend:
             BACKWARD_WORKSPACE,
         )
 
-    def aclnnMaxPool3dWithArgmaxBackward(self, workspace, workspace_size, executor, stream) -> int:
+    def aclnnMaxPool3dWithArgmaxBackward(self, workspace: Any, workspace_size: Any, executor: Any, stream: Any) -> int:
         return self._phase2("aclnnMaxPool3dWithArgmaxBackward", workspace, workspace_size, executor, stream)
 
     # -- GridSampler3D ------------------------------------------------------
     def aclnnGridSampler3DGetWorkspaceSize(
-        self, input, grid, interpolation_mode, padding_mode, align_corners, out
+        self, input: Any, grid: Any, interpolation_mode: Any, padding_mode: Any, align_corners: Any, out: Any
     ) -> tuple[int, int, Any]:
-        def check(input, grid, interpolation_mode, padding_mode, align_corners, out):
+        def check(input: Any, grid: Any, interpolation_mode: Any, padding_mode: Any, align_corners: Any, out: Any) -> Any:
             x, g, o = (self._tensor(t, n) for t, n in ((input, "input"), (grid, "grid"), (out, "out")))
-            plan = _checks.grid_sampler3d(
-                x,
-                g,
-                *_grid_scalars(
-                    "aclnnGridSampler3DGetWorkspaceSize", interpolation_mode, padding_mode, align_corners
-                ),
-                o,
+            mode, padding, corners = _grid_scalars(
+                "aclnnGridSampler3DGetWorkspaceSize", interpolation_mode, padding_mode, align_corners
             )
+            plan = _checks.grid_sampler3d(x, g, mode, padding, corners, o)
             return plan, (x, g, o)
 
-        def make_bind(result):
+        def make_bind(result: Any) -> Any:
             plan, (x, g, o) = result
 
-            def bind(views: _Views):
+            def bind(views: _Views) -> Any:
                 xa, oa = (_ncdhw(views.array(t, n), plan) for t, n in ((x, "input"), (o, "out")))
                 return partial(
                     _grid.grid_sampler3d,
@@ -901,33 +904,33 @@ class NumpyBackend:
             0,
         )
 
-    def aclnnGridSampler3D(self, workspace, workspace_size, executor, stream) -> int:
+    def aclnnGridSampler3D(self, workspace: Any, workspace_size: Any, executor: Any, stream: Any) -> int:
         return self._phase2("aclnnGridSampler3D", workspace, workspace_size, executor, stream)
 
     # -- GridSampler3DBackward ----------------------------------------------
     def aclnnGridSampler3DBackwardGetWorkspaceSize(
         self,
-        grad_output,
-        input,
-        grid,
-        interpolation_mode,
-        padding_mode,
-        align_corners,
-        output_mask,
-        input_grad,
-        grid_grad,
+        grad_output: Any,
+        input: Any,
+        grid: Any,
+        interpolation_mode: Any,
+        padding_mode: Any,
+        align_corners: Any,
+        output_mask: Any,
+        input_grad: Any,
+        grid_grad: Any,
     ) -> tuple[int, int, Any]:
         def check(
-            grad_output,
-            input,
-            grid,
-            interpolation_mode,
-            padding_mode,
-            align_corners,
-            output_mask,
-            input_grad,
-            grid_grad,
-        ):
+            grad_output: Any,
+            input: Any,
+            grid: Any,
+            interpolation_mode: Any,
+            padding_mode: Any,
+            align_corners: Any,
+            output_mask: Any,
+            input_grad: Any,
+            grid_grad: Any,
+        ) -> Any:
             mask = self._values(output_mask, self.bool_arrays, "outputMask")
             tensors = [
                 self._tensor(t, n)
@@ -940,26 +943,16 @@ class NumpyBackend:
                 )
             ]
             g, x, gr, ig, gg = tensors
-            plan = _checks.grid_sampler3d_backward(
-                g,
-                x,
-                gr,
-                *_grid_scalars(
-                    "aclnnGridSampler3DBackwardGetWorkspaceSize",
-                    interpolation_mode,
-                    padding_mode,
-                    align_corners,
-                ),
-                mask,
-                ig,
-                gg,
+            mode, padding, corners = _grid_scalars(
+                "aclnnGridSampler3DBackwardGetWorkspaceSize", interpolation_mode, padding_mode, align_corners
             )
+            plan = _checks.grid_sampler3d_backward(g, x, gr, mode, padding, corners, mask, ig, gg)
             return plan, tensors
 
-        def make_bind(result):
+        def make_bind(result: Any) -> Any:
             plan, (g, x, gr, ig, gg) = result
 
-            def bind(views: _Views):
+            def bind(views: _Views) -> Any:
                 ga, xa = _ncdhw(views.array(g, "gradOutput"), plan), _ncdhw(views.array(x, "input"), plan)
                 iga = _ncdhw(views.array(ig, "inputGrad"), plan) if plan.output_mask[0] else None
                 gga = views.array(gg, "gridGrad") if plan.output_mask[1] else None
@@ -995,7 +988,7 @@ class NumpyBackend:
             BACKWARD_WORKSPACE,
         )
 
-    def aclnnGridSampler3DBackward(self, workspace, workspace_size, executor, stream) -> int:
+    def aclnnGridSampler3DBackward(self, workspace: Any, workspace_size: Any, executor: Any, stream: Any) -> int:
         return self._phase2("aclnnGridSampler3DBackward", workspace, workspace_size, executor, stream)
 
 
@@ -1050,7 +1043,7 @@ def _index_fault(indices: np.ndarray, grad_input: np.ndarray) -> str:
     )
 
 
-def _grid_scalars(api: str, interpolation_mode: Any, padding_mode: Any, align_corners: Any) -> tuple:
+def _grid_scalars(api: str, interpolation_mode: Any, padding_mode: Any, align_corners: Any) -> tuple[int, int, bool]:
     return (
         c_int(interpolation_mode, api, "interpolationMode"),
         c_int(padding_mode, api, "paddingMode"),
@@ -1058,10 +1051,10 @@ def _grid_scalars(api: str, interpolation_mode: Any, padding_mode: Any, align_co
     )
 
 
-def _unwrap(check):
+def _unwrap(check: Any) -> Any:
     """Adapt a check returning ``(plan, tensors)`` to the phase-1 protocol (None = nothing to do)."""
 
-    def wrapped(*args):
+    def wrapped(*args: Any) -> Any:
         plan, tensors = check(*args)
         return None if plan is None else (plan, tensors)
 

@@ -23,10 +23,10 @@ def c_int(value: Any, api: str, param: str, bounds: tuple[int, int] = INT64) -> 
     """An integral value within ``bounds`` (int64 by default)."""
     if not isinstance(value, numbers.Integral):
         raise TypeError(f"{api}: {param} must be an int, got {type(value).__name__} {value!r}")
-    value = int(value)
-    if not bounds[0] <= value <= bounds[1]:
-        raise ArgumentOverflowError(f"{api}: {param} = {value} is outside [{bounds[0]}, {bounds[1]}]")
-    return value
+    number = int(value)
+    if not bounds[0] <= number <= bounds[1]:
+        raise ArgumentOverflowError(f"{api}: {param} = {number} is outside [{bounds[0]}, {bounds[1]}]")
+    return number
 
 
 def c_ints(values: Any, api: str, param: str, bounds: tuple[int, int] = INT64) -> tuple[int, ...]:

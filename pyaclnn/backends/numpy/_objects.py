@@ -8,9 +8,11 @@ with a status instead of misbehaving.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
+
+_O = TypeVar("_O")
 
 
 @dataclass(eq=False)
@@ -31,7 +33,7 @@ class IntArray:
     def __len__(self) -> int:
         return len(self.values)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[int]:
         return iter(self.values)
 
 
@@ -42,7 +44,7 @@ class BoolArray:
     def __len__(self) -> int:
         return len(self.values)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[bool]:
         return iter(self.values)
 
     def __getitem__(self, i: int) -> bool:
@@ -73,7 +75,7 @@ class Registry:
     _objects: dict[int, object] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def add(self, obj: object) -> object:
+    def add(self, obj: _O) -> _O:
         with self._lock:
             self._objects[id(obj)] = obj
         return obj

@@ -108,7 +108,7 @@ class Task:
     def __init__(
         self,
         run: Callable[[], None],
-        uses: tuple = (),
+        uses: tuple[Any, ...] = (),
         owner: object | None = None,
         what: str = "",
         min_ns: int = 0,
