@@ -161,7 +161,7 @@ def collect_info() -> dict[str, Any]:
 def _numpy_version() -> str:
     import numpy as np
 
-    return np.__version__
+    return str(np.__version__)
 
 
 def _short(text: str) -> str:

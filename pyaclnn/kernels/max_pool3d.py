@@ -121,7 +121,8 @@ def _merge_planes(a: np.ndarray) -> np.ndarray | None:
     """(N, C, ...) as an (N*C, ...) view, or None if that needs a copy."""
     n_count, c_count = a.shape[:2]
     if n_count == 1 or c_count == 1 or a.strides[0] == a.strides[1] * c_count:
-        return a.reshape(n_count * c_count, *a.shape[2:])  # the two axes merge: a view
+        merged: np.ndarray = a.reshape(n_count * c_count, *a.shape[2:])  # the two axes merge: a view
+        return merged
     return None
 
 
@@ -201,7 +202,8 @@ def _float_to_half_bits(values: np.ndarray) -> np.ndarray:
         rare = np.flatnonzero(odd)
         with np.errstate(over="ignore"):  # overflow to inf is the right answer
             out[rare] = values[rare].astype(np.float16).view(np.uint16)
-    return out
+    result: np.ndarray = out
+    return result
 
 
 # --------------------------------------------------------------------------
@@ -289,7 +291,8 @@ def _first_inside(out_len: int, axis: _Axis) -> np.ndarray:
 
 def _outer_sum(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     """(len a, len b, len c) array of a[i] + b[j] + c[k]."""
-    return a[:, None, None] + b[None, :, None] + c[None, None, :]
+    total: np.ndarray = a[:, None, None] + b[None, :, None] + c[None, None, :]
+    return total
 
 
 def _reaching_offsets(axis: _Axis, length: int, out_len: int) -> _Axis:
@@ -531,7 +534,8 @@ class _ForwardScratch:
 def _gather_planes(xc: np.ndarray, plane: np.ndarray, flat: np.ndarray) -> np.ndarray:
     """xc[plane, flat unravelled over (D, H, W)] for matching index arrays."""
     _, _, height, width = xc.shape
-    return xc[plane, flat // (height * width), (flat // width) % height, flat % width]
+    gathered: np.ndarray = xc[plane, flat // (height * width), (flat // width) % height, flat % width]
+    return gathered
 
 
 def max_pool3d_with_argmax(
@@ -583,7 +587,8 @@ def max_pool3d_with_argmax(
         (int(k), int(s), int(p), int(d))
         for k, s, p, d in zip(kernel_size, stride, padding, dilation, strict=True)
     )
-    out_spatial = pool_output_shape(spatial, *zip(*axes), ceil_mode)
+    kernel, step, pad, dilate = (tuple(a[i] for a in axes) for i in range(4))
+    out_spatial = pool_output_shape(spatial, kernel, step, pad, dilate, ceil_mode)
     expected = (n_count, c_count, *out_spatial)
     if tuple(out.shape) != expected or tuple(indices.shape) != expected:
         raise ValueError(
@@ -614,7 +619,7 @@ def max_pool3d_with_argmax(
             for r in range(0, out_spatial[0], rows)
         ]
 
-    def work(share: list[tuple]) -> None:
+    def work(share: list[tuple[Any, ...]]) -> None:
         scratch = plan.allocate(planes)
         for xc, oc, ic, row0 in share:
             scratch.pool(xc, oc, ic, row0)

@@ -307,7 +307,7 @@ def _float_code(dtype: np.dtype) -> int | None:
 
 
 def _address(a: np.ndarray) -> int:
-    return a.__array_interface__["data"][0]
+    return int(a.__array_interface__["data"][0])
 
 
 def max_pool3d_backward(
@@ -359,4 +359,4 @@ def max_pool3d_backward(
     if rc == _RC_BAD_INDEX:
         raise BadIndex(int(bad[0]))
     # Out of scratch memory: the NumPy kernel overwrites all of grad_input again.
-    return rc == _RC_OK
+    return bool(rc == _RC_OK)
