@@ -53,6 +53,7 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import cast
 
 import numpy as np
 
@@ -150,7 +151,7 @@ def _reflect(
     flat = (span == 0)[:, 0]
     if flat.any():
         res[flat] = 0
-        if need_grad:
+        if g is not None:  # need_grad
             g[flat] = 0
     return res, g
 
@@ -186,7 +187,7 @@ def _source_index(
         else:
             i, g = _reflect(i, np.full_like(sizes, -1), 2 * sizes - 1, need_grad)
         gc = _clip(i, sizes - 1, need_grad)
-        if need_grad:
+        if g is not None and gc is not None:  # need_grad
             g *= gc
     keep = (i >= ct(_INT_MIN)) & (i <= ct(_INT_MAX_M1))  # False for NaN
     if bad is not None:
@@ -367,7 +368,7 @@ class _ScatterCache:
     def store(self, q0: int, ch: _Chunk) -> None:
         q1 = q0 + ch.base.shape[0]
         self.base[q0:q1] = ch.base
-        if self.w is not None:
+        if self.w is not None and ch.w is not None:  # bilinear
             # Row 2j+e of ch.w is corner pair j, x side e: interleave e.
             pairs = self.w[:, q0:q1].view(self.ct).reshape(4, q1 - q0, 2)
             pairs[...] = ch.w.reshape(4, 2, -1).transpose(0, 2, 1)
@@ -375,16 +376,17 @@ class _ScatterCache:
     def scatter(self, plane: np.ndarray, gout: np.ndarray, geo: _Geometry) -> None:
         """Add one channel's contributions (gout: that channel's gradOutput
         of the group's points) into its accumulator plane."""
-        if self.w is None:
+        weights, idx_buf, vals_buf = self.w, self.idx, self.vals
+        if weights is None or idx_buf is None or vals_buf is None:  # nearest: none of them is made
             np.add.at(plane, self.base, gout.astype(self.ct, copy=False))
             return
         n = self.base.shape[0]
         for q0 in range(0, n, _SCATTER_CHUNK):
             q1 = min(n, q0 + _SCATTER_CHUNK)
             g = gout[q0:q1].astype(self.ct, copy=False)
-            idx = np.add(self.base[q0:q1], geo.off4[:, None], out=self.idx[:, : q1 - q0])
+            idx = np.add(self.base[q0:q1], geo.off4[:, None], out=idx_buf[:, : q1 - q0])
             # complex weight pair times a real gradient: both parts exact.
-            vals = np.multiply(self.w[:, q0:q1], g, out=self.vals[:, : q1 - q0])
+            vals = np.multiply(weights[:, q0:q1], g, out=vals_buf[:, : q1 - q0])
             np.add.at(plane, idx.reshape(-1), vals.reshape(-1))
 
 
@@ -594,11 +596,13 @@ def grid_sampler3d_backward(
     ct = _compute_dtype(input.dtype)
     want_in = input_grad is not None and input_grad.size > 0
     want_grid = grid_grad is not None and grid_grad.size > 0
+    # Used only where want_in / want_grid say they are given (the flags narrow them).
+    in_grad, gr_grad = cast(np.ndarray, input_grad), cast(np.ndarray, grid_grad)
     if want_grid and (interpolation_mode == NEAREST or C == 0 or M == 0):
-        grid_grad[...] = 0
+        gr_grad[...] = 0
         want_grid = False
     if want_in and (P == 0 or C == 0):
-        input_grad[...] = 0
+        in_grad[...] = 0
         want_in = False
     if not (want_in or want_grid):
         return
@@ -606,7 +610,7 @@ def grid_sampler3d_backward(
     chunk = _chunk_points(C)
     gather = _gather_points(C)
     nearest = interpolation_mode == NEAREST
-    tab = np.zeros((geo.length, C), dtype=_table_dtype(input.dtype, ct)) if want_grid else None
+    tab = np.zeros((geo.length if want_grid else 0, C), dtype=_table_dtype(input.dtype, ct))
     # inputGrad is scattered channel by channel over the cached corner indices
     # and weights of many points, so that one channel's accumulator stays in
     # cache. When all points of a batch item fit the cache, one accumulator
@@ -617,15 +621,16 @@ def grid_sampler3d_backward(
     group = P if P <= _MAX_CACHED_POINTS else _MAX_CACHED_POINTS
     # Bilinear accumulates complex (x0, x1) pairs, nearest plain values.
     acc_dtype = ct if nearest else _complex_of(ct)
-    out_bytes = (input_grad.nbytes if want_in else 0) + (grid_grad.nbytes if want_grid else 0)
-    held = (tab.nbytes if want_grid else 0) + 2 * _WORKERS * _GATHER_BYTES * 2
+    out_bytes = (in_grad.nbytes if want_in else 0) + (gr_grad.nbytes if want_grid else 0)
+    held = tab.nbytes + 2 * _WORKERS * _GATHER_BYTES * 2
     if want_in:
         held += group * (8 + 4 * 2 * ct.itemsize)  # the scatter cache
     planes = 1
     if want_in and group < P:
         planes = _channels_per_pass(C, 2 * out_bytes - held, geo.length * acc_dtype.itemsize)
-    acc = np.zeros((planes, geo.length), dtype=acc_dtype) if want_in else None
-    held += acc.nbytes if want_in else 0
+    acc = np.zeros((planes if want_in else 0, geo.length), dtype=acc_dtype)
+    held += acc.nbytes
+    cache = _ScatterCache(0, nearest, ct)  # one per group of points when inputGrad is wanted
     # One pass over the points per group of channels; a single pass when the
     # points fit one group (the plane is then reused channel by channel).
     channel_step = planes if group < P else C
@@ -641,8 +646,8 @@ def grid_sampler3d_backward(
             gout_n = _points_cf(grad_output[n])  # (C, P)
             grid_n = grid[n].reshape(P, 3)
             if want_grid:
-                gg_n = _view_as(grid_grad[n], (P, 3))
-                gg_buf = np.empty((P, 3), dtype=grid_grad.dtype) if gg_n is None else gg_n
+                gg_n = _view_as(gr_grad[n], (P, 3))
+                gg_buf = np.empty((P, 3), dtype=gr_grad.dtype) if gg_n is None else gg_n
             for c0 in range(0, C if want_in else 1, channel_step):
                 c1 = min(C, c0 + channel_step)
                 grid_pass = want_grid and c0 == 0  # gridGrad is computed in the first pass only
@@ -651,7 +656,7 @@ def grid_sampler3d_backward(
                 for s0 in range(0, P, group):
                     s1 = min(P, s0 + group)
                     if want_in:
-                        cache = None  # free the previous group's cache first
+                        cache = _ScatterCache(0, nearest, ct)  # free the previous group's cache first
                         cache = _ScatterCache(s1 - s0, nearest, ct)
                     for p0 in range(s0, s1, chunk):
                         p1 = min(s1, p0 + chunk)
@@ -675,13 +680,13 @@ def grid_sampler3d_backward(
                                 plane = acc[0]
                                 plane.fill(0)
                                 cache.scatter(plane, gout_n[c, s0:s1], geo)
-                                input_grad[n, c] = _finish_plane(plane, geo)
+                                in_grad[n, c] = _finish_plane(plane, geo)
                 if want_in and group < P:
                     for c in range(c0, c1):
-                        input_grad[n, c] = _finish_plane(acc[c - c0], geo)
+                        in_grad[n, c] = _finish_plane(acc[c - c0], geo)
             if want_grid and gg_n is None:
                 workers.wait()
-                grid_grad[n] = gg_buf.reshape(Do, Ho, Wo, 3)
+                gr_grad[n] = gg_buf.reshape(Do, Ho, Wo, 3)
     finally:
         workers.wait()
 
