@@ -18,7 +18,7 @@ import numpy as np
 from . import _context, _decl, acl
 from . import backends as _backends
 from . import dtypes as _dtypes
-from ._pool import Block
+from ._pool import Block, MemoryPool
 from ._stream import Stream
 
 _H2D = _decl.constant("ACL_MEMCPY_HOST_TO_DEVICE")
@@ -44,6 +44,16 @@ class DeviceArray:
         "backend", "shape", "dtype", "strides", "offset", "storage_size",
         "_pool", "_block", "_last_descriptor", "_stream", "__weakref__", "__dict__",
     )
+    backend: str
+    shape: tuple[int, ...]
+    dtype: np.dtype[Any]
+    strides: tuple[int, ...]
+    offset: int
+    storage_size: int
+    _pool: MemoryPool
+    _block: Block | None  # None once closed
+    _last_descriptor: tuple[int, Block, Any] | None  # Any: the backend's aclTensor handle
+    _stream: Stream | None
 
     def __init__(
         self,
@@ -170,7 +180,17 @@ class DeviceArray:
         array._block = pool.acquire(size * dtype.itemsize, stream._state) if size else pool.empty_block
         return array
 
-    def _setup(self, ctx, shape, dtype, strides, offset, storage_size, stream, pool) -> None:
+    def _setup(
+        self,
+        ctx: _context._Context,
+        shape: tuple[int, ...],
+        dtype: np.dtype[Any],
+        strides: tuple[int, ...],
+        offset: int,
+        storage_size: int,
+        stream: Stream | None,
+        pool: MemoryPool,
+    ) -> None:
         self.backend = ctx.name
         self.shape, self.dtype, self.strides, self.offset = shape, dtype, strides, offset
         self.storage_size = storage_size
@@ -185,7 +205,10 @@ class DeviceArray:
     @property
     def ptr(self) -> int:
         """Device address of the storage base (0 for an empty array)."""
-        return self._block.ptr
+        block = self._block
+        if block is None:
+            raise _closed_error()
+        return block.ptr
 
     @property
     def device(self) -> int:
@@ -265,7 +288,7 @@ class DeviceArray:
             return last[2]  # the same array asked again (an input reused across calls)
         block = self._block
         if block is None or (block.ptr == 0 and block.nbytes > 0):
-            self._check_open()  # raises
+            raise _closed_error()
         key = (self.shape, self.strides, self.offset, self.dtype, fmt, self.storage_size)
         handle = block.descriptors.get(key)  # a reused block usually has it
         if handle is None:  # the pool creates it, checking again under its lock
@@ -302,7 +325,7 @@ class DeviceArray:
         previous = self._stream
         if previous is not stream:
             state = previous._state if previous is not None else None
-            if state is not None and state.open and state.queued != state.done:
+            if previous is not None and state is not None and state.open and state.queued != state.done:
                 stream._wait_for(previous)
             self._stream = stream
 
@@ -345,7 +368,7 @@ class DeviceArray:
 
     def _check_open(self) -> None:
         if self.closed:
-            raise ValueError("DeviceArray is closed: its device memory was given back")
+            raise _closed_error()
 
     def __enter__(self) -> DeviceArray:
         return self
@@ -383,7 +406,11 @@ def _shape(values: Any, name: str = "shape") -> tuple[int, ...]:
     return tuple(int(v) for v in items)
 
 
-def _pool_of(ctx: _context._Context, stream: Stream | None, device: int | None) -> Any:
+def _closed_error() -> ValueError:
+    return ValueError("DeviceArray is closed: its device memory was given back")
+
+
+def _pool_of(ctx: _context._Context, stream: Stream | None, device: int | None) -> MemoryPool:
     """The memory pool for an array on ``device`` (default: ``stream``'s, else the current one)."""
     if stream is not None:
         if device is not None and device != stream.device:

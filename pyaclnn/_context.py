@@ -41,6 +41,15 @@ def launch_blocking_by_environment() -> bool:
     return os.environ.get("ASCEND_LAUNCH_BLOCKING", "0").strip() == "1"
 
 
+class _ThreadState(threading.local):
+    """A context's per-thread state; attributes are set on first use (absent until then)."""
+
+    bound: int | None  # the device aclrtSetDevice last bound for this thread
+    device: int  # the thread's current device
+    devices: set[int]  # devices this thread has bound
+    streams: dict[int, Stream]  # the thread's default stream per device
+
+
 class _Context:
     """Per-backend process state: initialisation, device binding, cached parameter arrays."""
 
@@ -49,7 +58,7 @@ class _Context:
         _backends.get(name)  # an unknown name or an unloadable npu fails here, before anything is kept
         self.lock = threading.Lock()
         self.initialized = False
-        self.tls = threading.local()
+        self.tls = _ThreadState()
         self.streams: weakref.WeakSet[Stream] = weakref.WeakSet()  # open Streams
         self.events: weakref.WeakSet[Event] = weakref.WeakSet()  # open Events
         self.pools: dict[int, MemoryPool] = {}  # device -> its memory
@@ -60,6 +69,7 @@ class _Context:
         self.deterministic: bool | None = None
         self.launch_blocking = launch_blocking_by_environment()
         self.used_devices: set[int] = set()  # bound by some thread: reset at shutdown
+        self._device_count: int | None = None  # aclrtGetDeviceCount's answer, asked once
         self._exit_hook = False
 
     def ready(self) -> _Context:
@@ -155,7 +165,9 @@ class _Context:
         """A cached aclBoolArray of ``values`` (see :meth:`cached_int_array`)."""
         return self._cached(self.bool_arrays, values, acl.create_bool_array)
 
-    def _cached(self, cache: dict, values: tuple, create: Callable[..., Any]) -> Any | None:
+    def _cached(
+        self, cache: dict[Any, Any], values: tuple[Any, ...], create: Callable[..., Any]
+    ) -> Any | None:
         handle = cache.get(values)
         if handle is None:
             with self.lock:
@@ -196,7 +208,7 @@ class _Context:
         quiet(acl.finalize, backend=self.name)
         self.initialized = False
         self.deterministic = None  # a new context starts from the runtime's default
-        self.tls = threading.local()
+        self.tls = _ThreadState()
 
 
 def quiet(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:

@@ -98,7 +98,7 @@ class ExecutorCache:
         self.enabled = enabled
         self.generation = 0  # bumped by forget() and clear(): a plan made before may hold a dead handle
         self.launch_lock = launch_lock  # the stream's lock, held by every launch
-        self._entries: dict[tuple, tuple[Any, int]] = {}
+        self._entries: dict[tuple[Any, ...], tuple[Any, int]] = {}
         self._lock = threading.RLock()  # re-entrant: a collection inside may free descriptors
         self._unrepeatable: set[Any] = set()  # ops whose executors the runtime refused to make repeatable
         # Dropped executors whose launches may still be queued: (launches then, event or None, executors).
@@ -114,7 +114,7 @@ class ExecutorCache:
         self,
         phase1: Callable[..., tuple[int, Any]],
         phase2: Callable[..., None],
-        args: tuple,
+        args: tuple[Any, ...],
         cacheable: bool,
         workspace: Callable[[int], int],
         nothing_to_do: Callable[[], None],
@@ -130,7 +130,7 @@ class ExecutorCache:
         """
         key = (phase2, args) if cacheable and self.enabled else None
         entry = self._entries.get(key) if key is not None else None
-        if entry is not None:
+        if entry is not None and key is not None:  # (entry implies key; said for type checkers)
             executor, size = entry
             if admit is not None:
                 admit()
@@ -160,7 +160,7 @@ class ExecutorCache:
             self._abandon(executor, cached, consumed=True)
             raise
         self.state.queued += 1
-        if cached:
+        if cached and key is not None:  # (cached implies key)
             self._put(key, (executor, size), generation)
 
     def _abandon(self, executor: Any, repeatable: bool, consumed: bool) -> None:
@@ -171,7 +171,7 @@ class ExecutorCache:
             _consume(executor, self.backend)  # phase 2 never ran: it is ours to free
 
     # -- entries ----------------------------------------------------------------
-    def _put(self, key: tuple, entry: tuple[Any, int], generation: int) -> None:
+    def _put(self, key: tuple[Any, ...], entry: tuple[Any, int], generation: int) -> None:
         """Keep a new ``entry`` for ``key``, unless a descriptor was forgotten since ``generation``
         (read before its phase 1: the plan may hold it)."""
         dropped = []
@@ -188,7 +188,7 @@ class ExecutorCache:
                 entries[key] = entry
         self._drop(dropped)
 
-    def discard(self, key: tuple) -> None:
+    def discard(self, key: tuple[Any, ...]) -> None:
         """Drop the entry of ``key`` (after a failed launch)."""
         with self._lock:
             entry = self._entries.pop(key, None)

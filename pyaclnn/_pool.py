@@ -64,7 +64,7 @@ class Block:
         self.nbytes = nbytes
         self.in_use = True
         # (shape, strides, offset, dtype, format, storage) -> aclTensor
-        self.descriptors: dict[tuple, Any] = {}
+        self.descriptors: dict[tuple[Any, ...], Any] = {}
 
 
 class _Fence:
@@ -196,7 +196,7 @@ class MemoryPool:
         """``stream`` has finished all its work for good (closed): its blocks become idle."""
         self.stream_synchronized(self.stream_synchronizing(stream))
 
-    def descriptor(self, block: Block, key: tuple, create: Callable[[], Any]) -> Any:
+    def descriptor(self, block: Block, key: tuple[Any, ...], create: Callable[[], Any]) -> Any:
         """The aclTensor for ``key`` on ``block``, made by ``create`` on first use."""
         handle = block.descriptors.get(key)
         if handle is None:

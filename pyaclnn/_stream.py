@@ -95,7 +95,7 @@ class _Owned:
     (a second call does nothing), a context manager, and a check naming the kind."""
 
     _kind = "handle"
-    _finalizer: weakref.finalize
+    _finalizer: weakref.finalize[..., Any]  # Any: the owner, a Stream or an Event
 
     @property
     def closed(self) -> bool:

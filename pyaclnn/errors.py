@@ -81,7 +81,8 @@ class AclError(RuntimeError):
         text = f"{head}{self.status_name} ({self.status})"
         super().__init__(f"{text}: {message}" if message else text)
 
-    def __reduce__(self):  # keep (status, message, api) through pickling
+    def __reduce__(self) -> tuple[type[AclError], tuple[int, str, str]]:
+        # keep (status, message, api) through pickling
         return (type(self), (self.status, self.message, self.api))
 
 

@@ -31,7 +31,7 @@ import types
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from ... import errors
 from ...constants import (
@@ -42,7 +42,7 @@ from ...constants import (
 )
 from .._interface import LIVE_COUNT_NAMES
 from ._discovery import Candidate, Discovery, LibraryNotFoundError, discover
-from ._ffi import ffi, function_names, parameter_names
+from ._ffi import Symbols, ffi, function_names, parameter_names
 
 NULL = ffi.NULL
 # The C type of a cdata: the C backend's typeof skips FFI.typeof's Python dispatch (~65 ns per
@@ -252,7 +252,7 @@ def _as_bool(value: Any) -> bool:
     raise TypeError
 
 
-def _cstring(value: str | bytes | os.PathLike | None, api: str, param: str) -> Any:
+def _cstring(value: str | bytes | os.PathLike[str] | os.PathLike[bytes] | None, api: str, param: str) -> Any:
     if value is None:
         return NULL
     try:
@@ -316,7 +316,7 @@ class NpuBackend:
 
     def __init__(self, environ: dict[str, str] | None = None) -> None:
         self._loaded = load(environ)
-        self._c = self._loaded.symbols
+        self._c = cast(Symbols, self._loaded.symbols)  # a namespace of those functions
 
     # -- introspection ----------------------------------------------------------
     @property
@@ -374,7 +374,7 @@ class NpuBackend:
         """None: real CANN cannot tell which memory is whose; the caller answers for the pointer."""
         return None
 
-    def _bad_argument(self, api: str, args: tuple, exc: Exception) -> Exception:
+    def _bad_argument(self, api: str, args: tuple[Any, ...], exc: Exception) -> Exception:
         """Name the argument cffi refused (the slow path of a failed call)."""
         ctype = ffi.typeof(getattr(self._c, api))
         for param, ptype, value in zip(parameter_names()[api], ctype.args, args):
@@ -798,7 +798,7 @@ def _null(value: Any) -> Any:
     return NULL if value is None else value
 
 
-def _nulls(values: tuple) -> tuple:
+def _nulls(values: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(NULL if v is None else v for v in values)
 
 
@@ -836,6 +836,14 @@ class ProbeResult:
     missing_functions: tuple[str, ...] = ()
 
 
+class _Found(TypedDict):
+    """What ProbeResult reports of a loaded CANN, whatever the devices say."""
+
+    home: str
+    libraries: tuple[str, ...]
+    missing_functions: tuple[str, ...]
+
+
 def probe(environ: dict[str, str] | None = None) -> ProbeResult:
     """Try the npu backend without raising: load CANN, count devices, name the SoC.
 
@@ -854,7 +862,7 @@ def probe(environ: dict[str, str] | None = None) -> ProbeResult:
         return ProbeResult(False, str(exc))
     except Exception as exc:  # noqa: BLE001 -- a broken install must not break backend selection
         return ProbeResult(False, f"loading CANN failed: {type(exc).__name__}: {exc}")
-    found = {
+    found: _Found = {
         "home": str(backend.home),
         "libraries": tuple(str(p) for p in backend.libraries),
         "missing_functions": tuple(sorted(backend.missing_functions)),

@@ -1,0 +1,86 @@
+"""The typed API as a user's type checker sees it: ``mypy --strict`` on a user script.
+
+tests/typing/user_script.py must type-check (NumPy in gives ``numpy.ndarray``
+out, DeviceArray in or ``out=`` gives DeviceArrays); a script that treats a
+NumPy result as a DeviceArray must not. The package's own ``mypy --strict
+pyaclnn`` runs in .ci/run; here imported modules are checked but their errors
+silenced (``--follow-imports=silent``), as for an installed package, so that
+only the user's code is judged.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+USER_SCRIPT = ROOT / "tests" / "typing" / "user_script.py"
+
+needs_mypy = pytest.mark.skipif(
+    importlib.util.find_spec("mypy") is None,
+    reason="mypy is not installed (pip install -e '.[test]' brings it)",
+)
+
+
+def _mypy(path: Path) -> subprocess.CompletedProcess[str]:
+    # From the checkout's root: mypy finds pyaclnn there (an editable install is invisible to it).
+    return subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent", "--no-error-summary",
+         str(path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+@needs_mypy
+def test_user_script_type_checks() -> None:
+    result = _mypy(USER_SCRIPT)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_user_script_runs() -> None:
+    # The script is real code: what it claims about the results also holds at run time.
+    env = dict(os.environ, PYACLNN_BACKEND="numpy")
+    result = subprocess.run(
+        [sys.executable, str(USER_SCRIPT)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@needs_mypy
+def test_numpy_result_is_not_a_device_array(tmp_path: Path) -> None:
+    script = tmp_path / "wrong_script.py"
+    script.write_text(
+        textwrap.dedent(
+            """\
+            import numpy as np
+
+            import pyaclnn
+
+            x = np.zeros((1, 1, 4, 4, 4), np.float32)
+            out, indices = pyaclnn.max_pool3d_with_argmax(x, kernel_size=2)
+            host = out.numpy()  # wrong: NumPy in gives NumPy out
+            """
+        )
+    )
+    result = _mypy(script)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert 'wrong_script.py:7: error: "ndarray[' in result.stdout, result.stdout
+    assert 'has no attribute "numpy"  [attr-defined]' in result.stdout, result.stdout
+
+
+def test_symbols_protocol_lists_every_declared_function() -> None:
+    # The npu backend's C functions are typed by a Protocol written from include/decl: it must follow them.
+    from pyaclnn.backends.npu._ffi import Symbols, function_names
+
+    declared = set(function_names())
+    typed = {name for name in vars(Symbols) if not name.startswith("_")}
+    assert typed == declared, (sorted(declared - typed), sorted(typed - declared))
