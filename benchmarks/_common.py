@@ -31,8 +31,11 @@ def import_torch(script: str) -> Any:
     try:
         import torch
     except ImportError:
-        print(f"{script}: PyTorch is not installed; the benchmarks compare against PyTorch CPU "
-              "(pip install torch)", file=sys.stderr)
+        print(
+            f"{script}: PyTorch is not installed; the benchmarks compare against PyTorch CPU "
+            "(pip install torch)",
+            file=sys.stderr,
+        )
         raise SystemExit(EXIT_NO_TORCH) from None
     return torch
 
@@ -142,12 +145,18 @@ def machine(torch: Any | None = None) -> dict[str, Any]:
 def _commit() -> str | None:
     """The checkout's commit, with "+changes" when pyaclnn/ has uncommitted edits (None outside git)."""
     try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
-                              text=True, timeout=10)
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, timeout=10
+        )
         if head.returncode:
             return None
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "pyaclnn"], cwd=REPO,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "pyaclnn"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
         return head.stdout.strip() + ("+changes" if dirty else "")
     except (OSError, subprocess.SubprocessError):
         return None

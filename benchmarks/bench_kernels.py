@@ -155,8 +155,9 @@ def max_pool_cases(torch: Any, quick: bool) -> list[Case]:
             d_go, d_x, d_idx = (pyaclnn.to_device(a, backend="numpy") for a in (go, x, idx))
 
             def call(d_go=d_go, d_x=d_x, d_idx=d_idx, ks=ks, st=st, pd=pd, ceil=ceil):
-                return pyaclnn.max_pool3d_with_argmax_backward(d_go, d_x, d_idx, ks, st, pd, 1, ceil,
-                                                               backend="numpy")
+                return pyaclnn.max_pool3d_with_argmax_backward(
+                    d_go, d_x, d_idx, ks, st, pd, 1, ceil, backend="numpy"
+                )
 
             def kernel(go=go, idx=idx, gi=np.empty(x.shape, x.dtype)):
                 kmp.max_pool3d_with_argmax_backward(go, idx, gi)
@@ -167,9 +168,11 @@ def max_pool_cases(torch: Any, quick: bool) -> list[Case]:
                 if out:
                     buf = torch.empty_like(tx)
                     return lambda: torch.ops.aten.max_pool3d_with_indices_backward.grad_input(
-                        tgo, tx, ks, st, pd, [1, 1, 1], ceil, tidx, grad_input=buf)
+                        tgo, tx, ks, st, pd, [1, 1, 1], ceil, tidx, grad_input=buf
+                    )
                 return lambda: torch.ops.aten.max_pool3d_with_indices_backward(
-                    tgo, tx, ks, st, pd, [1, 1, 1], ceil, tidx)
+                    tgo, tx, ks, st, pd, [1, 1, 1], ceil, tidx
+                )
 
             out_bytes = x.nbytes
             floor_bytes = go.nbytes + idx.nbytes + x.nbytes
@@ -181,27 +184,47 @@ def max_pool_cases(torch: Any, quick: bool) -> list[Case]:
 
             oshape = shape[:2] + kmp.pool_output_shape(shape[2:], ks, st, pd, dl, ceil)
 
-            def kernel(x=x, ks=ks, st=st, pd=pd, dl=dl, ceil=ceil,
-                       o=np.empty(oshape, x.dtype), i=np.empty(oshape, np.int32)):
+            def kernel(
+                x=x,
+                ks=ks,
+                st=st,
+                pd=pd,
+                dl=dl,
+                ceil=ceil,
+                o=np.empty(oshape, x.dtype),
+                i=np.empty(oshape, np.int32),
+            ):
                 kmp.max_pool3d_with_argmax(x, ks, st, pd, dl, ceil, o, i)
                 return o, i
 
-            def make_torch(tdt: Any, ks=ks, st=st, pd=pd, ceil=ceil, out: bool = False,
-                           x32=x32, oshape=oshape) -> Callable[[], Any]:
+            def make_torch(
+                tdt: Any, ks=ks, st=st, pd=pd, ceil=ceil, out: bool = False, x32=x32, oshape=oshape
+            ) -> Callable[[], Any]:
                 tx = torch.from_numpy(x32).to(tdt)
                 if out:
                     o, i = torch.empty(oshape, dtype=tdt), torch.empty(oshape, dtype=torch.int64)
                     return lambda: torch.ops.aten.max_pool3d_with_indices.out(
-                        tx, ks, st, pd, [1, 1, 1], ceil, out=o, indices=i)
+                        tx, ks, st, pd, [1, 1, 1], ceil, out=o, indices=i
+                    )
                 return lambda: torch.ops.aten.max_pool3d_with_indices(tx, ks, st, pd, [1, 1, 1], ceil)
 
             out_bytes = int(np.prod(oshape)) * (dt.itemsize + 4)
             floor_bytes = 0
         label = f"{name} {'x'.join(map(str, shape))} {dname}"
-        cases.append(Case(label, dname, _closing(call), kernel, make_torch(_torch_dtype(torch, dname)),
-                          make_torch(torch.float32) if dname != "fp32" else None, out_bytes,
-                          torch_out=make_torch(_torch_dtype(torch, dname), out=True),
-                          floor_bytes=floor_bytes, compiled=backward))
+        cases.append(
+            Case(
+                label,
+                dname,
+                _closing(call),
+                kernel,
+                make_torch(_torch_dtype(torch, dname)),
+                make_torch(torch.float32) if dname != "fp32" else None,
+                out_bytes,
+                torch_out=make_torch(_torch_dtype(torch, dname), out=True),
+                floor_bytes=floor_bytes,
+                compiled=backward,
+            )
+        )
     return cases
 
 
@@ -255,11 +278,21 @@ def grid_cases(torch: Any, quick: bool) -> list[Case]:
             d_go = pyaclnn.to_device(go, backend="numpy")
 
             def call(d_go=d_go, d_x=d_x, d_g=d_g, interp=interp, pad=pad, ac=ac, layout=layout):
-                return pyaclnn.grid_sampler3d_backward(d_go, d_x, d_g, interp, pad, ac, (True, True),
-                                                       layout=layout, backend="numpy")
+                return pyaclnn.grid_sampler3d_backward(
+                    d_go, d_x, d_g, interp, pad, ac, (True, True), layout=layout, backend="numpy"
+                )
 
-            def kernel(kgo=kgo, kx=kx, g=g, im=im, pm=pm, ac=ac, last=last,
-                       ig=np.empty(x.shape, x.dtype), gg=np.empty(g.shape, g.dtype)):
+            def kernel(
+                kgo=kgo,
+                kx=kx,
+                g=g,
+                im=im,
+                pm=pm,
+                ac=ac,
+                last=last,
+                ig=np.empty(x.shape, x.dtype),
+                gg=np.empty(g.shape, g.dtype),
+            ):
                 kig = np.moveaxis(ig, 4, 1) if last else ig
                 kgs.grid_sampler3d_backward(kgo, kx, g, im, pm, ac, kig, gg)
                 return ig, gg
@@ -270,6 +303,7 @@ def grid_cases(torch: Any, quick: bool) -> list[Case]:
 
             out_bytes = x.nbytes + g.nbytes
         else:
+
             def call(d_x=d_x, d_g=d_g, interp=interp, pad=pad, ac=ac, layout=layout):
                 return pyaclnn.grid_sampler3d(d_x, d_g, interp, pad, ac, layout=layout, backend="numpy")
 
@@ -282,9 +316,18 @@ def grid_cases(torch: Any, quick: bool) -> list[Case]:
                 return lambda: torch.ops.aten.grid_sampler_3d(tx, tg, im, pm, ac)
 
             out_bytes = int(np.prod(out_shape)) * dt.itemsize
-        label = (f"{name} {'x'.join(map(str, x.shape))} grid {'x'.join(map(str, grid_shape))} {dname}")
-        cases.append(Case(label, dname, _closing(call), kernel, make_torch(_torch_dtype(torch, dname)),
-                          make_torch(torch.float32) if dname != "fp32" else None, out_bytes))
+        label = f"{name} {'x'.join(map(str, x.shape))} grid {'x'.join(map(str, grid_shape))} {dname}"
+        cases.append(
+            Case(
+                label,
+                dname,
+                _closing(call),
+                kernel,
+                make_torch(_torch_dtype(torch, dname)),
+                make_torch(torch.float32) if dname != "fp32" else None,
+                out_bytes,
+            )
+        )
     return cases
 
 
@@ -305,8 +348,9 @@ def copy_bandwidth(repeat: int) -> float:
             np.copyto(*halves[0])
             other.result()
 
-        times = _common.time_interleaved({"one": lambda: np.copyto(dst, src), "two": two_threads},
-                                         max(repeat, 5))
+        times = _common.time_interleaved(
+            {"one": lambda: np.copyto(dst, src), "two": two_threads}, max(repeat, 5)
+        )
     return 2 * src.nbytes / min(min(t) for t in times.values())
 
 
@@ -414,24 +458,37 @@ def _ms(seconds: float) -> str:
 
 
 def report(cases: list[Case]) -> dict[str, Any]:
-    headers = ["case", "pyaclnn ms min/med", "kernel ms", "layers", "numpy kernel ms", "torch ms min/med",
-               "ratio", "torch fp32 ms", "torch out= ms", "extra mem/out", "x floor"]
+    headers = [
+        "case",
+        "pyaclnn ms min/med",
+        "kernel ms",
+        "layers",
+        "numpy kernel ms",
+        "torch ms min/med",
+        "ratio",
+        "torch fp32 ms",
+        "torch out= ms",
+        "extra mem/out",
+        "x floor",
+    ]
     rows = []
     for case in cases:
         r = case.results
-        rows.append([
-            case.name,
-            f"{_ms(r['pyaclnn']['min'])} / {_ms(r['pyaclnn']['median'])}",
-            _ms(r["kernel"]["min"]),
-            f"{r['layer_overhead'] * 100:+.0f}%",
-            _ms(r["numpy_kernel"]["min"]) if "numpy_kernel" in r else "",
-            f"{_ms(r['torch']['min'])} / {_ms(r['torch']['median'])}",
-            f"{r['ratio']:.2f}",
-            _ms(r["torch_fp32"]["min"]) if "torch_fp32" in r else "",
-            _ms(r["torch_out"]["min"]) if "torch_out" in r else "",
-            f"{r['memory_ratio']:.2f}x",
-            f"{r['floor_ratio']:.2f}" if "floor_ratio" in r else "",
-        ])
+        rows.append(
+            [
+                case.name,
+                f"{_ms(r['pyaclnn']['min'])} / {_ms(r['pyaclnn']['median'])}",
+                _ms(r["kernel"]["min"]),
+                f"{r['layer_overhead'] * 100:+.0f}%",
+                _ms(r["numpy_kernel"]["min"]) if "numpy_kernel" in r else "",
+                f"{_ms(r['torch']['min'])} / {_ms(r['torch']['median'])}",
+                f"{r['ratio']:.2f}",
+                _ms(r["torch_fp32"]["min"]) if "torch_fp32" in r else "",
+                _ms(r["torch_out"]["min"]) if "torch_out" in r else "",
+                f"{r['memory_ratio']:.2f}x",
+                f"{r['floor_ratio']:.2f}" if "floor_ratio" in r else "",
+            ]
+        )
     _common.print_table(headers, rows)
     ratios = [c.results["ratio"] for c in cases]
     fp32 = [c.results["ratio"] for c in cases if c.dtype == "fp32"]
@@ -439,8 +496,10 @@ def report(cases: list[Case]) -> dict[str, Any]:
     worst = max(cases, key=lambda c: c.results["ratio"])
     mem_worst = max(cases, key=lambda c: c.results["memory_ratio"])
     gm_plain = _common.geomean([c.results["ratio_plain"] for c in cases])
-    print(f"\ngeometric mean of pyaclnn/torch: {gm:.2f} over all cases ({gm32:.2f} over the fp32 cases); "
-          f"{gm_plain:.2f} against torch's plain ops only")
+    print(
+        f"\ngeometric mean of pyaclnn/torch: {gm:.2f} over all cases ({gm32:.2f} over the fp32 cases); "
+        f"{gm_plain:.2f} against torch's plain ops only"
+    )
     floored = [c for c in cases if "floor_ratio" in c.results]
     floor_worst = max(floored, key=lambda c: c.results["floor_ratio"]) if floored else None
     checks = {
@@ -451,14 +510,20 @@ def report(cases: list[Case]) -> dict[str, Any]:
     }
     say = {True: "met", False: "MISSED"}
     print(f"target geometric mean <= {GEOMEAN_TARGET}: {say[checks['geomean']]} ({gm:.2f})")
-    print(f"target no case > {CASE_TARGET}: {say[checks['worst_case']]} "
-          f"(worst {worst.results['ratio']:.2f}: {worst.name})")
-    print(f"target peak extra memory <= {MEMORY_TARGET}x output: {say[checks['memory']]} "
-          f"(worst {mem_worst.results['memory_ratio']:.2f}x: {mem_worst.name})")
+    print(
+        f"target no case > {CASE_TARGET}: {say[checks['worst_case']]} "
+        f"(worst {worst.results['ratio']:.2f}: {worst.name})"
+    )
+    print(
+        f"target peak extra memory <= {MEMORY_TARGET}x output: {say[checks['memory']]} "
+        f"(worst {mem_worst.results['memory_ratio']:.2f}x: {mem_worst.name})"
+    )
     if floor_worst is not None:
-        print(f"target max-pool backward <= {FLOOR_TARGET}x the bandwidth floor: "
-              f"{say[checks['bandwidth_floor']]} (worst {floor_worst.results['floor_ratio']:.2f}x: "
-              f"{floor_worst.name})")
+        print(
+            f"target max-pool backward <= {FLOOR_TARGET}x the bandwidth floor: "
+            f"{say[checks['bandwidth_floor']]} (worst {floor_worst.results['floor_ratio']:.2f}x: "
+            f"{floor_worst.name})"
+        )
     return {"geomean": gm, "geomean_fp32": gm32, "geomean_plain": gm_plain, "targets_met": checks}
 
 
@@ -469,8 +534,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", metavar="PATH", help="save the results as JSON")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     parser.add_argument("--only", metavar="TEXT", help="run only the cases whose name contains TEXT")
-    parser.add_argument("--settle", type=float, default=SETTLE_MS, metavar="MS",
-                        help=f"idle pause before every timed call (default {SETTLE_MS:g} ms; 0: none)")
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=SETTLE_MS,
+        metavar="MS",
+        help=f"idle pause before every timed call (default {SETTLE_MS:g} ms; 0: none)",
+    )
     # a bare "--" is what `python -m pyaclnn bench -- ARGS` passes along; it separates nothing here
     args = parser.parse_args([a for a in (sys.argv[1:] if argv is None else argv) if a != "--"])
     if args.repeat < 1:
@@ -486,12 +556,16 @@ def main(argv: list[str] | None = None) -> int:
     info["copy_bandwidth"] = bandwidth = copy_bandwidth(args.repeat)
     _common.print_machine(info)
     compiled = [k for k, v in info["accel"]["kernels"].items() if v == "compiled"]
-    print(f"pyaclnn numpy backend: max-pool kernels use {info['pyaclnn_kernel_threads']} thread(s) "
-          f"(PYACLNN_NUM_THREADS); repeat {args.repeat}, warm-up 1, settle {args.settle:g} ms"
-          f"{', quick shapes' if args.quick else ''}")
-    print(f"compiled kernels: {', '.join(compiled) or 'none'}"
-          f"{'' if compiled else ' (' + info['accel']['reason'] + ')'}; "
-          f"copy bandwidth {bandwidth / 1e9:.1f} GB/s (read + written)\n")
+    print(
+        f"pyaclnn numpy backend: max-pool kernels use {info['pyaclnn_kernel_threads']} thread(s) "
+        f"(PYACLNN_NUM_THREADS); repeat {args.repeat}, warm-up 1, settle {args.settle:g} ms"
+        f"{', quick shapes' if args.quick else ''}"
+    )
+    print(
+        f"compiled kernels: {', '.join(compiled) or 'none'}"
+        f"{'' if compiled else ' (' + info['accel']['reason'] + ')'}; "
+        f"copy bandwidth {bandwidth / 1e9:.1f} GB/s (read + written)\n"
+    )
 
     cases = max_pool_cases(torch, args.quick) + grid_cases(torch, args.quick)
     if args.only:
@@ -505,10 +579,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         print("(quick shapes: a smoke run; the targets are meant for the full shapes)")
     if args.json:
-        _common.save_json(args.json, {
-            "machine": info, "repeat": args.repeat, "quick": args.quick, **summary,
-            "cases": [{"name": c.name, "dtype": c.dtype, **c.results} for c in cases],
-        })
+        _common.save_json(
+            args.json,
+            {
+                "machine": info,
+                "repeat": args.repeat,
+                "quick": args.quick,
+                **summary,
+                "cases": [{"name": c.name, "dtype": c.dtype, **c.results} for c in cases],
+            },
+        )
     return 1 if args.strict and not all(summary["targets_met"].values()) else 0
 
 

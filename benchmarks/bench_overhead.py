@@ -47,7 +47,10 @@ import _common  # noqa: E402
 
 TARGET = 2.0  # npu-over-emulator per call / torch per call, for the backward ops (the target)
 OPS = (
-    "max_pool3d_with_argmax", "max_pool3d_with_argmax_backward", "grid_sampler3d", "grid_sampler3d_backward",
+    "max_pool3d_with_argmax",
+    "max_pool3d_with_argmax_backward",
+    "grid_sampler3d",
+    "grid_sampler3d_backward",
 )
 TARGET_OPS = ("max_pool3d_with_argmax_backward", "grid_sampler3d_backward")
 POOL_SHAPE = (1, 1, 2, 2, 2)
@@ -86,9 +89,17 @@ def pyaclnn_calls(backend: str, executor_cache: bool = True) -> dict[str, Callab
     gx = rng.standard_normal(GRID_INPUT_SHAPE, dtype=np.float32)
     grid = rng.uniform(-1, 1, GRID_SHAPE).astype(np.float32)
     go_grid = np.ones((1, 1, *GRID_SHAPE[1:4]), np.float32)
-    d = {name: pyaclnn.to_device(a, backend=backend)
-         for name, a in (("x", x), ("idx", idx), ("go_pool", go_pool), ("gx", gx), ("grid", grid),
-                         ("go_grid", go_grid))}
+    d = {
+        name: pyaclnn.to_device(a, backend=backend)
+        for name, a in (
+            ("x", x),
+            ("idx", idx),
+            ("go_pool", go_pool),
+            ("gx", gx),
+            ("grid", grid),
+            ("go_grid", go_grid),
+        )
+    }
 
     def closing(call: Callable[[], Any]) -> Callable[[], None]:
         def run() -> None:
@@ -100,14 +111,22 @@ def pyaclnn_calls(backend: str, executor_cache: bool = True) -> dict[str, Callab
         return run
 
     return {
-        "max_pool3d_with_argmax": closing(lambda: pyaclnn.max_pool3d_with_argmax(
-            d["x"], 2, backend=backend, stream=stream)),
-        "max_pool3d_with_argmax_backward": closing(lambda: pyaclnn.max_pool3d_with_argmax_backward(
-            d["go_pool"], d["x"], d["idx"], 2, backend=backend, stream=stream)),
-        "grid_sampler3d": closing(lambda: pyaclnn.grid_sampler3d(
-            d["gx"], d["grid"], backend=backend, stream=stream)),
-        "grid_sampler3d_backward": closing(lambda: pyaclnn.grid_sampler3d_backward(
-            d["go_grid"], d["gx"], d["grid"], backend=backend, stream=stream)),
+        "max_pool3d_with_argmax": closing(
+            lambda: pyaclnn.max_pool3d_with_argmax(d["x"], 2, backend=backend, stream=stream)
+        ),
+        "max_pool3d_with_argmax_backward": closing(
+            lambda: pyaclnn.max_pool3d_with_argmax_backward(
+                d["go_pool"], d["x"], d["idx"], 2, backend=backend, stream=stream
+            )
+        ),
+        "grid_sampler3d": closing(
+            lambda: pyaclnn.grid_sampler3d(d["gx"], d["grid"], backend=backend, stream=stream)
+        ),
+        "grid_sampler3d_backward": closing(
+            lambda: pyaclnn.grid_sampler3d_backward(
+                d["go_grid"], d["gx"], d["grid"], backend=backend, stream=stream
+            )
+        ),
     }
 
 
@@ -123,10 +142,12 @@ def torch_calls(torch: Any) -> dict[str, Callable[[], Any]]:
     return {
         "max_pool3d_with_argmax": lambda: aten.max_pool3d_with_indices(x, k, s, p, dl, False),
         "max_pool3d_with_argmax_backward": lambda: aten.max_pool3d_with_indices_backward(
-            go_pool, x, k, s, p, dl, False, idx),
+            go_pool, x, k, s, p, dl, False, idx
+        ),
         "grid_sampler3d": lambda: aten.grid_sampler_3d(gx, grid, 0, 0, False),
         "grid_sampler3d_backward": lambda: aten.grid_sampler_3d_backward(
-            go_grid, gx, grid, 0, 0, False, [True, True]),
+            go_grid, gx, grid, 0, 0, False, [True, True]
+        ),
     }
 
 
@@ -186,8 +207,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, help="calls per loop (default 2000, 200 with --quick)")
     parser.add_argument("--loops", type=int, help="loops, the best one counts (default 5, 3 with --quick)")
     parser.add_argument("--json", metavar="PATH", help="save the results as JSON")
-    parser.add_argument("--profile", nargs="?", const="grid_sampler3d_backward", choices=OPS, metavar="OP",
-                        help="cProfile OP on the npu backend (default grid_sampler3d_backward)")
+    parser.add_argument(
+        "--profile",
+        nargs="?",
+        const="grid_sampler3d_backward",
+        choices=OPS,
+        metavar="OP",
+        help="cProfile OP on the npu backend (default grid_sampler3d_backward)",
+    )
     parser.add_argument("--strict", action="store_true", help="exit 1 when the target is missed")
     # accepted so that `python -m pyaclnn bench --repeat N` can pass the same options to both scripts
     parser.add_argument("--repeat", type=int, help=argparse.SUPPRESS)
@@ -204,13 +231,17 @@ def main(argv: list[str] | None = None) -> int:
     info["emulator_home"] = home
     _common.print_machine(info)
     print(f"npu backend over the CANN emulator at {home}")
-    print(f"best of {loops} loops of {calls} calls; inputs: max-pool {POOL_SHAPE} k2, "
-          f"grid input {GRID_INPUT_SHAPE} grid {GRID_SHAPE}, float32\n")
+    print(
+        f"best of {loops} loops of {calls} calls; inputs: max-pool {POOL_SHAPE} k2, "
+        f"grid input {GRID_INPUT_SHAPE} grid {GRID_SHAPE}, float32\n"
+    )
 
     timings: dict[str, dict[str, float]] = {op: {} for op in OPS}
     sources = {
-        "npu": pyaclnn_calls("npu"), "npu_uncached": pyaclnn_calls("npu", executor_cache=False),
-        "numpy": pyaclnn_calls("numpy"), "torch": torch_calls(torch),
+        "npu": pyaclnn_calls("npu"),
+        "npu_uncached": pyaclnn_calls("npu", executor_cache=False),
+        "numpy": pyaclnn_calls("numpy"),
+        "torch": torch_calls(torch),
     }
     for op in OPS:
         for source, fns in sources.items():
@@ -221,16 +252,36 @@ def main(argv: list[str] | None = None) -> int:
     for op in OPS:
         t = timings[op]
         ratios[op] = {source: t[source] / t["torch"] for source in compared}
-        rows.append([op, *(f"{t[source] * 1e6:.1f}" for source in (*compared, "torch")),
-                     *(f"{ratios[op][source]:.2f}" for source in compared)])
-    _common.print_table(["op", "npu µs/call", "npu no-cache", "numpy µs/call", "torch µs/call", "npu/torch",
-                         "no-cache/torch", "numpy/torch"], rows)
-    print("(npu: repeated calls reuse their executor; no-cache: every call runs phase 1, as a call with "
-          "new shapes does)")
+        rows.append(
+            [
+                op,
+                *(f"{t[source] * 1e6:.1f}" for source in (*compared, "torch")),
+                *(f"{ratios[op][source]:.2f}" for source in compared),
+            ]
+        )
+    _common.print_table(
+        [
+            "op",
+            "npu µs/call",
+            "npu no-cache",
+            "numpy µs/call",
+            "torch µs/call",
+            "npu/torch",
+            "no-cache/torch",
+            "numpy/torch",
+        ],
+        rows,
+    )
+    print(
+        "(npu: repeated calls reuse their executor; no-cache: every call runs phase 1, as a call with "
+        "new shapes does)"
+    )
     worst = max(TARGET_OPS, key=lambda op: ratios[op]["npu"])
     met = ratios[worst]["npu"] <= TARGET
-    print(f"\ntarget for the backward ops, npu-over-emulator per call <= {TARGET}x torch: "
-          f"{'met' if met else 'MISSED'} (worst {ratios[worst]['npu']:.2f}x: {worst})")
+    print(
+        f"\ntarget for the backward ops, npu-over-emulator per call <= {TARGET}x torch: "
+        f"{'met' if met else 'MISSED'} (worst {ratios[worst]['npu']:.2f}x: {worst})"
+    )
 
     report, layers = None, None
     if args.profile:
@@ -238,15 +289,26 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\ncProfile of {calls} calls of {args.profile} on npu (top 25 by tottime):")
         print(report)
         total = sum(layers.values())
-        print(f"tottime per call by layer (under cProfile, which inflates Python time; "
-              f"{total * 1e6:.1f} µs in all):")
+        print(
+            f"tottime per call by layer (under cProfile, which inflates Python time; "
+            f"{total * 1e6:.1f} µs in all):"
+        )
         for name, seconds in layers.items():
             print(f"  {seconds * 1e6:7.1f} µs  {seconds / total * 100:4.0f}%  {name}")
     if args.json:
-        _common.save_json(args.json, {
-            "machine": info, "calls": calls, "loops": loops, "seconds_per_call": timings, "ratios": ratios,
-            "target_met": met, "profile": report, "profile_layers": layers,
-        })
+        _common.save_json(
+            args.json,
+            {
+                "machine": info,
+                "calls": calls,
+                "loops": loops,
+                "seconds_per_call": timings,
+                "ratios": ratios,
+                "target_met": met,
+                "profile": report,
+                "profile_layers": layers,
+            },
+        )
     import pyaclnn
 
     pyaclnn.finalize()

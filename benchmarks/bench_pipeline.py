@@ -42,7 +42,10 @@ from bench_overhead import use_emulator  # noqa: E402
 RATIO_TARGET = 0.4  # default / blocking
 LIMIT_TARGET = 1.25  # default / max(kernel time, host time per call)
 OPS = (
-    "max_pool3d_with_argmax", "max_pool3d_with_argmax_backward", "grid_sampler3d", "grid_sampler3d_backward",
+    "max_pool3d_with_argmax",
+    "max_pool3d_with_argmax_backward",
+    "grid_sampler3d",
+    "grid_sampler3d_backward",
 )
 SHAPE = (1, 1, 2, 2, 2)
 SAME = {"kernel_size": 3, "stride": 1, "padding": 1}  # pooling that keeps the shape
@@ -111,7 +114,9 @@ def measure(calls: int, loops: int, kernel_us: int, sync_us: int) -> dict[str, d
             run = chain(op, stream)
             results[op] = {}
             for mode, kernel, blocking in (
-                ("default", kernel_us, False), ("blocking", kernel_us, True), ("host", 0, False),
+                ("default", kernel_us, False),
+                ("blocking", kernel_us, True),
+                ("host", 0, False),
             ):
                 os.environ["PYACLNN_EMU_KERNEL_US"] = str(kernel)  # the emulator reads it at each launch
                 os.environ["PYACLNN_EMU_SYNC_US"] = str(sync_us)
@@ -125,7 +130,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer calls, for a smoke run")
     parser.add_argument("--calls", type=int, help="calls per chain (default 1000, 100 with --quick)")
-    parser.add_argument("--loops", type=int, help="chains per mode, the best counts (default 3, 1 with --quick)")
+    parser.add_argument(
+        "--loops", type=int, help="chains per mode, the best counts (default 3, 1 with --quick)"
+    )
     parser.add_argument("--kernel-us", type=int, default=20, help="simulated kernel time (default 20)")
     parser.add_argument("--sync-us", type=int, default=60, help="simulated synchronize latency (default 60)")
     parser.add_argument("--json", metavar="PATH", help="save the results as JSON")
@@ -141,28 +148,61 @@ def main(argv: list[str] | None = None) -> int:
     info = _common.machine()
     info["emulator_home"] = home
     _common.print_machine(info)
-    print(f"npu backend over the CANN emulator at {home}; chains of {calls} dependent calls on one "
-          f"stream, best of {loops}; kernel {args.kernel_us} µs, synchronize +{args.sync_us} µs\n")
+    print(
+        f"npu backend over the CANN emulator at {home}; chains of {calls} dependent calls on one "
+        f"stream, best of {loops}; kernel {args.kernel_us} µs, synchronize +{args.sync_us} µs\n"
+    )
     results = measure(calls, loops, args.kernel_us, args.sync_us)
 
     rows, verdicts = [], {}
     for op, t in results.items():
         limit = max(args.kernel_us * 1e-6, t["host"])
         ratio, to_limit = t["default"] / t["blocking"], t["default"] / limit
-        verdicts[op] = {"ratio": ratio, "to_limit": to_limit,
-                        "met": ratio <= RATIO_TARGET and to_limit <= LIMIT_TARGET}
-        rows.append([op, *(f"{t[m] * 1e6:.1f}" for m in ("default", "blocking", "host")),
-                     f"{ratio:.2f}", f"{limit * 1e6:.1f}", f"{to_limit:.2f}"])
-    _common.print_table(["op", "default µs/call", "blocking µs/call", "host µs/call", "default/blocking",
-                         "limit µs", "default/limit"], rows)
+        verdicts[op] = {
+            "ratio": ratio,
+            "to_limit": to_limit,
+            "met": ratio <= RATIO_TARGET and to_limit <= LIMIT_TARGET,
+        }
+        rows.append(
+            [
+                op,
+                *(f"{t[m] * 1e6:.1f}" for m in ("default", "blocking", "host")),
+                f"{ratio:.2f}",
+                f"{limit * 1e6:.1f}",
+                f"{to_limit:.2f}",
+            ]
+        )
+    _common.print_table(
+        [
+            "op",
+            "default µs/call",
+            "blocking µs/call",
+            "host µs/call",
+            "default/blocking",
+            "limit µs",
+            "default/limit",
+        ],
+        rows,
+    )
     met = all(v["met"] for v in verdicts.values())
-    print(f"\ntarget: default/blocking <= {RATIO_TARGET} and default <= {LIMIT_TARGET}x "
-          f"max(kernel, host): {'met' if met else 'MISSED'}")
+    print(
+        f"\ntarget: default/blocking <= {RATIO_TARGET} and default <= {LIMIT_TARGET}x "
+        f"max(kernel, host): {'met' if met else 'MISSED'}"
+    )
     if args.json:
-        _common.save_json(args.json, {
-            "machine": info, "calls": calls, "loops": loops, "kernel_us": args.kernel_us,
-            "sync_us": args.sync_us, "seconds_per_call": results, "verdicts": verdicts, "target_met": met,
-        })
+        _common.save_json(
+            args.json,
+            {
+                "machine": info,
+                "calls": calls,
+                "loops": loops,
+                "kernel_us": args.kernel_us,
+                "sync_us": args.sync_us,
+                "seconds_per_call": results,
+                "verdicts": verdicts,
+                "target_met": met,
+            },
+        )
     import pyaclnn
 
     pyaclnn.finalize()

@@ -41,8 +41,18 @@ class DeviceArray:
     # _last_descriptor: (format, block, handle) of the latest descriptor() call.
     # _stream: the Stream of the last call that used the array (None: no queued work can use it).
     __slots__ = (
-        "backend", "shape", "dtype", "strides", "offset", "storage_size",
-        "_pool", "_block", "_last_descriptor", "_stream", "__weakref__", "__dict__",
+        "backend",
+        "shape",
+        "dtype",
+        "strides",
+        "offset",
+        "storage_size",
+        "_pool",
+        "_block",
+        "_last_descriptor",
+        "_stream",
+        "__weakref__",
+        "__dict__",
     )
     backend: str
     shape: tuple[int, ...]
@@ -134,7 +144,9 @@ class DeviceArray:
         _dtypes.from_numpy(dtype)
         strides = _contiguous_strides(shape) if strides is None else _shape(strides, "strides")
         if len(strides) != len(shape):
-            raise ValueError(f"strides has {len(strides)} values for {len(shape)} dims of shape {list(shape)}")
+            raise ValueError(
+                f"strides has {len(strides)} values for {len(shape)} dims of shape {list(shape)}"
+            )
         if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)) or offset < 0:
             raise ValueError(f"offset must be an int >= 0 (in elements), got {offset!r}")
         ctx = _context.context(backend)
@@ -148,7 +160,8 @@ class DeviceArray:
         if owning is not None and owning != pool.device:
             where = "is not inside one allocation of" if owning < 0 else f"lies on device {owning}, not"
             raise ValueError(
-                f"ptr {ptr:#x} + {nbytes} bytes (shape {list(shape)}, strides {list(strides)}, offset {offset}, "
+                f"ptr {ptr:#x} + {nbytes} bytes (shape {list(shape)}, strides {list(strides)}, "
+                f"offset {offset}, "
                 f"{dtype}) {where} device {pool.device} of backend {ctx.name!r}"
             )
         array = cls.__new__(cls)
@@ -531,8 +544,13 @@ def to_device(
         return DeviceArray(x.shape, x.dtype, backend=stream.backend, stream=stream)
     storage, strides, offset = _covering_storage(x)
     array = DeviceArray(
-        x.shape, x.dtype, strides=strides, offset=offset, storage_size=storage.size,
-        backend=stream.backend, stream=stream,
+        x.shape,
+        x.dtype,
+        strides=strides,
+        offset=offset,
+        storage_size=storage.size,
+        backend=stream.backend,
+        stream=stream,
     )
     try:
         host = np.ascontiguousarray(storage).view(np.uint8)

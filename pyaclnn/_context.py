@@ -261,7 +261,9 @@ def _device_id(device: Any, ctx: _Context) -> int:
         raise TypeError(f"device must be an int device id, got {device!r}")
     count = device_count(ctx.name)
     if not 0 <= device < count:
-        raise ValueError(f"device {device} does not exist: backend {ctx.name!r} has {count} device(s), 0..{count - 1}")
+        raise ValueError(
+            f"device {device} does not exist: backend {ctx.name!r} has {count} device(s), 0..{count - 1}"
+        )
     return device
 
 

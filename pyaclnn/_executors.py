@@ -60,7 +60,7 @@ def enabled_by_environment() -> bool:
 
 
 def forget(backend: str, descriptor: Any) -> None:
-    """Drop the entries of every cache of ``backend`` whose key holds ``descriptor`` (about to be destroyed)."""
+    """Drop the entries of every cache of ``backend`` whose key holds ``descriptor`` (about to go)."""
     for cache in _live(backend):
         cache.forget(descriptor)
 
@@ -86,8 +86,17 @@ class ExecutorCache:
     """
 
     __slots__ = (
-        "backend", "state", "stream", "enabled", "generation", "launch_lock", "_entries", "_lock",
-        "_unrepeatable", "_waiting", "__weakref__",
+        "backend",
+        "state",
+        "stream",
+        "enabled",
+        "generation",
+        "launch_lock",
+        "_entries",
+        "_lock",
+        "_unrepeatable",
+        "_waiting",
+        "__weakref__",
     )
 
     def __init__(self, backend: str, state: Any, enabled: bool, launch_lock: Any) -> None:

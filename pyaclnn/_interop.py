@@ -18,10 +18,22 @@ from ._array import DeviceArray
 
 #: torch dtype names (``str(torch.float32)`` is "torch.float32") that ACL has.
 _DTYPES = {
-    "float32": "float32", "float": "float32", "float16": "float16", "half": "float16",
-    "bfloat16": "bfloat16", "float64": "float64", "double": "float64", "int32": "int32", "int": "int32",
-    "int64": "int64", "long": "int64", "int16": "int16", "short": "int16", "int8": "int8",
-    "uint8": "uint8", "bool": "bool",
+    "float32": "float32",
+    "float": "float32",
+    "float16": "float16",
+    "half": "float16",
+    "bfloat16": "bfloat16",
+    "float64": "float64",
+    "double": "float64",
+    "int32": "int32",
+    "int": "int32",
+    "int64": "int64",
+    "long": "int64",
+    "int16": "int16",
+    "short": "int16",
+    "int8": "int8",
+    "uint8": "uint8",
+    "bool": "bool",
 }
 
 
@@ -48,7 +60,9 @@ def from_torch(tensor: Any, *, backend: str | None = None) -> DeviceArray:
     device = getattr(tensor, "device", None)
     kind = getattr(device, "type", "npu")
     if kind != "npu":
-        raise TypeError(f"tensor is on device type {kind!r}, not an NPU: pass tensor.numpy() for a CPU tensor")
+        raise TypeError(
+            f"tensor is on device type {kind!r}, not an NPU: pass tensor.numpy() for a CPU tensor"
+        )
     name = str(tensor.dtype).removeprefix("torch.")
     if name not in _DTYPES:
         raise TypeError(f"tensor has dtype {tensor.dtype}, which has no aclDataType")

@@ -34,8 +34,16 @@ class Launch:
     """One functional call: its context, stream and the arrays it owns."""
 
     __slots__ = (
-        "ctx", "backend", "stream", "device_id", "device_results", "_temporaries", "_outputs", "_returned",
-        "_arrays", "_previous_device",
+        "ctx",
+        "backend",
+        "stream",
+        "device_id",
+        "device_results",
+        "_temporaries",
+        "_outputs",
+        "_returned",
+        "_arrays",
+        "_previous_device",
     )
 
     def __init__(self, backend: str | None, stream: Stream | None) -> None:
@@ -264,10 +272,15 @@ def _not_an_array(name: str, x: Any) -> str:
     """What to pass instead of ``x``: the message of the TypeError for an input that is no array."""
     kind = type(x).__name__
     if hasattr(x, "data_ptr") and hasattr(x, "stride"):
-        return (f"{name} is a {kind} (a torch tensor?): pass pyaclnn.from_torch(tensor) for an NPU tensor, "
-                "or tensor.numpy() for a CPU one")
+        return (
+            f"{name} is a {kind} (a torch tensor?): pass pyaclnn.from_torch(tensor) for an NPU tensor, "
+            "or tensor.numpy() for a CPU one"
+        )
     if isinstance(x, (list, tuple)):
-        return f"{name} is a {kind}: pass a NumPy array (np.asarray(...) with the dtype you mean) or a DeviceArray"
+        return (
+            f"{name} is a {kind}: pass a NumPy array (np.asarray(...) with the dtype you mean) "
+            "or a DeviceArray"
+        )
     return f"{name} must be a NumPy array or a pyaclnn.DeviceArray, got {kind}"
 
 

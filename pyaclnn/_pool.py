@@ -36,7 +36,8 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable
-from typing import Any, ContextManager
+from contextlib import AbstractContextManager
+from typing import Any
 
 from . import acl
 from ._decl import constant
@@ -94,7 +95,7 @@ class MemoryPool:
         backend: str,
         forget_descriptor: Callable[[Any], None] | None = None,
         device: int = 0,
-        on_device: Callable[[int], ContextManager[None]] | None = None,
+        on_device: Callable[[int], AbstractContextManager[None]] | None = None,
     ) -> None:
         self.backend = backend
         self.device = device

@@ -214,7 +214,8 @@ class Stream(_Owned):
         self._check_open()
         if not isinstance(event, Event) or event.backend != self.backend or event.device != self.device:
             raise ValueError(
-                f"event must be a pyaclnn.Event of backend {self.backend!r} on device {self.device}, got {event!r}"
+                f"event must be a pyaclnn.Event of backend {self.backend!r} on device {self.device}, "
+                f"got {event!r}"
             )
         event._check_open()
         with self._ctx.on_device(self.device):
@@ -259,7 +260,8 @@ class Stream(_Owned):
 
     def __repr__(self) -> str:
         closed = " closed" if self.closed else ""
-        return f"<pyaclnn.{type(self).__name__} #{self.number} backend={self.backend!r} device={self.device}{closed}>"
+        where = f"backend={self.backend!r} device={self.device}"
+        return f"<pyaclnn.{type(self).__name__} #{self.number} {where}{closed}>"
 
 
 class ExternalStream(Stream):
@@ -297,7 +299,9 @@ class ExternalStream(Stream):
         """
         handle = getattr(stream, "npu_stream", None)
         if handle is None:
-            raise TypeError(f"stream must be a torch_npu stream (with .npu_stream), got {type(stream).__name__}")
+            raise TypeError(
+                f"stream must be a torch_npu stream (with .npu_stream), got {type(stream).__name__}"
+            )
         index = getattr(getattr(stream, "device", None), "index", None)
         return cls(handle, device=index, backend=backend)
 
@@ -336,7 +340,9 @@ class Event(_Owned):
 
     _kind = "event"
 
-    def __init__(self, *, flags: int | None = None, device: int | None = None, backend: str | None = None) -> None:
+    def __init__(
+        self, *, flags: int | None = None, device: int | None = None, backend: str | None = None
+    ) -> None:
         ctx = _context.context(backend)
         self.backend = ctx.name
         self.device = ctx.device if device is None else _context._device_id(device, ctx)

@@ -51,9 +51,7 @@ def status_name(status: int) -> str:
     return _names_by_code().get(int(status), "UNKNOWN_STATUS")
 
 
-_OUT_OF_MEMORY = frozenset(
-    {ACL_ERROR_BAD_ALLOC, ACL_ERROR_RT_MEMORY_ALLOCATION, ACL_ERROR_RT_DEVICE_OOM}
-)
+_OUT_OF_MEMORY = frozenset({ACL_ERROR_BAD_ALLOC, ACL_ERROR_RT_MEMORY_ALLOCATION, ACL_ERROR_RT_DEVICE_OOM})
 
 
 class AclError(RuntimeError):

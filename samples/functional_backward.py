@@ -28,12 +28,21 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     # aclnnMaxPool3dWithArgmaxBackward: the gradient goes to the maximum (index 6) of the 2x2x2 window.
     grad_output = np.array([0.4757], dtype=np.float32).reshape(1, 1, 1, 1, 1)
-    x = np.array([0.0850, -0.5147, -0.0212, -0.5654, -0.3222, 0.5847, 1.7510, 0.9954],
-                 dtype=np.float32).reshape(1, 1, 2, 2, 2)
+    x = np.array(
+        [0.0850, -0.5147, -0.0212, -0.5654, -0.3222, 0.5847, 1.7510, 0.9954], dtype=np.float32
+    ).reshape(1, 1, 2, 2, 2)
     indices = np.array([6], dtype=np.int32).reshape(1, 1, 1, 1, 1)
     grad_input = pyaclnn.max_pool3d_with_argmax_backward(
-        grad_output, x, indices, kernel_size=2, stride=2, padding=0, dilation=1, ceil_mode=False,
-        backend=args.backend)
+        grad_output,
+        x,
+        indices,
+        kernel_size=2,
+        stride=2,
+        padding=0,
+        dilation=1,
+        ceil_mode=False,
+        backend=args.backend,
+    )
     for i, value in enumerate(grad_input.ravel()):
         print(f"result[{i}] is: {value:f}")
 
@@ -42,8 +51,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     x = np.arange(1, 10, dtype=np.float32).reshape(1, 1, 1, 3, 3)
     grid = np.array([-1, -1, 0, -1, 1, -1, -1, 0, 0, 0, 1, 0], dtype=np.float32).reshape(1, 1, 2, 2, 3)
     input_grad, grid_grad = pyaclnn.grid_sampler3d_backward(
-        grad_output, x, grid, interpolation_mode="bilinear", padding_mode="zeros", align_corners=False,
-        output_mask=(True, True), backend=args.backend)
+        grad_output,
+        x,
+        grid,
+        interpolation_mode="bilinear",
+        padding_mode="zeros",
+        align_corners=False,
+        output_mask=(True, True),
+        backend=args.backend,
+    )
     for i, value in enumerate(input_grad.ravel()):
         print(f"inputGradResultData[{i}] is: {value:f}")
     for i, value in enumerate(grid_grad.ravel()):

@@ -107,14 +107,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         _, input_tensor = create_acl_tensor(cleanup, input_host_data, input_shape, ACL_FLOAT)
         _, grid = create_acl_tensor(cleanup, grid_host_data, grid_shape, ACL_FLOAT)
         input_grad_device_addr, input_grad = create_acl_tensor(
-            cleanup, input_grad_host_data, input_grad_shape, ACL_FLOAT)
+            cleanup, input_grad_host_data, input_grad_shape, ACL_FLOAT
+        )
         grid_grad_device_addr, grid_grad = create_acl_tensor(
-            cleanup, grid_grad_host_data, grid_grad_shape, ACL_FLOAT)
+            cleanup, grid_grad_host_data, grid_grad_shape, ACL_FLOAT
+        )
 
         # 3. The operator: phase 1 checks the arguments and sizes the workspace ...
         workspace_size, executor = aclnn.grid_sampler3d_backward_get_workspace_size(
-            grad_output, input_tensor, grid, interpolation_mode, padding_mode, align_corners, output_mask,
-            input_grad, grid_grad)
+            grad_output,
+            input_tensor,
+            grid,
+            interpolation_mode,
+            padding_mode,
+            align_corners,
+            output_mask,
+            input_grad,
+            grid_grad,
+        )
         workspace_addr = 0
         if workspace_size > 0:
             workspace_addr = rt.malloc(workspace_size, ACL_MEM_MALLOC_HUGE_FIRST)

@@ -40,7 +40,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     x, grid, grad_output = make_inputs()
     out = pyaclnn.grid_sampler3d(x, grid, **MODES, backend=args.backend)
     input_grad, grid_grad = pyaclnn.grid_sampler3d_backward(
-        grad_output, x, grid, **MODES, output_mask=(True, True), backend=args.backend)
+        grad_output, x, grid, **MODES, output_mask=(True, True), backend=args.backend
+    )
     for name, values in (("out", out), ("inputGrad", input_grad), ("gridGrad", grid_grad)):
         for i, value in enumerate(values.ravel()):
             print(f"{name}[{i}] is: {value:f}")

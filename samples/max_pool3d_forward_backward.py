@@ -42,10 +42,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     x, grad_output = make_inputs()
     with pyaclnn.to_device(x) as x_dev, pyaclnn.to_device(grad_output) as grad_dev:
         out, indices = pyaclnn.max_pool3d_with_argmax(
-            x_dev, kernel_size=KERNEL_SIZE, stride=STRIDE, padding=PADDING, ceil_mode=False)
+            x_dev, kernel_size=KERNEL_SIZE, stride=STRIDE, padding=PADDING, ceil_mode=False
+        )
         with out, indices:
             grad_input = pyaclnn.max_pool3d_with_argmax_backward(
-                grad_dev, x_dev, indices, kernel_size=KERNEL_SIZE, stride=STRIDE, padding=PADDING)
+                grad_dev, x_dev, indices, kernel_size=KERNEL_SIZE, stride=STRIDE, padding=PADDING
+            )
             with grad_input:
                 for i, value in enumerate(out.numpy().ravel()):
                     print(f"out[{i}] is: {value:f}")

@@ -89,8 +89,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         padding_data = [0, 0, 0]
         dilation_data = [1, 1, 1]
         grad_out_host_data = np.array([0.4757], dtype=np.float32)
-        self_host_data = np.array([0.0850, -0.5147, -0.0212, -0.5654, -0.3222, 0.5847, 1.7510, 0.9954],
-                                  dtype=np.float32)
+        self_host_data = np.array(
+            [0.0850, -0.5147, -0.0212, -0.5654, -0.3222, 0.5847, 1.7510, 0.9954], dtype=np.float32
+        )
         indices_host_data = np.array([6], dtype=np.int32)
         grad_in_host_data = np.zeros(8, dtype=np.float32)
 
@@ -111,7 +112,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         # 3. The operator: phase 1 checks the arguments and sizes the workspace ...
         workspace_size, executor = aclnn.max_pool3d_with_argmax_backward_get_workspace_size(
-            grad_out, self_tensor, indices, kernel_size, stride, padding, dilation, ceil_mode, grad_in)
+            grad_out, self_tensor, indices, kernel_size, stride, padding, dilation, ceil_mode, grad_in
+        )
         workspace_addr = 0
         if workspace_size > 0:
             workspace_addr = rt.malloc(workspace_size, ACL_MEM_MALLOC_HUGE_FIRST)
@@ -125,8 +127,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         # 5. Copy the result back to the host and print it.
         size = get_shape_size(grad_in_shape)
         result_data = np.zeros(size, dtype=np.float32)
-        rt.memcpy(result_data, result_data.nbytes, grad_in_device_addr, size * result_data.itemsize,
-                  ACL_MEMCPY_DEVICE_TO_HOST)
+        rt.memcpy(
+            result_data,
+            result_data.nbytes,
+            grad_in_device_addr,
+            size * result_data.itemsize,
+            ACL_MEMCPY_DEVICE_TO_HOST,
+        )
         for i in range(size):
             print(f"result[{i}] is: {result_data[i]:f}")
         # 6./7. Leaving the with-block destroys the tensors and arrays, frees the

@@ -52,8 +52,17 @@ def _build() -> None:
     if cmake is None:
         raise RuntimeError("building the CANN emulator needs cmake on PATH (and a C compiler)")
     BUILD_DIR.mkdir(exist_ok=True)
-    _run([cmake, "-S", str(REPO), "-B", str(BUILD_DIR), "-DCMAKE_BUILD_TYPE=Release",
-          "-DPYACLNN_BUILD_EMULATOR=ON"])
+    _run(
+        [
+            cmake,
+            "-S",
+            str(REPO),
+            "-B",
+            str(BUILD_DIR),
+            "-DCMAKE_BUILD_TYPE=Release",
+            "-DPYACLNN_BUILD_EMULATOR=ON",
+        ]
+    )
     jobs = str(max(1, min(2, os.cpu_count() or 1)))
     # Only the emulator's targets: a broken sample must not take the emulator down with it.
     _run([cmake, "--build", str(BUILD_DIR), "--target", "pyaclnn_emulator", "--parallel", jobs])

@@ -83,8 +83,10 @@ def _numpy_backward(go: np.ndarray, idx: np.ndarray, gi: np.ndarray) -> None:
 
 
 def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
-    return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(
-        np.ascontiguousarray(a).view(np.uint8), np.ascontiguousarray(b).view(np.uint8)
+    return (
+        a.shape == b.shape
+        and a.dtype == b.dtype
+        and np.array_equal(np.ascontiguousarray(a).view(np.uint8), np.ascontiguousarray(b).view(np.uint8))
     )
 
 
@@ -149,8 +151,11 @@ def _compare(go, idx, in_shape, dtype, out_kind="contiguous", nan_sign_free=Fals
 @pytest.mark.parametrize("collide", [True, False], ids=["colliding", "spread"])
 def test_random_matrices_match_numpy_bit_for_bit(compiled, dtype, index_dtype, collide):
     rng = np.random.default_rng(hash((str(dtype), str(index_dtype), collide)) % 2**32)
-    for in_shape, out_spatial in [((2, 3, 4, 5, 6), (3, 4, 5)), ((1, 5, 6, 9, 7), (6, 9, 7)),
-                                  ((3, 2, 2, 3, 17), (5, 1, 9))]:
+    for in_shape, out_spatial in [
+        ((2, 3, 4, 5, 6), (3, 4, 5)),
+        ((1, 5, 6, 9, 7), (6, 9, 7)),
+        ((3, 2, 2, 3, 17), (5, 1, 9)),
+    ]:
         go, idx = _random_case(rng, in_shape, out_spatial, dtype, index_dtype, collide)
         _compare(go, idx, in_shape, dtype)
     assert compiled.calls == 3
@@ -403,12 +408,16 @@ def test_f16c_and_software_conversions_give_the_same_bits(f16c):
     ffi, lib = _accel._loaded.ffi, _accel._loaded.lib
     halves = np.arange(1 << 16, dtype=np.uint16)  # every float16
     rng = np.random.default_rng(17)
-    floats = np.concatenate([
-        rng.integers(0, 1 << 32, size=1 << 20, dtype=np.uint64).astype(np.uint32),
-        # around every float16 rounding boundary: the halfway points and their neighbours
-        ((halves.astype(np.uint32) << 13)[:, None] + np.array([0xFFF, 0x1000, 0x1001], np.uint32)).ravel(),
-        np.arange(0x33000000 - 4, 0x38800000 + 4, 997, dtype=np.uint32),  # the subnormal range
-    ]).view(np.float32)
+    floats = np.concatenate(
+        [
+            rng.integers(0, 1 << 32, size=1 << 20, dtype=np.uint64).astype(np.uint32),
+            # around every float16 rounding boundary: the halfway points and their neighbours
+            (
+                (halves.astype(np.uint32) << 13)[:, None] + np.array([0xFFF, 0x1000, 0x1001], np.uint32)
+            ).ravel(),
+            np.arange(0x33000000 - 4, 0x38800000 + 4, 997, dtype=np.uint32),  # the subnormal range
+        ]
+    ).view(np.float32)
     hardware = _convert_both_ways(ffi, lib, halves, floats)
     assert _accel.use_f16c(False) is False
     software = _convert_both_ways(ffi, lib, halves, floats)
@@ -551,8 +560,11 @@ def test_build_into_a_fresh_directory_is_warning_free(monkeypatch, tmp_path):
     import subprocess
 
     command = _accel._compiler()
-    proc = subprocess.run([*command, *_accel.CFLAGS, "-o", str(tmp_path / "lib.so"), str(_accel.SOURCE)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [*command, *_accel.CFLAGS, "-o", str(tmp_path / "lib.so"), str(_accel.SOURCE)],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0 and proc.stdout == "" and proc.stderr == "", proc.stderr
     assert _accel.build(tmp_path).is_file()
     assert _accel.build(tmp_path) == _accel.build(tmp_path)  # built once, then found

@@ -20,7 +20,11 @@ def test_benchmark_runs_quick_through_the_command_line(script, torch, emulator_h
         [sys.executable, str(ROOT / "benchmarks" / script), "--quick", "--repeat", "1"]
         if script == "bench_kernels.py"
         else [sys.executable, str(ROOT / "benchmarks" / script), "--quick"],
-        capture_output=True, text=True, env=env, timeout=600, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     # a table against torch (the pipeline's: against a synchronize per call), and the verdict

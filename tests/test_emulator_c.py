@@ -72,8 +72,10 @@ class _Emu:
         self.handles = {name: ffi.dlopen(str(home / "lib64" / name), flags) for name in LIBS[layout]}
         names = LIBS[layout]
         self.rt, self.nn = self.handles[names[0]], self.handles[names[1]]
-        self.ops = {sym: next(h for h in (self.handles[n] for n in names[2:]) if hasattr(h, sym))
-                    for sym in MAXPOOL + GRID}
+        self.ops = {
+            sym: next(h for h in (self.handles[n] for n in names[2:]) if hasattr(h, sym))
+            for sym in MAXPOOL + GRID
+        }
         self.c = _decl.status_codes()
 
     def op(self, name):
@@ -362,7 +364,8 @@ def _check_maxpool_backward_index_guard_is_a_device_error_reported_by_synchroniz
         address = int(e.ffi.cast("uintptr_t", stream))
         assert e.msg() == (
             "aclnnMaxPool3dWithArgmaxBackward: indices[0, 0, 0, 0, 0] = 8 lies outside its (n, c) plane of 8 "
-            f"elements (device error of a launch on stream {address:#x})")
+            f"elements (device error of a launch on stream {address:#x})"
+        )
         assert np.array_equal(e.fetch(gi_ptr, sentinel.shape, np.float32), sentinel)  # nothing written
         assert not e.fetch(ws_ptr, (32,), np.uint8).any()
         assert e.rt.aclrtSynchronizeStream(stream) == 0  # reported once
@@ -442,9 +445,15 @@ def _maxpool_forward_case(e: _Emu) -> dict:
         assert e.op(MAXPOOL[0])(xt, *arrays, True, ot, it, ws, ex) == 0, e.msg()
     assert ws[0] == 0
     assert e.run(MAXPOOL[1], 0, ex[0]) == 0, e.msg()
-    result = {"x": x.tolist(), "k": k, "s": s, "p": p, "d": d,
-              "out": e.fetch(o_ptr, out_shape, np.float32).tolist(),
-              "indices": e.fetch(i_ptr, out_shape, np.int64).tolist()}
+    result = {
+        "x": x.tolist(),
+        "k": k,
+        "s": s,
+        "p": p,
+        "d": d,
+        "out": e.fetch(o_ptr, out_shape, np.float32).tolist(),
+        "indices": e.fetch(i_ptr, out_shape, np.int64).tolist(),
+    }
     for t in (xt, ot, it):
         e.nn.aclDestroyTensor(t)
     for a in arrays:
@@ -484,8 +493,12 @@ def _maxpool_half_case(e: _Emu, acl: int) -> dict:
         e.nn.aclDestroyIntArray(a)
     for ptr in (x_ptr, o_ptr, i_ptr, go_ptr, ix_ptr, s_ptr, gi_ptr):
         e.rt.aclrtFree(ptr)
-    return {"forward": forward.ravel().tolist(), "forward_idx": forward_idx.ravel().tolist(),
-            "pairs": pairs.reshape(2, -1).tolist(), "backward": backward.reshape(2, -1).tolist()}
+    return {
+        "forward": forward.ravel().tolist(),
+        "forward_idx": forward_idx.ravel().tolist(),
+        "pairs": pairs.reshape(2, -1).tolist(),
+        "backward": backward.reshape(2, -1).tolist(),
+    }
 
 
 def _pool_size(n: int, k: int, s: int, p: int, d: int) -> int:
@@ -519,11 +532,20 @@ def _grid_case(
     o_ptr, ot = e.device(np.zeros(go.shape, np_dtype), acl, fmt)
     assert e.op(GRID[0])(tensors[1], tensors[2], interp, pad, align, ot, ws, ex) == 0, e.msg()
     assert e.run(GRID[1], ws[0], ex[0]) == 0, e.msg()
-    result = {"x": x.tolist(), "grid": grid.tolist(), "go": go.tolist(), "dtype": dtype, "ndhwc": ndhwc,
-              "interp": interp, "pad": pad, "align": align, "mask": list(mask),
-              "input_grad": e.fetch(ig_ptr, x.shape, np_dtype).tolist(),
-              "grid_grad": e.fetch(gg_ptr, grid.shape, np_dtype).tolist(),
-              "out": e.fetch(o_ptr, go.shape, np_dtype).tolist()}
+    result = {
+        "x": x.tolist(),
+        "grid": grid.tolist(),
+        "go": go.tolist(),
+        "dtype": dtype,
+        "ndhwc": ndhwc,
+        "interp": interp,
+        "pad": pad,
+        "align": align,
+        "mask": list(mask),
+        "input_grad": e.fetch(ig_ptr, x.shape, np_dtype).tolist(),
+        "grid_grad": e.fetch(gg_ptr, grid.shape, np_dtype).tolist(),
+        "out": e.fetch(o_ptr, go.shape, np_dtype).tolist(),
+    }
     for t in tensors + (igt, ggt, ot):
         e.nn.aclDestroyTensor(t)
     e.nn.aclDestroyBoolArray(mask_arr)
@@ -542,8 +564,12 @@ def _check_empty_and_maskless_calls_succeed_without_an_executor(e: _Emu) -> None
     assert e.op(GRID[2])(go, x, g, 0, 0, False, mask, x, g, ws, ex) == 0, e.msg()
     assert ws[0] == 0 and ex[0] == e.ffi.NULL
     assert e.run(GRID[3], 0, e.ffi.NULL) == 0
-    assert e.op(GRID[2])(e.ffi.NULL, e.ffi.NULL, e.ffi.NULL, 0, 0, False, e.ffi.NULL,
-                         e.ffi.NULL, e.ffi.NULL, ws, ex) == 0  # no mask: nothing is checked
+    assert (
+        e.op(GRID[2])(
+            e.ffi.NULL, e.ffi.NULL, e.ffi.NULL, 0, 0, False, e.ffi.NULL, e.ffi.NULL, e.ffi.NULL, ws, ex
+        )
+        == 0
+    )  # no mask: nothing is checked
     assert e.op(GRID[2])(go, x, g, 0, 5, False, mask, x, g, ws, ex) == e.c["ACLNN_ERR_PARAM_INVALID"]
     assert "paddingMode" in e.msg()
     assert e.op(GRID[2])(go, e.ffi.NULL, g, 0, 0, False, mask, x, g, ws, ex) == e.c["ACLNN_ERR_PARAM_NULLPTR"]
@@ -745,7 +771,10 @@ def _check_event_query_synchronize_and_elapsed_time(e: _Emu) -> None:
     assert _value(e, o_ptr) == 8  # the end marker ran after the kernel
     for ev in (start, end):
         assert e.rt.aclrtDestroyEvent(ev) == 0
-    assert e.rt.aclrtQueryEventStatus(start, e.ffi.new("aclrtEventRecordedStatus *")) == e.c["ACL_ERROR_INVALID_PARAM"]
+    assert (
+        e.rt.aclrtQueryEventStatus(start, e.ffi.new("aclrtEventRecordedStatus *"))
+        == e.c["ACL_ERROR_INVALID_PARAM"]
+    )
     assert e.rt.aclrtDestroyEvent(start) == e.c["ACL_ERROR_INVALID_PARAM"]
     assert "event" in e.msg()
     assert e.rt.aclrtDestroyStream(stream) == 0
@@ -908,7 +937,7 @@ def _check_several_devices_and_hazard_work_on_a_stream_of_another_device(e: _Emu
 
 
 _CHECKS = [f for name, f in sorted(globals().items()) if name.startswith("_check_")]
-_CHECK_NAMES = [f.__name__[len("_check_"):] for f in _CHECKS]
+_CHECK_NAMES = [f.__name__[len("_check_") :] for f in _CHECKS]
 _CASES = {
     "maxpool_forward": lambda e: _maxpool_forward_case(e),
     "maxpool_float16_bits": lambda e: _maxpool_half_case(e, 1),
@@ -957,8 +986,13 @@ def _report(layout: str) -> dict:
         home = emulator_home(layout)
         path = os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")])
         env = dict(os.environ, PYTHONPATH=path, PYACLNN_EMU_DEVICES=str(_DEVICES))
-        proc = subprocess.run([sys.executable, __file__, layout, str(home)], capture_output=True, text=True,
-                              env=env, timeout=120)
+        proc = subprocess.run(
+            [sys.executable, __file__, layout, str(home)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
         assert proc.returncode == 0, (
             f"emulator child ({layout}) crashed:\n{proc.stderr}\n{proc.stdout[-2000:]}"
         )
@@ -1055,8 +1089,11 @@ def test_grid_sampler_matches_torch(layout: str, name: str, torch) -> None:
         out, gi = out.permute(0, 2, 3, 4, 1), gi.permute(0, 2, 3, 4, 1)
     if c["dtype"] == "float16":
         out, gi, gg = (t.half().float() for t in (out, gi, gg))
-    tol = {"float64": {"rtol": 1e-12, "atol": 1e-12}, "float32": {"rtol": 1e-5, "atol": 1e-5},
-           "float16": {"rtol": 2e-3, "atol": 2e-3}}[c["dtype"]]  # fp16: one ulp for fp32 order effects
+    tol = {
+        "float64": {"rtol": 1e-12, "atol": 1e-12},
+        "float32": {"rtol": 1e-5, "atol": 1e-5},
+        "float16": {"rtol": 2e-3, "atol": 2e-3},
+    }[c["dtype"]]  # fp16: one ulp for fp32 order effects
     np.testing.assert_allclose(np.array(c["out"]), out.numpy(), **tol)
     if c["mask"][0]:
         np.testing.assert_allclose(np.array(c["input_grad"]), gi.numpy(), **tol)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import pyaclnn
-from pyaclnn import _context, _decl, acl, aclnn, backends, errors, runtime
+from pyaclnn import _context, _decl, acl, aclnn, backends, errors
 
 KERNEL = [2, 2, 2]
 X_SHAPE = (2, 3, 4, 4, 4)
@@ -54,7 +54,13 @@ def _pool_inputs(torch, rng, shape=X_SHAPE):
 
 def _pool_backward_oracle(torch, grad, x, idx):
     return torch.ops.aten.max_pool3d_with_indices_backward(
-        torch.from_numpy(grad), torch.from_numpy(x), KERNEL, KERNEL, [0, 0, 0], [1, 1, 1], False,
+        torch.from_numpy(grad),
+        torch.from_numpy(x),
+        KERNEL,
+        KERNEL,
+        [0, 0, 0],
+        [1, 1, 1],
+        False,
         torch.from_numpy(idx.astype(np.int64)),
     ).numpy()
 
@@ -74,10 +80,15 @@ def test_a_repeated_call_skips_phase_1_and_reads_the_new_data(backend, stream, t
     calls = _count_phase1(monkeypatch, "max_pool3d_with_argmax_backward_get_workspace_size")
     rng = np.random.default_rng(1)
     x, idx = _pool_inputs(torch, rng)
-    dx, di = pyaclnn.to_device(x, backend=backend, stream=stream), pyaclnn.to_device(idx, backend=backend, stream=stream)
+    dx, di = (
+        pyaclnn.to_device(x, backend=backend, stream=stream),
+        pyaclnn.to_device(idx, backend=backend, stream=stream),
+    )
     for _ in range(4):
         grad = rng.standard_normal(GRAD_SHAPE, dtype=np.float32)
-        with pyaclnn.to_device(grad, backend=backend, stream=stream) as dg:  # new values in the recycled block
+        with pyaclnn.to_device(
+            grad, backend=backend, stream=stream
+        ) as dg:  # new values in the recycled block
             got = pyaclnn.max_pool3d_with_argmax_backward(dg, dx, di, 2, backend=backend, stream=stream)
             with got:
                 np.testing.assert_array_equal(got.numpy(), _pool_backward_oracle(torch, grad, x, idx))
@@ -88,15 +99,24 @@ def test_a_repeated_call_skips_phase_1_and_reads_the_new_data(backend, stream, t
 def test_grid_sampler_backward_hits_give_the_oracle_values(backend, stream, torch, monkeypatch):
     calls = _count_phase1(monkeypatch, "grid_sampler3d_backward_get_workspace_size")
     rng = np.random.default_rng(2)
-    x = pyaclnn.to_device(rng.standard_normal((1, 2, 3, 3, 3), dtype=np.float32), backend=backend, stream=stream)
-    grid = pyaclnn.to_device(rng.uniform(-1, 1, (1, 2, 2, 2, 3)).astype(np.float32), backend=backend, stream=stream)
+    x = pyaclnn.to_device(
+        rng.standard_normal((1, 2, 3, 3, 3), dtype=np.float32), backend=backend, stream=stream
+    )
+    grid = pyaclnn.to_device(
+        rng.uniform(-1, 1, (1, 2, 2, 2, 3)).astype(np.float32), backend=backend, stream=stream
+    )
     for _ in range(3):
         grad = rng.standard_normal((1, 2, 2, 2, 2), dtype=np.float32)
         with pyaclnn.to_device(grad, backend=backend, stream=stream) as dg:
             dx, dgrid = pyaclnn.grid_sampler3d_backward(dg, x, grid, backend=backend, stream=stream)
             want_x, want_grid = torch.ops.aten.grid_sampler_3d_backward(
-                torch.from_numpy(grad), torch.from_numpy(x.numpy()), torch.from_numpy(grid.numpy()),
-                0, 0, False, [True, True],
+                torch.from_numpy(grad),
+                torch.from_numpy(x.numpy()),
+                torch.from_numpy(grid.numpy()),
+                0,
+                0,
+                False,
+                [True, True],
             )
             with dx, dgrid:
                 np.testing.assert_allclose(dx.numpy(), want_x.numpy(), rtol=1e-5, atol=1e-6)
@@ -136,7 +156,10 @@ def test_a_failed_launch_on_a_cached_plan_leaves_no_plan(backend, stream, torch)
     rng = np.random.default_rng(4)
     x, idx = _pool_inputs(torch, rng)
     grad = rng.standard_normal(GRAD_SHAPE, dtype=np.float32)
-    dg, dx = pyaclnn.to_device(grad, backend=backend, stream=stream), pyaclnn.to_device(x, backend=backend, stream=stream)
+    dg, dx = (
+        pyaclnn.to_device(grad, backend=backend, stream=stream),
+        pyaclnn.to_device(x, backend=backend, stream=stream),
+    )
     di = pyaclnn.to_device(idx, backend=backend, stream=stream)
     pyaclnn.max_pool3d_with_argmax_backward(dg, dx, di, 2, backend=backend, stream=stream).close()
     assert len(stream.executors) == 1
@@ -204,7 +227,10 @@ def test_dropping_plans_never_waits_for_a_launch(backend, stream, torch):
     hold; waiting for it could deadlock with a collection freeing blocks inside that launch."""
     rng = np.random.default_rng(8)
     x, idx = _pool_inputs(torch, rng)
-    arrays = [pyaclnn.to_device(a, backend=backend, stream=stream) for a in (np.ones(GRAD_SHAPE, np.float32), x, idx)]
+    arrays = [
+        pyaclnn.to_device(a, backend=backend, stream=stream)
+        for a in (np.ones(GRAD_SHAPE, np.float32), x, idx)
+    ]
     pyaclnn.max_pool3d_with_argmax_backward(*arrays, 2, backend=backend, stream=stream).close()
     for array in arrays:
         array.close()

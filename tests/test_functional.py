@@ -256,7 +256,11 @@ def test_bad_argument_types_raise_naming_the_argument(backend, kwargs, error, wo
 @pytest.mark.parametrize(
     "kwargs, error, words",
     [
-        (dict(interpolation_mode="bicubic"), ValueError, "interpolation_mode must be one of 'bilinear', 'nearest'"),
+        (
+            dict(interpolation_mode="bicubic"),
+            ValueError,
+            "interpolation_mode must be one of 'bilinear', 'nearest'",
+        ),
         (dict(interpolation_mode=2), AclnnError, r"interpolationMode.*2.*\(in Python: interpolation_mode\)"),
         (dict(interpolation_mode="linear"), ValueError, "interpolation_mode"),
         (dict(padding_mode=7), AclnnError, r"paddingMode.*\(in Python: padding_mode\)"),
@@ -336,10 +340,18 @@ def test_threads_may_share_one_stream(backend):
 @pytest.mark.parametrize(
     "call, words",
     [
-        (lambda x, i, b: pyaclnn.max_pool3d_with_argmax(x.astype(np.float64), 2, backend=b), r"self .*\(in Python: input\)"),
-        (lambda x, i, b: pyaclnn.max_pool3d_with_argmax(x, (2, 2), backend=b), r"kernelSize .*\(in Python: kernel_size\)"),
         (
-            lambda x, i, b: pyaclnn.max_pool3d_with_argmax_backward(np.ones((1, 1, 3, 2, 2), np.float32), x, i, 2, backend=b),
+            lambda x, i, b: pyaclnn.max_pool3d_with_argmax(x.astype(np.float64), 2, backend=b),
+            r"self .*\(in Python: input\)",
+        ),
+        (
+            lambda x, i, b: pyaclnn.max_pool3d_with_argmax(x, (2, 2), backend=b),
+            r"kernelSize .*\(in Python: kernel_size\)",
+        ),
+        (
+            lambda x, i, b: pyaclnn.max_pool3d_with_argmax_backward(
+                np.ones((1, 1, 3, 2, 2), np.float32), x, i, 2, backend=b
+            ),
             r"\(in Python: grad_output\)",
         ),
     ],

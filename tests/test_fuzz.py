@@ -31,7 +31,6 @@ With ``PYACLNN_FUZZ_REPORT=<file>`` each property appends its per-category
 counts to that file as one JSON line.
 """
 
-
 from __future__ import annotations
 
 import numpy as np

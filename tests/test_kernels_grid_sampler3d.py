@@ -102,6 +102,7 @@ def _strided(rng, shape, dtype, layout, fill=None):
     """An array of ``shape`` in one of several layouts: 'c' contiguous,
     'cl' channels-last view (dims 1 and -1 swapped in storage), 'step' a view
     with steps and offsets into a larger buffer."""
+
     def make(storage_shape):
         if fill is None:
             return rng.standard_normal(storage_shape).astype(dtype)

@@ -595,10 +595,17 @@ def test_float32_to_float16_by_integer_rounding_equals_numpys_cast():
     edges = np.array([65504, 65519.996, 65520, 65536, 2.0**-14, 2.0**-24, 2.0**-25, np.inf], np.float32)
     rng = np.random.default_rng(3)
     random_bits = rng.integers(0, 1 << 32, 1 << 18, dtype=np.uint32).view(np.float32)
-    values = np.concatenate([
-        finite, mid, np.nextafter(mid, np.float32(np.inf)), np.nextafter(mid, np.float32(-np.inf)),
-        edges, -edges, random_bits,
-    ]).astype(np.float32)
+    values = np.concatenate(
+        [
+            finite,
+            mid,
+            np.nextafter(mid, np.float32(np.inf)),
+            np.nextafter(mid, np.float32(-np.inf)),
+            edges,
+            -edges,
+            random_bits,
+        ]
+    ).astype(np.float32)
     with np.errstate(over="ignore"):
         want = values.astype(np.float16).view(np.uint16)
     got = mp._float_to_half_bits(values)

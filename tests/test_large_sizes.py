@@ -232,6 +232,8 @@ CASES = {
     "grid_sampler3d_backward 72**3 points": lambda: _grid_backward(72),
     "grid_sampler3d_backward input_grad only, 72**3 points": lambda: _grid_backward(72, (True, False)),
 }
+
+
 @pytest.mark.parametrize("case", list(CASES))
 def test_a_kernel_allocates_at_most_twice_its_output(case):
     fn, output_bytes, sane = CASES[case]()

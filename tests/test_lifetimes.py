@@ -480,7 +480,6 @@ def test_interpreter_exit_without_closing_is_clean(name, emulator_home):
     assert run_child(EXIT_SCRIPT, name, emulator_home).strip() == f"ok {name}"
 
 
-
 GC_IN_DESCRIPTOR_SCRIPT = textwrap.dedent(
     """
     import gc

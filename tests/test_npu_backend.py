@@ -69,7 +69,7 @@ def to_device(npu, array: np.ndarray) -> int:
 
 
 def tensor(npu, ptr: int, shape, data_type: int):
-    strides = [int(np.prod(shape[i + 1:])) for i in range(len(shape))]
+    strides = [int(np.prod(shape[i + 1 :])) for i in range(len(shape))]
     handle = npu.aclCreateTensor(shape, data_type, strides, 0, ND, shape, ptr)
     assert handle is not None, npu.aclGetRecentErrMsg()
     return handle
@@ -160,7 +160,8 @@ def test_seed_example_of_max_pool_backward_through_the_raw_interface(npu, stream
     t_grad_in = tensor(npu, grad_in, [1, 1, 2, 2, 2], F32)
     arrays = [npu.aclCreateIntArray(v) for v in ([2, 2, 2], [2, 2, 2], [0, 0, 0], [1, 1, 1])]
     status, ws_size, executor = npu.aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize(
-        t_grad_out, t_x, t_idx, *arrays, False, t_grad_in)
+        t_grad_out, t_x, t_idx, *arrays, False, t_grad_in
+    )
     assert status == 0, npu.aclGetRecentErrMsg()
     assert executor is not None
     ws = 0
@@ -368,8 +369,14 @@ def report(**values):
 def run_child(body: str, home: Path) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ENV_VARS}
     env["PYACLNN_ASCEND_HOME"] = str(home)
-    done = subprocess.run([sys.executable, "-c", CHILD_PRELUDE + textwrap.dedent(body)], env=env,
-                          capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD_PRELUDE + textwrap.dedent(body)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -378,7 +385,11 @@ def test_split_layout_loads_acl_rt_and_both_operator_libraries_and_runs_both_ops
     home = emulator_build.emulator_home("split")
     result = run_child("report(pool=max_pool(), grid=grid_sampler())", home)
     assert [Path(p).name for p in result["libraries"]] == [
-        "libacl_rt.so", "libnnopbase.so", "libopapi_nn.so", "libopapi_cv.so"]
+        "libacl_rt.so",
+        "libnnopbase.so",
+        "libopapi_nn.so",
+        "libopapi_cv.so",
+    ]
     # grid (0,0,0) with align_corners is the volume's centre: the mean of 0..7
     assert result["pool"] == 5.0 and result["grid"] == pytest.approx(3.5)
     assert result["leaks"] == {}
@@ -389,13 +400,16 @@ def test_a_missing_operator_library_fails_only_its_own_calls(tmp_path):
     home = tmp_path / "cann"
     shutil.copytree(split / "lib64", home / "lib64", symlinks=True)
     (home / "lib64" / "libopapi_cv.so").unlink()
-    result = run_child("""
+    result = run_child(
+        """
         try:
             grid_sampler()
         except errors.AclnnError as exc:
             error = dict(type=type(exc).__name__, status=exc.status, api=exc.api, text=str(exc))
         report(pool=max_pool(), error=error, missing=sorted(npu.missing_functions))
-    """, home)
+    """,
+        home,
+    )
     assert result["pool"] == 5.0
     error = result["error"]
     assert error["status"] == constants.ACL_ERROR_API_NOT_SUPPORT and error["type"] == "AclnnError"
@@ -416,8 +430,9 @@ def test_probe_in_a_fresh_process_loads_the_emulator_and_counts_its_devices():
         "import json, dataclasses\nfrom pyaclnn.backends.npu import probe\n"
         "print(json.dumps(dataclasses.asdict(probe())))\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                          timeout=120, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["ok"] is True and result["reason"] == ""

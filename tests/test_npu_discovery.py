@@ -37,7 +37,7 @@ def test_environment_variables_are_searched_in_priority_order_before_the_default
     found = discover(env(tmp_path, **homes))
     sources = [c.source for c in found.candidates]
     assert sources[: len(ENV_VARS)] == list(ENV_VARS)
-    assert sources[len(ENV_VARS):] == ["default location"] * len(DEFAULT_HOMES)
+    assert sources[len(ENV_VARS) :] == ["default location"] * len(DEFAULT_HOMES)
     assert found.chosen.home == homes["PYACLNN_ASCEND_HOME"]
 
 
@@ -81,14 +81,22 @@ def test_split_layout_loads_acl_rt_then_nnopbase_then_both_operator_libraries(tm
     home = make_home(tmp_path, "cann", SPLIT)
     chosen = discover(env(tmp_path, PYACLNN_ASCEND_HOME=home)).chosen
     assert [p.name for p in chosen.libraries] == [
-        "libacl_rt.so", "libnnopbase.so", "libopapi_nn.so", "libopapi_cv.so"]
+        "libacl_rt.so",
+        "libnnopbase.so",
+        "libopapi_nn.so",
+        "libopapi_cv.so",
+    ]
 
 
 def test_split_operator_libraries_win_over_libopapi_and_bring_acl_rt_with_them(tmp_path):
     home = make_home(tmp_path, "cann", SPLIT + CLASSIC)
     chosen = discover(env(tmp_path, PYACLNN_ASCEND_HOME=home)).chosen
     assert [p.name for p in chosen.libraries] == [
-        "libacl_rt.so", "libnnopbase.so", "libopapi_nn.so", "libopapi_cv.so"]
+        "libacl_rt.so",
+        "libnnopbase.so",
+        "libopapi_nn.so",
+        "libopapi_cv.so",
+    ]
 
 
 def test_classic_layout_prefers_ascendcl_and_falls_back_to_acl_rt(tmp_path):
@@ -109,8 +117,9 @@ def test_the_not_found_error_lists_every_place_and_what_each_lacked(tmp_path):
     no_ops = make_home(tmp_path, "b", ("libacl_rt.so", "libnnopbase.so"))
     no_lib64 = tmp_path / "c"
     no_lib64.mkdir()
-    found = discover(env(tmp_path, PYACLNN_ASCEND_HOME=no_runtime, ASCEND_HOME_PATH=no_ops,
-                         ASCEND_TOOLKIT_HOME=no_lib64))
+    found = discover(
+        env(tmp_path, PYACLNN_ASCEND_HOME=no_runtime, ASCEND_HOME_PATH=no_ops, ASCEND_TOOLKIT_HOME=no_lib64)
+    )
     assert found.chosen is None
     error = found.not_found_error()
     assert isinstance(error, ImportError) and error.discovery is found
@@ -128,8 +137,9 @@ def run_python(code: str, environ: dict[str, str]) -> subprocess.CompletedProces
     # Library loading is process-global: anything that dlopens runs in a child.
     child_env = {k: v for k, v in os.environ.items() if k not in ENV_VARS}
     child_env.update(environ)
-    return subprocess.run([sys.executable, "-c", code], env=child_env, capture_output=True,
-                          text=True, timeout=120, check=False)
+    return subprocess.run(
+        [sys.executable, "-c", code], env=child_env, capture_output=True, text=True, timeout=120, check=False
+    )
 
 
 def test_constructing_the_backend_without_cann_raises_library_not_found(tmp_path):
@@ -145,10 +155,7 @@ def test_constructing_the_backend_without_cann_raises_library_not_found(tmp_path
 
 def test_a_library_that_fails_to_open_is_named_and_probe_reports_it(tmp_path):
     home = make_home(tmp_path, "cann", CLASSIC)  # empty files: dlopen fails
-    code = (
-        "from pyaclnn.backends.npu import probe\n"
-        "r = probe()\nprint(r.ok)\nprint(r.reason)\n"
-    )
+    code = "from pyaclnn.backends.npu import probe\nr = probe()\nprint(r.ok)\nprint(r.reason)\n"
     done = run_python(code, env(tmp_path, PYACLNN_ASCEND_HOME=home))
     assert done.returncode == 0, done.stderr
     ok, reason = done.stdout.split("\n", 1)

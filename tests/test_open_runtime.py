@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 import pyaclnn
-from pyaclnn import acl, backends, constants
+from pyaclnn import acl, constants
 
 H2D = constants.ACL_MEMCPY_HOST_TO_DEVICE
 ROOT = Path(__file__).resolve().parent.parent
@@ -149,9 +149,17 @@ def test_out_on_the_four_ops_is_written_and_returned(backend):
     _, idx = pyaclnn.max_pool3d_with_argmax(x, 2, backend=backend)
     reference_grad = pyaclnn.max_pool3d_with_argmax_backward(grad, x, idx, 2, backend=backend)
     grid = _identity_grid(x.shape[2:])
-    reference_ig, reference_gg = pyaclnn.grid_sampler3d_backward(x, x, grid, align_corners=True, backend=backend)
-    with pyaclnn.empty(x.shape, backend=backend) as grad_input, pyaclnn.empty(x.shape, backend=backend) as sampled:
-        assert pyaclnn.max_pool3d_with_argmax_backward(grad, x, idx, 2, out=grad_input, backend=backend) is grad_input
+    reference_ig, reference_gg = pyaclnn.grid_sampler3d_backward(
+        x, x, grid, align_corners=True, backend=backend
+    )
+    with (
+        pyaclnn.empty(x.shape, backend=backend) as grad_input,
+        pyaclnn.empty(x.shape, backend=backend) as sampled,
+    ):
+        assert (
+            pyaclnn.max_pool3d_with_argmax_backward(grad, x, idx, 2, out=grad_input, backend=backend)
+            is grad_input
+        )
         np.testing.assert_array_equal(grad_input.numpy(), reference_grad)
         assert pyaclnn.grid_sampler3d(x, grid, align_corners=True, out=sampled, backend=backend) is sampled
         np.testing.assert_allclose(sampled.numpy(), x, atol=1e-5)
@@ -194,7 +202,9 @@ def test_a_wrong_out_is_refused_naming_out(backend):
     with pytest.raises(TypeError, match="out must be a pair"):
         pyaclnn.grid_sampler3d_backward(x, x, _identity_grid((4, 4, 4)), out=np.zeros(3), backend=backend)
     with pytest.raises(TypeError, match="out must be a pyaclnn.DeviceArray"):
-        pyaclnn.grid_sampler3d(x, _identity_grid((4, 4, 4)), out=np.zeros(x.shape, np.float32), backend=backend)
+        pyaclnn.grid_sampler3d(
+            x, _identity_grid((4, 4, 4)), out=np.zeros(x.shape, np.float32), backend=backend
+        )
 
 
 def test_from_torch_wraps_an_object_with_the_tensor_interface_and_keeps_it_alive(backend):
@@ -202,8 +212,12 @@ def test_from_torch_wraps_an_object_with_the_tensor_interface_and_keeps_it_alive
     memory = _Foreign(backend, x)
     storage = SimpleNamespace(data_ptr=lambda: memory.ptr)
     tensor = SimpleNamespace(
-        data_ptr=lambda: memory.ptr, untyped_storage=lambda: storage, storage_offset=lambda: 0,
-        shape=x.shape, stride=lambda: tuple(s // 4 for s in x.strides), dtype="torch.float32",
+        data_ptr=lambda: memory.ptr,
+        untyped_storage=lambda: storage,
+        storage_offset=lambda: 0,
+        shape=x.shape,
+        stride=lambda: tuple(s // 4 for s in x.strides),
+        dtype="torch.float32",
         device=SimpleNamespace(type="npu", index=0),
     )
     wrapped = pyaclnn.from_torch(tensor, backend=backend)
@@ -293,10 +307,15 @@ _TWO_DEVICES = textwrap.dedent(
 
 @pytest.mark.parametrize("name", ["numpy", "npu"])
 def test_two_emulated_devices_run_the_ops_on_device_1_and_refuse_mixing(name, emulator_home):
-    env = {**os.environ, "PYACLNN_EMU_DEVICES": "2", "PYACLNN_ASCEND_HOME": str(emulator_home),
-           "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-c", _TWO_DEVICES, name], capture_output=True, text=True, env=env,
-                          timeout=300)
+    env = {
+        **os.environ,
+        "PYACLNN_EMU_DEVICES": "2",
+        "PYACLNN_ASCEND_HOME": str(emulator_home),
+        "PYTHONPATH": str(ROOT),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", _TWO_DEVICES, name], capture_output=True, text=True, env=env, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     assert report["count"] == 2 and report["current"] == 1 and report["back"] == 0

@@ -48,8 +48,13 @@ def run_sample(request):
 
     def run(name: str) -> str:
         args = ["--backend", "numpy"] if backend == "numpy" else []
-        proc = subprocess.run([sys.executable, str(SAMPLES / name), *args], env=_env(backend, emulator),
-                              capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            [sys.executable, str(SAMPLES / name), *args],
+            env=_env(backend, emulator),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert proc.returncode == 0, proc.stderr
         return proc.stdout
 
@@ -81,8 +86,10 @@ def _document_grid_sampler_expected(torch) -> dict[str, np.ndarray]:
     x = torch.arange(1, 10, dtype=torch.float32).reshape(1, 1, 1, 3, 3)
     grid = torch.tensor([-1, -1, 0, -1, 1, -1, -1, 0, 0, 0, 1, 0], dtype=torch.float32).reshape(1, 1, 2, 2, 3)
     input_grad, grid_grad = torch.ops.aten.grid_sampler_3d_backward(grad, x, grid, 0, 0, False, [True, True])
-    return {"inputGradResultData": input_grad.numpy().ravel(),
-            "gridGradResultData": grid_grad.numpy().ravel()}
+    return {
+        "inputGradResultData": input_grad.numpy().ravel(),
+        "gridGradResultData": grid_grad.numpy().ravel(),
+    }
 
 
 def _close(got: np.ndarray, want: np.ndarray, rel: float = 1e-5) -> None:
@@ -128,7 +135,8 @@ def test_max_pool_forward_backward_sample_matches_pytorch(run_sample, torch):
     tx = torch.from_numpy(x)
     out, indices = torch.ops.aten.max_pool3d_with_indices(tx, [k] * 3, [s] * 3, [p] * 3, [1] * 3, False)
     grad_input = torch.ops.aten.max_pool3d_with_indices_backward(
-        torch.from_numpy(grad_output), tx, [k] * 3, [s] * 3, [p] * 3, [1] * 3, False, indices)
+        torch.from_numpy(grad_output), tx, [k] * 3, [s] * 3, [p] * 3, [1] * 3, False, indices
+    )
 
     got = _parse(run_sample("max_pool3d_forward_backward.py"))
     assert list(got) == ["out", "indices", "gradInput"]
@@ -147,7 +155,8 @@ def test_grid_sampler_forward_backward_sample_matches_pytorch(run_sample, torch)
     align = sample.MODES["align_corners"]
     out = torch.ops.aten.grid_sampler_3d(x, grid, interpolation, padding, align)
     input_grad, grid_grad = torch.ops.aten.grid_sampler_3d_backward(
-        grad_output, x, grid, interpolation, padding, align, [True, True])
+        grad_output, x, grid, interpolation, padding, align, [True, True]
+    )
 
     got = _parse(run_sample("grid_sampler3d_forward_backward.py"))
     assert list(got) == ["out", "inputGrad", "gridGrad"]
@@ -178,8 +187,13 @@ print(json.dumps(backends.get().live_counts()))
 
 def test_a_low_level_sample_frees_everything_when_a_call_fails(run_sample_env):
     script = str(SAMPLES / "max_pool3d_with_argmax_backward.py")
-    proc = subprocess.run([sys.executable, "-c", _FAILING_RUN, script], env=run_sample_env,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", _FAILING_RUN, script],
+        env=run_sample_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0] == f"status {constants.ACLNN_ERR_PARAM_INVALID}"
@@ -200,8 +214,13 @@ CPP_SAMPLES = ("max_pool3d_with_argmax_backward", "grid_sampler3d_backward")
 
 
 def _python_output(name: str) -> str:
-    proc = subprocess.run([sys.executable, str(SAMPLES / f"{name}.py"), "--backend", "numpy"],
-                          env=_env("numpy", None), capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, str(SAMPLES / f"{name}.py"), "--backend", "numpy"],
+        env=_env("numpy", None),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 
@@ -216,8 +235,12 @@ def top_level_samples(emulator_home) -> Path:
     with open(build / ".emulator.lock", "w") as lock:  # the lock emulator_build takes around its builds
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            proc = subprocess.run([shutil.which("cmake"), "--build", str(build), "--target", *CPP_SAMPLES],
-                                  capture_output=True, text=True, timeout=300)
+            proc = subprocess.run(
+                [shutil.which("cmake"), "--build", str(build), "--target", *CPP_SAMPLES],
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -240,8 +263,10 @@ def test_cpp_samples_build_standalone_against_a_split_layout_home(tmp_path):
     home = emulator_home("split")
     cmake = shutil.which("cmake")
     build = tmp_path / "build-samples"
-    for cmd in ([cmake, "-S", str(SAMPLES / "cpp"), "-B", str(build), f"-DASCEND_HOME_PATH={home}"],
-                [cmake, "--build", str(build), "--parallel", "2"]):
+    for cmd in (
+        [cmake, "-S", str(SAMPLES / "cpp"), "-B", str(build), f"-DASCEND_HOME_PATH={home}"],
+        [cmake, "--build", str(build), "--parallel", "2"],
+    ):
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=_env("numpy", None))
         assert proc.returncode == 0, proc.stdout + proc.stderr
         if "-S" in cmd:
@@ -249,7 +274,8 @@ def test_cpp_samples_build_standalone_against_a_split_layout_home(tmp_path):
             assert "libopapi_nn.so" in proc.stdout and "libopapi_cv.so" in proc.stdout
     for name in CPP_SAMPLES:
         # No LD_LIBRARY_PATH: the RPATH must find the home's libraries.
-        proc = subprocess.run([str(build / name)], env=_env("numpy", None), capture_output=True, text=True,
-                              timeout=60)
+        proc = subprocess.run(
+            [str(build / name)], env=_env("numpy", None), capture_output=True, text=True, timeout=60
+        )
         assert proc.returncode == 0, proc.stderr
         assert proc.stdout == _python_output(name)

@@ -31,8 +31,15 @@ needs_mypy = pytest.mark.skipif(
 def _mypy(path: Path) -> subprocess.CompletedProcess[str]:
     # From the checkout's root: mypy finds pyaclnn there (an editable install is invisible to it).
     return subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent", "--no-error-summary",
-         str(path)],
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--follow-imports=silent",
+            "--no-error-summary",
+            str(path),
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,

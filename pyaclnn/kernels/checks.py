@@ -302,7 +302,12 @@ def max_pool3d_with_argmax_backward(
             ("gradInput", grad_input),
         ]
     )
-    grad_output, self, indices, grad_input = _given(grad_output), _given(self), _given(indices), _given(grad_input)
+    grad_output, self, indices, grad_input = (
+        _given(grad_output),
+        _given(self),
+        _given(indices),
+        _given(grad_input),
+    )
     _dtype_in("self", self, POOL_DTYPES)
     _dtype_in("indices", indices, INDEX_DTYPES)
     _same_dtype("gradOutput", grad_output, "self", self)

@@ -26,8 +26,15 @@ if TYPE_CHECKING:
     from ._backend import Loaded, NpuBackend, ProbeResult, load, probe
 
 __all__ = [
-    "Candidate", "Discovery", "LibraryNotFoundError", "Loaded", "NpuBackend", "ProbeResult",
-    "discover", "load", "probe",
+    "Candidate",
+    "Discovery",
+    "LibraryNotFoundError",
+    "Loaded",
+    "NpuBackend",
+    "ProbeResult",
+    "discover",
+    "load",
+    "probe",
 ]
 
 _LAZY = {"Loaded", "NpuBackend", "ProbeResult", "load", "probe"}

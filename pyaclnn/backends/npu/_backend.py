@@ -658,16 +658,29 @@ class NpuBackend:
     # thread, reset before each call), no extra Python call per argument. On
     # failure the executor is None whatever the library left behind.
     def aclnnMaxPool3dWithArgmaxGetWorkspaceSize(
-        self, self_: Any, kernel_size: Any, stride: Any, padding: Any,
-        dilation: Any, ceil_mode: bool, out: Any, indices: Any,
+        self,
+        self_: Any,
+        kernel_size: Any,
+        stride: Any,
+        padding: Any,
+        dilation: Any,
+        ceil_mode: bool,
+        out: Any,
+        indices: Any,
     ) -> tuple[int, int, Any | None]:
         size, executor = _outs()
         try:
             status = self._c.aclnnMaxPool3dWithArgmaxGetWorkspaceSize(
-                NULL if self_ is None else self_, NULL if kernel_size is None else kernel_size,
-                NULL if stride is None else stride, NULL if padding is None else padding,
-                NULL if dilation is None else dilation, ceil_mode,
-                NULL if out is None else out, NULL if indices is None else indices, size, executor,
+                NULL if self_ is None else self_,
+                NULL if kernel_size is None else kernel_size,
+                NULL if stride is None else stride,
+                NULL if padding is None else padding,
+                NULL if dilation is None else dilation,
+                ceil_mode,
+                NULL if out is None else out,
+                NULL if indices is None else indices,
+                size,
+                executor,
             )
         except (TypeError, OverflowError) as exc:
             args = (self_, kernel_size, stride, padding, dilation, ceil_mode, out, indices)
@@ -683,28 +696,53 @@ class NpuBackend:
         st = stream if type(stream) is _CDATA and _typeof(stream) is _STREAM else _stream(stream, api)
         try:
             return self._c.aclnnMaxPool3dWithArgmax(
-                ws, workspace_size, NULL if executor is None else executor, st)
+                ws, workspace_size, NULL if executor is None else executor, st
+            )
         except (TypeError, OverflowError) as exc:
             raise self._bad_argument(api, (ws, workspace_size, _null(executor), st), exc) from None
 
     def aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize(
-        self, grad_output: Any, self_: Any, indices: Any, kernel_size: Any, stride: Any,
-        padding: Any, dilation: Any, ceil_mode: bool, grad_input: Any,
+        self,
+        grad_output: Any,
+        self_: Any,
+        indices: Any,
+        kernel_size: Any,
+        stride: Any,
+        padding: Any,
+        dilation: Any,
+        ceil_mode: bool,
+        grad_input: Any,
     ) -> tuple[int, int, Any | None]:
         size, executor = _outs()
         try:
             status = self._c.aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize(
-                NULL if grad_output is None else grad_output, NULL if self_ is None else self_,
-                NULL if indices is None else indices, NULL if kernel_size is None else kernel_size,
-                NULL if stride is None else stride, NULL if padding is None else padding,
-                NULL if dilation is None else dilation, ceil_mode,
-                NULL if grad_input is None else grad_input, size, executor,
+                NULL if grad_output is None else grad_output,
+                NULL if self_ is None else self_,
+                NULL if indices is None else indices,
+                NULL if kernel_size is None else kernel_size,
+                NULL if stride is None else stride,
+                NULL if padding is None else padding,
+                NULL if dilation is None else dilation,
+                ceil_mode,
+                NULL if grad_input is None else grad_input,
+                size,
+                executor,
             )
         except (TypeError, OverflowError) as exc:
-            args = (grad_output, self_, indices, kernel_size, stride, padding, dilation, ceil_mode,
-                    grad_input)
+            args = (
+                grad_output,
+                self_,
+                indices,
+                kernel_size,
+                stride,
+                padding,
+                dilation,
+                ceil_mode,
+                grad_input,
+            )
             raise self._bad_argument(
-                "aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize", _nulls(args), exc) from None
+                "aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize", _nulls(args), exc
+            ) from None
         ex = executor[0]
         return status, size[0], (ex if status == 0 and ex else None)  # a NULL cdata is false
 
@@ -716,20 +754,31 @@ class NpuBackend:
         st = stream if type(stream) is _CDATA and _typeof(stream) is _STREAM else _stream(stream, api)
         try:
             return self._c.aclnnMaxPool3dWithArgmaxBackward(
-                ws, workspace_size, NULL if executor is None else executor, st)
+                ws, workspace_size, NULL if executor is None else executor, st
+            )
         except (TypeError, OverflowError) as exc:
             raise self._bad_argument(api, (ws, workspace_size, _null(executor), st), exc) from None
 
     def aclnnGridSampler3DGetWorkspaceSize(
-        self, input: Any, grid: Any, interpolation_mode: int, padding_mode: int,
-        align_corners: bool, out: Any,
+        self,
+        input: Any,
+        grid: Any,
+        interpolation_mode: int,
+        padding_mode: int,
+        align_corners: bool,
+        out: Any,
     ) -> tuple[int, int, Any | None]:
         size, executor = _outs()
         try:
             status = self._c.aclnnGridSampler3DGetWorkspaceSize(
-                NULL if input is None else input, NULL if grid is None else grid,
-                interpolation_mode, padding_mode, align_corners,
-                NULL if out is None else out, size, executor,
+                NULL if input is None else input,
+                NULL if grid is None else grid,
+                interpolation_mode,
+                padding_mode,
+                align_corners,
+                NULL if out is None else out,
+                size,
+                executor,
             )
         except (TypeError, OverflowError) as exc:
             args = (input, grid, interpolation_mode, padding_mode, align_corners, out)
@@ -747,23 +796,47 @@ class NpuBackend:
             raise self._bad_argument(api, (ws, workspace_size, _null(executor), st), exc) from None
 
     def aclnnGridSampler3DBackwardGetWorkspaceSize(
-        self, grad_output: Any, input: Any, grid: Any, interpolation_mode: int, padding_mode: int,
-        align_corners: bool, output_mask: Any, input_grad: Any, grid_grad: Any,
+        self,
+        grad_output: Any,
+        input: Any,
+        grid: Any,
+        interpolation_mode: int,
+        padding_mode: int,
+        align_corners: bool,
+        output_mask: Any,
+        input_grad: Any,
+        grid_grad: Any,
     ) -> tuple[int, int, Any | None]:
         size, executor = _outs()
         try:
             status = self._c.aclnnGridSampler3DBackwardGetWorkspaceSize(
-                NULL if grad_output is None else grad_output, NULL if input is None else input,
-                NULL if grid is None else grid, interpolation_mode, padding_mode, align_corners,
+                NULL if grad_output is None else grad_output,
+                NULL if input is None else input,
+                NULL if grid is None else grid,
+                interpolation_mode,
+                padding_mode,
+                align_corners,
                 NULL if output_mask is None else output_mask,
-                NULL if input_grad is None else input_grad, NULL if grid_grad is None else grid_grad,
-                size, executor,
+                NULL if input_grad is None else input_grad,
+                NULL if grid_grad is None else grid_grad,
+                size,
+                executor,
             )
         except (TypeError, OverflowError) as exc:
-            args = (grad_output, input, grid, interpolation_mode, padding_mode, align_corners,
-                    output_mask, input_grad, grid_grad)
+            args = (
+                grad_output,
+                input,
+                grid,
+                interpolation_mode,
+                padding_mode,
+                align_corners,
+                output_mask,
+                input_grad,
+                grid_grad,
+            )
             raise self._bad_argument(
-                "aclnnGridSampler3DBackwardGetWorkspaceSize", _nulls(args), exc) from None
+                "aclnnGridSampler3DBackwardGetWorkspaceSize", _nulls(args), exc
+            ) from None
         ex = executor[0]
         return status, size[0], (ex if status == 0 and ex else None)  # a NULL cdata is false
 
@@ -775,7 +848,8 @@ class NpuBackend:
         st = stream if type(stream) is _CDATA and _typeof(stream) is _STREAM else _stream(stream, api)
         try:
             return self._c.aclnnGridSampler3DBackward(
-                ws, workspace_size, NULL if executor is None else executor, st)
+                ws, workspace_size, NULL if executor is None else executor, st
+            )
         except (TypeError, OverflowError) as exc:
             raise self._bad_argument(api, (ws, workspace_size, _null(executor), st), exc) from None
 
@@ -881,8 +955,10 @@ def probe(environ: dict[str, str] | None = None) -> ProbeResult:
         return ProbeResult(False, f"querying the devices failed: {type(exc).__name__}: {exc}", **found)
     if count < 1:
         return ProbeResult(
-            False, "CANN loaded but aclrtGetDeviceCount reports no NPU device (is the driver installed?)",
-            device_count=count, **found,
+            False,
+            "CANN loaded but aclrtGetDeviceCount reports no NPU device (is the driver installed?)",
+            device_count=count,
+            **found,
         )
     return ProbeResult(True, "", device_count=count, soc_name=soc, **found)
 

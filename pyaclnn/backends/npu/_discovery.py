@@ -121,8 +121,7 @@ class Discovery:
     def not_found_error(self) -> LibraryNotFoundError:
         """The error for "no usable home": every place searched, what each lacked, how to fix."""
         return LibraryNotFoundError(
-            "CANN's shared libraries were not found. Searched, in order:\n"
-            f"{self.report()}\n{HOW_TO_FIX}",
+            f"CANN's shared libraries were not found. Searched, in order:\n{self.report()}\n{HOW_TO_FIX}",
             self,
         )
 

@@ -28,9 +28,7 @@ def function_names() -> tuple[str, ...]:
     """Every function the declaration files declare, in declaration order."""
     # cffi keeps its parse result in a private table; the "function " keys are
     # exactly the prototypes it will resolve by name.
-    return tuple(
-        key.split(" ", 1)[1] for key in ffi._parser._declarations if key.startswith("function ")
-    )
+    return tuple(key.split(" ", 1)[1] for key in ffi._parser._declarations if key.startswith("function "))
 
 
 @functools.cache

@@ -686,7 +686,9 @@ class NumpyBackend:
         return allocation.device
 
     # -- operators: shared machinery ----------------------------------------
-    def _phase1(self, api: str, check: Any, args: tuple[Any, ...], make_bind: Any, workspace_size: int) -> tuple[int, int, Any]:
+    def _phase1(
+        self, api: str, check: Any, args: tuple[Any, ...], make_bind: Any, workspace_size: int
+    ) -> tuple[int, int, Any]:
         """Validate handles, run the op's checks, and wrap the work in an executor."""
         try:
             plan = check(*args)
@@ -764,9 +766,26 @@ class NumpyBackend:
 
     # -- MaxPool3dWithArgmax ------------------------------------------------
     def aclnnMaxPool3dWithArgmaxGetWorkspaceSize(
-        self, self_: Any, kernel_size: Any, stride: Any, padding: Any, dilation: Any, ceil_mode: Any, out: Any, indices: Any
+        self,
+        self_: Any,
+        kernel_size: Any,
+        stride: Any,
+        padding: Any,
+        dilation: Any,
+        ceil_mode: Any,
+        out: Any,
+        indices: Any,
     ) -> tuple[int, int, Any]:
-        def check(self_: Any, kernel_size: Any, stride: Any, padding: Any, dilation: Any, ceil_mode: Any, out: Any, indices: Any) -> Any:
+        def check(
+            self_: Any,
+            kernel_size: Any,
+            stride: Any,
+            padding: Any,
+            dilation: Any,
+            ceil_mode: Any,
+            out: Any,
+            indices: Any,
+        ) -> Any:
             x, o, i = (self._tensor(t, n) for t, n in ((self_, "self"), (out, "out"), (indices, "indices")))
             ints = [
                 self._values(a, self.int_arrays, n)
@@ -792,7 +811,14 @@ class NumpyBackend:
                 oa, ia = (views.array(t, n).reshape(shape) for t, n in ((o, "out"), (i, "indices")))
                 return partial(
                     _pool.max_pool3d_with_argmax,
-                    xa, p.kernel_size, p.stride, p.padding, p.dilation, p.ceil_mode, oa, ia,
+                    xa,
+                    p.kernel_size,
+                    p.stride,
+                    p.padding,
+                    p.dilation,
+                    p.ceil_mode,
+                    oa,
+                    ia,
                 )
 
             return bind
@@ -805,14 +831,35 @@ class NumpyBackend:
             0,
         )
 
-    def aclnnMaxPool3dWithArgmax(self, workspace: Any, workspace_size: Any, executor: Any, stream: Any) -> int:
+    def aclnnMaxPool3dWithArgmax(
+        self, workspace: Any, workspace_size: Any, executor: Any, stream: Any
+    ) -> int:
         return self._phase2("aclnnMaxPool3dWithArgmax", workspace, workspace_size, executor, stream)
 
     # -- MaxPool3dWithArgmaxBackward ----------------------------------------
     def aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize(
-        self, grad_output: Any, self_: Any, indices: Any, kernel_size: Any, stride: Any, padding: Any, dilation: Any, ceil_mode: Any, grad_input: Any
+        self,
+        grad_output: Any,
+        self_: Any,
+        indices: Any,
+        kernel_size: Any,
+        stride: Any,
+        padding: Any,
+        dilation: Any,
+        ceil_mode: Any,
+        grad_input: Any,
     ) -> tuple[int, int, Any]:
-        def check(grad_output: Any, self_: Any, indices: Any, kernel_size: Any, stride: Any, padding: Any, dilation: Any, ceil_mode: Any, grad_input: Any) -> Any:
+        def check(
+            grad_output: Any,
+            self_: Any,
+            indices: Any,
+            kernel_size: Any,
+            stride: Any,
+            padding: Any,
+            dilation: Any,
+            ceil_mode: Any,
+            grad_input: Any,
+        ) -> Any:
             tensors = [
                 self._tensor(t, n)
                 for t, n in (
@@ -864,14 +911,18 @@ class NumpyBackend:
             BACKWARD_WORKSPACE,
         )
 
-    def aclnnMaxPool3dWithArgmaxBackward(self, workspace: Any, workspace_size: Any, executor: Any, stream: Any) -> int:
+    def aclnnMaxPool3dWithArgmaxBackward(
+        self, workspace: Any, workspace_size: Any, executor: Any, stream: Any
+    ) -> int:
         return self._phase2("aclnnMaxPool3dWithArgmaxBackward", workspace, workspace_size, executor, stream)
 
     # -- GridSampler3D ------------------------------------------------------
     def aclnnGridSampler3DGetWorkspaceSize(
         self, input: Any, grid: Any, interpolation_mode: Any, padding_mode: Any, align_corners: Any, out: Any
     ) -> tuple[int, int, Any]:
-        def check(input: Any, grid: Any, interpolation_mode: Any, padding_mode: Any, align_corners: Any, out: Any) -> Any:
+        def check(
+            input: Any, grid: Any, interpolation_mode: Any, padding_mode: Any, align_corners: Any, out: Any
+        ) -> Any:
             x, g, o = (self._tensor(t, n) for t, n in ((input, "input"), (grid, "grid"), (out, "out")))
             mode, padding, corners = _grid_scalars(
                 "aclnnGridSampler3DGetWorkspaceSize", interpolation_mode, padding_mode, align_corners
@@ -988,7 +1039,9 @@ class NumpyBackend:
             BACKWARD_WORKSPACE,
         )
 
-    def aclnnGridSampler3DBackward(self, workspace: Any, workspace_size: Any, executor: Any, stream: Any) -> int:
+    def aclnnGridSampler3DBackward(
+        self, workspace: Any, workspace_size: Any, executor: Any, stream: Any
+    ) -> int:
         return self._phase2("aclnnGridSampler3DBackward", workspace, workspace_size, executor, stream)
 
 
@@ -1043,7 +1096,9 @@ def _index_fault(indices: np.ndarray, grad_input: np.ndarray) -> str:
     )
 
 
-def _grid_scalars(api: str, interpolation_mode: Any, padding_mode: Any, align_corners: Any) -> tuple[int, int, bool]:
+def _grid_scalars(
+    api: str, interpolation_mode: Any, padding_mode: Any, align_corners: Any
+) -> tuple[int, int, bool]:
     return (
         c_int(interpolation_mode, api, "interpolationMode"),
         c_int(padding_mode, api, "paddingMode"),

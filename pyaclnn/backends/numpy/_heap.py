@@ -187,6 +187,4 @@ class Heap:
     def live_count(self, host: bool, device: int | None = None) -> int:
         """Live allocations of one kind, of every device or of ``device`` only."""
         with self._lock:
-            return sum(
-                1 for a in self._live.values() if a.host == host and device in (None, a.device)
-            )
+            return sum(1 for a in self._live.values() if a.host == host and device in (None, a.device))

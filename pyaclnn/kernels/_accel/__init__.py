@@ -195,8 +195,12 @@ def build(directory: Path | None = None) -> Path:
         fd, temporary = tempfile.mkstemp(suffix=".so", dir=directory)
         os.close(fd)
         try:
-            proc = subprocess.run([*command, *CFLAGS, "-o", temporary, str(SOURCE)],
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            proc = subprocess.run(
+                [*command, *CFLAGS, "-o", temporary, str(SOURCE)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
             if proc.returncode != 0:
                 raise RuntimeError(f"{' '.join(command)} failed ({proc.returncode}): {proc.stdout.strip()}")
             os.replace(temporary, target)  # other processes see the whole file or none
@@ -351,10 +355,18 @@ def max_pool3d_backward(
     # Tuples for the int64_t * arguments: cffi makes the temporary arrays, at
     # half the cost of ffi.new.
     rc = lib.pyaclnn_max_pool3d_backward(
-        _address(grad_output), grad_output.strides, code,
-        _address(indices), indices.strides, indices.dtype.itemsize,
-        _address(grad_input), grad_input.strides,
-        grad_output.shape, grad_input.shape[2:], threads, bad,
+        _address(grad_output),
+        grad_output.strides,
+        code,
+        _address(indices),
+        indices.strides,
+        indices.dtype.itemsize,
+        _address(grad_input),
+        grad_input.strides,
+        grad_output.shape,
+        grad_input.shape[2:],
+        threads,
+        bad,
     )
     if rc == _RC_BAD_INDEX:
         raise BadIndex(int(bad[0]))
