@@ -447,12 +447,12 @@ def test_probe_in_a_fresh_process_loads_the_emulator_and_counts_its_devices():
 
 def probe_with(monkeypatch, npu, counts):
     """probe() over the loaded emulator with aclrtGetDeviceCount answering ``counts`` in turn."""
-    from pyaclnn.backends.npu import _backend
+    from pyaclnn.backends.npu import _probe
 
     answers = list(counts)
     calls = []
 
-    class Scripted(_backend.NpuBackend):
+    class Scripted(_probe.NpuBackend):
         def aclrtGetDeviceCount(self):
             return answers.pop(0)
 
@@ -460,8 +460,8 @@ def probe_with(monkeypatch, npu, counts):
             calls.append(config_path)
             return super().aclInit(config_path)
 
-    monkeypatch.setattr(_backend, "NpuBackend", Scripted)
-    return _backend.probe(), calls
+    monkeypatch.setattr(_probe, "NpuBackend", Scripted)
+    return _probe.probe(), calls
 
 
 def test_probe_says_so_when_no_device_is_visible(monkeypatch, npu):
@@ -486,7 +486,7 @@ def test_probe_reports_a_failing_device_count_with_its_status_name(monkeypatch, 
 
 
 def test_a_missing_runtime_function_raises_acl_error_and_an_operator_aclnn_error():
-    from pyaclnn.backends.npu._backend import _missing_stub
+    from pyaclnn.backends.npu._loading import _missing_stub
 
     libs = [Path("/opt/cann/lib64/libascendcl.so"), Path("/opt/cann/lib64/libnnopbase.so")]
     with pytest.raises(errors.AclError) as info:

@@ -164,12 +164,12 @@ def test_a_library_that_fails_to_open_is_named_and_probe_reports_it(tmp_path):
 
 
 def test_probe_never_raises_when_nothing_is_found(tmp_path, monkeypatch):
-    from pyaclnn.backends.npu import _backend
+    from pyaclnn.backends.npu import _loading, _probe
 
     for var in ENV_VARS:
         monkeypatch.delenv(var, raising=False)
-    monkeypatch.setattr(_backend, "_loaded", None)
-    result = _backend.probe(env(tmp_path))
+    monkeypatch.setattr(_loading, "_loaded", None)
+    result = _probe.probe(env(tmp_path))
     assert result.ok is False and result.device_count is None and result.libraries == ()
     assert "were not found" in result.reason
 

@@ -23,7 +23,9 @@ from typing import TYPE_CHECKING, Any
 from ._discovery import Candidate, Discovery, LibraryNotFoundError, discover
 
 if TYPE_CHECKING:
-    from ._backend import Loaded, NpuBackend, ProbeResult, load, probe
+    from ._backend import NpuBackend
+    from ._loading import Loaded, load
+    from ._probe import ProbeResult, probe
 
 __all__ = [
     "Candidate",
@@ -37,13 +39,20 @@ __all__ = [
     "probe",
 ]
 
-_LAZY = {"Loaded", "NpuBackend", "ProbeResult", "load", "probe"}
+#: name -> the module (loading, the C API wrappers, the probe) that defines it, imported on first use.
+_LAZY = {
+    "Loaded": "_loading",
+    "load": "_loading",
+    "NpuBackend": "_backend",
+    "ProbeResult": "_probe",
+    "probe": "_probe",
+}
 
 
 def __getattr__(name: str) -> Any:
     # The cffi declarations (tens of ms to parse) are only read when needed.
     if name in _LAZY:
-        from . import _backend
+        import importlib
 
-        return getattr(_backend, name)
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

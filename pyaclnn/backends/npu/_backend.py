@@ -1,307 +1,52 @@
 """The npu backend: the C API of the CANN subset, forwarded through cffi.
 
-Loading (once per process, under a lock, on first use)
-------------------------------------------------------
-:func:`load` opens the libraries :func:`.discover` chose, in dependency order
-(runtime, libnnopbase, operator libraries) with ``RTLD_NOW | RTLD_GLOBAL``,
-then binds every function of ``include/decl`` to the first library that
-exports it. A function no library exports is bound to a stub: calling it
-raises :class:`pyaclnn.errors.AclError` (:class:`~pyaclnn.errors.AclnnError`
-for ``aclnn*``) with status ``ACL_ERROR_API_NOT_SUPPORT`` (200001) and a
-message naming the function and every library searched. Everything else
-still works: a CANN without the computer-vision operator package still runs
-max-pool.
-
-Marshaling
-----------
-Device/host pointers are Python ints; handles are cffi pointers of the C
-type (streams are typed ``struct pyaclnnStream *`` so that cffi itself
-rejects a stream passed as a tensor, and vice versa); ``None`` is NULL.
-A value that cannot be passed raises ``TypeError`` naming the C function and
-parameter; a host buffer smaller than the byte count given for it raises
-``ValueError`` (C would read or write past its end).
+One method per C function of ``include/decl`` (:class:`NpuBackend`), over the
+libraries :mod:`._loading` opened, with the argument conversions of
+:mod:`._marshal`; :mod:`._probe` says whether a device is usable.
 """
 
 from __future__ import annotations
 
 import numbers
-import os
 import threading
-import types
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypedDict, cast
+from typing import Any, cast
 
-from ... import errors
-from ...constants import (
-    ACL_ERROR_API_NOT_SUPPORT,
-    ACL_ERROR_REPEAT_INITIALIZE,
-    ACL_ERROR_UNINITIALIZE,
-    ACL_SUCCESS,
-)
 from .._interface import LIVE_COUNT_NAMES
-from ._discovery import Candidate, Discovery, LibraryNotFoundError, discover
-from ._ffi import Symbols, ffi, function_names, parameter_names
-
-NULL = ffi.NULL
-# The C type of a cdata: the C backend's typeof skips FFI.typeof's Python dispatch (~65 ns per
-# stream check, several per call); FFI.typeof where a cffi lacks it.
-_typeof = getattr(ffi._backend, "typeof", ffi.typeof)
-_VOIDP = ffi.typeof("void *")
-_VOIDPP = ffi.typeof("void **")
-_UINTPTR = ffi.typeof("uintptr_t")
-_I64ARR = ffi.typeof("int64_t[]")
-_BOOLARR = ffi.typeof("bool[]")
-_I64P = ffi.typeof("int64_t *")
-_I32P = ffi.typeof("int32_t *")
-_U32P = ffi.typeof("uint32_t *")
-_U64P = ffi.typeof("uint64_t *")
-_SIZEP = ffi.typeof("size_t *")
-_EXECPP = ffi.typeof("aclOpExecutor **")
-# aclrtStream is void *, which cffi lets through for any pointer parameter;
-# a private tag type for the streams we hand out keeps them apart from tensors.
-_STREAM = ffi.typeof("struct pyaclnnStream *")
-_STREAMP = ffi.typeof("aclrtStream *")
-_EVENT = ffi.typeof("struct pyaclnnEvent *")  # the same for events (aclrtEvent is void * too)
-_EVENTP = ffi.typeof("aclrtEvent *")
-_RECORDEDP = ffi.typeof("aclrtEventRecordedStatus *")
-_FLOATP = ffi.typeof("float *")
-_CDATA = type(ffi.cast(_STREAM, 0))  # the class of non-owning cdata, as returned by C
-
-
-_LOAD_HINT = (
-    "CANN's libraries are present but could not be opened; the NPU driver libraries "
-    "(/usr/local/Ascend/driver/lib64/driver and .../common) must be on LD_LIBRARY_PATH or in "
-    "ld.so.conf: source CANN's set_env.sh, or use PYACLNN_BACKEND=numpy."
+from ._ffi import Symbols, ffi, parameter_names
+from ._loading import load
+from ._marshal import (
+    _ADDRESS_LIMIT,
+    _CDATA,
+    _EVENTP,
+    _EXECPP,
+    _FLOATP,
+    _I32P,
+    _I64P,
+    _RECORDEDP,
+    _SIZEP,
+    _STREAM,
+    _STREAMP,
+    _U32P,
+    _U64P,
+    _UINTPTR,
+    _VOIDPP,
+    NULL,
+    _bools,
+    _cstring,
+    _describe,
+    _event,
+    _handle,
+    _host,
+    _int64s,
+    _new_event,
+    _pointer,
+    _reraised,
+    _stream,
+    _typeof,
+    _workspace,
 )
-
-
-@dataclass(frozen=True)
-class Loaded:
-    """The opened libraries and the bound functions (one per process).
-
-    Attributes
-    ----------
-    candidate : Candidate
-        The home the libraries came from.
-    libraries : tuple[tuple[Path, Any], ...]
-        ``(path, cffi lib)`` per opened library, in load order.
-    symbols : types.SimpleNamespace
-        One attribute per declared C function: the cffi function, or a stub
-        that raises (see the module docstring).
-    missing : frozenset[str]
-        Declared functions no library exports.
-    """
-
-    candidate: Candidate
-    libraries: tuple[tuple[Path, Any], ...]
-    symbols: types.SimpleNamespace
-    missing: frozenset[str] = field(default_factory=frozenset)
-
-
-_lock = threading.Lock()
-_loaded: Loaded | None = None
-
-
-def _missing_stub(name: str, paths: Sequence[Path]) -> Any:
-    searched = ", ".join(str(p) for p in paths)
-    message = (
-        f"{name} is not exported by any loaded CANN library (searched {searched}); "
-        "this CANN install lacks the operator package or is too old for this function"
-    )
-
-    def call(*_args: Any, **_kwargs: Any) -> Any:
-        raise errors.make_error(ACL_ERROR_API_NOT_SUPPORT, message, name)
-
-    call.__name__ = call.__qualname__ = name
-    return call
-
-
-def _open(discovery: Discovery) -> Loaded:
-    chosen = discovery.chosen
-    if chosen is None:
-        raise discovery.not_found_error()
-    opened: list[tuple[Path, Any]] = []
-    for path in chosen.libraries:
-        try:
-            # RTLD_GLOBAL: later libraries (and CANN's own plugins) resolve
-            # their undefined symbols against the earlier ones.
-            opened.append((path, ffi.dlopen(str(path), ffi.RTLD_NOW | ffi.RTLD_GLOBAL)))
-        except OSError as exc:
-            raise LibraryNotFoundError(
-                f"CANN was found in {chosen.lib_dir} (from {chosen.source}) but {path.name} "
-                f"could not be opened: {exc}\n{_LOAD_HINT}",
-                discovery,
-            ) from exc
-    bound: dict[str, Any] = {}
-    missing = set()
-    for name in function_names():
-        for _path, lib in opened:
-            try:
-                bound[name] = getattr(lib, name)
-                break
-            except AttributeError:
-                continue
-        else:
-            bound[name] = _missing_stub(name, [p for p, _ in opened])
-            missing.add(name)
-    return Loaded(chosen, tuple(opened), types.SimpleNamespace(**bound), frozenset(missing))
-
-
-def load(environ: dict[str, str] | None = None) -> Loaded:
-    """Open CANN's libraries once per process (thread-safe) and return them.
-
-    Parameters
-    ----------
-    environ : Mapping[str, str], optional
-        Environment for the search (``os.environ`` by default); ignored once
-        the libraries are loaded, since a process can hold only one CANN.
-
-    Raises
-    ------
-    LibraryNotFoundError
-        No usable home (the message lists every place searched and what each
-        lacked) or a library failed to open. A failure is not cached: the
-        next call searches again.
-    """
-    global _loaded
-    loaded = _loaded
-    if loaded is None:
-        with _lock:
-            if _loaded is None:
-                _loaded = _open(discover(environ))
-            loaded = _loaded
-    return loaded
-
-
-# -- argument conversion ------------------------------------------------------
-
-
-def _describe(value: Any) -> str:
-    text = repr(value)
-    return f"{type(value).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
-
-
-_ADDRESS_LIMIT = 1 << 64
-
-
-def _pointer(value: Any, api: str, param: str) -> Any:
-    """An int address (or None) as ``void *``; an int outside [0, 2**64) is refused, never wrapped."""
-    if type(value) is not int:
-        if value is None:
-            return NULL
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-            raise TypeError(f"{api}: {param} must be an int address (or None), got {_describe(value)}")
-        value = int(value)
-    if not 0 <= value < _ADDRESS_LIMIT:
-        raise ValueError(f"{api}: {param} = {value:#x} is not an address: it must be in [0, 2**64)")
-    return ffi.cast(_VOIDP, value)
-
-
-def _host(value: Any, nbytes: int, writable: bool, api: str, param: str) -> Any:
-    """A host or device address (int) or a host buffer-protocol object, as ``void *``."""
-    if type(value) is int or value is None:
-        return _pointer(value, api, param)
-    if isinstance(value, (numbers.Number, str)):  # an address, or a clear TypeError
-        return _pointer(value, api, param)
-    try:
-        buf = ffi.from_buffer(value, require_writable=writable)
-    except (TypeError, ValueError, BufferError) as exc:
-        need = "a writable C-contiguous buffer" if writable else "a C-contiguous buffer"
-        raise TypeError(
-            f"{api}: {param} must be an int address or {need}, got {_describe(value)}: {exc}"
-        ) from None
-    if isinstance(nbytes, numbers.Integral) and int(nbytes) > len(buf):
-        raise ValueError(f"{api}: {param} holds {len(buf)} bytes but the call would access {nbytes}")
-    return buf
-
-
-def _int64s(values: Any, api: str, param: str) -> Any:
-    if type(values) is not tuple and type(values) is not list:
-        try:
-            values = [v.__index__() for v in values]
-        except (TypeError, AttributeError):
-            raise TypeError(f"{api}: {param} must be a sequence of ints, got {_describe(values)}") from None
-    try:
-        return ffi.new(_I64ARR, values)
-    except (TypeError, OverflowError) as exc:
-        raise _reraised(exc)(
-            f"{api}: {param} must be a sequence of int64 values, got {_describe(values)}: {exc}"
-        ) from None
-
-
-def _reraised(exc: Exception) -> type[Exception]:
-    """The class to report cffi's ``exc`` with: an int out of range is also a ValueError."""
-    return errors.ArgumentOverflowError if isinstance(exc, OverflowError) else type(exc)
-
-
-def _bools(values: Any, api: str, param: str) -> Any:
-    try:
-        flags = [_as_bool(v) for v in values]
-    except (TypeError, ValueError):  # ValueError: a NumPy array has no single truth value
-        raise TypeError(f"{api}: {param} must be a sequence of bools, got {_describe(values)}") from None
-    return ffi.new(_BOOLARR, flags)
-
-
-def _as_bool(value: Any) -> bool:
-    if value is True or value is False:
-        return value
-    if type(value).__name__ == "bool_" or value in (0, 1):  # numpy.bool_, or 0/1 as in C
-        return bool(value)
-    raise TypeError
-
-
-def _cstring(value: str | bytes | os.PathLike[str] | os.PathLike[bytes] | None, api: str, param: str) -> Any:
-    if value is None:
-        return NULL
-    try:
-        return os.fsencode(value)
-    except TypeError:
-        raise TypeError(f"{api}: {param} must be a str path or None, got {_describe(value)}") from None
-
-
-_workspace_pointers: dict[int, Any] = {}  # address -> void *: a stream's workspace recurs every call
-
-
-def _workspace(value: Any, api: str) -> Any:
-    """A workspace address as ``void *`` (NULL for 0), the cast cached for the addresses that recur."""
-    if type(value) is int:
-        if value == 0:
-            return NULL
-        cached = _workspace_pointers.get(value)
-        if cached is not None:
-            return cached
-        pointer = _pointer(value, api, "workspace")
-        if len(_workspace_pointers) >= 64:
-            _workspace_pointers.clear()  # addresses of freed workspaces: start again
-        _workspace_pointers[value] = pointer
-        return pointer
-    return _pointer(value, api, "workspace")
-
-
-def _new_event(status: int, event: Any) -> Any:
-    return ffi.cast(_EVENT, event) if status == 0 and event != NULL else None
-
-
-def _event(event: Any, api: str) -> Any:
-    if type(event) is _CDATA and _typeof(event) is _EVENT:
-        return event
-    raise TypeError(f"{api}: event must be an event from aclrtCreateEvent, got {_describe(event)}")
-
-
-def _stream(stream: Any, api: str) -> Any:
-    if stream is None:
-        return NULL
-    if type(stream) is _CDATA and _typeof(stream) is _STREAM:
-        return stream
-    raise TypeError(
-        f"{api}: stream must be a stream from aclrtCreateStream (or None), got {_describe(stream)}"
-    )
-
-
-def _handle(value: Any) -> Any:
-    return NULL if value is None else value
 
 
 class NpuBackend:
@@ -874,98 +619,3 @@ def _null(value: Any) -> Any:
 
 def _nulls(values: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(NULL if v is None else v for v in values)
-
-
-# -- probe ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ProbeResult:
-    """Whether the npu backend is usable here, and why not.
-
-    Attributes
-    ----------
-    ok : bool
-        True when the libraries load and at least one device is visible.
-    reason : str
-        Empty when ``ok``; else what failed and how to fix it.
-    home : str | None
-        The CANN install root used.
-    libraries : tuple[str, ...]
-        Paths of the opened libraries, in load order.
-    device_count : int | None
-        What ``aclrtGetDeviceCount`` reported (None if it could not be asked).
-    soc_name : str | None
-        ``aclrtGetSocName()``, e.g. ``"Ascend910B1"``.
-    missing_functions : tuple[str, ...]
-        Declared C functions no opened library exports.
-    """
-
-    ok: bool
-    reason: str
-    home: str | None = None
-    libraries: tuple[str, ...] = ()
-    device_count: int | None = None
-    soc_name: str | None = None
-    missing_functions: tuple[str, ...] = ()
-
-
-class _Found(TypedDict):
-    """What ProbeResult reports of a loaded CANN, whatever the devices say."""
-
-    home: str
-    libraries: tuple[str, ...]
-    missing_functions: tuple[str, ...]
-
-
-def probe(environ: dict[str, str] | None = None) -> ProbeResult:
-    """Try the npu backend without raising: load CANN, count devices, name the SoC.
-
-    ``aclrtGetDeviceCount`` is asked first without ``aclInit``; only if it
-    answers ``ACL_ERROR_UNINITIALIZE`` is ``aclInit(NULL)`` called (a repeat
-    init, 100002, counts as success) and the count asked again.
-
-    Returns
-    -------
-    ProbeResult
-        Never raises; failures are described in ``reason``.
-    """
-    try:
-        backend = NpuBackend(environ)
-    except LibraryNotFoundError as exc:
-        return ProbeResult(False, str(exc))
-    except Exception as exc:  # noqa: BLE001 -- a broken install must not break backend selection
-        return ProbeResult(False, f"loading CANN failed: {type(exc).__name__}: {exc}")
-    found: _Found = {
-        "home": str(backend.home),
-        "libraries": tuple(str(p) for p in backend.libraries),
-        "missing_functions": tuple(sorted(backend.missing_functions)),
-    }
-    try:
-        status, count = backend.aclrtGetDeviceCount()
-        if status == ACL_ERROR_UNINITIALIZE:
-            init = backend.aclInit(None)
-            if init not in (ACL_SUCCESS, ACL_ERROR_REPEAT_INITIALIZE):
-                return ProbeResult(False, _failed("aclInit", init, backend), **found)
-            status, count = backend.aclrtGetDeviceCount()
-        if status != ACL_SUCCESS:
-            return ProbeResult(False, _failed("aclrtGetDeviceCount", status, backend), **found)
-        soc = backend.aclrtGetSocName() if count else None
-    except Exception as exc:  # noqa: BLE001 -- probe never raises
-        return ProbeResult(False, f"querying the devices failed: {type(exc).__name__}: {exc}", **found)
-    if count < 1:
-        return ProbeResult(
-            False,
-            "CANN loaded but aclrtGetDeviceCount reports no NPU device (is the driver installed?)",
-            device_count=count,
-            **found,
-        )
-    return ProbeResult(True, "", device_count=count, soc_name=soc, **found)
-
-
-def _failed(api: str, status: int, backend: NpuBackend) -> str:
-    try:
-        message = backend.aclGetRecentErrMsg()
-    except Exception:  # noqa: BLE001 -- reporting one failure must not raise another
-        message = ""
-    return str(errors.make_error(status, message, api))
