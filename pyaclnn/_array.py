@@ -538,10 +538,8 @@ def to_device(
     if stream is None:
         ctx = _context.context(backend)
         stream = ctx.default_stream(ctx.device if device is None else _context._device_id(device, ctx))
-    elif device is not None and device != stream.device:
-        raise ValueError(f"device {device} differs from the device {stream.device} of stream {stream!r}")
-    if x.size == 0:
-        return DeviceArray(x.shape, x.dtype, backend=stream.backend, stream=stream)
+    if x.size == 0:  # the arrays check that device (if given) is the stream's
+        return DeviceArray(x.shape, x.dtype, backend=stream.backend, stream=stream, device=device)
     storage, strides, offset = _covering_storage(x)
     array = DeviceArray(
         x.shape,
@@ -551,6 +549,7 @@ def to_device(
         storage_size=storage.size,
         backend=stream.backend,
         stream=stream,
+        device=device,
     )
     try:
         host = np.ascontiguousarray(storage).view(np.uint8)

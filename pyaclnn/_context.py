@@ -62,12 +62,11 @@ class _Context:
         self.streams: weakref.WeakSet[Stream] = weakref.WeakSet()  # open Streams
         self.events: weakref.WeakSet[Event] = weakref.WeakSet()  # open Events
         self.pools: dict[int, MemoryPool] = {}  # device -> its memory
-        self.pool = self.device_pool(0)  # device 0's, the one most programs use
         self.int_arrays: dict[tuple[int, ...], Any] = {}
         self.bool_arrays: dict[tuple[bool, ...], Any] = {}
         self.int_array_sets: dict[tuple[tuple[int, ...], ...], tuple[Any, ...]] = {}
         self.deterministic: bool | None = None
-        self.launch_blocking = launch_blocking_by_environment()
+        self.launch_blocking = False  # read from the environment when ACL is initialised (ready)
         self.used_devices: set[int] = set()  # bound by some thread: reset at shutdown
         self._device_count: int | None = None  # aclrtGetDeviceCount's answer, asked once
         self._exit_hook = False
