@@ -21,7 +21,7 @@ from typing import Any, TypeVar, overload
 import numpy as np
 import numpy.typing as npt
 
-from . import aclnn, runtime
+from . import _docstrings, aclnn, runtime
 from . import dtypes as _dtypes
 from .errors import ACLNN_ERR_PARAM_INVALID, AclnnError, ArgumentOverflowError
 from .kernels import checks as _checks
@@ -234,6 +234,7 @@ def max_pool3d_with_argmax(
     backend: str | None = ...,
     stream: Stream | None = ...,
 ) -> tuple[DeviceArray, DeviceArray]: ...
+@_docstrings.fill
 def max_pool3d_with_argmax(
     input: ArrayIn,
     kernel_size: IntOrSeq,
@@ -253,21 +254,14 @@ def max_pool3d_with_argmax(
     ----------
     input : ndarray or DeviceArray
         (N, C, D, H, W) or (C, D, H, W); float32, float16 or bfloat16; any strides.
-    kernel_size, stride, padding, dilation : int or sequence of int
-        Lengths 1 or 3 (stride also 0: ``()`` means stride = kernel_size).
-        padding <= kernel_size // 2; dilation must be 1 on Atlas A2/A3.
-    ceil_mode : bool
-        Round the output size up (a window starting in the right padding is dropped).
+    %(pool_params)s
     indices_dtype : int32 or int64
         Atlas A2/A3 computes int32 indices; int64 is widened after the op.
     out : (DeviceArray or None, DeviceArray or None), optional
         Arrays to write (out, indices) into, of the shapes and dtypes the call
         gives (indices: int32), on the call's device, any strides; None entries
         are allocated. The call returns them.
-    backend : {"numpy", "npu"}, optional
-        The active backend by default.
-    stream : Stream, optional
-        The calling thread's default stream (of its current device) by default.
+    %(backend_stream)s
 
     Returns
     -------
@@ -278,15 +272,12 @@ def max_pool3d_with_argmax(
 
     Raises
     ------
-    AclnnError
-        161001 for a missing input, 161002 for a rule of the op (dtype, rank,
-        parameter lengths and values, shapes), with the argument and rule named.
-    TypeError
-        For arguments that are not arrays, ints or sequences of ints, or an
-        ``out`` that is not a pair of DeviceArrays or None.
+    %(raises_aclnn)s
+    %(raises_device)s
+    %(raises_arguments)s
     ValueError
-        For an ``out`` of the wrong shape, dtype or device, or closed; an input
-        on another backend or device than the call's stream, or closed.
+        Also for ``indices_dtype`` int64 together with ``out`` (pass int32
+        indices there).
     """
     ints = _pool_ints(kernel_size, stride, padding, dilation)
     ceil = _flag("ceil_mode", ceil_mode)
@@ -438,6 +429,7 @@ def max_pool3d_with_argmax_backward(
     backend: str | None = ...,
     stream: Stream | None = ...,
 ) -> DeviceArray: ...
+@_docstrings.fill
 def max_pool3d_with_argmax_backward(
     grad_output: ArrayIn,
     input: ArrayIn,
@@ -462,12 +454,10 @@ def max_pool3d_with_argmax_backward(
         The forward input, (N, C, D, H, W) or (C, D, H, W); float32, float16 or bfloat16.
     indices : ndarray or DeviceArray
         The forward's indices, grad_output's shape; int32 (int64 is narrowed first).
-    kernel_size, stride, padding, dilation, ceil_mode
-        As in the forward; they fix the expected grad_output shape.
+    %(pool_params)s
     out : DeviceArray, optional
         The array to write grad_input into (input's shape and dtype); returned.
-    backend, stream
-        As in :func:`max_pool3d_with_argmax`.
+    %(backend_stream)s
 
     Returns
     -------
@@ -477,17 +467,16 @@ def max_pool3d_with_argmax_backward(
 
     Raises
     ------
-    AclnnError
-        161001 for a missing tensor; 161002 for a rule of the op, for a
-        grad_output whose shape differs from what pooling input gives, and for
-        a NumPy ``indices`` with an index outside its (n, c) plane, naming the
-        first one (checked on the host before the upload).
-    AclError
-        At the next wait on the stream (``numpy()``, ``synchronize()``), for
-        DeviceArray indices with an index outside its plane: only the kernel
-        sees them; the emulations refuse to write and report the runtime's
-        ``ACL_ERROR_RT_VECTOR_CORE_EXCEPTION`` naming the position (the NPU
-        itself would write out of bounds).
+    %(raises_aclnn)s
+        Also 161002 for a grad_output whose shape differs from what pooling
+        input gives, and for a NumPy ``indices`` with an index outside its
+        (n, c) plane, naming the first one (checked on the host before the upload).
+    %(raises_device)s
+        Also for DeviceArray indices with an index outside its plane: only the
+        kernel sees them; the emulations refuse to write and report the
+        runtime's ``ACL_ERROR_RT_VECTOR_CORE_EXCEPTION`` naming the position
+        (the NPU itself would write out of bounds).
+    %(raises_arguments)s
     """
     ints = _pool_ints(kernel_size, stride, padding, dilation)
     ceil = _flag("ceil_mode", ceil_mode)
@@ -610,6 +599,7 @@ def grid_sampler3d(
     backend: str | None = ...,
     stream: Stream | None = ...,
 ) -> DeviceArray: ...
+@_docstrings.fill
 def grid_sampler3d(
     input: ArrayIn,
     grid: ArrayIn,
@@ -631,24 +621,22 @@ def grid_sampler3d(
         float16, bfloat16 or float64; any strides.
     grid : ndarray or DeviceArray
         (N, Do, Ho, Wo, 3) of (x, y, z) in [-1, 1]; input's dtype.
-    interpolation_mode : {"bilinear", "nearest"} or int
-        As in ``torch.nn.functional.grid_sample``, or the C API's 0 / 1.
-        Nearest rounds half to even.
-    padding_mode : {"zeros", "border", "reflection"} or int
-        Or the C API's 0 / 1 / 2.
-    align_corners : bool
-        Whether -1 and 1 are the centres (True) or the outer edges (False) of the corner voxels.
-    layout : {"NCDHW", "NDHWC"}
-        Layout of input and of the result.
+    %(grid_modes)s
+    %(layout)s
     out : DeviceArray, optional
         The array to write the result into (its shape and dtype); returned.
-    backend, stream
-        As in :func:`max_pool3d_with_argmax`.
+    %(backend_stream)s
 
     Returns
     -------
     out
         (N, C, Do, Ho, Wo), or (N, Do, Ho, Wo, C) with ``layout="NDHWC"``.
+
+    Raises
+    ------
+    %(raises_aclnn)s
+    %(raises_device)s
+    %(raises_arguments)s
     """
     interp = _mode("interpolation_mode", interpolation_mode, _INTERPOLATION)
     pad = _mode("padding_mode", padding_mode, _PADDING)
@@ -763,6 +751,7 @@ def grid_sampler3d_backward(
     backend: str | None = ...,
     stream: Stream | None = ...,
 ) -> tuple[DeviceArray | None, DeviceArray | None]: ...
+@_docstrings.fill
 def grid_sampler3d_backward(
     grad_output: ArrayIn,
     input: ArrayIn,
@@ -783,15 +772,16 @@ def grid_sampler3d_backward(
     ----------
     grad_output : ndarray or DeviceArray
         Gradient of the sampled output, shaped like it (``layout`` applies).
-    input, grid, interpolation_mode, padding_mode, align_corners, layout
+    input, grid
         As in :func:`grid_sampler3d`.
+    %(grid_modes)s
     output_mask : (bool, bool)
         Which of (input_grad, grid_grad) to return; the other comes back as None.
+    %(layout)s
     out : (DeviceArray or None, DeviceArray or None), optional
         Arrays to write (input_grad, grid_grad) into, input's and grid's shapes
         and dtype; None entries are allocated (or not returned, per output_mask).
-    backend, stream
-        As in :func:`max_pool3d_with_argmax`.
+    %(backend_stream)s
 
     Returns
     -------
@@ -801,9 +791,10 @@ def grid_sampler3d_backward(
 
     Raises
     ------
-    AclnnError
-        161001 for a missing tensor; 161002 for a dtype, mode, shape or mask
-        length the op rejects, with the argument and rule named.
+    %(raises_aclnn)s
+        Also 161002 for an output_mask whose length is not 2.
+    %(raises_device)s
+    %(raises_arguments)s
     """
     interp = _mode("interpolation_mode", interpolation_mode, _INTERPOLATION)
     pad = _mode("padding_mode", padding_mode, _PADDING)
