@@ -109,6 +109,21 @@ class _Owned:
         if self.closed:
             raise ValueError(f"{self._kind} is closed")
 
+    def _check_peer(self, name: str, other: object, kind: type[_Owned], same_device: bool = True) -> None:
+        """The one rule for a Stream or Event handed to this one: an open ``kind`` of this
+        backend (and device, if ``same_device``); otherwise a ValueError naming ``name``."""
+        backend, device = getattr(self, "backend", None), getattr(self, "device", None)
+        if (
+            not isinstance(other, kind)
+            or getattr(other, "backend", None) != backend
+            or (same_device and getattr(other, "device", None) != device)
+        ):
+            where = f" on device {device}" if same_device else ""
+            raise ValueError(
+                f"{name} must be a pyaclnn.{kind.__name__} of backend {backend!r}{where}, got {other!r}"
+            )
+        other._check_open()
+
     def __enter__(self: _OwnedT) -> _OwnedT:
         return self
 
@@ -212,12 +227,7 @@ class Stream(_Owned):
         The host does not wait.
         """
         self._check_open()
-        if not isinstance(event, Event) or event.backend != self.backend or event.device != self.device:
-            raise ValueError(
-                f"event must be a pyaclnn.Event of backend {self.backend!r} on device {self.device}, "
-                f"got {event!r}"
-            )
-        event._check_open()
+        self._check_peer("event", event, Event)
         with self._ctx.on_device(self.device):
             acl.rt.stream_wait_event(self.handle, event.handle, backend=self.backend)
         self._state.queued += 1
@@ -366,12 +376,8 @@ class Event(_Owned):
         self._check_open()
         if stream is None:
             stream = _context.context(self.backend).default_stream(self.device)
-        elif not isinstance(stream, Stream) or stream.backend != self.backend or stream.device != self.device:
-            raise ValueError(
-                f"stream must be a pyaclnn.Stream of backend {self.backend!r} on device {self.device}, "
-                f"got {stream!r}"
-            )
-        stream._check_open()
+        else:
+            self._check_peer("stream", stream, Stream)
         with stream._ctx.on_device(self.device):
             acl.rt.record_event(self.handle, stream.handle, backend=self.backend)
         stream._state.queued += 1
@@ -394,9 +400,7 @@ class Event(_Owned):
         Both must be recorded and complete (synchronize ``end`` first).
         """
         self._check_open()
-        if not isinstance(end, Event) or end.backend != self.backend:
-            raise ValueError(f"end must be a pyaclnn.Event of backend {self.backend!r}, got {end!r}")
-        end._check_open()
+        self._check_peer("end", end, Event, same_device=False)
         return acl.rt.event_elapsed_time(self.handle, end.handle, backend=self.backend)
 
     def __repr__(self) -> str:

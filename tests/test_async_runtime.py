@@ -256,3 +256,29 @@ def test_synchronize_waits_for_every_stream(backend, slow_kernels):
             event.close()
         for array in arrays:
             array.close()
+
+
+def test_streams_and_events_refuse_a_peer_of_another_kind_backend_or_state(backend):
+    with pyaclnn.Stream(backend=backend) as stream, pyaclnn.Event(backend=backend) as event:
+        with pytest.raises(ValueError, match="event must be a pyaclnn.Event of backend"):
+            stream.wait_event(stream)
+        with pytest.raises(ValueError, match="stream must be a pyaclnn.Stream of backend"):
+            event.record(event)
+        with pytest.raises(ValueError, match="end must be a pyaclnn.Event of backend"):
+            event.elapsed_time(stream)
+        if backend == "npu":  # the numpy backend is there too (the reverse needs the emulator)
+            with pyaclnn.Event(backend="numpy") as foreign:
+                with pytest.raises(ValueError, match="event must be a pyaclnn.Event of backend 'npu'"):
+                    stream.wait_event(foreign)
+                with pytest.raises(ValueError, match="end must be a pyaclnn.Event of backend 'npu'"):
+                    event.elapsed_time(foreign)
+        done = pyaclnn.Event(backend=backend)
+        done.close()
+        with pytest.raises(ValueError, match="event is closed"):
+            stream.wait_event(done)
+        with pytest.raises(ValueError, match="event is closed"):
+            event.elapsed_time(done)
+        closed = pyaclnn.Stream(backend=backend)
+        closed.close()
+        with pytest.raises(ValueError, match="stream is closed"):
+            event.record(closed)
