@@ -12,7 +12,6 @@ from __future__ import annotations
 import itertools
 import threading
 import weakref
-from collections.abc import Callable
 from typing import Any, TypeVar
 
 from . import _context, _decl, _executors, acl
@@ -69,17 +68,6 @@ def _close_stream(
             pool.stream_idle(state)
             if destroy:
                 acl.rt.destroy_stream(state.handle, backend=backend)
-
-
-def _release_external(
-    backend: str,
-    state: _StreamState,
-    executors: _executors.ExecutorCache,
-    pool: MemoryPool,
-    ctx: _context._Context,
-    device: int,
-) -> None:
-    _close_stream(backend, state, executors, pool, ctx, device, destroy=False)
 
 
 def _device_error(exc: AclError, where: str) -> AclError:
@@ -144,6 +132,7 @@ class Stream(_Owned):
     """
 
     _kind = "stream"
+    _owns_handle = True  # closing destroys the handle: pyaclnn created it
 
     def __init__(self, backend: str | None = None, *, device: int | None = None) -> None:
         ctx = _context.context(backend)
@@ -169,7 +158,15 @@ class Stream(_Owned):
             self.backend, self._state, _executors.enabled_by_environment(), self.lock
         )
         self._finalizer = weakref.finalize(
-            self, self._closer(), self.backend, self._state, self.executors, self._pool, ctx, self.device
+            self,
+            _close_stream,
+            self.backend,
+            self._state,
+            self.executors,
+            self._pool,
+            ctx,
+            self.device,
+            destroy=self._owns_handle,
         )
         self._finalizer.atexit = False  # the context's exit hook closes streams in order
         ctx.streams.add(self)
@@ -244,11 +241,6 @@ class Stream(_Owned):
             # CANN lets an event be destroyed while pending; the queued wait still holds.
             acl.rt.destroy_event(handle, backend=self.backend)
 
-    @staticmethod
-    def _closer() -> Callable[..., None]:
-        """What closing does: wait, give back, destroy the handle (pyaclnn made it)."""
-        return _close_stream
-
     def workspace(self, size: int) -> int:
         """Device pointer to at least ``size`` bytes of workspace (0 for size 0), reused across calls.
 
@@ -293,6 +285,8 @@ class ExternalStream(Stream):
         The active backend by default.
     """
 
+    _owns_handle = False
+
     def __init__(self, handle: Any, *, device: int | None = None, backend: str | None = None) -> None:
         ctx = _context.context(backend)
         self.backend = ctx.name
@@ -314,10 +308,6 @@ class ExternalStream(Stream):
             )
         index = getattr(getattr(stream, "device", None), "index", None)
         return cls(handle, device=index, backend=backend)
-
-    @staticmethod
-    def _closer() -> Callable[..., None]:
-        return _release_external
 
 
 def default_stream(backend: str | None = None) -> Stream:
