@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 _O = TypeVar("_O")
 
@@ -26,29 +26,31 @@ class Tensor:
     data: int  # device address of the storage base
 
 
+_V = TypeVar("_V", int, bool)
+
+
 @dataclass(eq=False)
-class IntArray:
-    values: tuple[int, ...]
+class _Values(Generic[_V]):
+    """What aclIntArray and aclBoolArray hold: the values copied at creation."""
+
+    values: tuple[_V, ...]
 
     def __len__(self) -> int:
         return len(self.values)
 
-    def __iter__(self) -> Iterator[int]:
+    def __iter__(self) -> Iterator[_V]:
         return iter(self.values)
 
-
-@dataclass(eq=False)
-class BoolArray:
-    values: tuple[bool, ...]
-
-    def __len__(self) -> int:
-        return len(self.values)
-
-    def __iter__(self) -> Iterator[bool]:
-        return iter(self.values)
-
-    def __getitem__(self, i: int) -> bool:
+    def __getitem__(self, i: int) -> _V:
         return self.values[i]
+
+
+class IntArray(_Values[int]):
+    """An aclIntArray."""
+
+
+class BoolArray(_Values[bool]):
+    """An aclBoolArray."""
 
 
 @dataclass(eq=False)
