@@ -7,6 +7,8 @@ unchanged: dtypes, layouts, strides, masks, int64 indices, DeviceArrays.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -305,10 +307,91 @@ def test_a_plane_above_int32_max_is_rejected_before_any_allocation(backend, forw
     assert backends.get(backend).live_counts() == before
 
 
-def test_a_kernel_that_leaves_no_window_is_a_value_error(backend):
-    # The op itself would take an empty out and succeed; the functional API says what is wrong.
-    with pytest.raises(ValueError, match="pooled size along D would be 0"):
-        pyaclnn.max_pool3d_with_argmax(np.ones((1, 1, 2, 2, 2), np.float32), 3, backend=backend)
+def test_a_kernel_that_leaves_no_window_gives_empty_results_as_the_op_does(backend):
+    # The output shape is the checks' rule (checks.pool_output_shape): an axis
+    # without a window has size 0, and the op takes the empty out and succeeds.
+    # Along D the formula gives (1 - 3) // 1 + 1 = -1.
+    x = np.ones((1, 2, 1, 5, 5), np.float32)
+    out, idx = pyaclnn.max_pool3d_with_argmax(x, 3, 1, backend=backend)
+    assert out.shape == idx.shape == (1, 2, 0, 3, 3)
+    assert out.dtype == np.float32 and idx.dtype == np.int32
+
+
+def test_a_backward_without_a_window_is_161002_naming_grad_output(backend):
+    # (An empty grad_output would succeed: the L2 layer returns before the tiling check.)
+    x = np.ones((1, 2, 2, 5, 5), np.float32)
+    g = np.ones((1, 2, 1, 1, 1), np.float32)
+    with pytest.raises(AclnnError, match=r"\(in Python: grad_output") as info:
+        pyaclnn.max_pool3d_with_argmax_backward(g, x, np.zeros(g.shape, np.int32), 3, backend=backend)
+    assert info.value.status == constants.ACLNN_ERR_PARAM_INVALID
+
+
+@pytest.mark.parametrize(
+    "grad_shape",
+    [(1, 2, 2, 2, 3), (1, 3, 2, 2, 2), (2, 2, 2, 2, 2), (2, 2, 2, 2), (1, 2, 2, 2, 2, 1)],
+    ids=["spatial", "channels", "batch", "rank 4", "rank 6"],
+)
+def test_a_grad_output_of_the_wrong_shape_names_grad_output(backend, grad_shape):
+    x = np.ones((1, 2, 4, 4, 4), np.float32)
+    g = np.ones(grad_shape, np.float32)
+    with pytest.raises(AclnnError, match=r"\(in Python: grad_output") as info:
+        pyaclnn.max_pool3d_with_argmax_backward(g, x, np.zeros(grad_shape, np.int32), 2, backend=backend)
+    assert info.value.status == constants.ACLNN_ERR_PARAM_INVALID
+
+
+_PYTHON_PARAMETERS = (
+    "input", "grad_output", "grid", "indices", "out", "kernel_size", "stride", "padding", "dilation",
+    "ceil_mode", "interpolation_mode", "padding_mode", "align_corners", "output_mask", "layout",
+    "indices_dtype",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda b: pyaclnn.max_pool3d_with_argmax(np.ones((1, 1, 4, 4, 4), np.float64), 2, backend=b),
+        lambda b: pyaclnn.max_pool3d_with_argmax(np.ones((4, 4, 4), np.float32), 2, backend=b),
+        lambda b: pyaclnn.max_pool3d_with_argmax(np.ones((1, 1, 4, 4, 4), np.float32), 2, 0, backend=b),
+        lambda b: pyaclnn.max_pool3d_with_argmax(np.ones((1, 1, 4, 4, 4), np.float32), 2, 2, 2, backend=b),
+        lambda b: pyaclnn.max_pool3d_with_argmax(np.ones((1, 1, 4, 4, 4), np.float32), 2, 2, 0, 2, backend=b),
+        lambda b: pyaclnn.max_pool3d_with_argmax_backward(
+            np.ones((1, 1, 2, 2, 2), np.float32),
+            np.ones((1, 1, 4, 4, 4), np.float32),
+            np.zeros((1, 1, 2, 2, 1), np.int32),
+            2,
+            backend=b,
+        ),
+        lambda b: pyaclnn.max_pool3d_with_argmax_backward(
+            np.ones((1, 1, 2, 2, 2), np.float32),
+            np.ones((1, 1, 4, 4, 4), np.float32),
+            np.full((1, 1, 2, 2, 2), 64, np.int32),
+            2,
+            backend=b,
+        ),
+        lambda b: pyaclnn.grid_sampler3d(
+            np.ones((1, 1, 2, 2, 2), np.float32), np.zeros((1, 1, 1, 1, 2), np.float32), backend=b
+        ),
+        lambda b: pyaclnn.grid_sampler3d(
+            np.ones((1, 1, 2, 2, 2), np.float32), np.zeros((2, 1, 1, 1, 3), np.float32), backend=b
+        ),
+        lambda b: pyaclnn.grid_sampler3d(
+            np.ones((1, 1, 2, 2, 2), np.float32), np.zeros((1, 1, 1, 1, 3), np.float16), backend=b
+        ),
+        lambda b: pyaclnn.grid_sampler3d_backward(
+            np.ones((1, 1, 1, 1, 2), np.float32),
+            np.ones((1, 1, 2, 2, 2), np.float32),
+            np.zeros((1, 1, 1, 1, 3), np.float32),
+            backend=b,
+        ),
+    ],
+)
+def test_every_functional_error_names_a_python_parameter(backend, call):
+    with pytest.raises(AclnnError) as info:
+        call(backend)
+    # C names that differ from the Python ones are translated: "(in Python: grad_output)".
+    text = str(info.value)
+    reason = text.split("(in Python: ", 1)[1] if "(in Python: " in text else text.split("): ", 1)[1]
+    assert any(re.search(rf"\b{name}\b", reason) for name in _PYTHON_PARAMETERS), text
 
 
 def test_threads_may_share_one_stream(backend):

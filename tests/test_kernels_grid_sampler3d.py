@@ -465,3 +465,24 @@ def test_nonfinite_input_values_propagate_like_torch(torch, interp, padding, ali
         np.testing.assert_array_equal(ours[~finite & ~np.isnan(ref)], ref[~finite & ~np.isnan(ref)])
         scale = np.abs(ref[finite]).max(initial=1)
         np.testing.assert_allclose(ours[finite], ref[finite], rtol=1e-5, atol=1e-5 * scale)
+
+
+@pytest.mark.parametrize("interp", [0, 1])
+def test_results_do_not_depend_on_the_thread_count(monkeypatch, interp):
+    monkeypatch.setenv("PYACLNN_ACCEL", "0")  # the NumPy kernels, on the shared worker threads
+    monkeypatch.setattr(gs, "_CHUNK_POINTS", 256)
+    monkeypatch.setattr(gs, "_PARALLEL_MIN_POINTS", 0)
+    rng = np.random.default_rng(11)
+    inp = rng.standard_normal((2, 3, 4, 5, 6)).astype(np.float32)
+    grid = rng.uniform(-1.2, 1.2, (2, 5, 6, 7, 3)).astype(np.float32)
+    go = rng.standard_normal((2, 3, 5, 6, 7)).astype(np.float32)
+    results = []
+    for threads in ("1", "2", "5"):
+        monkeypatch.setenv("PYACLNN_NUM_THREADS", threads)
+        out, gi, gg = (np.empty(a.shape, np.float32) for a in (go, inp, grid))
+        gs.grid_sampler3d(inp, grid, interp, 0, False, out)
+        gs.grid_sampler3d_backward(go, inp, grid, interp, 0, False, gi, gg)
+        results.append((out, gi, gg))
+    for got in results[1:]:
+        for a, b in zip(got, results[0]):
+            np.testing.assert_array_equal(a, b)

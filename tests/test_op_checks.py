@@ -426,3 +426,28 @@ def test_grid_sampler3d_backward_ndhwc_layout_is_taken_from_input(backend):
         **{**GBWD_OK, "x": Spec((1, 3, 4, 5, 3)), "input_grad": Spec((1, 3, 4, 5, 3)), "fmt": NDHWC},
     )
     assert got == INVALID and "C" in message
+
+
+# -- the plans the checks return ----------------------------------------------
+
+
+def test_a_max_pool_plan_is_5d_with_its_output_shape_and_compute_dtype():
+    from types import SimpleNamespace
+
+    from pyaclnn.kernels import checks
+
+    def t(shape, dtype=constants.ACL_FLOAT16):
+        return SimpleNamespace(shape=shape, data_type=dtype, format=constants.ACL_FORMAT_ND)
+
+    plan = checks.max_pool3d_with_argmax(
+        t((2, 5, 5, 5)), [2], [], [0], [1], True, t((2, 3, 3, 3)), t((2, 3, 3, 3), constants.ACL_INT32)
+    )
+    assert plan.input_shape == (1, 2, 5, 5, 5) and plan.output_shape == (1, 2, 3, 3, 3)
+    assert not plan.batched and plan.params.stride == (2, 2, 2) and plan.plane == 125
+    assert plan.compute_dtype == np.float32
+
+
+def test_the_pooled_output_of_an_axis_without_a_window_is_empty():
+    from pyaclnn.kernels import checks
+
+    assert checks.pool_output_shape((1, 2, 1, 5, 5), [3], [1], [0], [1], False) == (1, 2, 0, 3, 3)

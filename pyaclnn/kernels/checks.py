@@ -3,9 +3,25 @@
 Source: shared/reference/op-semantics.md (sections 1-5), for Atlas A2/A3
 (DAV_2201). The functions take descriptor-like objects (anything with
 ``shape``, ``data_type`` and ``format``; ``None`` is a null pointer) and
-parameter sequences, and either raise :class:`CheckFailed` or return a plan
-with the parameters expanded to three values; ``None`` means "valid, nothing
-to compute" (empty tensors, an empty output mask).
+parameter sequences, and either raise :class:`CheckFailed` (the op's status
+and a message naming the C argument) or return the call's plan: the 5-D
+shapes the kernel sees (a 4-D max-pool call as N = 1), the parameters
+expanded to three values, the output shape, the compute dtype
+(:func:`pyaclnn.dtypes.compute_dtype`) and the layout. ``None`` means "valid,
+nothing to compute" (empty tensors, an empty output mask).
+
+This is the one statement of the rules on the Python side: the numpy
+backend's phase 1 (``pyaclnn.backends.numpy._ops``) runs these checks and
+hands the kernels the plan's 5-D views; the functional layer sizes its outputs
+and makes its early host-side checks with the same rules
+(:func:`pool_output_shape`, :func:`sampled_shape`, :func:`plane_size_limit`,
+:func:`indices_in_planes`). The kernels validate nothing.
+
+Two other statements of the same rules stay independent of this module on
+purpose, so that each cross-checks it: the C emulator's checks
+(``tests/emulator/*.c``, the npu backend's test double) and the fuzz test's
+references (``tests/fuzz/``, PyTorch and its own oracle). Do not make them
+call this code.
 """
 
 from __future__ import annotations
@@ -14,6 +30,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from math import prod
 from typing import Any, Protocol, TypeVar
+
+import numpy as np
 
 from ..constants import (
     ACL_BF16,
@@ -28,7 +46,7 @@ from ..constants import (
     ACLNN_ERR_PARAM_INVALID,
     ACLNN_ERR_PARAM_NULLPTR,
 )
-from ..dtypes import FORMATS, data_type_name, format_name
+from ..dtypes import FORMATS, compute_dtype, data_type_name, format_name, to_numpy
 from .max_pool3d import IndexOutOfPlaneError, check_indices, pool_output_size
 
 INT32_MAX = 2**31 - 1
@@ -172,6 +190,33 @@ def pooled_shape(spatial: Sequence[int], params: PoolParams) -> tuple[int, int, 
     )
 
 
+def pool_output_shape(
+    shape: Sequence[int],
+    kernel_size: Sequence[int],
+    stride: Sequence[int],
+    padding: Sequence[int],
+    dilation: Sequence[int],
+    ceil_mode: bool,
+) -> tuple[int, ...]:
+    """The forward's output shape for an input of ``shape`` (rank kept): what ``out`` must be.
+
+    An axis where no window fits has size 0, so the output is empty: the op
+    takes that empty ``out`` and succeeds doing nothing (op-semantics.md §2,
+    step 6), and the backward rejects such a gradOutput (§3, tiling check 5).
+
+    Raises
+    ------
+    CheckFailed
+        161002 for parameters §1 rejects.
+    """
+    params = pool_params(kernel_size, stride, padding, dilation, ceil_mode)
+    return tuple(shape[:-3]) + _output_spatial(shape[-3:], params)
+
+
+def _output_spatial(spatial: Sequence[int], params: PoolParams) -> tuple[int, int, int]:
+    return tuple(max(n, 0) for n in pooled_shape(spatial, params))  # type: ignore[return-value]
+
+
 def indices_in_planes(indices: Any, input_shape: Sequence[int]) -> None:
     """The backward's index rule, for indices the host holds: each in [0, D*H*W) of ``input_shape``.
 
@@ -213,8 +258,31 @@ def plane_size_limit(shape: Sequence[int], forward: bool) -> None:
 
 @dataclass(frozen=True)
 class MaxPoolPlan:
+    """A valid max-pool call, as the kernels see it (always 5-D NCDHW)."""
+
     params: PoolParams
     batched: bool  # False: 4-D (C, D, H, W) tensors, computed as N = 1
+    input_shape: tuple[int, int, int, int, int]  # self / gradInput, (N, C, D, H, W)
+    output_shape: tuple[int, int, int, int, int]  # out / indices / gradOutput, (N, C, Do, Ho, Wo)
+    compute_dtype: np.dtype
+
+    @property
+    def plane(self) -> int:
+        """Elements of one (n, c) input plane: D*H*W."""
+        return prod(self.input_shape[2:])
+
+
+def _pool_plan(self: TensorLike, params: PoolParams) -> MaxPoolPlan:
+    shape = tuple(self.shape)
+    five = shape if len(shape) == 5 else (1, *shape)
+    out = five[:2] + _output_spatial(five[2:], params)
+    return MaxPoolPlan(
+        params,
+        len(shape) == 5,
+        five,  # type: ignore[arg-type]
+        out,  # type: ignore[arg-type]
+        compute_dtype(to_numpy(self.data_type)),
+    )
 
 
 def max_pool3d_with_argmax(
@@ -266,7 +334,7 @@ def max_pool3d_with_argmax(
                 f"parameters gives {list(expected)}"
             )
     plane_size_limit(self.shape, forward=True)
-    return MaxPoolPlan(params, len(self.shape) == 5)
+    return _pool_plan(self, params)
 
 
 # -- MaxPool3dWithArgmaxBackward ----------------------------------------------
@@ -365,7 +433,7 @@ def max_pool3d_with_argmax_backward(
             f"gradOutput has shape {list(grad_output.shape)}; pooling self {list(self.shape)} with these "
             f"parameters gives {list(expected)}"
         )
-    return MaxPoolPlan(params, len(self.shape) == 5)
+    return _pool_plan(self, params)
 
 
 # -- GridSampler3D ------------------------------------------------------------
@@ -373,11 +441,34 @@ def max_pool3d_with_argmax_backward(
 
 @dataclass(frozen=True)
 class GridPlan:
-    channels_last: bool  # input (and gradOutput / out) are (N, D, H, W, C)
+    """A valid grid-sampler call, as the kernels see it (input and out / gradOutput as NCDHW)."""
+
+    channels_last: bool  # layout: input (and gradOutput / out) are (N, D, H, W, C)
     interpolation_mode: int
     padding_mode: int
     align_corners: bool
+    input_shape: tuple[int, int, int, int, int]  # (N, C, D, H, W)
+    output_shape: tuple[int, int, int, int, int]  # out / gradOutput, (N, C, Do, Ho, Wo)
+    compute_dtype: np.dtype
     output_mask: tuple[bool, bool] = (True, True)
+
+
+def _grid_plan(
+    input: TensorLike,
+    grid: TensorLike,
+    channels_last: bool,
+    modes: tuple[int, int, bool],
+    mask: tuple[bool, bool] = (True, True),
+) -> GridPlan:
+    n, c = input.shape[0], _channels(input, channels_last)
+    return GridPlan(
+        channels_last,
+        *modes,
+        (n, c, *_spatial(input, channels_last)),  # type: ignore[arg-type]
+        (n, c, *grid.shape[1:4]),  # type: ignore[arg-type]
+        compute_dtype(to_numpy(input.data_type)),
+        mask,
+    )
 
 
 def _modes(interpolation_mode: int, padding_mode: int) -> None:
@@ -393,6 +484,14 @@ def _channels(t: TensorLike, channels_last: bool) -> int:
 
 def _spatial(t: TensorLike, channels_last: bool) -> tuple[int, ...]:
     return tuple(t.shape[1:4]) if channels_last else tuple(t.shape[2:5])
+
+
+def sampled_shape(
+    input_shape: Sequence[int], grid_shape: Sequence[int], channels_last: bool
+) -> tuple[int, ...]:
+    """The shape ``out`` must have, in input's layout: input's N and C, grid's (Do, Ho, Wo) (5-D both)."""
+    n, spatial = input_shape[0], tuple(grid_shape[1:4])
+    return (n, *spatial, input_shape[4]) if channels_last else (n, input_shape[1], *spatial)
 
 
 def grid_sampler3d(
@@ -432,7 +531,7 @@ def grid_sampler3d(
         raise _fail(f"grid has last dim {grid.shape[4]}; it must be 3 (x, y, z)")
     if _numel(input) == 0 or _numel(grid) == 0:
         return None
-    return GridPlan(cl, interpolation_mode, padding_mode, bool(align_corners))
+    return _grid_plan(input, grid, cl, (interpolation_mode, padding_mode, bool(align_corners)))
 
 
 # -- GridSampler3DBackward ----------------------------------------------------
@@ -503,4 +602,4 @@ def grid_sampler3d_backward(
     mask = (bool(output_mask[0]), bool(output_mask[1]))
     if _numel(grad_output) == 0 or _numel(input) == 0 or _numel(grid) == 0 or not any(mask):
         return None
-    return GridPlan(cl, interpolation_mode, padding_mode, bool(align_corners), mask)
+    return _grid_plan(input, grid, cl, (interpolation_mode, padding_mode, bool(align_corners)), mask)

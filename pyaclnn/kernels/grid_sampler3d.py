@@ -48,14 +48,12 @@ recomputes the coordinates (measured: +25% time on a 72**3 grid, +7% on 96**3).
 
 from __future__ import annotations
 
-import os
-import threading
-from collections import deque
-from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import cast
 
 import numpy as np
+
+from ..dtypes import compute_dtype
+from . import _workers
 
 __all__ = [
     "BILINEAR",
@@ -80,21 +78,14 @@ _GATHER_BYTES = 1 << 19
 # np.add.at call.
 _MAX_CACHED_POINTS = 1 << 18
 _SCATTER_CHUNK = 8192
-# Chunks of points use up to two threads when a call has this many points.
-_WORKERS = min(2, os.cpu_count() or 1)
+# Chunks of points go to the worker threads (pyaclnn.kernels._workers) when a
+# call has this many points.
 _PARALLEL_MIN_POINTS = 1 << 15
-_POOL: ThreadPoolExecutor | None = None
-_POOL_LOCK = threading.Lock()
 
 # Sentinel of the device kernel for coordinates that do not fit an int32.
 _OUT_OF_RANGE = -100.0
 _INT_MAX_M1 = 2**31 - 2
 _INT_MIN = -(2**31)
-
-
-def _compute_dtype(dtype: np.dtype) -> np.dtype:
-    # fp16/bf16 are computed in fp32 like the device; fp64 stays fp64.
-    return np.dtype(np.float64) if np.dtype(dtype) == np.float64 else np.dtype(np.float32)
 
 
 def _chunk_points(channels: int) -> int:
@@ -402,69 +393,6 @@ def _finish_plane(plane: np.ndarray, geo: _Geometry) -> np.ndarray:
     return geo.interior(re)
 
 
-def _pool() -> ThreadPoolExecutor:
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None:
-            _POOL = ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix="pyaclnn-grid")
-        return _POOL
-
-
-def _forget_pool_after_fork() -> None:
-    # A forked child has none of the parent's threads: start a fresh pool.
-    global _POOL, _POOL_LOCK
-    _POOL = None
-    _POOL_LOCK = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_pool_after_fork)
-
-
-class _Workers:
-    """Runs the gather-and-product half of each chunk on the thread pool.
-
-    The calling thread computes the coordinates of a chunk (many small NumPy
-    calls that need the GIL) and hands the chunk to a worker, whose gathers
-    and products release the GIL. Every chunk writes its own slice of the
-    outputs. ``max_pending`` chunks (at least one per worker) may be in
-    flight, which bounds the scratch memory; a caller with memory to spare
-    allows more, so that it does not wait. With one core, or little work,
-    everything runs inline.
-    """
-
-    def __init__(self, points: int, max_pending: int = 0) -> None:
-        self.parallel = _WORKERS > 1 and points >= _PARALLEL_MIN_POINTS
-        self.max_pending = max(_WORKERS, max_pending)
-        self.pending: deque[Future[None]] = deque()
-
-    def run(self, fn: Callable[..., None], *args: object) -> None:
-        if not self.parallel:
-            fn(*args)
-            return
-        while len(self.pending) >= self.max_pending:
-            self.pending.popleft().result()
-        self.pending.append(_pool().submit(_quietly, fn, *args))
-
-    def wait(self) -> None:
-        """Wait for every chunk in flight; re-raise the first failure only
-        after all of them have stopped writing."""
-        error: BaseException | None = None
-        while self.pending:
-            try:
-                self.pending.popleft().result()
-            except BaseException as exc:  # noqa: BLE001 - re-raised below
-                error = error or exc
-        if error is not None:
-            raise error
-
-
-def _quietly(fn: Callable[..., None], *args: object) -> None:
-    # NumPy's error state is per thread: workers need their own.
-    with np.errstate(all="ignore"):
-        fn(*args)
-
-
 # --------------------------------------------------------------------------
 # Forward
 # --------------------------------------------------------------------------
@@ -506,14 +434,14 @@ def grid_sampler3d(
     N, C, D, H, W = input.shape
     if out.size == 0:
         return
-    ct = _compute_dtype(input.dtype)
+    ct = compute_dtype(input.dtype)
     Do, Ho, Wo = grid.shape[1:4]
     P = Do * Ho * Wo
     geo = _Geometry(D, H, W)
     chunk = _chunk_points(C)
     gather = _gather_points(C)
     tab = np.zeros((geo.length, C), dtype=_table_dtype(input.dtype, ct))
-    workers = _Workers(N * P, 2 * _WORKERS)
+    workers = _workers.Pipeline(N * P >= _PARALLEL_MIN_POINTS, 2 * _workers.thread_count())
     try:
         for n in range(N):
             workers.wait()  # the table is about to change
@@ -593,7 +521,7 @@ def grid_sampler3d_backward(
     Do, Ho, Wo = grid.shape[1:4]
     P = Do * Ho * Wo
     M = D * H * W
-    ct = _compute_dtype(input.dtype)
+    ct = compute_dtype(input.dtype)
     want_in = input_grad is not None and input_grad.size > 0
     want_grid = grid_grad is not None and grid_grad.size > 0
     # Used only where want_in / want_grid say they are given (the flags narrow them).
@@ -622,7 +550,7 @@ def grid_sampler3d_backward(
     # Bilinear accumulates complex (x0, x1) pairs, nearest plain values.
     acc_dtype = ct if nearest else _complex_of(ct)
     out_bytes = (in_grad.nbytes if want_in else 0) + (gr_grad.nbytes if want_grid else 0)
-    held = tab.nbytes + 2 * _WORKERS * _GATHER_BYTES * 2
+    held = tab.nbytes + 2 * _workers.thread_count() * _GATHER_BYTES * 2
     if want_in:
         held += group * (8 + 4 * 2 * ct.itemsize)  # the scatter cache
     planes = 1
@@ -637,7 +565,9 @@ def grid_sampler3d_backward(
     # Chunks queued for the gridGrad workers hold their coordinates (~48 bytes
     # a point); queue as many as fit in the rest of twice the output size, so
     # that the calling thread can go on to the scatter instead of waiting.
-    workers = _Workers(N * P if want_grid else 0, (2 * out_bytes - held) // (chunk * 48))
+    workers = _workers.Pipeline(
+        want_grid and N * P >= _PARALLEL_MIN_POINTS, (2 * out_bytes - held) // (chunk * 48)
+    )
     try:
         for n in range(N):
             if want_grid:

@@ -20,15 +20,13 @@ from __future__ import annotations
 
 import functools
 import itertools
-import os
-import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
 import numpy as np
 
-from . import _accel
+from ..dtypes import compute_dtype
+from . import _accel, _workers
 
 __all__ = [
     "IndexOutOfPlaneError",
@@ -213,24 +211,8 @@ def _float_to_half_bits(values: np.ndarray) -> np.ndarray:
 # Below this many element operations a call runs in the calling thread only.
 _PARALLEL_MIN_WORK = 1 << 20
 
-_executor: ThreadPoolExecutor | None = None
-_executor_key: tuple[int, int] = (0, 0)  # (process id, workers) it was made for
-_executor_lock = threading.Lock()
-
-
-def _thread_count() -> int:
-    """Worker threads for one call: PYACLNN_NUM_THREADS, else the usable cores (at most 8)."""
-    env = os.environ.get("PYACLNN_NUM_THREADS", "").strip()
-    if env:
-        try:
-            return max(1, int(env))
-        except ValueError:
-            pass
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
-    return max(1, min(cores, 8))
+# The shared worker threads (pyaclnn.kernels._workers).
+_thread_count = _workers.thread_count
 
 
 def _chunk_budget(limit: int, output_bytes: int) -> int:
@@ -241,34 +223,12 @@ def _chunk_budget(limit: int, output_bytes: int) -> int:
 
 
 def _run_shared(work: Callable[[list[Any]], None], blocks: list[Any], amount: int) -> None:
-    """Run ``work`` on shares of ``blocks``, in parallel when worth it.
+    """Run ``work`` on shares of ``blocks``, in parallel when ``amount`` of work is worth it.
 
-    NumPy releases the GIL inside its loops, so chunks of planes pool on
-    several cores; every chunk writes its own part of the outputs, so the
-    result does not depend on the number of threads.
+    Every block writes its own part of the outputs, so the result does not
+    depend on the number of threads.
     """
-    threads = min(_thread_count(), len(blocks)) if amount >= _PARALLEL_MIN_WORK else 1
-    if threads <= 1:
-        work(blocks)
-        return
-    global _executor, _executor_key
-    with _executor_lock:
-        # A forked child inherits the pool object but not its threads.
-        if _executor is None or _executor_key[0] != os.getpid() or _executor_key[1] < threads - 1:
-            if _executor is not None and _executor_key[0] == os.getpid():
-                _executor.shutdown(wait=False)
-            _executor = ThreadPoolExecutor(threads - 1, thread_name_prefix="pyaclnn-kernel")
-            _executor_key = (os.getpid(), threads - 1)
-        pool = _executor
-    shares = [blocks[i::threads] for i in range(threads)]
-    futures = [pool.submit(work, share) for share in shares[1:]]
-    try:
-        work(shares[0])
-    finally:
-        # Never return while a worker still writes into the outputs.
-        wait(futures)
-    for future in futures:
-        future.result()
+    _workers.run_shared(work, blocks, amount >= _PARALLEL_MIN_WORK)
 
 
 # --------------------------------------------------------------------------
@@ -557,17 +517,17 @@ def max_pool3d_with_argmax(
     kernel_size, stride, padding, dilation : 3-tuples of int
         Already validated: k > 0, s > 0, 0 <= p <= k // 2, d > 0.
     ceil_mode : bool
-        Output-size rounding, see :func:`pool_output_size`.
+        Output-size rounding, see :func:`pool_output_size`; the kernel takes
+        (Do, Ho, Wo) from ``out``, which the plan already sized with it.
     out : ndarray, shape (N, C, Do, Ho, Wo)
         Writable array (or view) of ``x``'s dtype; receives the window maxima.
     indices : ndarray, shape (N, C, Do, Ho, Wo)
         Writable int32 or int64 array (or view); receives d*H*W + h*W + w of
         each maximum inside its unpadded (n, c) plane.
 
-    Raises
-    ------
-    ValueError
-        If ``out`` or ``indices`` does not have the pooled shape.
+    The arguments are not validated: the op's checks
+    (:func:`pyaclnn.kernels.checks.max_pool3d_with_argmax`) give the plan whose
+    5-D shapes and parameters callers pass here.
 
     Notes
     -----
@@ -587,18 +547,11 @@ def max_pool3d_with_argmax(
         (int(k), int(s), int(p), int(d))
         for k, s, p, d in zip(kernel_size, stride, padding, dilation, strict=True)
     )
-    kernel, step, pad, dilate = (tuple(a[i] for a in axes) for i in range(4))
-    out_spatial = pool_output_shape(spatial, kernel, step, pad, dilate, ceil_mode)
-    expected = (n_count, c_count, *out_spatial)
-    if tuple(out.shape) != expected or tuple(indices.shape) != expected:
-        raise ValueError(
-            f"out {tuple(out.shape)} and indices {tuple(indices.shape)} must both have "
-            f"the pooled shape {expected}"
-        )
+    out_spatial: tuple[int, int, int] = out.shape[2:]  # the plan's output shape (ceil_mode included)
     if out.size == 0 or x.size == 0:
         return
 
-    compute = np.dtype(np.float64 if x.dtype == np.float64 else np.float32)
+    compute = compute_dtype(x.dtype)
     index_dtype = np.dtype(np.int32 if depth * height * width <= _INT32_MAX else np.int64)
     axes = tuple(_reaching_offsets(ax, n, o) for ax, n, o in zip(axes, spatial, out_spatial))  # type: ignore[assignment]
     plan = _forward_plan(spatial, out_spatial, axes, compute, index_dtype, out_spatial[0])
@@ -685,9 +638,9 @@ def max_pool3d_with_argmax_backward(
     ------
     IndexOutOfPlaneError
         If an index is outside [0, D*H*W); raised before anything is written,
-        naming the first bad position in C order.
-    ValueError
-        If the shapes do not fit together.
+        naming the first bad position in C order. Nothing else is validated:
+        the op's checks (:func:`pyaclnn.kernels.checks.max_pool3d_with_argmax_backward`)
+        give the plan whose 5-D shapes callers pass here.
 
     Notes
     -----
@@ -702,15 +655,6 @@ def max_pool3d_with_argmax_backward(
     each chunk owns its part of ``grad_input``, so the result does not depend
     on the thread count.
     """
-    if grad_output.ndim != 5 or grad_input.ndim != 5 or indices.shape != grad_output.shape:
-        raise ValueError(
-            f"grad_output {grad_output.shape} and indices {indices.shape} must be equal 5-D "
-            f"shapes and grad_input {grad_input.shape} 5-D"
-        )
-    if grad_output.shape[:2] != grad_input.shape[:2]:
-        raise ValueError(
-            f"grad_output {grad_output.shape} and grad_input {grad_input.shape} must agree in N and C"
-        )
     n_count, c_count, depth, height, width = grad_input.shape
     plane = depth * height * width
     # The one place that hands a call to the compiled kernel (pyaclnn.kernels._accel),
@@ -729,7 +673,7 @@ def max_pool3d_with_argmax_backward(
 
     out_spatial = grad_output.shape[2:]
     row = out_spatial[1] * out_spatial[2]  # gradients per output depth row
-    acc_dtype = np.dtype(np.float64 if grad_input.dtype == np.float64 else np.float32)
+    acc_dtype = compute_dtype(grad_input.dtype)
     # float16/bfloat16 chunks of whole planes written flat take
     # scatter_compact, which rounds only touched cells.
     compact = grad_input.dtype.itemsize == 2 and grad_output.dtype == grad_input.dtype

@@ -1,0 +1,503 @@
+"""The numpy backend's operator adapters: the aclnn* two-phase calls.
+
+Phase 1 (``aclnn*GetWorkspaceSize``) resolves the C arguments, runs the op's
+checks (``pyaclnn.kernels.checks``), which return the plan, and wraps the
+kernel call in an executor; phase 2 (``aclnn*``) makes the launch-time checks
+and enqueues the kernel, on NumPy views of the emulated memory, on the stream.
+The kernels take the plan's already-validated arrays and validate nothing.
+The runtime emulation these adapters run on (memory, streams, registries,
+errors) lives in the package ``__init__``; :class:`OperatorsMixin` is one of
+the bases of its ``NumpyBackend``.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from math import prod
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ... import dtypes as _dtypes
+from ...constants import (
+    ACL_ERROR_RT_VECTOR_CORE_EXCEPTION,
+    ACLNN_ERR_INNER_NULLPTR,
+    ACLNN_ERR_PARAM_INVALID,
+    ACLNN_ERR_RUNTIME_ERROR,
+    ACLNN_SUCCESS,
+)
+from ...kernels import checks as _checks
+from ...kernels import grid_sampler3d as _grid
+from ...kernels import max_pool3d as _pool
+from ._cvalues import c_address, c_bool, c_int, c_size
+from ._heap import Allocation, Heap, HeapError
+from ._objects import Executor, Registry, Stream, Tensor
+from ._streams import KERNEL_US, DeviceError, Task, Worker, env_ns
+
+# Workspace the emulated backward ops ask for, so callers exercise the workspace path.
+BACKWARD_WORKSPACE = 32
+
+
+class OperatorsMixin:
+    """The aclnn* operators of ``NumpyBackend``, on top of its runtime emulation."""
+
+    # Provided by NumpyBackend (the runtime emulation).
+    heap: Heap
+    tensors: Registry
+    int_arrays: Registry
+    bool_arrays: Registry
+    executors: Registry
+
+    if TYPE_CHECKING:
+
+        def _error(self, status: int, message: str) -> int: ...
+        def _stream_ok(self, stream: Any) -> bool: ...
+        def _bad_stream(self) -> int: ...
+        def _worker(self, stream: Stream | None) -> Worker: ...
+        def _submit(self, worker: Worker, task: Task) -> int: ...
+
+    # -- operators: shared machinery ----------------------------------------
+    def _phase1(
+        self, api: str, check: Any, args: tuple[Any, ...], make_bind: Any, workspace_size: int
+    ) -> tuple[int, int, Any]:
+        """Validate handles, run the op's checks, and wrap the work in an executor."""
+        try:
+            plan = check(*args)
+        except _checks.CheckFailed as exc:
+            return self._error(exc.status, exc.message), 0, None
+        if plan is None:
+            return ACLNN_SUCCESS, 0, None
+        executor = Executor(api, make_bind(plan), workspace_size)
+        self.executors.add(executor)
+        return ACLNN_SUCCESS, workspace_size, executor
+
+    def _phase2(self, api: str, workspace: int, workspace_size: int, executor: Any, stream: Any) -> int:
+        workspace = c_address(workspace, api, "workspace")
+        workspace_size = c_size(workspace_size, api, "workspaceSize")
+        if executor is None:
+            if workspace_size == 0:
+                return ACLNN_SUCCESS  # phase 1 found nothing to do
+            return self._error(ACLNN_ERR_INNER_NULLPTR, "executor is a null pointer")
+        if not self.executors.is_live(executor):
+            return self._error(
+                ACLNN_ERR_INNER_NULLPTR,
+                "executor is not live: it was consumed by an earlier launch, or never created here",
+            )
+        if executor.op != api:
+            return self._error(ACLNN_ERR_PARAM_INVALID, f"executor was made for {executor.op}, not {api}")
+        if not executor.repeatable:
+            self.executors.remove(executor)  # consumed by this launch, also when it fails
+        if not self._stream_ok(stream):
+            return self._bad_stream()
+        views = _Views(self.heap)
+        if executor.workspace_size:
+            if workspace_size < executor.workspace_size:
+                return self._error(
+                    ACLNN_ERR_PARAM_INVALID,
+                    f"workspaceSize {workspace_size} is smaller than the {executor.workspace_size} bytes "
+                    "phase 1 asked for",
+                )
+            try:
+                views.workspace(workspace, executor.workspace_size)
+            except HeapError as exc:
+                return self._error(ACLNN_ERR_PARAM_INVALID, str(exc))
+        try:
+            run = executor.bind(views)
+        except HeapError as exc:
+            return self._error(ACLNN_ERR_RUNTIME_ERROR, f"{exc} (was the memory freed before the launch?)")
+        worker = self._worker(stream)
+        foreign = views.foreign(worker.device)
+        if foreign is not None:
+            name, device = foreign
+            return self._error(
+                ACLNN_ERR_RUNTIME_ERROR,
+                f"{api}: {name} is memory of device {device}, but the launch's stream belongs to "
+                f"device {worker.device}",
+            )
+        owner = executor if executor.repeatable else None
+        self._submit(worker, Task(run, views.allocations(), owner, api, env_ns(KERNEL_US)))
+        return ACLNN_SUCCESS
+
+    def _tensor(self, obj: Any, name: str) -> Tensor | None:
+        """``obj`` if it is a live tensor; None stays None (null); anything else is rejected."""
+        if obj is None or self.tensors.is_live(obj):
+            tensor: Tensor | None = obj
+            return tensor
+        raise _checks.CheckFailed(ACLNN_ERR_PARAM_INVALID, f"{name} is not a live aclTensor of this backend")
+
+    def _values(self, obj: Any, registry: Registry, name: str) -> tuple[Any, ...] | None:
+        if obj is None:
+            return None
+        if not registry.is_live(obj):
+            raise _checks.CheckFailed(
+                ACLNN_ERR_PARAM_INVALID, f"{name} is not a live {registry.kind} of this backend"
+            )
+        values: tuple[Any, ...] = obj.values
+        return values
+
+    # -- MaxPool3dWithArgmax ------------------------------------------------
+    def aclnnMaxPool3dWithArgmaxGetWorkspaceSize(
+        self,
+        self_: Any,
+        kernel_size: Any,
+        stride: Any,
+        padding: Any,
+        dilation: Any,
+        ceil_mode: Any,
+        out: Any,
+        indices: Any,
+    ) -> tuple[int, int, Any]:
+        def check(
+            self_: Any,
+            kernel_size: Any,
+            stride: Any,
+            padding: Any,
+            dilation: Any,
+            ceil_mode: Any,
+            out: Any,
+            indices: Any,
+        ) -> Any:
+            x, o, i = (self._tensor(t, n) for t, n in ((self_, "self"), (out, "out"), (indices, "indices")))
+            ints = [
+                self._values(a, self.int_arrays, n)
+                for a, n in (
+                    (kernel_size, "kernelSize"),
+                    (stride, "stride"),
+                    (padding, "padding"),
+                    (dilation, "dilation"),
+                )
+            ]
+            ceil = c_bool(ceil_mode, "aclnnMaxPool3dWithArgmaxGetWorkspaceSize", "ceilMode")
+            k, s, p, d = ints
+            return _checks.max_pool3d_with_argmax(x, k, s, p, d, ceil, o, i), (x, o, i)
+
+        def make_bind(result: Any) -> Any:
+            plan, (x, o, i) = result
+            p = plan.params
+
+            def bind(views: _Views) -> Any:
+                xa = _planned(views.array(x, "self"), plan.input_shape)
+                oa, ia = (
+                    _planned(views.array(t, n), plan.output_shape) for t, n in ((o, "out"), (i, "indices"))
+                )
+                return partial(
+                    _pool.max_pool3d_with_argmax,
+                    xa,
+                    p.kernel_size,
+                    p.stride,
+                    p.padding,
+                    p.dilation,
+                    p.ceil_mode,
+                    oa,
+                    ia,
+                )
+
+            return bind
+
+        return self._phase1(
+            "aclnnMaxPool3dWithArgmax",
+            _unwrap(check),
+            (self_, kernel_size, stride, padding, dilation, ceil_mode, out, indices),
+            make_bind,
+            0,
+        )
+
+    def aclnnMaxPool3dWithArgmax(
+        self, workspace: Any, workspace_size: Any, executor: Any, stream: Any
+    ) -> int:
+        return self._phase2("aclnnMaxPool3dWithArgmax", workspace, workspace_size, executor, stream)
+
+    # -- MaxPool3dWithArgmaxBackward ----------------------------------------
+    def aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize(
+        self,
+        grad_output: Any,
+        self_: Any,
+        indices: Any,
+        kernel_size: Any,
+        stride: Any,
+        padding: Any,
+        dilation: Any,
+        ceil_mode: Any,
+        grad_input: Any,
+    ) -> tuple[int, int, Any]:
+        def check(
+            grad_output: Any,
+            self_: Any,
+            indices: Any,
+            kernel_size: Any,
+            stride: Any,
+            padding: Any,
+            dilation: Any,
+            ceil_mode: Any,
+            grad_input: Any,
+        ) -> Any:
+            tensors = [
+                self._tensor(t, n)
+                for t, n in (
+                    (grad_output, "gradOutput"),
+                    (self_, "self"),
+                    (indices, "indices"),
+                    (grad_input, "gradInput"),
+                )
+            ]
+            ints = [
+                self._values(a, self.int_arrays, n)
+                for a, n in (
+                    (kernel_size, "kernelSize"),
+                    (stride, "stride"),
+                    (padding, "padding"),
+                    (dilation, "dilation"),
+                )
+            ]
+            g, x, i, gi = tensors
+            ceil = c_bool(ceil_mode, "aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize", "ceilMode")
+            k, s, p, d = ints
+            return _checks.max_pool3d_with_argmax_backward(g, x, i, k, s, p, d, ceil, gi), (g, i, gi)
+
+        def make_bind(result: Any) -> Any:
+            plan, (g, i, gi) = result
+
+            def bind(views: _Views) -> Any:
+                ga, ia = (
+                    _planned(views.array(t, n), plan.output_shape)
+                    for t, n in ((g, "gradOutput"), (i, "indices"))
+                )
+                gia = _planned(views.array(gi, "gradInput"), plan.input_shape)
+
+                def run() -> None:
+                    try:
+                        _pool.max_pool3d_with_argmax_backward(ga, ia, gia)
+                    except _pool.IndexOutOfPlaneError:
+                        # The kernel refuses before writing; on the NPU this is a fault of the device.
+                        raise DeviceError(ACL_ERROR_RT_VECTOR_CORE_EXCEPTION, _index_fault(ia, gia)) from None
+
+                return run
+
+            return bind
+
+        return self._phase1(
+            "aclnnMaxPool3dWithArgmaxBackward",
+            _unwrap(check),
+            (grad_output, self_, indices, kernel_size, stride, padding, dilation, ceil_mode, grad_input),
+            make_bind,
+            BACKWARD_WORKSPACE,
+        )
+
+    def aclnnMaxPool3dWithArgmaxBackward(
+        self, workspace: Any, workspace_size: Any, executor: Any, stream: Any
+    ) -> int:
+        return self._phase2("aclnnMaxPool3dWithArgmaxBackward", workspace, workspace_size, executor, stream)
+
+    # -- GridSampler3D ------------------------------------------------------
+    def aclnnGridSampler3DGetWorkspaceSize(
+        self, input: Any, grid: Any, interpolation_mode: Any, padding_mode: Any, align_corners: Any, out: Any
+    ) -> tuple[int, int, Any]:
+        def check(
+            input: Any, grid: Any, interpolation_mode: Any, padding_mode: Any, align_corners: Any, out: Any
+        ) -> Any:
+            x, g, o = (self._tensor(t, n) for t, n in ((input, "input"), (grid, "grid"), (out, "out")))
+            mode, padding, corners = _grid_scalars(
+                "aclnnGridSampler3DGetWorkspaceSize", interpolation_mode, padding_mode, align_corners
+            )
+            plan = _checks.grid_sampler3d(x, g, mode, padding, corners, o)
+            return plan, (x, g, o)
+
+        def make_bind(result: Any) -> Any:
+            plan, (x, g, o) = result
+
+            def bind(views: _Views) -> Any:
+                xa, oa = (_ncdhw(views.array(t, n), plan) for t, n in ((x, "input"), (o, "out")))
+                return partial(
+                    _grid.grid_sampler3d,
+                    xa,
+                    views.array(g, "grid"),
+                    plan.interpolation_mode,
+                    plan.padding_mode,
+                    plan.align_corners,
+                    oa,
+                )
+
+            return bind
+
+        return self._phase1(
+            "aclnnGridSampler3D",
+            _unwrap(check),
+            (input, grid, interpolation_mode, padding_mode, align_corners, out),
+            make_bind,
+            0,
+        )
+
+    def aclnnGridSampler3D(self, workspace: Any, workspace_size: Any, executor: Any, stream: Any) -> int:
+        return self._phase2("aclnnGridSampler3D", workspace, workspace_size, executor, stream)
+
+    # -- GridSampler3DBackward ----------------------------------------------
+    def aclnnGridSampler3DBackwardGetWorkspaceSize(
+        self,
+        grad_output: Any,
+        input: Any,
+        grid: Any,
+        interpolation_mode: Any,
+        padding_mode: Any,
+        align_corners: Any,
+        output_mask: Any,
+        input_grad: Any,
+        grid_grad: Any,
+    ) -> tuple[int, int, Any]:
+        def check(
+            grad_output: Any,
+            input: Any,
+            grid: Any,
+            interpolation_mode: Any,
+            padding_mode: Any,
+            align_corners: Any,
+            output_mask: Any,
+            input_grad: Any,
+            grid_grad: Any,
+        ) -> Any:
+            mask = self._values(output_mask, self.bool_arrays, "outputMask")
+            tensors = [
+                self._tensor(t, n)
+                for t, n in (
+                    (grad_output, "gradOutput"),
+                    (input, "input"),
+                    (grid, "grid"),
+                    (input_grad, "inputGrad"),
+                    (grid_grad, "gridGrad"),
+                )
+            ]
+            g, x, gr, ig, gg = tensors
+            mode, padding, corners = _grid_scalars(
+                "aclnnGridSampler3DBackwardGetWorkspaceSize", interpolation_mode, padding_mode, align_corners
+            )
+            plan = _checks.grid_sampler3d_backward(g, x, gr, mode, padding, corners, mask, ig, gg)
+            return plan, tensors
+
+        def make_bind(result: Any) -> Any:
+            plan, (g, x, gr, ig, gg) = result
+
+            def bind(views: _Views) -> Any:
+                ga, xa = _ncdhw(views.array(g, "gradOutput"), plan), _ncdhw(views.array(x, "input"), plan)
+                iga = _ncdhw(views.array(ig, "inputGrad"), plan) if plan.output_mask[0] else None
+                gga = views.array(gg, "gridGrad") if plan.output_mask[1] else None
+                return partial(
+                    _grid.grid_sampler3d_backward,
+                    ga,
+                    xa,
+                    views.array(gr, "grid"),
+                    plan.interpolation_mode,
+                    plan.padding_mode,
+                    plan.align_corners,
+                    iga,
+                    gga,
+                )
+
+            return bind
+
+        return self._phase1(
+            "aclnnGridSampler3DBackward",
+            _unwrap(check),
+            (
+                grad_output,
+                input,
+                grid,
+                interpolation_mode,
+                padding_mode,
+                align_corners,
+                output_mask,
+                input_grad,
+                grid_grad,
+            ),
+            make_bind,
+            BACKWARD_WORKSPACE,
+        )
+
+    def aclnnGridSampler3DBackward(
+        self, workspace: Any, workspace_size: Any, executor: Any, stream: Any
+    ) -> int:
+        return self._phase2("aclnnGridSampler3DBackward", workspace, workspace_size, executor, stream)
+
+
+class _Views:
+    """Resolves a launch's memory in phase 2, noting which allocation each argument uses.
+
+    The kernel task then holds NumPy views, not descriptors (which the caller
+    may destroy at once), and the noted allocations let aclrtFree see that a
+    pending task still uses them.
+    """
+
+    __slots__ = ("_heap", "_used")
+
+    def __init__(self, heap: Heap) -> None:
+        self._heap = heap
+        self._used: list[tuple[str, Allocation]] = []  # (C argument, allocation)
+
+    def array(self, t: Tensor, what: str) -> np.ndarray:
+        """The NumPy view of tensor ``t`` (C argument ``what``)."""
+        array, allocation = self._heap.locate_view(
+            t.data, _dtypes.to_numpy(t.data_type), t.shape, t.strides, t.offset, what
+        )
+        if allocation is not None:
+            self._used.append((what, allocation))
+        return array
+
+    def workspace(self, address: int, size: int) -> None:
+        """Note the workspace (the kernels do not touch it, but it must stay allocated)."""
+        self._used.append(("workspace", self._heap.locate_bytes(address, size, "workspace")[1]))
+
+    def allocations(self) -> tuple[Allocation, ...]:
+        return tuple(allocation for _, allocation in self._used)
+
+    def foreign(self, device: int) -> tuple[str, int] | None:
+        """The first argument whose memory is not on ``device``, and its device; None if all are."""
+        for name, allocation in self._used:
+            if allocation.device != device:
+                return name, allocation.device
+        return None
+
+
+def _index_fault(indices: np.ndarray, grad_input: np.ndarray) -> str:
+    """The device error of a max-pool backward given an index outside its (n, c) plane:
+    the first bad position in C order (as the C emulator names it, in 5-D)."""
+    plane = prod(grad_input.shape[2:])
+    bad = (indices < 0) | (indices >= plane)
+    position = np.unravel_index(int(np.argmax(bad)), indices.shape)
+    where = ", ".join(str(int(i)) for i in position)
+    return (
+        f"aclnnMaxPool3dWithArgmaxBackward: indices[{where}] = {int(indices[position])} lies outside "
+        f"its (n, c) plane of {plane} elements"
+    )
+
+
+def _grid_scalars(
+    api: str, interpolation_mode: Any, padding_mode: Any, align_corners: Any
+) -> tuple[int, int, bool]:
+    return (
+        c_int(interpolation_mode, api, "interpolationMode"),
+        c_int(padding_mode, api, "paddingMode"),
+        c_bool(align_corners, api, "alignCorners"),
+    )
+
+
+def _unwrap(check: Any) -> Any:
+    """Adapt a check returning ``(plan, tensors)`` to the phase-1 protocol (None = nothing to do)."""
+
+    def wrapped(*args: Any) -> Any:
+        plan, tensors = check(*args)
+        return None if plan is None else (plan, tensors)
+
+    return wrapped
+
+
+def _planned(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """``a`` in its plan's 5-D shape, without copying.
+
+    The plan differs from the tensor's view shape only for a 4-D tensor
+    (computed as N = 1) and for an output holding its single element in another
+    shape (the op accepts it); NumPy reshapes both as views.
+    """
+    return a if a.shape == shape else a.reshape(shape)
+
+
+def _ncdhw(a: np.ndarray, plan: _checks.GridPlan) -> np.ndarray:
+    """(N, D, H, W, C) data seen as (N, C, D, H, W), without copying."""
+    return np.moveaxis(a, 4, 1) if plan.channels_last else a
