@@ -53,7 +53,7 @@ from typing import cast
 import numpy as np
 
 from ..dtypes import compute_dtype
-from . import _workers
+from . import _accel, _workers
 
 __all__ = [
     "BILINEAR",
@@ -431,6 +431,10 @@ def grid_sampler3d(
     -----
     Computed in fp32 for fp16/bf16/fp32 and in fp64 for fp64, rounded once.
     """
+    # The one place that hands a call to the compiled kernel (pyaclnn.kernels._accel);
+    # this function stays the reference.
+    if _accel.grid_sampler3d(input, grid, interpolation_mode, padding_mode, align_corners, out):
+        return
     N, C, D, H, W = input.shape
     if out.size == 0:
         return
@@ -517,6 +521,12 @@ def grid_sampler3d_backward(
     All arrays share one dtype (float16, bfloat16, float32 or float64). The
     math runs in fp32 (fp64 for fp64) and each output is rounded once.
     """
+    # The one place that hands a call to the compiled kernel (pyaclnn.kernels._accel);
+    # this function stays the reference.
+    if _accel.grid_sampler3d_backward(
+        grad_output, input, grid, interpolation_mode, padding_mode, align_corners, input_grad, grid_grad
+    ):
+        return
     N, C, D, H, W = input.shape
     Do, Ho, Wo = grid.shape[1:4]
     P = Do * Ho * Wo

@@ -1,8 +1,10 @@
 """Optional compiled CPU kernels of the numpy backend, reached through cffi.
 
-The pure NumPy kernels (:mod:`pyaclnn.kernels.max_pool3d`, ...) stay the
-reference and the fallback: they call :func:`max_pool3d_backward` here first,
-and it returns False whenever the compiled kernel cannot take the call.
+The pure NumPy kernels (:mod:`pyaclnn.kernels.max_pool3d`,
+:mod:`pyaclnn.kernels.grid_sampler3d`) stay the reference and the fallback:
+they call :func:`max_pool3d_backward`, :func:`grid_sampler3d` or
+:func:`grid_sampler3d_backward` here first, and these return False whenever
+the compiled kernel cannot take the call.
 
 How the library is built and opened
 -----------------------------------
@@ -62,6 +64,31 @@ normally, so that it stays in the caches for the next op. Rounding only the
 cells the indices touch (zeroing the rest in 16 bits) was measured too and
 was slower in every case tried, down to one gradient per 64 cells: the
 streaming plane conversion beats the per-index rounding.
+
+Grid sampler, backward inputGrad: the same accumulation order, so the same
+bits, in both layouts. Each (cell, channel) sums in float32 from +0, as the
+NumPy kernel's complex (x0, x1) pairs do: the contributions of the points
+whose x0 corner is the cell apart from those whose x1 corner is, each in the
+order (chunk of 8192 points, corner pair (z, y), point), and the two sums
+added at the end; corner weights are ``(wx * wy) * wz``. The compiled kernel
+takes blocks of 4 channels (fewer when they would not fit twice the
+outputs), one block per thread at a time, each thread owning its channels of
+inputGrad: the thread count and block size change no bit. Nearest adds the
+gradients in point order. Coordinates follow ``_source_index`` operation for
+operation (float32, no FMA contraction under ``-std=c11``), so the cells hit
+and the weights are the same bits, NaN/inf/huge coordinates included.
+
+Grid sampler, gridGrad and the bilinear forward: float32 tolerance. Both
+contract over the channels (gridGrad: the 8 corner dots ``sum_c V * gOut``;
+forward: ``sum_k w_k * V_k``); NumPy does it with ``einsum`` and a batched
+``matmul`` whose summation order (pairwise, SIMD lanes, BLAS) is its own,
+while the C loop sums in channel (corner) order; the rest of gridGrad's
+formula is the NumPy kernel's, in its order. Each grid point is computed by
+one thread, so these too are independent of the thread count. The nearest
+forward copies one value: same bits. 16-bit outputs are rounded once (the
+max-pool conversions; inputGrad rows through F16C where present, the other
+outputs through the software conversion, which gives the same bits). float64
+stays with NumPy.
 """
 
 from __future__ import annotations
@@ -73,10 +100,19 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["BadIndex", "NoCompiler", "accel_status", "library", "max_pool3d_backward", "use_f16c"]
+__all__ = [
+    "BadIndex",
+    "NoCompiler",
+    "accel_status",
+    "grid_sampler3d",
+    "grid_sampler3d_backward",
+    "library",
+    "max_pool3d_backward",
+    "use_f16c",
+]
 
 SOURCE = Path(__file__).with_name("pyaclnn_accel.c")
-ABI = 1  # PYACLNN_ACCEL_ABI of the C source
+ABI = 2  # PYACLNN_ACCEL_ABI of the C source
 
 CDEF = """
 int pyaclnn_accel_abi(void);
@@ -88,12 +124,22 @@ int pyaclnn_max_pool3d_backward(intptr_t grad, const int64_t *grad_strides, int 
                                 const int64_t *index_strides, int index_size, intptr_t grad_input,
                                 const int64_t *grad_input_strides, const int64_t *out_shape,
                                 const int64_t *in_spatial, int threads, int64_t *bad);
+int pyaclnn_grid_sampler3d_backward(intptr_t grad, const int64_t *grad_strides, intptr_t input,
+                                    const int64_t *input_strides, intptr_t grid, const int64_t *grid_strides,
+                                    intptr_t input_grad, const int64_t *input_grad_strides,
+                                    intptr_t grid_grad, const int64_t *grid_grad_strides,
+                                    const int64_t *in_shape, const int64_t *out_spatial, int dtype,
+                                    int interp, int padding, int align, int threads, int64_t budget);
+int pyaclnn_grid_sampler3d(intptr_t input, const int64_t *input_strides, intptr_t grid,
+                           const int64_t *grid_strides, intptr_t out, const int64_t *out_strides,
+                           const int64_t *in_shape, const int64_t *out_spatial, int dtype, int interp,
+                           int padding, int align, int threads);
 """
 
 CFLAGS = ("-O3", "-std=c11", "-fPIC", "-shared", "-pthread", "-Wall", "-Wextra")
 
 #: The kernels this module can run, as named in :func:`accel_status`.
-KERNELS = ("max_pool3d_with_argmax_backward",)
+KERNELS = ("max_pool3d_with_argmax_backward", "grid_sampler3d", "grid_sampler3d_backward")
 
 # Below this many elements (gradients plus grad_input cells) one thread does
 # the call: waking the workers costs tens of microseconds.
@@ -371,4 +417,133 @@ def max_pool3d_backward(
     if rc == _RC_BAD_INDEX:
         raise BadIndex(int(bad[0]))
     # Out of scratch memory: the NumPy kernel overwrites all of grad_input again.
+    return bool(rc == _RC_OK)
+
+
+def grid_sampler3d_backward(
+    grad_output: np.ndarray,
+    input: np.ndarray,
+    grid: np.ndarray,
+    interpolation_mode: int,
+    padding_mode: int,
+    align_corners: bool,
+    input_grad: np.ndarray | None,
+    grid_grad: np.ndarray | None,
+    threads: int | None = None,
+) -> bool:
+    """Run the compiled grid-sampler backward if it handles this call.
+
+    The arguments are those of :func:`pyaclnn.kernels.grid_sampler3d.grid_sampler3d_backward`
+    (already validated), plus the thread count (default ``PYACLNN_NUM_THREADS``
+    or the usable cores).
+
+    Returns
+    -------
+    bool
+        True when done (the given outputs written); False when the NumPy
+        kernel must run (compiled kernels off or absent, float64 or another
+        dtype it does not take, no memory for its scratch).
+    """
+    code = _float_code(input.dtype)
+    if (
+        code is None
+        or grad_output.dtype != input.dtype
+        or grid.dtype != input.dtype
+        or (input_grad is not None and (input_grad.dtype != input.dtype or not input_grad.flags.writeable))
+        or (grid_grad is not None and (grid_grad.dtype != input.dtype or not grid_grad.flags.writeable))
+    ):
+        return False
+    lib = library()
+    if lib is None:
+        return False
+    n, c, d, h, w = input.shape
+    points = grid.shape[1] * grid.shape[2] * grid.shape[3]
+    want_in = input_grad is not None and input_grad.size > 0
+    want_grid = grid_grad is not None and grid_grad.size > 0
+    # The cases with nothing to compute, as the NumPy kernel fills them.
+    if want_grid and (interpolation_mode == 1 or c == 0 or d * h * w == 0):
+        grid_grad[...] = 0  # type: ignore[index]
+        want_grid = False
+    if want_in and (points == 0 or c == 0):
+        input_grad[...] = 0  # type: ignore[index]
+        want_in = False
+    if not (want_in or want_grid):
+        return True
+    if threads is None:
+        from .. import _workers
+
+        threads = _workers.thread_count()
+    out_bytes = (input_grad.nbytes if want_in else 0) + (grid_grad.nbytes if want_grid else 0)  # type: ignore[union-attr]
+    # Scratch: the per-point cache (up to 32 bytes a point) plus the scatter
+    # blocks, within twice the outputs.
+    budget = 2 * out_bytes - 32 * points
+    ig = input_grad if want_in else None
+    gg = grid_grad if want_grid else None
+    rc = lib.pyaclnn_grid_sampler3d_backward(
+        _address(grad_output),
+        grad_output.strides,
+        _address(input),
+        input.strides,
+        _address(grid),
+        grid.strides,
+        _address(ig) if ig is not None else 0,
+        ig.strides if ig is not None else (0,) * 5,
+        _address(gg) if gg is not None else 0,
+        gg.strides if gg is not None else (0,) * 5,
+        input.shape,
+        grid.shape[1:4],
+        code,
+        int(interpolation_mode),
+        int(padding_mode),
+        int(bool(align_corners)),
+        threads,
+        budget,
+    )
+    return bool(rc == _RC_OK)
+
+
+def grid_sampler3d(
+    input: np.ndarray,
+    grid: np.ndarray,
+    interpolation_mode: int,
+    padding_mode: int,
+    align_corners: bool,
+    out: np.ndarray,
+    threads: int | None = None,
+) -> bool:
+    """Run the compiled grid-sampler forward if it handles this call.
+
+    The arguments are those of :func:`pyaclnn.kernels.grid_sampler3d.grid_sampler3d`
+    (already validated), plus the thread count (default as for the backward).
+
+    Returns
+    -------
+    bool
+        True when done (``out`` written); False when the NumPy kernel must run.
+    """
+    code = _float_code(input.dtype)
+    if code is None or grid.dtype != input.dtype or out.dtype != input.dtype or not out.flags.writeable:
+        return False
+    lib = library()
+    if lib is None:
+        return False
+    if threads is None:
+        from .. import _workers
+
+        threads = _workers.thread_count()
+    rc = lib.pyaclnn_grid_sampler3d(
+        _address(input),
+        input.strides,
+        _address(grid),
+        grid.strides,
+        _address(out),
+        out.strides,
+        input.shape,
+        grid.shape[1:4],
+        code,
+        int(interpolation_mode),
+        int(padding_mode),
+        int(bool(align_corners)),
+        threads,
+    )
     return bool(rc == _RC_OK)

@@ -10,6 +10,7 @@
  * Arrays arrive as NumPy hands them over: a pointer to the logical first
  * element and one byte stride per axis (any sign, any layout).
  */
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -26,7 +27,7 @@
 #endif
 
 /* Version of the exported interface; the loader refuses a library of another one. */
-#define PYACLNN_ACCEL_ABI 1
+#define PYACLNN_ACCEL_ABI 2
 
 enum { DT_FLOAT32 = 0, DT_FLOAT16 = 1, DT_BFLOAT16 = 2 };
 enum { RC_OK = 0, RC_BAD_INDEX = 1, RC_NO_MEMORY = -1, RC_BAD_ARGUMENT = -2 };
@@ -614,5 +615,574 @@ API int pyaclnn_max_pool3d_backward(intptr_t grad, const int64_t *grad_strides, 
     }
     atomic_init(&t.next, 0);
     run_parallel(scatter_task, &t, threads);
+    return atomic_load(&t.failed) ? RC_NO_MEMORY : RC_OK;
+}
+
+/* ------------------------------------------------------------------------
+ * GridSampler3D backward (see pyaclnn/kernels/grid_sampler3d.py, the reference)
+ * ------------------------------------------------------------------------ */
+
+enum { GS_BILINEAR = 0, GS_NEAREST = 1 };
+enum { GS_ZEROS = 0, GS_BORDER = 1, GS_REFLECTION = 2 };
+
+/* Points per scatter chunk: the NumPy kernel adds, per channel, chunk after
+ * chunk of this many points, corner pair after corner pair; same order here. */
+#define GS_CHUNK 8192
+
+static inline float load_float(const char *p, int dtype) {
+    if (dtype == DT_FLOAT32) {
+        float f;
+        memcpy(&f, p, 4);
+        return f;
+    }
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return dtype == DT_FLOAT16 ? half_to_float_sw(h) : bf16_to_float(h);
+}
+
+static inline void store_float(char *p, int dtype, float f) {
+    if (dtype == DT_FLOAT32) {
+        memcpy(p, &f, 4);
+        return;
+    }
+    uint16_t h = dtype == DT_FLOAT16 ? float_to_half_sw(f) : float_to_bf16(f);
+    memcpy(p, &h, 2);
+}
+
+/* One axis of _source_index: unnormalize, pad, clip to the int32 sentinel.
+ * ``*gpad`` is the padding's gradient factor (1 for zeros padding). */
+static inline float gs_source(float c, float size, int padding, int align, float *gpad) {
+    float i = align ? ((c + 1.0f) / 2.0f) * (size - 1.0f) : ((c + 1.0f) * size - 1.0f) / 2.0f;
+    int bad = 0;
+    float g = 1.0f;
+    if (padding == GS_BORDER) {
+        bad = isnan(i);
+        g = (i > 0.0f && i < size - 1.0f) ? 1.0f : 0.0f;
+        if (i < 0.0f) i = 0.0f;
+        if (i > size - 1.0f) i = size - 1.0f;
+    } else if (padding == GS_REFLECTION) {
+        bad = !isfinite(i);
+        float lo = align ? 0.0f : -0.5f;
+        float span = align ? size - 1.0f : size;
+        if (span == 0.0f) {
+            i = 0.0f;
+            g = 0.0f;
+        } else {
+            float t = i - lo;
+            int neg = t < 0.0f;
+            t = fabsf(t);
+            float extra = fmodf(t, span);
+            float flips = floorf(t / span);
+            int odd = fmodf(flips, 2.0f) != 0.0f;
+            i = odd ? (span - extra) + lo : extra + lo;
+            g = neg != odd ? -1.0f : 1.0f;
+        }
+        float gc = (i > 0.0f && i < size - 1.0f) ? 1.0f : 0.0f;
+        if (i < 0.0f) i = 0.0f;
+        if (i > size - 1.0f) i = size - 1.0f;
+        g *= gc;
+    }
+    int keep = (i >= -2147483648.0f) && (i <= (float)2147483646) && !bad;
+    *gpad = g;
+    return keep ? i : -100.0f;
+}
+
+typedef struct {
+    const char *grad, *input, *grid;
+    char *input_grad, *grid_grad;
+    int64_t gs[5], is[5], grs[5], igs[5], ggs[5]; /* byte strides */
+    int64_t N, C, D, H, W, Do, Ho, Wo, P;
+    int64_t wp, hwp, mp;   /* padded layout (D+2, H+2, W+2), as _Geometry */
+    int dtype, interp, padding, align;
+    int64_t n;             /* batch item being processed */
+    int64_t cb, blocks;    /* channels per scatter block, their count */
+    char *out;             /* forward: the output (N, C, Do, Ho, Wo), else NULL */
+    int64_t os[5];
+    int64_t *base;         /* per point: padded index of the (z0, y0, x0) corner, or -1 */
+    float *wts;            /* per point: wx0, wx1, wy0, wy1, wz0, wz1 (bilinear) */
+    atomic_llong next;
+    atomic_int failed;
+} grid_backward;
+
+/* Points per grab of the coordinate pass; the offset of a corner outside the input. */
+#define GS_OUTSIDE INT64_MIN
+#define GS_STEP 1024
+
+/* Per-thread scratch of the coordinate pass. */
+typedef struct {
+    float *g;      /* C + 1: one point's gradOutput (point-outer dots) */
+    int64_t *off;  /* 8 per point: byte offset of corner k in an input plane, or GS_OUTSIDE */
+    int64_t *goff; /* per point: byte offset in a gradOutput plane */
+    float *dots;   /* 8 per point */
+    float *zero;   /* per point: sum of 0 * gOut (0, or NaN where gOut is not finite) */
+    float *gpad;   /* 3 per point: the padding's gradient factors */
+} gs_scratch;
+
+#define GS_SCRATCH_BYTES(C) \
+    ((size_t)((C) + 1) * sizeof(float) + (size_t)GS_STEP * (8 * sizeof(int64_t) + sizeof(int64_t) + 12 * sizeof(float)))
+
+/* Coordinates (and gridGrad) of points [p0, p1) of batch item t->n. */
+static void gs_points(const grid_backward *t, int64_t n, int64_t p0, int64_t p1, gs_scratch *s, int64_t *base,
+                      float *wts) {
+    const int64_t C = t->C;
+    const float sx = (float)t->W, sy = (float)t->H, sz = (float)t->D;
+    const int nearest = t->interp == GS_NEAREST;
+    const int want_grid = t->grid_grad != NULL;
+    int64_t w = p0 % t->Wo, h = (p0 / t->Wo) % t->Ho, d = p0 / (t->Wo * t->Ho);
+    for (int64_t p = p0; p < p1; p++) {
+        const int64_t q = p - p0;
+        const char *gp = t->grid + n * t->grs[0] + d * t->grs[1] + h * t->grs[2] + w * t->grs[3];
+        float gpx, gpy, gpz;
+        float ix = gs_source(load_float(gp, t->dtype), sx, t->padding, t->align, &gpx);
+        float iy = gs_source(load_float(gp + t->grs[4], t->dtype), sy, t->padding, t->align, &gpy);
+        float iz = gs_source(load_float(gp + 2 * t->grs[4], t->dtype), sz, t->padding, t->align, &gpz);
+        float fx, fy, fz;
+        int ok;
+        if (nearest) {
+            fx = nearbyintf(ix), fy = nearbyintf(iy), fz = nearbyintf(iz);
+            ok = fx >= -1.0f && fx <= sx && fy >= -1.0f && fy <= sy && fz >= -1.0f && fz <= sz;
+        } else {
+            fx = floorf(ix), fy = floorf(iy), fz = floorf(iz);
+            ok = fx >= -1.0f && fx <= sx - 1.0f && fy >= -1.0f && fy <= sy - 1.0f && fz >= -1.0f &&
+                 fz <= sz - 1.0f;
+        }
+        const int64_t x0 = ok ? (int64_t)fx : 0, y0 = ok ? (int64_t)fy : 0, z0 = ok ? (int64_t)fz : 0;
+        base[q] = ok ? (z0 + 1) * t->hwp + (y0 + 1) * t->wp + (x0 + 1) : -1;
+        if (!nearest) {
+            float *wt = wts + 6 * q;
+            wt[0] = (fx + 1.0f) - ix, wt[1] = ix - fx;
+            wt[2] = (fy + 1.0f) - iy, wt[3] = iy - fy;
+            wt[4] = (fz + 1.0f) - iz, wt[5] = iz - fz;
+        }
+        if (want_grid || t->out) {
+            s->gpad[3 * q] = gpx, s->gpad[3 * q + 1] = gpy, s->gpad[3 * q + 2] = gpz;
+            s->goff[q] = d * t->gs[2] + h * t->gs[3] + w * t->gs[4];
+            for (int k = 0; k < 8; k++) {
+                int64_t z = z0 + (k >> 2), y = y0 + ((k >> 1) & 1), x = x0 + (k & 1);
+                int inside = ok && z >= 0 && z < t->D && y >= 0 && y < t->H && x >= 0 && x < t->W;
+                s->off[8 * q + k] = inside ? z * t->is[2] + y * t->is[3] + x * t->is[4] : GS_OUTSIDE;
+            }
+        }
+        if (++w == t->Wo) {
+            w = 0;
+            if (++h == t->Ho) h = 0, d++;
+        }
+    }
+    if (!want_grid) return;
+    const int64_t count = p1 - p0;
+    const char *in_n = t->input + n * t->is[0], *go_n = t->grad + n * t->gs[0];
+    /* dots[k] = sum_c V[corner k, c] * gOut[c], summed over c in order from +0;
+     * a corner outside reads 0 (as the NumPy kernel's zero padding) */
+    if (t->is[1] == (t->dtype == DT_FLOAT32 ? 4 : 2)) {
+        /* channels-last input: point outer, each corner's channels contiguous */
+        for (int64_t q = 0; q < count; q++) {
+            float zero = 0.0f;
+            for (int64_t c = 0; c < C; c++) {
+                s->g[c] = load_float(go_n + s->goff[q] + c * t->gs[1], t->dtype);
+                zero += 0.0f * s->g[c];
+            }
+            for (int k = 0; k < 8; k++) {
+                const int64_t off = s->off[8 * q + k];
+                float sum = 0.0f;
+                if (off == GS_OUTSIDE) {
+                    sum = zero;
+                } else {
+                    const char *v = in_n + off;
+                    if (t->dtype == DT_FLOAT32 && t->is[1] == 4) {
+                        const float *vf = (const float *)v;
+                        for (int64_t c = 0; c < C; c++) sum += vf[c] * s->g[c];
+                    } else {
+                        for (int64_t c = 0; c < C; c++) sum += load_float(v + c * t->is[1], t->dtype) * s->g[c];
+                    }
+                }
+                s->dots[8 * q + k] = sum;
+            }
+        }
+    } else {
+        /* channels outer: one input plane at a time stays in cache */
+        for (int64_t q = 0; q < 8 * count; q++) s->dots[q] = 0.0f;
+        for (int64_t q = 0; q < count; q++) s->zero[q] = 0.0f;
+        for (int64_t c = 0; c < C; c++) {
+            const char *plane = in_n + c * t->is[1], *gplane = go_n + c * t->gs[1];
+            for (int64_t q = 0; q < count; q++) {
+                const float g = load_float(gplane + s->goff[q], t->dtype);
+                s->zero[q] += 0.0f * g;
+                float *dq = s->dots + 8 * q;
+                const int64_t *oq = s->off + 8 * q;
+                for (int k = 0; k < 8; k++)
+                    dq[k] += oq[k] == GS_OUTSIDE ? 0.0f * g : load_float(plane + oq[k], t->dtype) * g;
+            }
+        }
+    }
+    w = p0 % t->Wo, h = (p0 / t->Wo) % t->Ho, d = p0 / (t->Wo * t->Ho);
+    const float mx = t->align ? (sx - 1.0f) / 2.0f : sx / 2.0f;
+    const float my = t->align ? (sy - 1.0f) / 2.0f : sy / 2.0f;
+    const float mz = t->align ? (sz - 1.0f) / 2.0f : sz / 2.0f;
+    for (int64_t q = 0; q < count; q++) {
+        const float *wt = wts + 6 * q;
+        const float *dots = s->dots + 8 * q;
+        const float wx0 = wt[0], wx1 = wt[1], wy0 = wt[2], wy1 = wt[3], wz0 = wt[4], wz1 = wt[5];
+#define T(z, y, x) dots[4 * (z) + 2 * (y) + (x)]
+        float gx = ((T(0, 0, 1) - T(0, 0, 0)) * wy0 + (T(0, 1, 1) - T(0, 1, 0)) * wy1) * wz0 +
+                   ((T(1, 0, 1) - T(1, 0, 0)) * wy0 + (T(1, 1, 1) - T(1, 1, 0)) * wy1) * wz1;
+        float gy = ((T(0, 1, 0) - T(0, 0, 0)) * wx0 + (T(0, 1, 1) - T(0, 0, 1)) * wx1) * wz0 +
+                   ((T(1, 1, 0) - T(1, 0, 0)) * wx0 + (T(1, 1, 1) - T(1, 0, 1)) * wx1) * wz1;
+        float gz = ((T(1, 0, 0) - T(0, 0, 0)) * wx0 + (T(1, 0, 1) - T(0, 0, 1)) * wx1) * wy0 +
+                   ((T(1, 1, 0) - T(0, 1, 0)) * wx0 + (T(1, 1, 1) - T(0, 1, 1)) * wx1) * wy1;
+#undef T
+        gx *= mx, gy *= my, gz *= mz;
+        if (t->padding != GS_ZEROS) gx *= s->gpad[3 * q], gy *= s->gpad[3 * q + 1], gz *= s->gpad[3 * q + 2];
+        char *gg = t->grid_grad + n * t->ggs[0] + d * t->ggs[1] + h * t->ggs[2] + w * t->ggs[3];
+        store_float(gg, t->dtype, gx);
+        store_float(gg + t->ggs[4], t->dtype, gy);
+        store_float(gg + 2 * t->ggs[4], t->dtype, gz);
+        if (++w == t->Wo) {
+            w = 0;
+            if (++h == t->Ho) h = 0, d++;
+        }
+    }
+}
+
+static void gs_points_task(void *ctx) {
+    grid_backward *t = ctx;
+    const size_t bytes = GS_SCRATCH_BYTES(t->C);
+    char *mem = scratch_alloc(bytes);
+    if (!mem) {
+        atomic_store(&t->failed, 1);
+        return;
+    }
+    gs_scratch s;
+    s.off = (int64_t *)mem;
+    s.goff = s.off + 8 * GS_STEP;
+    s.dots = (float *)(s.goff + GS_STEP);
+    s.zero = s.dots + 8 * GS_STEP;
+    s.gpad = s.zero + GS_STEP;
+    s.g = s.gpad + 3 * GS_STEP;
+    for (;;) {
+        int64_t p0 = atomic_fetch_add(&t->next, GS_STEP);
+        if (p0 >= t->P) break;
+        gs_points(t, t->n, p0, p0 + GS_STEP < t->P ? p0 + GS_STEP : t->P, &s, t->base + p0,
+                  t->wts ? t->wts + 6 * p0 : NULL);
+    }
+    scratch_free(mem, bytes);
+}
+
+/* inputGrad of channels [c0, c0 + cb) of batch item t->n. ``lo`` and ``hi``
+ * are (mp, cb) accumulators: the x0 and the x1 corners of a point are summed
+ * apart and added at the end, as the NumPy kernel's complex pairs do. */
+static void gs_scatter_block(grid_backward *t, int64_t c0, int64_t cb, float *lo, float *hi, float *g,
+                             float *rowbuf, uint16_t *rowbits) {
+    const int64_t n = t->n, P = t->P, Wo = t->Wo, Ho = t->Ho;
+    const int nearest = t->interp == GS_NEAREST;
+    memset(lo, 0, (size_t)(t->mp * cb) * sizeof(float));
+    if (!nearest) memset(hi, 0, (size_t)(t->mp * cb) * sizeof(float));
+    const int64_t off4[4] = {0, t->wp, t->hwp, t->hwp + t->wp};
+    for (int64_t q0 = 0; q0 < P; q0 += GS_CHUNK) {
+        const int64_t q1 = q0 + GS_CHUNK < P ? q0 + GS_CHUNK : P;
+        /* this chunk's gradOutput of the block's channels, float32, (point, channel) */
+        int64_t w = q0 % Wo, h = (q0 / Wo) % Ho, d = q0 / (Wo * Ho);
+        const char *plane = t->grad + n * t->gs[0] + c0 * t->gs[1];
+        for (int64_t p = q0; p < q1; p++) {
+            const char *go = plane + d * t->gs[2] + h * t->gs[3] + w * t->gs[4];
+            float *gp = g + (p - q0) * cb;
+            if (t->dtype == DT_FLOAT32) {
+                for (int64_t c = 0; c < cb; c++) memcpy(gp + c, go + c * t->gs[1], 4);
+            } else {
+                for (int64_t c = 0; c < cb; c++) gp[c] = load_float(go + c * t->gs[1], t->dtype);
+            }
+            if (++w == Wo) {
+                w = 0;
+                if (++h == Ho) h = 0, d++;
+            }
+        }
+        if (nearest) {
+            for (int64_t p = q0; p < q1; p++) {
+                const int64_t b = t->base[p];
+                if (b < 0) continue;
+                float *a = lo + b * cb;
+                const float *gp = g + (p - q0) * cb;
+                for (int64_t c = 0; c < cb; c++) a[c] += gp[c];
+            }
+            continue;
+        }
+        for (int j = 0; j < 4; j++) {
+            const int zi = 4 + (j >> 1), yi = 2 + (j & 1);
+            for (int64_t p = q0; p < q1; p++) {
+                const int64_t b = t->base[p];
+                if (b < 0) continue;
+                const float *wt = t->wts + 6 * p;
+                const float w0 = (wt[0] * wt[yi]) * wt[zi], w1 = (wt[1] * wt[yi]) * wt[zi];
+                const int64_t cell = b + off4[j];
+                float *a0 = lo + cell * cb, *a1 = hi + (cell + 1) * cb;
+                const float *gp = g + (p - q0) * cb;
+                if (cb == 1) {
+                    a0[0] += w0 * gp[0];
+                    a1[0] += w1 * gp[0];
+                    continue;
+                }
+                for (int64_t c = 0; c < cb; c++) a0[c] += w0 * gp[c];
+                for (int64_t c = 0; c < cb; c++) a1[c] += w1 * gp[c];
+            }
+        }
+    }
+    /* the interior cells, rounded once into inputGrad's dtype and strides */
+    for (int64_t c = 0; c < cb; c++) {
+        char *dst = t->input_grad + n * t->igs[0] + (c0 + c) * t->igs[1];
+        for (int64_t z = 0; z < t->D; z++) {
+            for (int64_t y = 0; y < t->H; y++) {
+                const int64_t row = ((z + 1) * t->hwp + (y + 1) * t->wp + 1) * cb + c;
+                char *out = dst + z * t->igs[2] + y * t->igs[3];
+                const int64_t step = t->igs[4];
+                for (int64_t x = 0; x < t->W; x++) rowbuf[x] = nearest ? lo[row + x * cb] : lo[row + x * cb] + hi[row + x * cb];
+                if (t->dtype == DT_FLOAT32) {
+                    for (int64_t x = 0; x < t->W; x++) memcpy(out + x * step, rowbuf + x, 4);
+                    continue;
+                }
+                uint16_t *bits = step == 2 ? (uint16_t *)out : rowbits;
+                if (t->dtype == DT_FLOAT16)
+                    float_to_half_row(rowbuf, bits, t->W);
+                else
+                    for (int64_t x = 0; x < t->W; x++) bits[x] = float_to_bf16(rowbuf[x]);
+                if (bits == rowbits)
+                    for (int64_t x = 0; x < t->W; x++) memcpy(out + x * step, rowbits + x, 2);
+            }
+        }
+    }
+}
+
+static void gs_scatter_task(void *ctx) {
+    grid_backward *t = ctx;
+    const size_t plane = (size_t)(t->mp * t->cb) * sizeof(float);
+    const size_t gbytes = (size_t)(GS_CHUNK * t->cb) * sizeof(float);
+    const size_t rbytes = (size_t)t->W * (sizeof(float) + sizeof(uint16_t));
+    const size_t bytes = (t->interp == GS_NEAREST ? 1 : 2) * plane + gbytes + rbytes;
+    char *scratch = scratch_alloc(bytes);
+    if (!scratch) {
+        atomic_store(&t->failed, 1);
+        return;
+    }
+    float *lo = (float *)scratch;
+    float *hi = t->interp == GS_NEAREST ? lo : (float *)(scratch + plane);
+    float *g = (float *)(scratch + bytes - gbytes - rbytes);
+    float *rowbuf = (float *)(scratch + bytes - rbytes);
+    uint16_t *rowbits = (uint16_t *)(rowbuf + t->W);
+    for (;;) {
+        int64_t block = atomic_fetch_add(&t->next, 1);
+        if (block >= t->blocks) break;
+        int64_t c0 = block * t->cb;
+        int64_t cb = c0 + t->cb <= t->C ? t->cb : t->C - c0;
+        gs_scatter_block(t, c0, cb, lo, hi, g, rowbuf, rowbits);
+    }
+    scratch_free(scratch, bytes);
+}
+
+/*
+ * inputGrad and gridGrad of grid sampling (aclnnGridSampler3DBackward).
+ *
+ * in_shape (N, C, D, H, W) of input (and inputGrad), out_spatial (Do, Ho, Wo)
+ * of gradOutput and grid; strides in bytes. input_grad or grid_grad 0: not
+ * wanted (the caller has filled the outputs that need no computing: gridGrad
+ * of nearest, empty cases). budget: scratch bytes allowed beyond the per-point
+ * cache, which sets how many channels one scatter block takes.
+ *
+ * Returns RC_OK, RC_NO_MEMORY (outputs may be partly written) or RC_BAD_ARGUMENT.
+ */
+API int pyaclnn_grid_sampler3d_backward(intptr_t grad, const int64_t *grad_strides, intptr_t input,
+                                        const int64_t *input_strides, intptr_t grid, const int64_t *grid_strides,
+                                        intptr_t input_grad, const int64_t *input_grad_strides, intptr_t grid_grad,
+                                        const int64_t *grid_grad_strides, const int64_t *in_shape,
+                                        const int64_t *out_spatial, int dtype, int interp, int padding, int align,
+                                        int threads, int64_t budget) {
+    if ((dtype != DT_FLOAT32 && dtype != DT_FLOAT16 && dtype != DT_BFLOAT16) || interp < 0 || interp > 1 ||
+        padding < 0 || padding > 2)
+        return RC_BAD_ARGUMENT;
+    grid_backward t;
+    memset(&t, 0, sizeof t);
+    t.grad = (const char *)grad;
+    t.input = (const char *)input;
+    t.grid = (const char *)grid;
+    t.input_grad = (char *)input_grad;
+    t.grid_grad = interp == GS_NEAREST ? NULL : (char *)grid_grad;
+    memcpy(t.gs, grad_strides, sizeof t.gs);
+    memcpy(t.is, input_strides, sizeof t.is);
+    memcpy(t.grs, grid_strides, sizeof t.grs);
+    if (input_grad) memcpy(t.igs, input_grad_strides, sizeof t.igs);
+    if (grid_grad) memcpy(t.ggs, grid_grad_strides, sizeof t.ggs);
+    t.N = in_shape[0], t.C = in_shape[1], t.D = in_shape[2], t.H = in_shape[3], t.W = in_shape[4];
+    t.Do = out_spatial[0], t.Ho = out_spatial[1], t.Wo = out_spatial[2];
+    t.P = t.Do * t.Ho * t.Wo;
+    t.dtype = dtype, t.interp = interp, t.padding = padding, t.align = align;
+    t.wp = t.W + 2, t.hwp = (t.H + 2) * t.wp, t.mp = (t.D + 2) * t.hwp;
+    if (!t.input_grad && !t.grid_grad) return RC_OK;
+    if (t.P == 0 || t.C == 0 || t.N == 0) return RC_OK;
+    if (threads < 1) threads = 1;
+    if (threads > MAX_THREADS) threads = MAX_THREADS;
+    /* Channels per scatter block: 4 (measured on the benchmark shapes, both
+     * layouts: 1, 2, 8 and 16 were slower: one point's weights serve 4
+     * channels, and 4 accumulator planes still stay close to the caches), fewer
+     * when the blocks of all threads would not fit the budget. The block size
+     * changes no result: each (cell, channel) sums in the same order. */
+    const int64_t per_channel = (int64_t)(interp == GS_NEAREST ? 1 : 2) * t.mp * (int64_t)sizeof(float);
+    int64_t cb = budget / ((int64_t)threads * per_channel);
+    if (cb > 4) cb = 4;
+    if (cb > t.C) cb = t.C;
+    if (cb < 1) cb = 1;
+    t.cb = cb;
+    t.blocks = (t.C + cb - 1) / cb;
+    const size_t base_bytes = (size_t)t.P * sizeof(int64_t);
+    const size_t wts_bytes = interp == GS_NEAREST ? 0 : (size_t)t.P * 6 * sizeof(float);
+    char *cache = scratch_alloc(base_bytes + wts_bytes);
+    if (!cache) return RC_NO_MEMORY;
+    t.base = (int64_t *)cache;
+    t.wts = wts_bytes ? (float *)(cache + base_bytes) : NULL; /* none for nearest */
+    atomic_init(&t.failed, 0);
+    const int point_threads = t.P * (t.grid_grad ? t.C + 1 : 1) >= 8192 ? threads : 1;
+    int scatter_threads = threads < t.blocks ? threads : (int)t.blocks;
+    if (t.P * t.C < 65536) scatter_threads = 1;
+    for (int64_t n = 0; n < t.N && !atomic_load(&t.failed); n++) {
+        t.n = n;
+        atomic_init(&t.next, 0);
+        run_parallel(gs_points_task, &t, point_threads);
+        if (t.input_grad && !atomic_load(&t.failed)) {
+            atomic_init(&t.next, 0);
+            run_parallel(gs_scatter_task, &t, scatter_threads);
+        }
+    }
+    scratch_free(cache, base_bytes + wts_bytes);
+    return atomic_load(&t.failed) ? RC_NO_MEMORY : RC_OK;
+}
+
+/* ------------------------------------------------------------------------
+ * GridSampler3D forward
+ * ------------------------------------------------------------------------ */
+
+/* Output of points [p0, p1): the weighted sum of the 8 corners (a corner
+ * outside reads 0, in corner order z-major, x-minor), or the nearest cell. */
+static void gs_forward_points(const grid_backward *t, int64_t n, int64_t p0, int64_t p1, gs_scratch *s,
+                              int64_t *base, float *wts) {
+    gs_points(t, n, p0, p1, s, base, wts);
+    const int64_t C = t->C, count = p1 - p0;
+    const int nearest = t->interp == GS_NEAREST;
+    const char *in_n = t->input + n * t->is[0];
+    char *out_n = t->out + n * t->os[0];
+    float *w8 = s->dots; /* 8 corner weights a point, (wx * wy) * wz as NumPy forms them */
+    if (!nearest)
+        for (int64_t q = 0; q < count; q++) {
+            const float *wt = wts + 6 * q;
+            for (int k = 0; k < 8; k++) w8[8 * q + k] = (wt[k & 1] * wt[2 + ((k >> 1) & 1)]) * wt[4 + (k >> 2)];
+        }
+    /* the output offsets of the points, in the goff slots */
+    int64_t w = p0 % t->Wo, h = (p0 / t->Wo) % t->Ho, d = p0 / (t->Wo * t->Ho);
+    for (int64_t q = 0; q < count; q++) {
+        s->goff[q] = d * t->os[2] + h * t->os[3] + w * t->os[4];
+        if (++w == t->Wo) {
+            w = 0;
+            if (++h == t->Ho) h = 0, d++;
+        }
+    }
+    const int size = t->dtype == DT_FLOAT32 ? 4 : 2;
+    if (t->is[1] == size && C > 1) {
+        /* channels-last input: point outer, each corner's channels contiguous */
+        for (int64_t q = 0; q < count; q++) {
+            const int64_t *oq = s->off + 8 * q;
+            for (int64_t c = 0; c < C; c++) s->g[c] = 0.0f;
+            if (nearest) {
+                if (base[q] >= 0 && oq[0] != GS_OUTSIDE)
+                    for (int64_t c = 0; c < C; c++) s->g[c] = load_float(in_n + oq[0] + c * size, t->dtype);
+            } else {
+                for (int k = 0; k < 8; k++) {
+                    const float wk = w8[8 * q + k];
+                    if (oq[k] == GS_OUTSIDE) {
+                        for (int64_t c = 0; c < C; c++) s->g[c] += wk * 0.0f;
+                    } else if (t->dtype == DT_FLOAT32) {
+                        const float *v = (const float *)(in_n + oq[k]);
+                        for (int64_t c = 0; c < C; c++) s->g[c] += wk * v[c];
+                    } else {
+                        for (int64_t c = 0; c < C; c++) s->g[c] += wk * load_float(in_n + oq[k] + c * size, t->dtype);
+                    }
+                }
+            }
+            char *o = out_n + s->goff[q];
+            for (int64_t c = 0; c < C; c++) store_float(o + c * t->os[1], t->dtype, s->g[c]);
+        }
+        return;
+    }
+    /* channels outer: one input plane at a time stays in cache */
+    for (int64_t c = 0; c < C; c++) {
+        const char *plane = in_n + c * t->is[1];
+        char *oplane = out_n + c * t->os[1];
+        for (int64_t q = 0; q < count; q++) {
+            const int64_t *oq = s->off + 8 * q;
+            float v = 0.0f;
+            if (nearest) {
+                if (base[q] >= 0 && oq[0] != GS_OUTSIDE) v = load_float(plane + oq[0], t->dtype);
+            } else {
+                const float *wq = w8 + 8 * q;
+                for (int k = 0; k < 8; k++) v += wq[k] * (oq[k] == GS_OUTSIDE ? 0.0f : load_float(plane + oq[k], t->dtype));
+            }
+            store_float(oplane + s->goff[q], t->dtype, v);
+        }
+    }
+}
+
+static void gs_forward_task(void *ctx) {
+    grid_backward *t = ctx;
+    const size_t head = (GS_SCRATCH_BYTES(t->C) + 63) & ~(size_t)63; /* base stays 8-byte aligned */
+    const size_t bytes = head + (size_t)GS_STEP * (sizeof(int64_t) + 6 * sizeof(float));
+    char *mem = scratch_alloc(bytes);
+    if (!mem) {
+        atomic_store(&t->failed, 1);
+        return;
+    }
+    gs_scratch s;
+    s.off = (int64_t *)mem;
+    s.goff = s.off + 8 * GS_STEP;
+    s.dots = (float *)(s.goff + GS_STEP);
+    s.zero = s.dots + 8 * GS_STEP;
+    s.gpad = s.zero + GS_STEP;
+    s.g = s.gpad + 3 * GS_STEP;
+    int64_t *base = (int64_t *)(mem + head);
+    float *wts = (float *)(base + GS_STEP);
+    /* grabs of GS_STEP points within one batch item */
+    const int64_t per_item = (t->P + GS_STEP - 1) / GS_STEP;
+    for (;;) {
+        int64_t grab = atomic_fetch_add(&t->next, 1);
+        if (grab >= t->N * per_item) break;
+        int64_t n = grab / per_item, p0 = (grab % per_item) * GS_STEP;
+        gs_forward_points(t, n, p0, p0 + GS_STEP < t->P ? p0 + GS_STEP : t->P, &s, base, wts);
+    }
+    scratch_free(mem, bytes);
+}
+
+/*
+ * Grid sampling (aclnnGridSampler3D) into ``out`` (N, C, Do, Ho, Wo), any
+ * strides (bytes). in_shape (N, C, D, H, W), out_spatial (Do, Ho, Wo).
+ * Returns RC_OK, RC_NO_MEMORY (out may be partly written) or RC_BAD_ARGUMENT.
+ */
+API int pyaclnn_grid_sampler3d(intptr_t input, const int64_t *input_strides, intptr_t grid,
+                               const int64_t *grid_strides, intptr_t out, const int64_t *out_strides,
+                               const int64_t *in_shape, const int64_t *out_spatial, int dtype, int interp,
+                               int padding, int align, int threads) {
+    if ((dtype != DT_FLOAT32 && dtype != DT_FLOAT16 && dtype != DT_BFLOAT16) || interp < 0 || interp > 1 ||
+        padding < 0 || padding > 2)
+        return RC_BAD_ARGUMENT;
+    grid_backward t;
+    memset(&t, 0, sizeof t);
+    t.input = (const char *)input;
+    t.grid = (const char *)grid;
+    t.out = (char *)out;
+    memcpy(t.is, input_strides, sizeof t.is);
+    memcpy(t.grs, grid_strides, sizeof t.grs);
+    memcpy(t.os, out_strides, sizeof t.os);
+    t.N = in_shape[0], t.C = in_shape[1], t.D = in_shape[2], t.H = in_shape[3], t.W = in_shape[4];
+    t.Do = out_spatial[0], t.Ho = out_spatial[1], t.Wo = out_spatial[2];
+    t.P = t.Do * t.Ho * t.Wo;
+    t.dtype = dtype, t.interp = interp, t.padding = padding, t.align = align;
+    t.wp = t.W + 2, t.hwp = (t.H + 2) * t.wp, t.mp = (t.D + 2) * t.hwp;
+    if (t.N == 0 || t.C == 0 || t.P == 0) return RC_OK;
+    if (t.N * t.P * (t.C + 1) < 65536) threads = 1;
+    atomic_init(&t.next, 0);
+    atomic_init(&t.failed, 0);
+    run_parallel(gs_forward_task, &t, threads);
     return atomic_load(&t.failed) ? RC_NO_MEMORY : RC_OK;
 }
