@@ -14,6 +14,7 @@ from typing import Any
 
 from . import backends as _backends
 from ._status import check as _check
+from .acl._call import call as _call
 
 # Each wrapper tests the status itself and calls _check only on failure: these run on every call.
 
@@ -33,14 +34,12 @@ __all__ = [
 
 def init(config_path: str | None = None, *, backend: str | None = None) -> None:
     """``aclnnInit``."""
-    b = _backends.get(backend)
-    _check(b, b.aclnnInit(config_path), "aclnnInit")
+    _call(backend, "aclnnInit", config_path)
 
 
 def finalize(*, backend: str | None = None) -> None:
     """``aclnnFinalize``."""
-    b = _backends.get(backend)
-    _check(b, b.aclnnFinalize(), "aclnnFinalize")
+    _call(backend, "aclnnFinalize")
 
 
 def max_pool3d_with_argmax_get_workspace_size(

@@ -18,6 +18,7 @@ from .._status import check as _check
 from .._status import created as _created
 from ..constants import ACL_ERROR_REPEAT_INITIALIZE, ACLNN_ERR_PARAM_INVALID
 from . import rt
+from ._call import call as _call
 
 __all__ = [
     "rt",
@@ -48,8 +49,7 @@ def init(config_path: str | None = None, *, backend: str | None = None) -> None:
 
 def finalize(*, backend: str | None = None) -> None:
     """``aclFinalize``."""
-    b = _backends.get(backend)
-    _check(b, b.aclFinalize(), "aclFinalize")
+    _call(backend, "aclFinalize")
 
 
 def get_recent_err_msg(*, backend: str | None = None) -> str:
@@ -87,8 +87,7 @@ def create_tensor(
 
 def destroy_tensor(tensor: Any, *, backend: str | None = None) -> None:
     """``aclDestroyTensor``."""
-    b = _backends.get(backend)
-    _check(b, b.aclDestroyTensor(tensor), "aclDestroyTensor")
+    _call(backend, "aclDestroyTensor", tensor)
 
 
 def create_int_array(values: Sequence[int], *, backend: str | None = None) -> Any:
@@ -99,8 +98,7 @@ def create_int_array(values: Sequence[int], *, backend: str | None = None) -> An
 
 def destroy_int_array(array: Any, *, backend: str | None = None) -> None:
     """``aclDestroyIntArray``."""
-    b = _backends.get(backend)
-    _check(b, b.aclDestroyIntArray(array), "aclDestroyIntArray")
+    _call(backend, "aclDestroyIntArray", array)
 
 
 def create_bool_array(values: Sequence[bool], *, backend: str | None = None) -> Any:
@@ -111,17 +109,14 @@ def create_bool_array(values: Sequence[bool], *, backend: str | None = None) -> 
 
 def destroy_bool_array(array: Any, *, backend: str | None = None) -> None:
     """``aclDestroyBoolArray``."""
-    b = _backends.get(backend)
-    _check(b, b.aclDestroyBoolArray(array), "aclDestroyBoolArray")
+    _call(backend, "aclDestroyBoolArray", array)
 
 
 def set_acl_op_executor_repeatable(executor: Any, *, backend: str | None = None) -> None:
     """``aclSetAclOpExecutorRepeatable``: the caller then owns the executor."""
-    b = _backends.get(backend)
-    _check(b, b.aclSetAclOpExecutorRepeatable(executor), "aclSetAclOpExecutorRepeatable")
+    _call(backend, "aclSetAclOpExecutorRepeatable", executor)
 
 
 def destroy_acl_op_executor(executor: Any, *, backend: str | None = None) -> None:
     """``aclDestroyAclOpExecutor``, for repeatable executors only."""
-    b = _backends.get(backend)
-    _check(b, b.aclDestroyAclOpExecutor(executor), "aclDestroyAclOpExecutor")
+    _call(backend, "aclDestroyAclOpExecutor", executor)

@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from .. import backends as _backends
-from .._status import check as _check
 from ..constants import ACL_HBM_MEM, ACL_MEM_MALLOC_HUGE_FIRST
+from ._call import call as _call
 
 __all__ = [
     "set_device",
@@ -49,66 +49,47 @@ __all__ = [
 
 def set_device(device_id: int, *, backend: str | None = None) -> None:
     """``aclrtSetDevice``."""
-    b = _backends.get(backend)
-    _check(b, b.aclrtSetDevice(device_id), "aclrtSetDevice")
+    _call(backend, "aclrtSetDevice", device_id)
 
 
 def reset_device(device_id: int, *, backend: str | None = None) -> None:
     """``aclrtResetDevice``."""
-    b = _backends.get(backend)
-    _check(b, b.aclrtResetDevice(device_id), "aclrtResetDevice")
+    _call(backend, "aclrtResetDevice", device_id)
 
 
 def get_device(*, backend: str | None = None) -> int:
     """``aclrtGetDevice``: the calling thread's device."""
-    b = _backends.get(backend)
-    status, device = b.aclrtGetDevice()
-    _check(b, status, "aclrtGetDevice")
-    return device
+    return int(_call(backend, "aclrtGetDevice"))
 
 
 def get_device_count(*, backend: str | None = None) -> int:
     """``aclrtGetDeviceCount``."""
-    b = _backends.get(backend)
-    status, count = b.aclrtGetDeviceCount()
-    _check(b, status, "aclrtGetDeviceCount")
-    return count
+    return int(_call(backend, "aclrtGetDeviceCount"))
 
 
 def synchronize_device(*, backend: str | None = None) -> None:
     """``aclrtSynchronizeDevice``."""
-    b = _backends.get(backend)
-    _check(b, b.aclrtSynchronizeDevice(), "aclrtSynchronizeDevice")
+    _call(backend, "aclrtSynchronizeDevice")
 
 
 def create_stream(*, backend: str | None = None) -> Any:
     """``aclrtCreateStream``: a new stream handle (destroy it with :func:`destroy_stream`)."""
-    b = _backends.get(backend)
-    status, stream = b.aclrtCreateStream()
-    _check(b, status, "aclrtCreateStream")
-    return stream
+    return _call(backend, "aclrtCreateStream")
 
 
 def destroy_stream(stream: Any, *, backend: str | None = None) -> None:
     """``aclrtDestroyStream``."""
-    b = _backends.get(backend)
-    _check(b, b.aclrtDestroyStream(stream), "aclrtDestroyStream")
+    _call(backend, "aclrtDestroyStream", stream)
 
 
 def synchronize_stream(stream: Any, *, backend: str | None = None) -> None:
     """``aclrtSynchronizeStream``: wait until the stream's work is done."""
-    b = _backends.get(backend)
-    status = b.aclrtSynchronizeStream(stream)
-    if status:  # tested here: this runs after every launch
-        _check(b, status, "aclrtSynchronizeStream")
+    _call(backend, "aclrtSynchronizeStream", stream)
 
 
 def create_event(*, backend: str | None = None) -> Any:
     """``aclrtCreateEvent``: an event for stream waits and timing (destroy it with :func:`destroy_event`)."""
-    b = _backends.get(backend)
-    status, event = b.aclrtCreateEvent()
-    _check(b, status, "aclrtCreateEvent")
-    return event
+    return _call(backend, "aclrtCreateEvent")
 
 
 def create_event_with_flag(flag: int, *, backend: str | None = None) -> Any:
@@ -117,50 +98,37 @@ def create_event_with_flag(flag: int, *, backend: str | None = None) -> Any:
     Without ``ACL_EVENT_SYNC`` the event cannot be waited on by :func:`stream_wait_event`;
     without ``ACL_EVENT_TIME_LINE`` it has no timestamps for :func:`event_elapsed_time`.
     """
-    b = _backends.get(backend)
-    status, event = b.aclrtCreateEventWithFlag(flag)
-    _check(b, status, "aclrtCreateEventWithFlag")
-    return event
+    return _call(backend, "aclrtCreateEventWithFlag", flag)
 
 
 def destroy_event(event: Any, *, backend: str | None = None) -> None:
     """``aclrtDestroyEvent`` (allowed while the event is pending: CANN frees it once complete)."""
-    b = _backends.get(backend)
-    _check(b, b.aclrtDestroyEvent(event), "aclrtDestroyEvent")
+    _call(backend, "aclrtDestroyEvent", event)
 
 
 def record_event(event: Any, stream: Any, *, backend: str | None = None) -> None:
     """``aclrtRecordEvent``: the event now stands for the work queued on ``stream`` so far."""
-    b = _backends.get(backend)
-    _check(b, b.aclrtRecordEvent(event, stream), "aclrtRecordEvent")
+    _call(backend, "aclrtRecordEvent", event, stream)
 
 
 def query_event_status(event: Any, *, backend: str | None = None) -> int:
     """``aclrtQueryEventStatus``: ``ACL_EVENT_RECORDED_STATUS_COMPLETE`` (1) or ``..._NOT_READY`` (0)."""
-    b = _backends.get(backend)
-    status, recorded = b.aclrtQueryEventStatus(event)
-    _check(b, status, "aclrtQueryEventStatus")
-    return recorded
+    return int(_call(backend, "aclrtQueryEventStatus", event))
 
 
 def synchronize_event(event: Any, *, backend: str | None = None) -> None:
     """``aclrtSynchronizeEvent``: wait until the work the event stands for is done."""
-    b = _backends.get(backend)
-    _check(b, b.aclrtSynchronizeEvent(event), "aclrtSynchronizeEvent")
+    _call(backend, "aclrtSynchronizeEvent", event)
 
 
 def event_elapsed_time(start: Any, end: Any, *, backend: str | None = None) -> float:
     """``aclrtEventElapsedTime``: milliseconds from ``start`` to ``end`` (both recorded and complete)."""
-    b = _backends.get(backend)
-    status, ms = b.aclrtEventElapsedTime(start, end)
-    _check(b, status, "aclrtEventElapsedTime")
-    return ms
+    return float(_call(backend, "aclrtEventElapsedTime", start, end))
 
 
 def stream_wait_event(stream: Any, event: Any, *, backend: str | None = None) -> None:
     """``aclrtStreamWaitEvent``: later work on ``stream`` waits for the work ``event`` stands for."""
-    b = _backends.get(backend)
-    _check(b, b.aclrtStreamWaitEvent(stream, event), "aclrtStreamWaitEvent")
+    _call(backend, "aclrtStreamWaitEvent", stream, event)
 
 
 def malloc(size: int, policy: int = ACL_MEM_MALLOC_HUGE_FIRST, *, backend: str | None = None) -> int:
@@ -171,94 +139,72 @@ def malloc(size: int, policy: int = ACL_MEM_MALLOC_HUGE_FIRST, *, backend: str |
     AclOutOfMemoryError
         When the memory is not there (also a MemoryError).
     """
-    b = _backends.get(backend)
-    status, ptr = b.aclrtMalloc(size, policy)
-    _check(b, status, "aclrtMalloc")
-    return ptr
+    return int(_call(backend, "aclrtMalloc", size, policy))
 
 
 def free(ptr: int, *, backend: str | None = None) -> None:
     """``aclrtFree``."""
-    b = _backends.get(backend)
-    _check(b, b.aclrtFree(ptr), "aclrtFree")
+    _call(backend, "aclrtFree", ptr)
 
 
 def malloc_host(size: int, *, backend: str | None = None) -> int:
     """``aclrtMallocHost``: page-locked host memory."""
-    b = _backends.get(backend)
-    status, ptr = b.aclrtMallocHost(size)
-    _check(b, status, "aclrtMallocHost")
-    return ptr
+    return int(_call(backend, "aclrtMallocHost", size))
 
 
 def free_host(ptr: int, *, backend: str | None = None) -> None:
     """``aclrtFreeHost``."""
-    b = _backends.get(backend)
-    _check(b, b.aclrtFreeHost(ptr), "aclrtFreeHost")
+    _call(backend, "aclrtFreeHost", ptr)
 
 
 def memcpy(dst: Any, dest_max: int, src: Any, count: int, kind: int, *, backend: str | None = None) -> None:
     """``aclrtMemcpy``: copy ``count`` bytes (at most ``dest_max``) in direction ``kind``."""
-    b = _backends.get(backend)
-    _check(b, b.aclrtMemcpy(dst, dest_max, src, count, kind), "aclrtMemcpy")
+    _call(backend, "aclrtMemcpy", dst, dest_max, src, count, kind)
 
 
 def memcpy_async(
     dst: Any, dest_max: int, src: Any, count: int, kind: int, stream: Any, *, backend: str | None = None
 ) -> None:
     """``aclrtMemcpyAsync``: host buffers must stay alive until the stream is synchronized."""
-    b = _backends.get(backend)
-    _check(b, b.aclrtMemcpyAsync(dst, dest_max, src, count, kind, stream), "aclrtMemcpyAsync")
+    _call(backend, "aclrtMemcpyAsync", dst, dest_max, src, count, kind, stream)
 
 
 def memset(ptr: int, max_count: int, value: int, count: int, *, backend: str | None = None) -> None:
     """``aclrtMemset``: set ``count`` bytes to ``value``."""
-    b = _backends.get(backend)
-    _check(b, b.aclrtMemset(ptr, max_count, value, count), "aclrtMemset")
+    _call(backend, "aclrtMemset", ptr, max_count, value, count)
 
 
 def memset_async(
     ptr: int, max_count: int, value: int, count: int, stream: Any, *, backend: str | None = None
 ) -> None:
     """``aclrtMemsetAsync``."""
-    b = _backends.get(backend)
-    _check(b, b.aclrtMemsetAsync(ptr, max_count, value, count, stream), "aclrtMemsetAsync")
+    _call(backend, "aclrtMemsetAsync", ptr, max_count, value, count, stream)
 
 
 def get_mem_info(attr: int = ACL_HBM_MEM, *, backend: str | None = None) -> tuple[int, int]:
     """``aclrtGetMemInfo``: ``(free, total)`` bytes."""
-    b = _backends.get(backend)
-    status, free_bytes, total = b.aclrtGetMemInfo(attr)
-    _check(b, status, "aclrtGetMemInfo")
+    free_bytes, total = _call(backend, "aclrtGetMemInfo", attr)
     return free_bytes, total
 
 
 def ctx_set_sys_param_opt(opt: int, value: int, *, backend: str | None = None) -> None:
     """``aclrtCtxSetSysParamOpt`` (e.g. ACL_OPT_DETERMINISTIC) for the current context."""
-    b = _backends.get(backend)
-    _check(b, b.aclrtCtxSetSysParamOpt(opt, value), "aclrtCtxSetSysParamOpt")
+    _call(backend, "aclrtCtxSetSysParamOpt", opt, value)
 
 
 def ctx_get_sys_param_opt(opt: int, *, backend: str | None = None) -> int:
     """``aclrtCtxGetSysParamOpt``."""
-    b = _backends.get(backend)
-    status, value = b.aclrtCtxGetSysParamOpt(opt)
-    _check(b, status, "aclrtCtxGetSysParamOpt")
-    return value
+    return int(_call(backend, "aclrtCtxGetSysParamOpt", opt))
 
 
 def set_sys_param_opt(opt: int, value: int, *, backend: str | None = None) -> None:
     """``aclrtSetSysParamOpt`` for the process."""
-    b = _backends.get(backend)
-    _check(b, b.aclrtSetSysParamOpt(opt, value), "aclrtSetSysParamOpt")
+    _call(backend, "aclrtSetSysParamOpt", opt, value)
 
 
 def get_sys_param_opt(opt: int, *, backend: str | None = None) -> int:
     """``aclrtGetSysParamOpt``."""
-    b = _backends.get(backend)
-    status, value = b.aclrtGetSysParamOpt(opt)
-    _check(b, status, "aclrtGetSysParamOpt")
-    return value
+    return int(_call(backend, "aclrtGetSysParamOpt", opt))
 
 
 def get_soc_name(*, backend: str | None = None) -> str | None:

@@ -3,6 +3,18 @@
 One method per C function of ``include/decl`` (:class:`NpuBackend`), over the
 libraries :mod:`._loading` opened, with the argument conversions of
 :mod:`._marshal`; :mod:`._probe` says whether a device is usable.
+
+Two ways to bind a C function, so that its prototype is written only in include/decl:
+
+* the generic path (:func:`_generic`), for functions whose arguments are plain
+  numbers and whose out-parameters are numbers or addresses: the method takes
+  the C arguments without the out-parameters, allocates these from the
+  declaration (:func:`._ffi.out_parameters`, public cffi ``CType`` API only),
+  and returns ``status`` or ``(status, *outs)`` as the backend interface says;
+* hand-written methods where an argument needs marshaling (handles, host
+  buffers, arrays, strings) or the call is on the hot path of an operator call
+  (aclCreateTensor, the aclnn phase 1 / phase 2 pairs, memcpy, streams): these
+  avoid the generic path's per-call work (tuple building, a lookup by name).
 """
 
 from __future__ import annotations
@@ -14,7 +26,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from .._interface import LIVE_COUNT_NAMES
-from ._ffi import Symbols, ffi, parameter_names
+from ._ffi import Symbols, ffi, out_parameters, parameter_names
 from ._loading import load
 from ._marshal import (
     _ADDRESS_LIMIT,
@@ -22,16 +34,11 @@ from ._marshal import (
     _EVENTP,
     _EXECPP,
     _FLOATP,
-    _I32P,
-    _I64P,
     _RECORDEDP,
-    _SIZEP,
     _STREAM,
     _STREAMP,
-    _U32P,
     _U64P,
     _UINTPTR,
-    _VOIDPP,
     NULL,
     _bools,
     _cstring,
@@ -47,6 +54,71 @@ from ._marshal import (
     _typeof,
     _workspace,
 )
+
+
+def _generic(api: str) -> Any:
+    """The method of C function ``api`` on the generic path (see the module docstring)."""
+    outs = out_parameters()[api]
+
+    def method(self: NpuBackend, *args: Any) -> Any:
+        fn = getattr(self._c, api)
+        values = [ffi.new(ctype) for _, ctype in outs]
+        full = list(args)
+        for (position, _), value in zip(outs, values):
+            full.insert(position, value)
+        try:
+            status = fn(*full)
+        except (TypeError, OverflowError) as exc:
+            raise self._bad_argument(api, tuple(full), exc) from None
+        if not outs:
+            return status
+        return (status, *(_out_value(ctype, value[0]) for (_, ctype), value in zip(outs, values)))
+
+    method.__name__ = method.__qualname__ = api
+    method.__doc__ = f"``{api}`` through the generic path."
+    return method
+
+
+def _out_value(ctype: Any, value: Any) -> Any:
+    """An out-parameter as the backend interface returns it: an address as int, a number as itself."""
+    if ctype.item.kind == "pointer":
+        return int(ffi.cast(_UINTPTR, value))
+    return float(value) if ctype.item.cname in ("float", "double") else int(value)
+
+
+def _phase1(api: str) -> Any:
+    """The method of an operator's ``aclnn*GetWorkspaceSize``: ``(status, workspace_size, executor)``.
+
+    Takes the C arguments before the two out-parameters; None is NULL.
+    """
+
+    def method(self: NpuBackend, *args: Any) -> tuple[int, int, Any | None]:
+        size, executor = _outs()
+        try:
+            status = getattr(self._c, api)(*[NULL if a is None else a for a in args], size, executor)
+        except (TypeError, OverflowError) as exc:
+            raise self._bad_argument(api, _nulls(args), exc) from None
+        ex = executor[0]
+        return status, size[0], (ex if status == 0 and ex else None)  # a NULL cdata is false
+
+    method.__name__ = method.__qualname__ = api
+    return method
+
+
+def _phase2(api: str) -> Any:
+    """The method of an operator's launch: ``(workspace, workspace_size, executor, stream) -> status``."""
+
+    def method(self: NpuBackend, workspace: int, workspace_size: int, executor: Any, stream: Any) -> int:
+        ws = _workspace(workspace, api)
+        st = stream if type(stream) is _CDATA and _typeof(stream) is _STREAM else _stream(stream, api)
+        ex = NULL if executor is None else executor
+        try:
+            return cast(int, getattr(self._c, api)(ws, workspace_size, ex, st))
+        except (TypeError, OverflowError) as exc:
+            raise self._bad_argument(api, (ws, workspace_size, ex, st), exc) from None
+
+    method.__name__ = method.__qualname__ = api
+    return method
 
 
 class NpuBackend:
@@ -138,38 +210,18 @@ class NpuBackend:
     def aclInit(self, config_path: str | None) -> int:
         return self._c.aclInit(_cstring(config_path, "aclInit", "config_path"))
 
-    def aclFinalize(self) -> int:
-        return self._c.aclFinalize()
+    aclFinalize = _generic("aclFinalize")
 
     def aclGetRecentErrMsg(self) -> str:
         text = self._c.aclGetRecentErrMsg()
         # Only the latest pointer stays valid: copy now.
         return "" if text == NULL else ffi.string(text).decode("utf-8", "replace")
 
-    def aclrtSetDevice(self, device_id: int) -> int:
-        try:
-            return self._c.aclrtSetDevice(device_id)
-        except (TypeError, OverflowError) as exc:
-            raise self._bad_argument("aclrtSetDevice", (device_id,), exc) from None
-
-    def aclrtResetDevice(self, device_id: int) -> int:
-        try:
-            return self._c.aclrtResetDevice(device_id)
-        except (TypeError, OverflowError) as exc:
-            raise self._bad_argument("aclrtResetDevice", (device_id,), exc) from None
-
-    def aclrtGetDevice(self) -> tuple[int, int]:
-        out = ffi.new(_I32P)
-        status = self._c.aclrtGetDevice(out)
-        return status, out[0]
-
-    def aclrtGetDeviceCount(self) -> tuple[int, int]:
-        out = ffi.new(_U32P)
-        status = self._c.aclrtGetDeviceCount(out)
-        return status, out[0]
-
-    def aclrtSynchronizeDevice(self) -> int:
-        return self._c.aclrtSynchronizeDevice()
+    aclrtSetDevice = _generic("aclrtSetDevice")
+    aclrtResetDevice = _generic("aclrtResetDevice")
+    aclrtGetDevice = _generic("aclrtGetDevice")
+    aclrtGetDeviceCount = _generic("aclrtGetDeviceCount")
+    aclrtSynchronizeDevice = _generic("aclrtSynchronizeDevice")
 
     def aclrtCreateStream(self) -> tuple[int, Any]:
         out = ffi.new(_STREAMP)
@@ -224,24 +276,12 @@ class NpuBackend:
         api = "aclrtStreamWaitEvent"
         return self._c.aclrtStreamWaitEvent(_stream(stream, api), _event(event, api))
 
-    def aclrtMalloc(self, size: int, policy: int) -> tuple[int, int]:
-        out = ffi.new(_VOIDPP)
-        try:
-            status = self._c.aclrtMalloc(out, size, policy)
-        except (TypeError, OverflowError) as exc:
-            raise self._bad_argument("aclrtMalloc", (out, size, policy), exc) from None
-        return status, int(ffi.cast(_UINTPTR, out[0]))
+    aclrtMalloc = _generic("aclrtMalloc")
 
     def aclrtFree(self, ptr: int) -> int:
         return self._c.aclrtFree(_pointer(ptr, "aclrtFree", "ptr"))
 
-    def aclrtMallocHost(self, size: int) -> tuple[int, int]:
-        out = ffi.new(_VOIDPP)
-        try:
-            status = self._c.aclrtMallocHost(out, size)
-        except (TypeError, OverflowError) as exc:
-            raise self._bad_argument("aclrtMallocHost", (out, size), exc) from None
-        return status, int(ffi.cast(_UINTPTR, out[0]))
+    aclrtMallocHost = _generic("aclrtMallocHost")
 
     def aclrtFreeHost(self, ptr: int) -> int:
         return self._c.aclrtFreeHost(_pointer(ptr, "aclrtFreeHost", "ptr"))
@@ -283,58 +323,23 @@ class NpuBackend:
         except (TypeError, OverflowError) as exc:
             raise self._bad_argument(api, (p, max_count, value, count, st), exc) from None
 
-    def aclrtGetMemInfo(self, attr: int) -> tuple[int, int, int]:
-        free, total = ffi.new(_SIZEP), ffi.new(_SIZEP)
-        try:
-            status = self._c.aclrtGetMemInfo(attr, free, total)
-        except (TypeError, OverflowError) as exc:
-            raise self._bad_argument("aclrtGetMemInfo", (attr, free, total), exc) from None
-        return status, free[0], total[0]
-
-    def aclrtCtxSetSysParamOpt(self, opt: int, value: int) -> int:
-        try:
-            return self._c.aclrtCtxSetSysParamOpt(opt, value)
-        except (TypeError, OverflowError) as exc:
-            raise self._bad_argument("aclrtCtxSetSysParamOpt", (opt, value), exc) from None
-
-    def aclrtCtxGetSysParamOpt(self, opt: int) -> tuple[int, int]:
-        out = ffi.new(_I64P)
-        try:
-            status = self._c.aclrtCtxGetSysParamOpt(opt, out)
-        except (TypeError, OverflowError) as exc:
-            raise self._bad_argument("aclrtCtxGetSysParamOpt", (opt, out), exc) from None
-        return status, out[0]
-
-    def aclrtSetSysParamOpt(self, opt: int, value: int) -> int:
-        try:
-            return self._c.aclrtSetSysParamOpt(opt, value)
-        except (TypeError, OverflowError) as exc:
-            raise self._bad_argument("aclrtSetSysParamOpt", (opt, value), exc) from None
-
-    def aclrtGetSysParamOpt(self, opt: int) -> tuple[int, int]:
-        out = ffi.new(_I64P)
-        try:
-            status = self._c.aclrtGetSysParamOpt(opt, out)
-        except (TypeError, OverflowError) as exc:
-            raise self._bad_argument("aclrtGetSysParamOpt", (opt, out), exc) from None
-        return status, out[0]
+    aclrtGetMemInfo = _generic("aclrtGetMemInfo")
+    aclrtCtxSetSysParamOpt = _generic("aclrtCtxSetSysParamOpt")
+    aclrtCtxGetSysParamOpt = _generic("aclrtCtxGetSysParamOpt")
+    aclrtSetSysParamOpt = _generic("aclrtSetSysParamOpt")
+    aclrtGetSysParamOpt = _generic("aclrtGetSysParamOpt")
 
     def aclrtGetSocName(self) -> str | None:
         name = self._c.aclrtGetSocName()
         return None if name == NULL else ffi.string(name).decode("utf-8", "replace")
 
-    def aclDataTypeSize(self, data_type: int) -> int:
-        try:
-            return self._c.aclDataTypeSize(data_type)
-        except (TypeError, OverflowError) as exc:
-            raise self._bad_argument("aclDataTypeSize", (data_type,), exc) from None
+    aclDataTypeSize = _generic("aclDataTypeSize")
 
     # -- aclnn meta API (libnnopbase) ---------------------------------------------
     def aclnnInit(self, config_path: str | None) -> int:
         return self._c.aclnnInit(_cstring(config_path, "aclnnInit", "config_path"))
 
-    def aclnnFinalize(self) -> int:
-        return self._c.aclnnFinalize()
+    aclnnFinalize = _generic("aclnnFinalize")
 
     def aclCreateTensor(
         self,
@@ -399,204 +404,19 @@ class NpuBackend:
             raise self._bad_argument("aclDestroyAclOpExecutor", (executor,), exc) from None
 
     # -- operators (libopapi*) -------------------------------------------------------
-    # The hot path: no per-call allocation of the out-parameters (one pair per
-    # thread, reset before each call), no extra Python call per argument. On
-    # failure the executor is None whatever the library left behind.
-    def aclnnMaxPool3dWithArgmaxGetWorkspaceSize(
-        self,
-        self_: Any,
-        kernel_size: Any,
-        stride: Any,
-        padding: Any,
-        dilation: Any,
-        ceil_mode: bool,
-        out: Any,
-        indices: Any,
-    ) -> tuple[int, int, Any | None]:
-        size, executor = _outs()
-        try:
-            status = self._c.aclnnMaxPool3dWithArgmaxGetWorkspaceSize(
-                NULL if self_ is None else self_,
-                NULL if kernel_size is None else kernel_size,
-                NULL if stride is None else stride,
-                NULL if padding is None else padding,
-                NULL if dilation is None else dilation,
-                ceil_mode,
-                NULL if out is None else out,
-                NULL if indices is None else indices,
-                size,
-                executor,
-            )
-        except (TypeError, OverflowError) as exc:
-            args = (self_, kernel_size, stride, padding, dilation, ceil_mode, out, indices)
-            raise self._bad_argument("aclnnMaxPool3dWithArgmaxGetWorkspaceSize", _nulls(args), exc) from None
-        ex = executor[0]
-        return status, size[0], (ex if status == 0 and ex else None)  # a NULL cdata is false
-
-    def aclnnMaxPool3dWithArgmax(
-        self, workspace: int, workspace_size: int, executor: Any, stream: Any
-    ) -> int:
-        api = "aclnnMaxPool3dWithArgmax"
-        ws = _workspace(workspace, api)
-        st = stream if type(stream) is _CDATA and _typeof(stream) is _STREAM else _stream(stream, api)
-        try:
-            return self._c.aclnnMaxPool3dWithArgmax(
-                ws, workspace_size, NULL if executor is None else executor, st
-            )
-        except (TypeError, OverflowError) as exc:
-            raise self._bad_argument(api, (ws, workspace_size, _null(executor), st), exc) from None
-
-    def aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize(
-        self,
-        grad_output: Any,
-        self_: Any,
-        indices: Any,
-        kernel_size: Any,
-        stride: Any,
-        padding: Any,
-        dilation: Any,
-        ceil_mode: bool,
-        grad_input: Any,
-    ) -> tuple[int, int, Any | None]:
-        size, executor = _outs()
-        try:
-            status = self._c.aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize(
-                NULL if grad_output is None else grad_output,
-                NULL if self_ is None else self_,
-                NULL if indices is None else indices,
-                NULL if kernel_size is None else kernel_size,
-                NULL if stride is None else stride,
-                NULL if padding is None else padding,
-                NULL if dilation is None else dilation,
-                ceil_mode,
-                NULL if grad_input is None else grad_input,
-                size,
-                executor,
-            )
-        except (TypeError, OverflowError) as exc:
-            args = (
-                grad_output,
-                self_,
-                indices,
-                kernel_size,
-                stride,
-                padding,
-                dilation,
-                ceil_mode,
-                grad_input,
-            )
-            raise self._bad_argument(
-                "aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize", _nulls(args), exc
-            ) from None
-        ex = executor[0]
-        return status, size[0], (ex if status == 0 and ex else None)  # a NULL cdata is false
-
-    def aclnnMaxPool3dWithArgmaxBackward(
-        self, workspace: int, workspace_size: int, executor: Any, stream: Any
-    ) -> int:
-        api = "aclnnMaxPool3dWithArgmaxBackward"
-        ws = _workspace(workspace, api)
-        st = stream if type(stream) is _CDATA and _typeof(stream) is _STREAM else _stream(stream, api)
-        try:
-            return self._c.aclnnMaxPool3dWithArgmaxBackward(
-                ws, workspace_size, NULL if executor is None else executor, st
-            )
-        except (TypeError, OverflowError) as exc:
-            raise self._bad_argument(api, (ws, workspace_size, _null(executor), st), exc) from None
-
-    def aclnnGridSampler3DGetWorkspaceSize(
-        self,
-        input: Any,
-        grid: Any,
-        interpolation_mode: int,
-        padding_mode: int,
-        align_corners: bool,
-        out: Any,
-    ) -> tuple[int, int, Any | None]:
-        size, executor = _outs()
-        try:
-            status = self._c.aclnnGridSampler3DGetWorkspaceSize(
-                NULL if input is None else input,
-                NULL if grid is None else grid,
-                interpolation_mode,
-                padding_mode,
-                align_corners,
-                NULL if out is None else out,
-                size,
-                executor,
-            )
-        except (TypeError, OverflowError) as exc:
-            args = (input, grid, interpolation_mode, padding_mode, align_corners, out)
-            raise self._bad_argument("aclnnGridSampler3DGetWorkspaceSize", _nulls(args), exc) from None
-        ex = executor[0]
-        return status, size[0], (ex if status == 0 and ex else None)  # a NULL cdata is false
-
-    def aclnnGridSampler3D(self, workspace: int, workspace_size: int, executor: Any, stream: Any) -> int:
-        api = "aclnnGridSampler3D"
-        ws = _workspace(workspace, api)
-        st = stream if type(stream) is _CDATA and _typeof(stream) is _STREAM else _stream(stream, api)
-        try:
-            return self._c.aclnnGridSampler3D(ws, workspace_size, NULL if executor is None else executor, st)
-        except (TypeError, OverflowError) as exc:
-            raise self._bad_argument(api, (ws, workspace_size, _null(executor), st), exc) from None
-
-    def aclnnGridSampler3DBackwardGetWorkspaceSize(
-        self,
-        grad_output: Any,
-        input: Any,
-        grid: Any,
-        interpolation_mode: int,
-        padding_mode: int,
-        align_corners: bool,
-        output_mask: Any,
-        input_grad: Any,
-        grid_grad: Any,
-    ) -> tuple[int, int, Any | None]:
-        size, executor = _outs()
-        try:
-            status = self._c.aclnnGridSampler3DBackwardGetWorkspaceSize(
-                NULL if grad_output is None else grad_output,
-                NULL if input is None else input,
-                NULL if grid is None else grid,
-                interpolation_mode,
-                padding_mode,
-                align_corners,
-                NULL if output_mask is None else output_mask,
-                NULL if input_grad is None else input_grad,
-                NULL if grid_grad is None else grid_grad,
-                size,
-                executor,
-            )
-        except (TypeError, OverflowError) as exc:
-            args = (
-                grad_output,
-                input,
-                grid,
-                interpolation_mode,
-                padding_mode,
-                align_corners,
-                output_mask,
-                input_grad,
-                grid_grad,
-            )
-            raise self._bad_argument(
-                "aclnnGridSampler3DBackwardGetWorkspaceSize", _nulls(args), exc
-            ) from None
-        ex = executor[0]
-        return status, size[0], (ex if status == 0 and ex else None)  # a NULL cdata is false
-
-    def aclnnGridSampler3DBackward(
-        self, workspace: int, workspace_size: int, executor: Any, stream: Any
-    ) -> int:
-        api = "aclnnGridSampler3DBackward"
-        ws = _workspace(workspace, api)
-        st = stream if type(stream) is _CDATA and _typeof(stream) is _STREAM else _stream(stream, api)
-        try:
-            return self._c.aclnnGridSampler3DBackward(
-                ws, workspace_size, NULL if executor is None else executor, st
-            )
-        except (TypeError, OverflowError) as exc:
-            raise self._bad_argument(api, (ws, workspace_size, _null(executor), st), exc) from None
+    # The hot path, one fast method per phase, made from the prototypes: phase 1
+    # allocates no out-parameters per call (one pair per thread, reset before
+    # each call); on failure the executor is None whatever the library left.
+    aclnnMaxPool3dWithArgmaxGetWorkspaceSize = _phase1("aclnnMaxPool3dWithArgmaxGetWorkspaceSize")
+    aclnnMaxPool3dWithArgmax = _phase2("aclnnMaxPool3dWithArgmax")
+    aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize = _phase1(
+        "aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize"
+    )
+    aclnnMaxPool3dWithArgmaxBackward = _phase2("aclnnMaxPool3dWithArgmaxBackward")
+    aclnnGridSampler3DGetWorkspaceSize = _phase1("aclnnGridSampler3DGetWorkspaceSize")
+    aclnnGridSampler3D = _phase2("aclnnGridSampler3D")
+    aclnnGridSampler3DBackwardGetWorkspaceSize = _phase1("aclnnGridSampler3DBackwardGetWorkspaceSize")
+    aclnnGridSampler3DBackward = _phase2("aclnnGridSampler3DBackward")
 
 
 _tls = threading.local()
@@ -611,10 +431,6 @@ def _outs() -> tuple[Any, Any]:
     size[0] = 0
     executor[0] = NULL
     return size, executor
-
-
-def _null(value: Any) -> Any:
-    return NULL if value is None else value
 
 
 def _nulls(values: tuple[Any, ...]) -> tuple[Any, ...]:

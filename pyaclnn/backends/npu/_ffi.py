@@ -49,6 +49,30 @@ def parameter_names() -> dict[str, tuple[str, ...]]:
     return names
 
 
+@functools.cache
+def out_parameters() -> dict[str, tuple[tuple[int, Any], ...]]:
+    """``{function: ((position, pointer ctype), ...)}`` of the out-parameters of every declared function.
+
+    The convention of include/decl: an out-parameter is a pointer that is not
+    ``const`` to a number, an enum or a pointer (``int32_t *deviceId``,
+    ``void **devPtr``, ``aclOpExecutor **executor``); cffi drops ``const``, so
+    the declaration text decides. ``char *`` strings are never out-parameters.
+    """
+    outs: dict[str, tuple[tuple[int, Any], ...]] = {}
+    for decl_file in _decl.DECL_FILES:
+        for func, params in _PROTOTYPE.findall(_decl.read(decl_file)):
+            found = []
+            for position, param in enumerate(p.strip() for p in params.split(",")):
+                ctype_text = re.sub(r"\w+\s*$", "", param).strip()
+                if param in ("", "void") or ctype_text.startswith("const ") or "*" not in ctype_text:
+                    continue
+                ctype = ffi.typeof(ctype_text)
+                if ctype.item.kind in ("primitive", "enum", "pointer") and ctype.item.cname != "char":
+                    found.append((position, ctype))
+            outs[func] = tuple(found)
+    return outs
+
+
 def integer_constants() -> dict[str, int]:
     """Every ``#define`` integer and enumerator value as cffi parsed them.
 
