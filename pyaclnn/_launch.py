@@ -26,6 +26,7 @@ import numpy as np
 from . import _context, acl
 from . import dtypes as _dtypes
 from ._array import DeviceArray, to_device
+from ._operators import Operator
 from ._stream import Stream
 from .errors import AclError, AclnnError, make_error
 
@@ -205,14 +206,13 @@ class Launch:
 
     def launch(
         self,
-        phase1: Callable[..., Any],
-        phase2: Callable[..., Any],
+        op: Operator,
         *args: Any,
         outputs: Sequence[DeviceArray],
         admit: Callable[[], None] | None = None,
         python_names: Mapping[str, str] | None = None,
     ) -> None:
-        """Enqueue both phases on the call's stream (phase 1 skipped on an executor-cache hit).
+        """Enqueue both phases of ``op`` on the call's stream (phase 1 skipped on an executor-cache hit).
 
         Outputs are zero-filled, on the stream, when phase 1 finds nothing to
         compute (empty tensors). ``admit()`` runs once phase 1 has accepted the
@@ -226,8 +226,8 @@ class Launch:
         try:
             with stream.lock:
                 stream.executors.launch(
-                    phase1,
-                    phase2,
+                    op.phase1,
+                    op.phase2,
                     args,
                     # per-call parameter arrays die with the call: a plan holding them must not be kept
                     self._arrays is None,

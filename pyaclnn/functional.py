@@ -13,7 +13,6 @@ DeviceArray input, or an ``out=``, gives ``DeviceArray`` results.
 
 from __future__ import annotations
 
-import functools
 import operator
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, overload
@@ -21,10 +20,10 @@ from typing import Any, TypeVar, overload
 import numpy as np
 import numpy.typing as npt
 
-from . import _docstrings, aclnn, runtime
+from . import _docstrings, runtime
+from . import _operators as _ops
 from . import dtypes as _dtypes
 from .errors import ACLNN_ERR_PARAM_INVALID, AclnnError, ArgumentOverflowError
-from .kernels import checks as _checks
 from .runtime import DeviceArray, Launch, Stream
 
 #: What the functions take as an array input: a NumPy array (uploaded for the call) or a DeviceArray.
@@ -45,8 +44,8 @@ _INT32 = np.dtype(np.int32)
 _INT64 = np.dtype(np.int64)
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 # 3-D sampling has no bicubic mode (the C API's 2 is rejected by the op, as on the NPU)
-_INTERPOLATION = {name: i for i, name in enumerate(_checks.INTERPOLATION_MODES)}
-_PADDING = {name: i for i, name in enumerate(_checks.PADDING_MODES)}
+_INTERPOLATION = {name: i for i, name in enumerate(_ops.INTERPOLATION_MODES)}
+_PADDING = {name: i for i, name in enumerate(_ops.PADDING_MODES)}
 _LAYOUTS = {"NCDHW": _dtypes.ACL_FORMAT_NCDHW, "NDHWC": _dtypes.ACL_FORMAT_NDHWC}
 
 #: The C argument names of the four operators that differ from this module's parameters;
@@ -151,34 +150,7 @@ def _flag(name: str, value: Any) -> bool:
 
 def _pool_output_shape(x: DeviceArray | None, params: PoolInts, ceil_mode: bool) -> tuple[int, ...]:
     """Output shape for valid parameters; a placeholder otherwise (phase 1 then reports the problem)."""
-    if x is None or x.ndim not in (4, 5):
-        return (1, 1, 1, 1, 1)
-    return _pooled(x.shape, *params, ceil_mode)
-
-
-@functools.lru_cache(maxsize=256)
-def _pooled(
-    shape: tuple[int, ...],
-    kernel: tuple[int, ...],
-    stride: tuple[int, ...],
-    padding: tuple[int, ...],
-    dilation: tuple[int, ...],
-    ceil_mode: bool,
-) -> tuple[int, ...]:
-    try:
-        return _checks.pool_output_shape(shape, kernel, stride, padding, dilation, ceil_mode)
-    except _checks.CheckFailed:
-        return shape  # a placeholder: phase 1 reports the problem, naming the argument
-
-
-def _plane_size_limit(x: Any, api: str, forward: bool) -> None:
-    """Reject a plane too large for the device before anything is allocated for it."""
-    shape: tuple[int, ...] = getattr(x, "shape", ())
-    if len(shape) in (4, 5) and shape[-1] * shape[-2] * shape[-3] > _checks.INT32_MAX:
-        try:
-            _checks.plane_size_limit(shape, forward)
-        except _checks.CheckFailed as exc:
-            raise AclnnError(exc.status, exc.message, api) from None
+    return _ops.PLACEHOLDER_SHAPE if x is None else _ops.pooled_shape(x.shape, *params, ceil_mode)
 
 
 @overload
@@ -284,7 +256,7 @@ def max_pool3d_with_argmax(
             f"out: indices_dtype {wanted} is widened from the device's int32 after the op; "
             "with out= pass int32 indices"
         )
-    _plane_size_limit(input, "aclnnMaxPool3dWithArgmaxGetWorkspaceSize", forward=True)
+    _ops.check_plane_size(_ops.MAX_POOL3D_WITH_ARGMAX, getattr(input, "shape", ()))
     with Launch(backend, stream) as call:
         x = call.device("input", input)
         shape = _pool_output_shape(x, ints, ceil)
@@ -292,8 +264,7 @@ def max_pool3d_with_argmax(
         values = call.output(shape, x.dtype if x is not None else _FLOAT32, out_values, "out[0]", known)
         indices = call.output(shape, device_dtype, out_indices, "out[1]", known)
         call.launch(
-            aclnn.max_pool3d_with_argmax_get_workspace_size,
-            aclnn.max_pool3d_with_argmax,
+            _ops.MAX_POOL3D_WITH_ARGMAX,
             None if x is None else x.descriptor(_dtypes.ACL_FORMAT_ND),
             *call.int_arrays(ints),
             ceil,
@@ -339,7 +310,7 @@ def _int32_indices(call: Launch, indices: DeviceArray) -> DeviceArray:
             ACLNN_ERR_PARAM_INVALID,
             f"indices{list(where)} = {host[where]} is outside its (n, c) plane "
             "(it does not even fit in int32)",
-            "aclnnMaxPool3dWithArgmaxBackward",
+            _ops.MAX_POOL3D_WITH_ARGMAX_BACKWARD.phase2_api,
         )
     return call.temporary(runtime.to_device(host.astype(np.int32), backend=call.backend))
 
@@ -470,7 +441,7 @@ def max_pool3d_with_argmax_backward(
     """
     ints = _pool_ints(kernel_size, stride, padding, dilation)
     ceil = _flag("ceil_mode", ceil_mode)
-    _plane_size_limit(input, "aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize", forward=False)
+    _ops.check_plane_size(_ops.MAX_POOL3D_WITH_ARGMAX_BACKWARD, getattr(input, "shape", ()))
     with Launch(backend, stream) as call:
         g = call.device("grad_output", grad_output)
         x = call.device("input", input)
@@ -478,7 +449,7 @@ def max_pool3d_with_argmax_backward(
         if i is not None and i.dtype == _INT64:
             i = _int32_indices(call, i)
         grad_input = call.output(
-            x.shape if x is not None else (1, 1, 1, 1, 1),
+            x.shape if x is not None else _ops.PLACEHOLDER_SHAPE,
             x.dtype if x is not None else _FLOAT32,
             _out_one(out),
             "out",
@@ -486,8 +457,7 @@ def max_pool3d_with_argmax_backward(
         )
         nd = _dtypes.ACL_FORMAT_ND
         call.launch(
-            aclnn.max_pool3d_with_argmax_backward_get_workspace_size,
-            aclnn.max_pool3d_with_argmax_backward,
+            _ops.MAX_POOL3D_WITH_ARGMAX_BACKWARD,
             None if g is None else g.descriptor(nd),
             None if x is None else x.descriptor(nd),
             None if i is None else i.descriptor(nd),
@@ -511,10 +481,7 @@ def _host_indices_check(indices: Any, input: Any) -> Callable[[], None] | None:
         return None
 
     def check() -> None:
-        try:
-            _checks.indices_in_planes(indices, input.shape)
-        except _checks.CheckFailed as exc:
-            raise AclnnError(exc.status, exc.message, "aclnnMaxPool3dWithArgmaxBackward") from None
+        _ops.check_indices_in_planes(_ops.MAX_POOL3D_WITH_ARGMAX_BACKWARD, indices, input.shape)
 
     return check
 
@@ -531,9 +498,9 @@ def _layout(layout: str) -> int:
 
 def _sampled_shape(x: DeviceArray | None, grid: DeviceArray | None, channels_last: bool) -> tuple[int, ...]:
     """Shape of grid_sampler3d's output; a placeholder when the inputs cannot give one."""
-    if x is None or grid is None or x.ndim != 5 or grid.ndim != 5:
-        return (1, 1, 1, 1, 1)
-    return _checks.sampled_shape(x.shape, grid.shape, channels_last)
+    if x is None or grid is None:
+        return _ops.PLACEHOLDER_SHAPE
+    return _ops.sampled_shape(x.shape, grid.shape, channels_last)
 
 
 @overload
@@ -642,8 +609,7 @@ def grid_sampler3d(
             x is not None and g is not None and x.ndim == 5 and g.ndim == 5,
         )
         call.launch(
-            aclnn.grid_sampler3d_get_workspace_size,
-            aclnn.grid_sampler3d,
+            _ops.GRID_SAMPLER3D,
             None if x is None else x.descriptor(fmt),
             None if g is None else g.descriptor(_dtypes.ACL_FORMAT_ND),
             interp,
@@ -797,14 +763,13 @@ def grid_sampler3d_backward(
         gr = call.device("grid", grid)
         dtype = x.dtype if x is not None else _FLOAT32
         input_grad = call.output(
-            x.shape if x is not None else (1, 1, 1, 1, 1), dtype, out_input, "out[0]", x is not None
+            x.shape if x is not None else _ops.PLACEHOLDER_SHAPE, dtype, out_input, "out[0]", x is not None
         )
         grid_grad = call.output(
             gr.shape if gr is not None else (1, 1, 1, 1, 3), dtype, out_grid, "out[1]", gr is not None
         )
         call.launch(
-            aclnn.grid_sampler3d_backward_get_workspace_size,
-            aclnn.grid_sampler3d_backward,
+            _ops.GRID_SAMPLER3D_BACKWARD,
             None if g is None else g.descriptor(fmt),
             None if x is None else x.descriptor(fmt),
             None if gr is None else gr.descriptor(_dtypes.ACL_FORMAT_ND),

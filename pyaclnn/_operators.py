@@ -1,0 +1,125 @@
+"""The four aclnn operators as the runtime launches them, and the rules of their plans
+that a caller needs before the launch.
+
+The functional layer names an :class:`Operator` and asks here for output shapes
+and the checks it must make before anything is allocated; it imports neither
+the kernels' checks nor the low-level API (DESIGN.md: each layer calls only the
+one below). The rules themselves stay in :mod:`pyaclnn.kernels.checks`, the one
+place phase 1 of the numpy backend also takes them from; a failure they report
+becomes the :class:`~pyaclnn.errors.AclnnError` the operator's phase 1 raises.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from . import aclnn
+from .errors import AclnnError
+from .kernels import checks as _checks
+
+__all__ = [
+    "Operator",
+    "MAX_POOL3D_WITH_ARGMAX",
+    "MAX_POOL3D_WITH_ARGMAX_BACKWARD",
+    "GRID_SAMPLER3D",
+    "GRID_SAMPLER3D_BACKWARD",
+    "INTERPOLATION_MODES",
+    "PADDING_MODES",
+    "pooled_shape",
+    "sampled_shape",
+    "check_plane_size",
+    "check_indices_in_planes",
+]
+
+#: Interpolation and padding modes by name, in the C API's order (3-D sampling has no bicubic).
+INTERPOLATION_MODES: tuple[str, ...] = _checks.INTERPOLATION_MODES
+PADDING_MODES: tuple[str, ...] = _checks.PADDING_MODES
+
+
+@dataclass(frozen=True)
+class Operator:
+    """One aclnn operator: its C name and its two phases in the low-level API."""
+
+    name: str
+    phase1: Callable[..., tuple[int, Any]]
+    phase2: Callable[..., None]
+
+    @property
+    def phase1_api(self) -> str:
+        """The C name of phase 1, as the operator's errors give it."""
+        return f"aclnn{self.name}GetWorkspaceSize"
+
+    @property
+    def phase2_api(self) -> str:
+        """The C name of phase 2 (the launch)."""
+        return f"aclnn{self.name}"
+
+
+MAX_POOL3D_WITH_ARGMAX = Operator(
+    "MaxPool3dWithArgmax", aclnn.max_pool3d_with_argmax_get_workspace_size, aclnn.max_pool3d_with_argmax
+)
+MAX_POOL3D_WITH_ARGMAX_BACKWARD = Operator(
+    "MaxPool3dWithArgmaxBackward",
+    aclnn.max_pool3d_with_argmax_backward_get_workspace_size,
+    aclnn.max_pool3d_with_argmax_backward,
+)
+GRID_SAMPLER3D = Operator("GridSampler3D", aclnn.grid_sampler3d_get_workspace_size, aclnn.grid_sampler3d)
+GRID_SAMPLER3D_BACKWARD = Operator(
+    "GridSampler3DBackward", aclnn.grid_sampler3d_backward_get_workspace_size, aclnn.grid_sampler3d_backward
+)
+
+#: The shape an output gets when the inputs give none: phase 1 then reports what is wrong.
+PLACEHOLDER_SHAPE = (1, 1, 1, 1, 1)
+
+
+@functools.lru_cache(maxsize=256)
+def pooled_shape(
+    shape: tuple[int, ...],
+    kernel: tuple[int, ...],
+    stride: tuple[int, ...],
+    padding: tuple[int, ...],
+    dilation: tuple[int, ...],
+    ceil_mode: bool,
+) -> tuple[int, ...]:
+    """Max-pool output shape of an input of ``shape``; a placeholder where the parameters give none.
+
+    Cached: a training loop asks for the same few shapes on every call.
+    """
+    if len(shape) not in (4, 5):
+        return PLACEHOLDER_SHAPE
+    try:
+        return _checks.pool_output_shape(shape, kernel, stride, padding, dilation, ceil_mode)
+    except _checks.CheckFailed:
+        return shape  # phase 1 reports the problem, naming the argument
+
+
+def sampled_shape(
+    input_shape: tuple[int, ...], grid_shape: tuple[int, ...], channels_last: bool
+) -> tuple[int, ...]:
+    """Grid-sampler output shape; a placeholder unless both inputs are 5-D."""
+    if len(input_shape) != 5 or len(grid_shape) != 5:
+        return PLACEHOLDER_SHAPE
+    return _checks.sampled_shape(input_shape, grid_shape, channels_last)
+
+
+def check_plane_size(op: Operator, shape: Sequence[int]) -> None:
+    """Raise the operator's error for a (D, H, W) plane too large for the device.
+
+    Made before anything is allocated for the call (the outputs would be as large).
+    """
+    if len(shape) in (4, 5) and shape[-1] * shape[-2] * shape[-3] > _checks.INT32_MAX:
+        try:
+            _checks.plane_size_limit(shape, op is MAX_POOL3D_WITH_ARGMAX)
+        except _checks.CheckFailed as exc:
+            raise AclnnError(exc.status, exc.message, op.phase1_api) from None
+
+
+def check_indices_in_planes(op: Operator, indices: Any, input_shape: Sequence[int]) -> None:
+    """Raise the operator's launch error for max-pool indices outside their (n, c) plane."""
+    try:
+        _checks.indices_in_planes(indices, input_shape)
+    except _checks.CheckFailed as exc:
+        raise AclnnError(exc.status, exc.message, op.phase2_api) from None
