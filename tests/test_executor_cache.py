@@ -15,23 +15,24 @@ import numpy as np
 import pytest
 
 import pyaclnn
-from pyaclnn import _context, _decl, acl, aclnn, backends, errors
+from pyaclnn import _context, _decl, acl, backends, errors
 
 KERNEL = [2, 2, 2]
 X_SHAPE = (2, 3, 4, 4, 4)
 GRAD_SHAPE = (2, 3, 2, 2, 2)
 
 
-def _count_phase1(monkeypatch, name: str) -> list[int]:
-    """Count the calls of ``pyaclnn.aclnn.<name>`` (the functional layer looks it up per call)."""
+def _count_phase1(monkeypatch, backend: str, api: str) -> list[int]:
+    """Count the calls of the C function ``api`` on ``backend`` (phase 1 looks it up per call)."""
     calls: list[int] = []
-    original = getattr(aclnn, name)
+    b = backends.get(backend)
+    original = getattr(b, api)
 
-    def counting(*args, **kwargs):
+    def counting(*args):
         calls.append(1)
-        return original(*args, **kwargs)
+        return original(*args)
 
-    monkeypatch.setattr(aclnn, name, counting)
+    monkeypatch.setattr(b, api, counting)
     return calls
 
 
@@ -77,7 +78,7 @@ def _repeat_pool_backward(backend, stream, torch, seed: int, times: int) -> None
 
 
 def test_a_repeated_call_skips_phase_1_and_reads_the_new_data(backend, stream, torch, monkeypatch):
-    calls = _count_phase1(monkeypatch, "max_pool3d_with_argmax_backward_get_workspace_size")
+    calls = _count_phase1(monkeypatch, backend, "aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize")
     rng = np.random.default_rng(1)
     x, idx = _pool_inputs(torch, rng)
     dx, di = (
@@ -97,7 +98,7 @@ def test_a_repeated_call_skips_phase_1_and_reads_the_new_data(backend, stream, t
 
 
 def test_grid_sampler_backward_hits_give_the_oracle_values(backend, stream, torch, monkeypatch):
-    calls = _count_phase1(monkeypatch, "grid_sampler3d_backward_get_workspace_size")
+    calls = _count_phase1(monkeypatch, backend, "aclnnGridSampler3DBackwardGetWorkspaceSize")
     rng = np.random.default_rng(2)
     x = pyaclnn.to_device(
         rng.standard_normal((1, 2, 3, 3, 3), dtype=np.float32), backend=backend, stream=stream
@@ -180,7 +181,7 @@ def test_a_failed_launch_on_a_cached_plan_leaves_no_plan(backend, stream, torch)
 
 def test_set_deterministic_and_closing_the_stream_destroy_the_plans(backend, monkeypatch, torch):
     base = _live_executors(backend)  # what earlier tests left on other streams
-    calls = _count_phase1(monkeypatch, "max_pool3d_with_argmax_backward_get_workspace_size")
+    calls = _count_phase1(monkeypatch, backend, "aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize")
     rng = np.random.default_rng(5)
     x, idx = _pool_inputs(torch, rng)
     arrays = [pyaclnn.to_device(a, backend=backend) for a in (np.ones(GRAD_SHAPE, np.float32), x, idx)]
@@ -202,7 +203,7 @@ def test_set_deterministic_and_closing_the_stream_destroy_the_plans(backend, mon
 def test_the_environment_can_turn_the_cache_off(backend, monkeypatch, torch):
     base = _live_executors(backend)  # what earlier tests left on other streams
     monkeypatch.setenv("PYACLNN_EXECUTOR_CACHE", "0")
-    calls = _count_phase1(monkeypatch, "max_pool3d_with_argmax_backward_get_workspace_size")
+    calls = _count_phase1(monkeypatch, backend, "aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize")
     rng = np.random.default_rng(6)
     x, idx = _pool_inputs(torch, rng)
     arrays = [pyaclnn.to_device(a, backend=backend) for a in (np.ones(GRAD_SHAPE, np.float32), x, idx)]
@@ -267,7 +268,7 @@ def test_without_repeatable_executors_every_call_plans_and_nothing_leaks(backend
         raise errors.make_error(errors.ACL_ERROR_API_NOT_SUPPORT, f"{api} is not exported", api)
 
     monkeypatch.setattr(acl, "set_acl_op_executor_repeatable", unsupported)
-    calls = _count_phase1(monkeypatch, "max_pool3d_with_argmax_backward_get_workspace_size")
+    calls = _count_phase1(monkeypatch, backend, "aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize")
     base = _live_executors(backend)
     _repeat_pool_backward(backend, stream, torch, seed=9, times=3)
     assert len(calls) == 3 and len(refusals) == 1 and len(stream.executors) == 0

@@ -22,15 +22,10 @@ NULL = ffi.NULL
 # stream check, several per call); FFI.typeof where a cffi lacks it.
 _typeof = getattr(ffi._backend, "typeof", ffi.typeof)
 _VOIDP = ffi.typeof("void *")
-_VOIDPP = ffi.typeof("void **")
 _UINTPTR = ffi.typeof("uintptr_t")
 _I64ARR = ffi.typeof("int64_t[]")
 _BOOLARR = ffi.typeof("bool[]")
-_I64P = ffi.typeof("int64_t *")
-_I32P = ffi.typeof("int32_t *")
-_U32P = ffi.typeof("uint32_t *")
 _U64P = ffi.typeof("uint64_t *")
-_SIZEP = ffi.typeof("size_t *")
 _EXECPP = ffi.typeof("aclOpExecutor **")
 # aclrtStream is void *, which cffi lets through for any pointer parameter;
 # a private tag type for the streams we hand out keeps them apart from tensors.
