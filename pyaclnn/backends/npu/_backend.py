@@ -121,6 +121,19 @@ def _phase2(api: str) -> Any:
     return method
 
 
+def _on_handle(api: str) -> Any:
+    """The method of C function ``api`` whose one argument is a descriptor or executor handle."""
+
+    def method(self: NpuBackend, handle: Any) -> int:
+        try:
+            return cast(int, getattr(self._c, api)(_handle(handle)))
+        except TypeError as exc:
+            raise self._bad_argument(api, (handle,), exc) from None
+
+    method.__name__ = method.__qualname__ = api
+    return method
+
+
 class NpuBackend:
     """The C API of the CANN subset over the real (or emulated) libraries.
 
@@ -363,45 +376,23 @@ class NpuBackend:
             raise self._bad_argument(api, args, exc) from None
         return None if tensor == NULL else tensor
 
-    def aclDestroyTensor(self, tensor: Any) -> int:
-        try:
-            return self._c.aclDestroyTensor(_handle(tensor))
-        except TypeError as exc:
-            raise self._bad_argument("aclDestroyTensor", (tensor,), exc) from None
+    aclDestroyTensor = _on_handle("aclDestroyTensor")
 
     def aclCreateIntArray(self, values: Sequence[int]) -> Any | None:
         array = _int64s(values, "aclCreateIntArray", "values")
         result = self._c.aclCreateIntArray(array, len(array))
         return None if result == NULL else result
 
-    def aclDestroyIntArray(self, array: Any) -> int:
-        try:
-            return self._c.aclDestroyIntArray(_handle(array))
-        except TypeError as exc:
-            raise self._bad_argument("aclDestroyIntArray", (array,), exc) from None
+    aclDestroyIntArray = _on_handle("aclDestroyIntArray")
 
     def aclCreateBoolArray(self, values: Sequence[bool]) -> Any | None:
         array = _bools(values, "aclCreateBoolArray", "values")
         result = self._c.aclCreateBoolArray(array, len(array))
         return None if result == NULL else result
 
-    def aclDestroyBoolArray(self, array: Any) -> int:
-        try:
-            return self._c.aclDestroyBoolArray(_handle(array))
-        except TypeError as exc:
-            raise self._bad_argument("aclDestroyBoolArray", (array,), exc) from None
-
-    def aclSetAclOpExecutorRepeatable(self, executor: Any) -> int:
-        try:
-            return self._c.aclSetAclOpExecutorRepeatable(_handle(executor))
-        except TypeError as exc:
-            raise self._bad_argument("aclSetAclOpExecutorRepeatable", (executor,), exc) from None
-
-    def aclDestroyAclOpExecutor(self, executor: Any) -> int:
-        try:
-            return self._c.aclDestroyAclOpExecutor(_handle(executor))
-        except TypeError as exc:
-            raise self._bad_argument("aclDestroyAclOpExecutor", (executor,), exc) from None
+    aclDestroyBoolArray = _on_handle("aclDestroyBoolArray")
+    aclSetAclOpExecutorRepeatable = _on_handle("aclSetAclOpExecutorRepeatable")
+    aclDestroyAclOpExecutor = _on_handle("aclDestroyAclOpExecutor")
 
     # -- operators (libopapi*) -------------------------------------------------------
     # The hot path, one fast method per phase, made from the prototypes: phase 1
