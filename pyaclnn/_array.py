@@ -85,7 +85,7 @@ class DeviceArray:
             ctx,
             shape,
             dtype,
-            tuple(int(s) for s in strides) if strides is not None else _contiguous_strides(shape),
+            tuple(int(s) for s in strides) if strides is not None else _dtypes.contiguous_strides(shape),
             int(offset),
             prod(shape) if storage_size is None else int(storage_size),
             stream,
@@ -142,7 +142,7 @@ class DeviceArray:
         shape = _shape(shape)
         dtype = _dtypes.as_dtype(dtype)
         _dtypes.from_numpy(dtype)
-        strides = _contiguous_strides(shape) if strides is None else _shape(strides, "strides")
+        strides = _dtypes.contiguous_strides(shape) if strides is None else _shape(strides, "strides")
         if len(strides) != len(shape):
             raise ValueError(
                 f"strides has {len(strides)} values for {len(shape)} dims of shape {list(shape)}"
@@ -248,7 +248,7 @@ class DeviceArray:
         return block is None or (block.ptr == 0 and block.nbytes > 0)
 
     def is_contiguous(self) -> bool:
-        return self.offset == 0 and self.strides == _contiguous_strides(self.shape)
+        return self.offset == 0 and self.strides == _dtypes.contiguous_strides(self.shape)
 
     # -- conversion ---------------------------------------------------------
     @property
@@ -435,16 +435,7 @@ def _pool_of(ctx: _context._Context, stream: Stream | None, device: int | None) 
 @functools.lru_cache(maxsize=1024)
 def _contiguous_layout(shape: tuple[int, ...]) -> tuple[tuple[int, ...], int]:
     """Strides and element count of a contiguous array of ``shape``."""
-    return _contiguous_strides(shape), prod(shape)
-
-
-@functools.lru_cache(maxsize=1024)
-def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    strides, step = [], 1
-    for d in reversed(shape):
-        strides.append(step)
-        step *= max(d, 1)
-    return tuple(reversed(strides))
+    return _dtypes.contiguous_strides(shape), prod(shape)
 
 
 def empty(
@@ -491,11 +482,11 @@ def _covering_storage(x: np.ndarray) -> tuple[np.ndarray, tuple[int, ...], int]:
     """The bytes spanned by ``x`` as a 1-D array, and x's strides and offset within it (in elements)."""
     itemsize = x.dtype.itemsize
     if x.flags.c_contiguous:
-        return x.reshape(-1), _contiguous_strides(x.shape), 0
+        return x.reshape(-1), _dtypes.contiguous_strides(x.shape), 0
     if any(s % itemsize or s < 0 for s in x.strides):
         # aclTensor strides are whole, non-negative element counts: other views are copied dense
         x = np.ascontiguousarray(x)
-        return x.reshape(-1), _contiguous_strides(x.shape), 0
+        return x.reshape(-1), _dtypes.contiguous_strides(x.shape), 0
     strides = tuple(s // itemsize for s in x.strides)
     span_size = 1 + sum(s * (d - 1) for s, d in zip(strides, x.shape))
     first = x[tuple(slice(0, 1) for _ in x.shape)]

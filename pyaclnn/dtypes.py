@@ -12,6 +12,7 @@ pays for it.
 
 from __future__ import annotations
 
+import functools
 import sys
 from typing import Any
 
@@ -173,3 +174,18 @@ def format_name(fmt: int) -> str:
 def compute_dtype(dtype: np.dtype) -> np.dtype:
     """Accumulation dtype: float64 for float64, float32 for everything narrower."""
     return np.dtype(np.float64) if np.dtype(dtype) == np.float64 else np.dtype(np.float32)
+
+
+@functools.lru_cache(maxsize=1024)
+def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Strides in elements (as aclCreateTensor takes them) of a C-contiguous ``shape``.
+
+    What aclCreateTensor assumes for NULL strides; a dimension of 0 counts as 1,
+    so the strides stay valid for an empty tensor. Cached: a loop of calls asks
+    for the same few shapes.
+    """
+    strides, step = [], 1
+    for d in reversed(shape):
+        strides.append(step)
+        step *= max(d, 1)
+    return tuple(reversed(strides))

@@ -133,18 +133,6 @@ class Heap:
             )
         return alloc.buffer[start : start + count], alloc
 
-    def view(
-        self,
-        address: int,
-        dtype: np.dtype,
-        shape: tuple[int, ...],
-        strides: tuple[int, ...],
-        offset: int,
-        what: str,
-    ) -> np.ndarray:
-        """Strided NumPy view (strides and offset in elements) of the memory at ``address``."""
-        return self.locate_view(address, dtype, shape, strides, offset, what)[0]
-
     def locate_view(
         self,
         address: int,
@@ -154,7 +142,8 @@ class Heap:
         offset: int,
         what: str,
     ) -> tuple[np.ndarray, Allocation | None]:
-        """:meth:`view`, and the allocation it lies in (None for an empty view, which reads no memory)."""
+        """Strided NumPy view (strides and offset in elements) of the memory at ``address``, and
+        the allocation it lies in (None for an empty view, which reads no memory)."""
         itemsize = dtype.itemsize
         # One plain loop for the extent: this runs for every tensor of every launch.
         low = high = offset
