@@ -215,8 +215,9 @@ class NumpyBackend(OperatorsMixin):
         stream.worker = self.devices[device].new_worker(f"{id(stream):#x}")
         return ACL_SUCCESS, self.streams.add(stream)
 
-    def _stream_ok(self, stream: Any) -> bool:
-        return stream is None or self.streams.is_live(stream)
+    def _stream_status(self, stream: Any) -> int:
+        """ACL_SUCCESS for a live stream or None (the default stream), else the error."""
+        return ACL_SUCCESS if stream is None or self.streams.is_live(stream) else self._bad_stream()
 
     def _bad_stream(self) -> int:
         return self._error(ACL_ERROR_INVALID_RESOURCE_HANDLE, "stream is not a live stream of this backend")
@@ -254,8 +255,9 @@ class NumpyBackend(OperatorsMixin):
         return ACL_SUCCESS
 
     def aclrtSynchronizeStream(self, stream: Any) -> int:
-        if not self._stream_ok(stream):
-            return self._bad_stream()
+        status = self._stream_status(stream)
+        if status:
+            return status
         if stream is None:
             worker = self.devices[self._current()].default_worker(create=False)
             return self._synchronize([] if worker is None else [worker])
@@ -286,8 +288,9 @@ class NumpyBackend(OperatorsMixin):
             return self._error(ACL_ERROR_INVALID_PARAM, message), None
         return ACL_SUCCESS, self.events.add(Event(flag))
 
-    def _event_ok(self, event: Any) -> bool:
-        return event is not None and self.events.is_live(event)
+    def _event_status(self, event: Any, name: str = "event") -> int:
+        """ACL_SUCCESS for a live event, else the error naming the argument ``name``."""
+        return ACL_SUCCESS if event is not None and self.events.is_live(event) else self._bad_event(name)
 
     def _bad_event(self, name: str = "event") -> int:
         return self._error(ACL_ERROR_INVALID_RESOURCE_HANDLE, f"{name} is not a live event of this backend")
@@ -299,10 +302,9 @@ class NumpyBackend(OperatorsMixin):
         return ACL_SUCCESS
 
     def aclrtRecordEvent(self, event: Any, stream: Any) -> int:
-        if not self._event_ok(event):
-            return self._bad_event()
-        if not self._stream_ok(stream):
-            return self._bad_stream()
+        status = self._event_status(event) or self._stream_status(stream)
+        if status:
+            return status
         marker = Marker()
         marker.worker = self._worker(stream)
         marker.seq = self._submit(marker.worker, Task(marker.run, what="aclrtRecordEvent"))
@@ -310,8 +312,9 @@ class NumpyBackend(OperatorsMixin):
         return ACL_SUCCESS
 
     def aclrtQueryEventStatus(self, event: Any) -> tuple[int, int]:
-        if not self._event_ok(event):
-            return self._bad_event(), ACL_EVENT_RECORDED_STATUS_NOT_READY
+        status = self._event_status(event)
+        if status:
+            return status, ACL_EVENT_RECORDED_STATUS_NOT_READY
         marker = event.marker
         complete = marker is None or marker.complete
         return ACL_SUCCESS, (
@@ -319,8 +322,9 @@ class NumpyBackend(OperatorsMixin):
         )
 
     def aclrtSynchronizeEvent(self, event: Any) -> int:
-        if not self._event_ok(event):
-            return self._bad_event()
+        status = self._event_status(event)
+        if status:
+            return status
         marker = event.marker
         if marker is not None:
             marker.wait()
@@ -328,17 +332,18 @@ class NumpyBackend(OperatorsMixin):
         return ACL_SUCCESS
 
     def aclrtEventElapsedTime(self, start: Any, end: Any) -> tuple[int, float]:
-        for event, name in ((start, "startEvent"), (end, "endEvent")):
-            if not self._event_ok(event):
-                return self._bad_event(name), 0.0
-        for event, name in ((start, "startEvent"), (end, "endEvent")):
-            status = self._timestamp_ok(event, name)
-            if status != ACL_SUCCESS:
-                return status, 0.0
+        status = (
+            self._event_status(start, "startEvent")
+            or self._event_status(end, "endEvent")
+            or self._timestamp_status(start, "startEvent")
+            or self._timestamp_status(end, "endEvent")
+        )
+        if status:
+            return status, 0.0
         return ACL_SUCCESS, (end.marker.timestamp_ns - start.marker.timestamp_ns) / 1e6
 
-    def _timestamp_ok(self, event: Event, name: str) -> int:
-        """Whether ``event`` (aclrtEventElapsedTime's argument ``name``) has a timestamp to give."""
+    def _timestamp_status(self, event: Event, name: str) -> int:
+        """ACL_SUCCESS if ``event`` (aclrtEventElapsedTime's argument ``name``) has a timestamp to give."""
         api, handle = "aclrtEventElapsedTime", f"{id(event):#x}"
         if not event.flags & ACL_EVENT_TIME_LINE:
             return self._error(
@@ -358,10 +363,9 @@ class NumpyBackend(OperatorsMixin):
         return ACL_SUCCESS
 
     def aclrtStreamWaitEvent(self, stream: Any, event: Any) -> int:
-        if not self._stream_ok(stream):
-            return self._bad_stream()
-        if not self._event_ok(event):
-            return self._bad_event()
+        status = self._stream_status(stream) or self._event_status(event)
+        if status:
+            return status
         if not event.flags & ACL_EVENT_SYNC:
             return self._error(
                 ACL_ERROR_INVALID_PARAM,
@@ -491,8 +495,9 @@ class NumpyBackend(OperatorsMixin):
 
     def aclrtMemcpyAsync(self, dst: Any, dest_max: int, src: Any, count: int, kind: int, stream: Any) -> int:
         api = "aclrtMemcpyAsync"
-        if not self._stream_ok(stream):
-            return self._bad_stream()
+        status = self._stream_status(stream)
+        if status:
+            return status
         status, ranges = self._copy_ranges(api, dst, dest_max, src, count, kind)
         if ranges is None:
             return status
@@ -531,8 +536,9 @@ class NumpyBackend(OperatorsMixin):
 
     def aclrtMemsetAsync(self, ptr: int, max_count: int, value: int, count: int, stream: Any) -> int:
         api = "aclrtMemsetAsync"
-        if not self._stream_ok(stream):
-            return self._bad_stream()
+        status = self._stream_status(stream)
+        if status:
+            return status
         status, target = self._set_range(api, ptr, max_count, value, count)
         if target is not None:
             view, allocation, byte = target
@@ -554,7 +560,7 @@ class NumpyBackend(OperatorsMixin):
         shape = c_ints(view_dims, api, "viewDims")
         if any(d < 0 for d in shape):
             return self._null(ACLNN_ERR_PARAM_INVALID, f"viewDims {list(shape)} has a negative dim")
-        strides = _contiguous(shape) if strides is None else c_ints(strides, api, "stride")
+        strides = _dtypes.contiguous_strides(shape) if strides is None else c_ints(strides, api, "stride")
         if len(strides) != len(shape):
             message = f"stride has {len(strides)} values for {len(shape)} dims"
             return self._null(ACLNN_ERR_PARAM_INVALID, message)
@@ -579,7 +585,7 @@ class NumpyBackend(OperatorsMixin):
                 storage_bytes = prod(storage) * dtype.itemsize
                 if storage_bytes:
                     self.heap.bytes_at(data, storage_bytes, "tensorData (storageDims)")
-                self.heap.view(tensor.data, dtype, shape, strides, tensor.offset, "tensorData")
+                self.heap.locate_view(tensor.data, dtype, shape, strides, tensor.offset, "tensorData")
             except HeapError as exc:
                 return self._null(ACLNN_ERR_PARAM_INVALID, str(exc))
         return self.tensors.add(tensor)
@@ -678,11 +684,3 @@ class NumpyBackend(OperatorsMixin):
         if allocation is None or allocation.host or int(ptr) + nbytes > allocation.address + allocation.size:
             return -1
         return allocation.device
-
-
-def _contiguous(shape: tuple[int, ...]) -> tuple[int, ...]:
-    strides, step = [], 1
-    for d in reversed(shape):
-        strides.append(step)
-        step *= max(d, 1)
-    return tuple(reversed(strides))

@@ -34,6 +34,8 @@ from ._heap import Allocation, Heap, HeapError
 from ._objects import Executor, Registry, Stream, Tensor
 from ._streams import KERNEL_US, DeviceError, Task, Worker, env_ns
 
+# Phase 1's result when the plan says there is nothing to do (empty tensors): no executor.
+NOTHING_TO_DO = (ACLNN_SUCCESS, 0, None)
 # Workspace the emulated backward ops ask for, so callers exercise the workspace path.
 BACKWARD_WORKSPACE = 32
 
@@ -51,25 +53,21 @@ class OperatorsMixin:
     if TYPE_CHECKING:
 
         def _error(self, status: int, message: str) -> int: ...
-        def _stream_ok(self, stream: Any) -> bool: ...
-        def _bad_stream(self) -> int: ...
+        def _stream_status(self, stream: Any) -> int: ...
         def _worker(self, stream: Stream | None) -> Worker: ...
         def _submit(self, worker: Worker, task: Task) -> int: ...
 
     # -- operators: shared machinery ----------------------------------------
-    def _phase1(
-        self, api: str, check: Any, args: tuple[Any, ...], make_bind: Any, workspace_size: int
-    ) -> tuple[int, int, Any]:
-        """Validate handles, run the op's checks, and wrap the work in an executor."""
-        try:
-            plan = check(*args)
-        except _checks.CheckFailed as exc:
-            return self._error(exc.status, exc.message), 0, None
-        if plan is None:
-            return ACLNN_SUCCESS, 0, None
-        executor = Executor(api, make_bind(plan), workspace_size)
+    # Each op's phase 1 resolves its C arguments and asks kernels.checks for the
+    # plan inside one ``try``: a CheckFailed from either becomes the op's status.
+    def _executor(self, api: str, bind: Any, workspace_size: int) -> tuple[int, int, Any]:
+        """Phase 1's result: a new executor for phase 2 ``api`` running ``bind``."""
+        executor = Executor(api, bind, workspace_size)
         self.executors.add(executor)
         return ACLNN_SUCCESS, workspace_size, executor
+
+    def _failed(self, exc: _checks.CheckFailed) -> tuple[int, int, None]:
+        return self._error(exc.status, exc.message), 0, None
 
     def _phase2(self, api: str, workspace: int, workspace_size: int, executor: Any, stream: Any) -> int:
         workspace = c_address(workspace, api, "workspace")
@@ -87,8 +85,9 @@ class OperatorsMixin:
             return self._error(ACLNN_ERR_PARAM_INVALID, f"executor was made for {executor.op}, not {api}")
         if not executor.repeatable:
             self.executors.remove(executor)  # consumed by this launch, also when it fails
-        if not self._stream_ok(stream):
-            return self._bad_stream()
+        status = self._stream_status(stream)
+        if status:
+            return status
         views = _Views(self.heap)
         if executor.workspace_size:
             if workspace_size < executor.workspace_size:
@@ -118,12 +117,16 @@ class OperatorsMixin:
         self._submit(worker, Task(run, views.allocations(), owner, api, env_ns(KERNEL_US)))
         return ACLNN_SUCCESS
 
-    def _tensor(self, obj: Any, name: str) -> Tensor | None:
-        """``obj`` if it is a live tensor; None stays None (null); anything else is rejected."""
-        if obj is None or self.tensors.is_live(obj):
-            tensor: Tensor | None = obj
-            return tensor
-        raise _checks.CheckFailed(ACLNN_ERR_PARAM_INVALID, f"{name} is not a live aclTensor of this backend")
+    def _tensors(self, *named: tuple[Any, str]) -> list[Any]:
+        """Each ``(handle, C name)`` as a live tensor or None (null); anything else fails the check."""
+        tensors = []
+        for obj, name in named:
+            if obj is not None and not self.tensors.is_live(obj):
+                raise _checks.CheckFailed(
+                    ACLNN_ERR_PARAM_INVALID, f"{name} is not a live aclTensor of this backend"
+                )
+            tensors.append(obj)
+        return tensors
 
     def _values(self, obj: Any, registry: Registry, name: str) -> tuple[Any, ...] | None:
         if obj is None:
@@ -134,6 +137,20 @@ class OperatorsMixin:
             )
         values: tuple[Any, ...] = obj.values
         return values
+
+    def _pool_params(
+        self, kernel_size: Any, stride: Any, padding: Any, dilation: Any
+    ) -> list[tuple[Any, ...] | None]:
+        """The values of the four pooling aclIntArrays (None for null)."""
+        return [
+            self._values(a, self.int_arrays, n)
+            for a, n in (
+                (kernel_size, "kernelSize"),
+                (stride, "stride"),
+                (padding, "padding"),
+                (dilation, "dilation"),
+            )
+        ]
 
     # -- MaxPool3dWithArgmax ------------------------------------------------
     def aclnnMaxPool3dWithArgmaxGetWorkspaceSize(
@@ -147,60 +164,34 @@ class OperatorsMixin:
         out: Any,
         indices: Any,
     ) -> tuple[int, int, Any]:
-        def check(
-            self_: Any,
-            kernel_size: Any,
-            stride: Any,
-            padding: Any,
-            dilation: Any,
-            ceil_mode: Any,
-            out: Any,
-            indices: Any,
-        ) -> Any:
-            x, o, i = (self._tensor(t, n) for t, n in ((self_, "self"), (out, "out"), (indices, "indices")))
-            ints = [
-                self._values(a, self.int_arrays, n)
-                for a, n in (
-                    (kernel_size, "kernelSize"),
-                    (stride, "stride"),
-                    (padding, "padding"),
-                    (dilation, "dilation"),
-                )
-            ]
-            ceil = c_bool(ceil_mode, "aclnnMaxPool3dWithArgmaxGetWorkspaceSize", "ceilMode")
-            k, s, p, d = ints
-            return _checks.max_pool3d_with_argmax(x, k, s, p, d, ceil, o, i), (x, o, i)
+        api = "aclnnMaxPool3dWithArgmaxGetWorkspaceSize"
+        try:
+            x, o, i = self._tensors((self_, "self"), (out, "out"), (indices, "indices"))
+            k, s, p, d = self._pool_params(kernel_size, stride, padding, dilation)
+            ceil = c_bool(ceil_mode, api, "ceilMode")
+            plan = _checks.max_pool3d_with_argmax(x, k, s, p, d, ceil, o, i)
+        except _checks.CheckFailed as exc:
+            return self._failed(exc)
+        if plan is None:
+            return NOTHING_TO_DO
 
-        def make_bind(result: Any) -> Any:
-            plan, (x, o, i) = result
-            p = plan.params
+        def bind(views: _Views) -> Any:
+            xa = _planned(views.array(x, "self"), plan.input_shape)
+            oa, ia = (_planned(views.array(t, n), plan.output_shape) for t, n in ((o, "out"), (i, "indices")))
+            q = plan.params
+            return partial(
+                _pool.max_pool3d_with_argmax,
+                xa,
+                q.kernel_size,
+                q.stride,
+                q.padding,
+                q.dilation,
+                q.ceil_mode,
+                oa,
+                ia,
+            )
 
-            def bind(views: _Views) -> Any:
-                xa = _planned(views.array(x, "self"), plan.input_shape)
-                oa, ia = (
-                    _planned(views.array(t, n), plan.output_shape) for t, n in ((o, "out"), (i, "indices"))
-                )
-                return partial(
-                    _pool.max_pool3d_with_argmax,
-                    xa,
-                    p.kernel_size,
-                    p.stride,
-                    p.padding,
-                    p.dilation,
-                    p.ceil_mode,
-                    oa,
-                    ia,
-                )
-
-            return bind
-
-        return self._phase1(
-            "aclnnMaxPool3dWithArgmax",
-            _unwrap(check),
-            (self_, kernel_size, stride, padding, dilation, ceil_mode, out, indices),
-            make_bind,
-            0,
-        )
+        return self._executor("aclnnMaxPool3dWithArgmax", bind, 0)
 
     def aclnnMaxPool3dWithArgmax(
         self, workspace: Any, workspace_size: Any, executor: Any, stream: Any
@@ -220,68 +211,35 @@ class OperatorsMixin:
         ceil_mode: Any,
         grad_input: Any,
     ) -> tuple[int, int, Any]:
-        def check(
-            grad_output: Any,
-            self_: Any,
-            indices: Any,
-            kernel_size: Any,
-            stride: Any,
-            padding: Any,
-            dilation: Any,
-            ceil_mode: Any,
-            grad_input: Any,
-        ) -> Any:
-            tensors = [
-                self._tensor(t, n)
-                for t, n in (
-                    (grad_output, "gradOutput"),
-                    (self_, "self"),
-                    (indices, "indices"),
-                    (grad_input, "gradInput"),
-                )
-            ]
-            ints = [
-                self._values(a, self.int_arrays, n)
-                for a, n in (
-                    (kernel_size, "kernelSize"),
-                    (stride, "stride"),
-                    (padding, "padding"),
-                    (dilation, "dilation"),
-                )
-            ]
-            g, x, i, gi = tensors
-            ceil = c_bool(ceil_mode, "aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize", "ceilMode")
-            k, s, p, d = ints
-            return _checks.max_pool3d_with_argmax_backward(g, x, i, k, s, p, d, ceil, gi), (g, i, gi)
+        api = "aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize"
+        try:
+            g, x, i, gi = self._tensors(
+                (grad_output, "gradOutput"), (self_, "self"), (indices, "indices"), (grad_input, "gradInput")
+            )
+            k, s, p, d = self._pool_params(kernel_size, stride, padding, dilation)
+            ceil = c_bool(ceil_mode, api, "ceilMode")
+            plan = _checks.max_pool3d_with_argmax_backward(g, x, i, k, s, p, d, ceil, gi)
+        except _checks.CheckFailed as exc:
+            return self._failed(exc)
+        if plan is None:
+            return NOTHING_TO_DO
 
-        def make_bind(result: Any) -> Any:
-            plan, (g, i, gi) = result
+        def bind(views: _Views) -> Any:
+            ga, ia = (
+                _planned(views.array(t, n), plan.output_shape) for t, n in ((g, "gradOutput"), (i, "indices"))
+            )
+            gia = _planned(views.array(gi, "gradInput"), plan.input_shape)
 
-            def bind(views: _Views) -> Any:
-                ga, ia = (
-                    _planned(views.array(t, n), plan.output_shape)
-                    for t, n in ((g, "gradOutput"), (i, "indices"))
-                )
-                gia = _planned(views.array(gi, "gradInput"), plan.input_shape)
+            def run() -> None:
+                try:
+                    _pool.max_pool3d_with_argmax_backward(ga, ia, gia)
+                except _pool.IndexOutOfPlaneError:
+                    # The kernel refuses before writing; on the NPU this is a fault of the device.
+                    raise DeviceError(ACL_ERROR_RT_VECTOR_CORE_EXCEPTION, _index_fault(ia, gia)) from None
 
-                def run() -> None:
-                    try:
-                        _pool.max_pool3d_with_argmax_backward(ga, ia, gia)
-                    except _pool.IndexOutOfPlaneError:
-                        # The kernel refuses before writing; on the NPU this is a fault of the device.
-                        raise DeviceError(ACL_ERROR_RT_VECTOR_CORE_EXCEPTION, _index_fault(ia, gia)) from None
+            return run
 
-                return run
-
-            return bind
-
-        return self._phase1(
-            "aclnnMaxPool3dWithArgmaxBackward",
-            _unwrap(check),
-            (grad_output, self_, indices, kernel_size, stride, padding, dilation, ceil_mode, grad_input),
-            make_bind,
-            BACKWARD_WORKSPACE,
-        )
+        return self._executor("aclnnMaxPool3dWithArgmaxBackward", bind, BACKWARD_WORKSPACE)
 
     def aclnnMaxPool3dWithArgmaxBackward(
         self, workspace: Any, workspace_size: Any, executor: Any, stream: Any
@@ -292,40 +250,30 @@ class OperatorsMixin:
     def aclnnGridSampler3DGetWorkspaceSize(
         self, input: Any, grid: Any, interpolation_mode: Any, padding_mode: Any, align_corners: Any, out: Any
     ) -> tuple[int, int, Any]:
-        def check(
-            input: Any, grid: Any, interpolation_mode: Any, padding_mode: Any, align_corners: Any, out: Any
-        ) -> Any:
-            x, g, o = (self._tensor(t, n) for t, n in ((input, "input"), (grid, "grid"), (out, "out")))
-            mode, padding, corners = _grid_scalars(
-                "aclnnGridSampler3DGetWorkspaceSize", interpolation_mode, padding_mode, align_corners
-            )
+        api = "aclnnGridSampler3DGetWorkspaceSize"
+        try:
+            x, g, o = self._tensors((input, "input"), (grid, "grid"), (out, "out"))
+            mode, padding, corners = _grid_scalars(api, interpolation_mode, padding_mode, align_corners)
             plan = _checks.grid_sampler3d(x, g, mode, padding, corners, o)
-            return plan, (x, g, o)
+        except _checks.CheckFailed as exc:
+            return self._failed(exc)
+        if plan is None:
+            return NOTHING_TO_DO
 
-        def make_bind(result: Any) -> Any:
-            plan, (x, g, o) = result
+        def bind(views: _Views) -> Any:
+            xa, oa = (_ncdhw(views.array(t, n), plan) for t, n in ((x, "input"), (o, "out")))
+            ga = views.array(g, "grid")
+            return partial(
+                _grid.grid_sampler3d,
+                xa,
+                ga,
+                plan.interpolation_mode,
+                plan.padding_mode,
+                plan.align_corners,
+                oa,
+            )
 
-            def bind(views: _Views) -> Any:
-                xa, oa = (_ncdhw(views.array(t, n), plan) for t, n in ((x, "input"), (o, "out")))
-                return partial(
-                    _grid.grid_sampler3d,
-                    xa,
-                    views.array(g, "grid"),
-                    plan.interpolation_mode,
-                    plan.padding_mode,
-                    plan.align_corners,
-                    oa,
-                )
-
-            return bind
-
-        return self._phase1(
-            "aclnnGridSampler3D",
-            _unwrap(check),
-            (input, grid, interpolation_mode, padding_mode, align_corners, out),
-            make_bind,
-            0,
-        )
+        return self._executor("aclnnGridSampler3D", bind, 0)
 
     def aclnnGridSampler3D(self, workspace: Any, workspace_size: Any, executor: Any, stream: Any) -> int:
         return self._phase2("aclnnGridSampler3D", workspace, workspace_size, executor, stream)
@@ -343,73 +291,40 @@ class OperatorsMixin:
         input_grad: Any,
         grid_grad: Any,
     ) -> tuple[int, int, Any]:
-        def check(
-            grad_output: Any,
-            input: Any,
-            grid: Any,
-            interpolation_mode: Any,
-            padding_mode: Any,
-            align_corners: Any,
-            output_mask: Any,
-            input_grad: Any,
-            grid_grad: Any,
-        ) -> Any:
+        api = "aclnnGridSampler3DBackwardGetWorkspaceSize"
+        try:
             mask = self._values(output_mask, self.bool_arrays, "outputMask")
-            tensors = [
-                self._tensor(t, n)
-                for t, n in (
-                    (grad_output, "gradOutput"),
-                    (input, "input"),
-                    (grid, "grid"),
-                    (input_grad, "inputGrad"),
-                    (grid_grad, "gridGrad"),
-                )
-            ]
-            g, x, gr, ig, gg = tensors
-            mode, padding, corners = _grid_scalars(
-                "aclnnGridSampler3DBackwardGetWorkspaceSize", interpolation_mode, padding_mode, align_corners
+            g, x, gr, ig, gg = self._tensors(
+                (grad_output, "gradOutput"),
+                (input, "input"),
+                (grid, "grid"),
+                (input_grad, "inputGrad"),
+                (grid_grad, "gridGrad"),
             )
+            mode, padding, corners = _grid_scalars(api, interpolation_mode, padding_mode, align_corners)
             plan = _checks.grid_sampler3d_backward(g, x, gr, mode, padding, corners, mask, ig, gg)
-            return plan, tensors
+        except _checks.CheckFailed as exc:
+            return self._failed(exc)
+        if plan is None:
+            return NOTHING_TO_DO
 
-        def make_bind(result: Any) -> Any:
-            plan, (g, x, gr, ig, gg) = result
+        def bind(views: _Views) -> Any:
+            ga, xa = _ncdhw(views.array(g, "gradOutput"), plan), _ncdhw(views.array(x, "input"), plan)
+            iga = _ncdhw(views.array(ig, "inputGrad"), plan) if plan.output_mask[0] else None
+            gga = views.array(gg, "gridGrad") if plan.output_mask[1] else None
+            return partial(
+                _grid.grid_sampler3d_backward,
+                ga,
+                xa,
+                views.array(gr, "grid"),
+                plan.interpolation_mode,
+                plan.padding_mode,
+                plan.align_corners,
+                iga,
+                gga,
+            )
 
-            def bind(views: _Views) -> Any:
-                ga, xa = _ncdhw(views.array(g, "gradOutput"), plan), _ncdhw(views.array(x, "input"), plan)
-                iga = _ncdhw(views.array(ig, "inputGrad"), plan) if plan.output_mask[0] else None
-                gga = views.array(gg, "gridGrad") if plan.output_mask[1] else None
-                return partial(
-                    _grid.grid_sampler3d_backward,
-                    ga,
-                    xa,
-                    views.array(gr, "grid"),
-                    plan.interpolation_mode,
-                    plan.padding_mode,
-                    plan.align_corners,
-                    iga,
-                    gga,
-                )
-
-            return bind
-
-        return self._phase1(
-            "aclnnGridSampler3DBackward",
-            _unwrap(check),
-            (
-                grad_output,
-                input,
-                grid,
-                interpolation_mode,
-                padding_mode,
-                align_corners,
-                output_mask,
-                input_grad,
-                grid_grad,
-            ),
-            make_bind,
-            BACKWARD_WORKSPACE,
-        )
+        return self._executor("aclnnGridSampler3DBackward", bind, BACKWARD_WORKSPACE)
 
     def aclnnGridSampler3DBackward(
         self, workspace: Any, workspace_size: Any, executor: Any, stream: Any
@@ -476,16 +391,6 @@ def _grid_scalars(
         c_int(padding_mode, api, "paddingMode"),
         c_bool(align_corners, api, "alignCorners"),
     )
-
-
-def _unwrap(check: Any) -> Any:
-    """Adapt a check returning ``(plan, tensors)`` to the phase-1 protocol (None = nothing to do)."""
-
-    def wrapped(*args: Any) -> Any:
-        plan, tensors = check(*args)
-        return None if plan is None else (plan, tensors)
-
-    return wrapped
 
 
 def _planned(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
