@@ -93,26 +93,15 @@ _PADDINGS = {"zeros": _grid.ZEROS, "border": _grid.BORDER, "reflection": _grid.R
 Arrays = dict[str, np.ndarray]
 #: Outputs by name; None for one masked out. Any: what the operator returned, checked by the comparison.
 Outputs = dict[str, Any]
-PoolArguments = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...]]
 
 
 # -- references: the kernels on host arrays ------------------------------------
 # Module-level functions, looked up at call time, so a test can replace one.
 
 
-def reference_max_pool3d_with_argmax(
-    x: np.ndarray,
-    kernel_size: Sequence[int],
-    stride: Sequence[int],
-    padding: Sequence[int],
-    dilation: Sequence[int],
-    ceil_mode: bool,
-) -> tuple[np.ndarray, np.ndarray]:
+def reference_max_pool3d_with_argmax(x: np.ndarray, p: _checks.PoolParams) -> tuple[np.ndarray, np.ndarray]:
     """Pooled values and int32 indices of ``x`` (N, C, D, H, W) by :mod:`pyaclnn.kernels.max_pool3d`."""
-    p = _checks.pool_params(kernel_size, stride, padding, dilation, ceil_mode)
-    shape = x.shape[:2] + _pool.pool_output_shape(
-        x.shape[2:], p.kernel_size, p.stride, p.padding, p.dilation, p.ceil_mode
-    )
+    shape = x.shape[:2] + _checks.pooled_shape(x.shape[2:], p)
     out = np.empty(shape, dtype=x.dtype)
     indices = np.empty(shape, dtype=np.int32)
     _pool.max_pool3d_with_argmax(x, p.kernel_size, p.stride, p.padding, p.dilation, p.ceil_mode, out, indices)
@@ -268,15 +257,17 @@ def _non_contiguous(x: np.ndarray) -> np.ndarray:
     return wide[..., ::2]
 
 
-def pool_arguments(case: Case) -> PoolArguments:
-    """(kernel_size, stride, padding, dilation) of a max-pool case as int tuples (stride () kept)."""
+def pool_params(case: Case) -> _checks.PoolParams:
+    """The pooling parameters of a max-pool case as its plan has them (3 values each, stride () expanded)."""
     p = case.params
-    return (
-        F.int_tuple("", p["kernel"]),
-        F.int_tuple("", p["stride"]),
-        F.int_tuple("", p["padding"]),
-        F.int_tuple("", 1),
-    )
+    kernel, stride, padding = (F.int_tuple("", p[name]) for name in ("kernel", "stride", "padding"))
+    return _checks.pool_params(kernel, stride, padding, (1,), p["ceil_mode"])
+
+
+def _pool_options(case: Case) -> dict[str, Any]:
+    """The functional call's pooling arguments, as the case gives them."""
+    p = case.params
+    return dict(kernel_size=p["kernel"], stride=p["stride"], padding=p["padding"], ceil_mode=p["ceil_mode"])
 
 
 # max_pool3d forward
@@ -288,31 +279,22 @@ def _pool_forward_inputs(case: Case, rng: np.random.Generator) -> Arrays:
 
 
 def _pool_forward_call(case: Case, inputs: Arrays, backend: str) -> Outputs:
-    p = case.params
     out, indices = F.max_pool3d_with_argmax(
-        inputs["x"],
-        p["kernel"],
-        p["stride"],
-        p["padding"],
-        1,
-        p["ceil_mode"],
-        indices_dtype=p["indices_dtype"],
-        backend=backend,
+        inputs["x"], **_pool_options(case), indices_dtype=case.params["indices_dtype"], backend=backend
     )
     return {"out": out, "indices": indices}
 
 
 def _pool_forward_reference(case: Case, inputs: Arrays) -> Outputs:
     x = inputs["x"]
-    out, indices = reference_max_pool3d_with_argmax(
-        x if x.ndim == 5 else x[None], *pool_arguments(case), case.params["ceil_mode"]
-    )
+    out, indices = reference_max_pool3d_with_argmax(x if x.ndim == 5 else x[None], pool_params(case))
     if x.ndim == 4:
         out, indices = out[0], indices[0]
     return {"out": out, "indices": indices.astype(case.params["indices_dtype"])}
 
 
-def _pool_forward_case(
+def _pool_case(
+    kind: str,
     name: str,
     dtype: np.dtype,
     shape: Sequence[int],
@@ -325,6 +307,7 @@ def _pool_forward_case(
     indices_dtype: Any = np.int32,
     quick: bool = False,
 ) -> Case:
+    """A max-pool case; the forward's values and indices must match exactly."""
     params = dict(
         shape=tuple(shape),
         kernel=kernel,
@@ -334,7 +317,15 @@ def _pool_forward_case(
         strided=strided,
         indices_dtype=np.dtype(indices_dtype),
     )
-    return Case(name, "max_pool3d fwd", np.dtype(dtype), params, exact=True, quick=quick)
+    return Case(name, kind, np.dtype(dtype), params, exact=kind == "max_pool3d fwd", quick=quick)
+
+
+def _pool_forward_case(name: str, *args: Any, **kwargs: Any) -> Case:
+    return _pool_case("max_pool3d fwd", name, *args, **kwargs)
+
+
+def _pool_backward_case(name: str, *args: Any, **kwargs: Any) -> Case:
+    return _pool_case("max_pool3d bwd", name, *args, **kwargs)
 
 
 # max_pool3d backward
@@ -343,7 +334,7 @@ def _pool_forward_case(
 def _pool_backward_inputs(case: Case, rng: np.random.Generator) -> Arrays:
     x = _random(rng, case.params["shape"], case.dtype)
     # The indices come from the reference forward: this case checks the backward alone.
-    _, indices = reference_max_pool3d_with_argmax(x, *pool_arguments(case), case.params["ceil_mode"])
+    _, indices = reference_max_pool3d_with_argmax(x, pool_params(case))
     grad_output = _random(rng, indices.shape, case.dtype)
     if case.params["strided"]:
         grad_output = _non_contiguous(grad_output)
@@ -351,17 +342,8 @@ def _pool_backward_inputs(case: Case, rng: np.random.Generator) -> Arrays:
 
 
 def _pool_backward_call(case: Case, inputs: Arrays, backend: str) -> Outputs:
-    p = case.params
     got = F.max_pool3d_with_argmax_backward(
-        inputs["grad_output"],
-        inputs["x"],
-        inputs["indices"],
-        p["kernel"],
-        p["stride"],
-        p["padding"],
-        1,
-        p["ceil_mode"],
-        backend=backend,
+        inputs["grad_output"], inputs["x"], inputs["indices"], **_pool_options(case), backend=backend
     )
     return {"grad_input": got}
 
@@ -372,29 +354,6 @@ def _pool_backward_reference(case: Case, inputs: Arrays) -> Outputs:
             inputs["grad_output"], inputs["indices"], inputs["x"].shape
         )
     }
-
-
-def _pool_backward_case(
-    name: str,
-    dtype: np.dtype,
-    shape: Sequence[int],
-    kernel: Any,
-    stride: Any = (),
-    padding: Any = 0,
-    ceil_mode: bool = False,
-    *,
-    strided: bool = False,
-    quick: bool = False,
-) -> Case:
-    params = dict(
-        shape=tuple(shape),
-        kernel=kernel,
-        stride=stride,
-        padding=padding,
-        ceil_mode=ceil_mode,
-        strided=strided,
-    )
-    return Case(name, "max_pool3d bwd", np.dtype(dtype), params, quick=quick)
 
 
 # grid_sampler3d forward and backward
@@ -424,19 +383,22 @@ def _to_layout(a: np.ndarray | None, layout: str) -> np.ndarray | None:
     return np.moveaxis(a, 1, -1) if a is not None and layout == "NDHWC" else a
 
 
+def _grid_options(case: Case) -> dict[str, Any]:
+    """The functional call's sampling arguments, as the case gives them."""
+    p = case.params
+    return dict(
+        interpolation_mode=p["interpolation"],
+        padding_mode=p["padding"],
+        align_corners=p["align_corners"],
+        layout=p["layout"],
+    )
+
+
 def _grid_forward_call(case: Case, inputs: Arrays, backend: str) -> Outputs:
     p = case.params
     x = inputs["x"]
     x_op = np.ascontiguousarray(np.moveaxis(x, 1, -1)) if p["layout"] == "NDHWC" else x
-    out = F.grid_sampler3d(
-        x_op,
-        inputs["grid"],
-        p["interpolation"],
-        p["padding"],
-        p["align_corners"],
-        layout=p["layout"],
-        backend=backend,
-    )
+    out = F.grid_sampler3d(x_op, inputs["grid"], **_grid_options(case), backend=backend)
     return {"out": out}
 
 
@@ -454,15 +416,7 @@ def _grid_backward_call(case: Case, inputs: Arrays, backend: str) -> Outputs:
     if p["layout"] == "NDHWC":
         x, grad_output = np.ascontiguousarray(np.moveaxis(x, 1, -1)), np.moveaxis(grad_output, 1, -1)
     input_grad, grid_grad = F.grid_sampler3d_backward(
-        grad_output,
-        x,
-        inputs["grid"],
-        p["interpolation"],
-        p["padding"],
-        p["align_corners"],
-        p["output_mask"],
-        layout=p["layout"],
-        backend=backend,
+        grad_output, x, inputs["grid"], **_grid_options(case), output_mask=p["output_mask"], backend=backend
     )
     return {"input_grad": input_grad, "grid_grad": grid_grad}
 

@@ -21,6 +21,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import io
 import sys
 from collections.abc import Callable
@@ -31,7 +32,6 @@ import numpy as np
 import torch
 
 from pyaclnn import selftest
-from pyaclnn.kernels import checks
 
 OUTPUT = Path(__file__).resolve().parent.parent / "pyaclnn" / selftest.GOLDEN_FILE
 TorchOutputs = dict[str, "np.ndarray | None"]
@@ -49,15 +49,7 @@ def _back(t: torch.Tensor | None, dtype: np.dtype) -> np.ndarray | None:
 
 
 def _pool_kwargs(case: selftest.Case) -> dict[str, Any]:
-    k, s, p, d = selftest.pool_arguments(case)
-    params = checks.pool_params(k, s, p, d, case.params["ceil_mode"])  # stride () -> the kernel
-    return dict(
-        kernel_size=params.kernel_size,
-        stride=params.stride,
-        padding=params.padding,
-        dilation=params.dilation,
-        ceil_mode=params.ceil_mode,
-    )
+    return dataclasses.asdict(selftest.pool_params(case))  # stride () is the kernel there
 
 
 def _pool_forward(case: selftest.Case, inputs: selftest.Arrays) -> TorchOutputs:
