@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import re
 from pathlib import Path
+from typing import NamedTuple
 
 #: Declaration files in the order cffi's ``cdef`` must read them.
 DECL_FILES = ("acl_types.h", "acl_status.h", "acl_runtime.h", "aclnn_meta.h", "aclnn_ops.h", "emulator.h")
@@ -18,6 +19,9 @@ _DEFINE = re.compile(r"^#define\s+(\w+)\s+(-?\d+)\s*$", re.MULTILINE)
 _ENUM = re.compile(r"typedef\s+enum\s*\{(?P<body>[^}]*)\}\s*(?P<name>\w+)\s*;", re.DOTALL)
 _ENUMERATOR = re.compile(r"(\w+)\s*=\s*(-?\d+)")
 _COMMENT = re.compile(r"/\*.*?\*/", re.DOTALL)
+_PROTOTYPE = re.compile(
+    r"^(?P<result>[\w \*]+?)\s*\b(?P<name>\w+)\s*\((?P<params>[^()]*)\)\s*;", re.MULTILINE
+)
 
 
 @functools.cache
@@ -58,6 +62,36 @@ def enums() -> dict[str, dict[str, int]]:
 def flags() -> dict[str, int]:
     """Every ``#define NAME <int>`` of acl_types.h (flag values such as ``ACL_EVENT_SYNC``)."""
     return {name: int(value) for name, value in _DEFINE.findall(read("acl_types.h"))}
+
+
+class Prototype(NamedTuple):
+    """One C function as include/decl declares it."""
+
+    result: str  # the result type, e.g. "aclError" or "const char *"
+    name: str
+    params: tuple[str, ...]  # each parameter as written, "const int64_t *viewDims"; () for (void)
+    file: str  # the declaration file
+
+
+@functools.cache
+def prototypes() -> dict[str, Prototype]:
+    """Every function of the declaration files, by name, in declaration order.
+
+    The one reading of the prototypes: the npu backend (parameter names,
+    out-parameters), the generated backend interface and the tests take them
+    from here; the tests check that cffi parses the same functions.
+    """
+    return {p.name: p for file in DECL_FILES for p in parse_prototypes(read(file), file)}
+
+
+def parse_prototypes(text: str, file: str = "") -> list[Prototype]:
+    """The function prototypes of C declaration ``text`` (one per ``result name(params);``)."""
+    found = []
+    for m in _PROTOTYPE.finditer(text):
+        params = m["params"].strip()
+        split = () if params in ("", "void") else tuple(p.strip() for p in params.split(","))
+        found.append(Prototype(m["result"].strip(), m["name"], split, file))
+    return found
 
 
 def constant(name: str) -> int:

@@ -1,13 +1,19 @@
-"""Write the C-function half of pyaclnn/backends/_interface.py from include/decl.
+"""Write the generated half of pyaclnn/backends/_interface.py from include/decl.
 
-Every C prototype is written once, in ``include/decl``. The backend interface
-(the ``Backend`` Protocol both backends implement and the low-level API calls)
-is derived from it by the rules below; this script writes those methods after
-the marker line of ``_interface.py`` (what precedes the marker, the methods
-that are not C functions, stays hand-written), and tests/test_generated.py
-fails while the file and the headers disagree.
+Every C prototype is written once, in ``include/decl``. Two typed views of it
+are derived by the rules below and written after the marker line of
+``_interface.py`` (what precedes the marker, the methods that are not C
+functions, stays hand-written); tests/test_generated.py fails while the file
+and the headers disagree:
 
-Rules, C type to Python (the conventions of include/decl):
+* the C-function methods of ``Backend``, the Protocol both backends implement
+  and the low-level API calls (Python values, out-parameters returned);
+* ``Symbols``, the functions as the npu backend's loader binds them from the
+  libraries (every declared function, C parameter names, cffi values), so the
+  npu backend's calls into C are type-checked against the declarations too.
+
+Rules for ``Backend``, C type to Python (the conventions of include/decl):
+
 
 * out-parameters (a pointer that is not ``const``, to a number, an enum or a
   pointer) are not arguments; they are returned after the status:
@@ -25,6 +31,9 @@ Rules, C type to Python (the conventions of include/decl):
 * numbers and enums are ``int``, ``bool`` is ``bool``, ``float`` is ``float``;
 * parameter names are the C names in snake_case (``self`` becomes ``self_``),
   positional-only as the low-level API passes them.
+
+``Symbols`` takes every C argument as ``Any`` (cffi has no stubs) and returns
+``Any`` for a pointer result, ``int`` otherwise.
 
 Usage::
 
@@ -75,10 +84,18 @@ STRUCT_TYPES = frozenset({"aclTensor", "aclIntArray", "aclBoolArray", "aclOpExec
 HANDLE_TYPES = POINTER_TYPEDEFS | STRUCT_TYPES
 STATUS_TYPES = frozenset({"aclError", "aclnnStatus"})
 
-_PROTOTYPE = re.compile(
-    r"^(?P<result>[\w \*]+?)\s*\b(?P<name>\w+)\s*\((?P<params>[^()]*)\)\s*;", re.MULTILINE
-)
 _PARAM = re.compile(r"^(?P<const>const\s+)?(?P<base>\w+)\s*(?P<stars>\**)\s*(?P<name>\w+)$")
+
+
+SYMBOLS_HEAD = '''
+
+class Symbols(Protocol):
+    """The declared C functions as the npu backend's loader binds them (a stub where no library
+    exports one): every function of include/decl, C parameter names; pointers and handles are
+    cffi cdata (``Any``: cffi has no stubs), C integers Python ints.
+    """
+
+'''
 
 
 def load_decl() -> ModuleType:
@@ -106,9 +123,8 @@ def out_type(base: str, stars: str) -> str:
     return "float" if base in ("float", "double") else "int"
 
 
-def method(result: str, name: str, params_text: str) -> str:
-    """One Protocol method for a C prototype."""
-    params = [] if params_text.strip() in ("", "void") else [p.strip() for p in params_text.split(",")]
+def method(result: str, name: str, params: tuple[str, ...]) -> str:
+    """One ``Backend`` method for a C prototype."""
     parsed = []
     for text in params:
         match = _PARAM.match(text)
@@ -160,12 +176,31 @@ def method(result: str, name: str, params_text: str) -> str:
         returns = "Handle | None"
     else:
         returns = "int"
+    return _stub(name, args, returns)
+
+
+def symbol(result: str, name: str, params: tuple[str, ...]) -> str:
+    """One ``Symbols`` method for a C prototype: the C parameter names, cffi values."""
+    args = []
+    for text in params:
+        match = _PARAM.match(text)
+        if match is None:
+            raise ValueError(f"{name}: cannot read parameter {text!r}")
+        args.append(f"{'self_' if match['name'] == 'self' else match['name']}: Any")
+    return _stub(name, args, "Any" if result.strip().endswith("*") else "int")
+
+
+def _stub(name: str, args: list[str], returns: str) -> str:
+    """A Protocol method as ruff formats it: on one line when it fits, else one parameter a line."""
     signature = ", ".join(["self", *args, "/"] if args else ["self"])
     line = f"    def {name}({signature}) -> {returns}: ..."
     if len(line) <= 110:
         return line + "\n"
-    inner = ",\n".join(f"        {a}" for a in ["self", *args, "/"])
-    return f"    def {name}(\n{inner},\n    ) -> {returns}: ...\n"
+    inner = ", ".join(["self", *args, "/"])
+    if len(inner) <= 110 - 8:
+        return f"    def {name}(\n        {inner}\n    ) -> {returns}: ...\n"
+    lines = ",\n".join(f"        {a}" for a in ["self", *args, "/"])
+    return f"    def {name}(\n{lines},\n    ) -> {returns}: ...\n"
 
 
 def render(current: str, decl: ModuleType | None = None) -> str:
@@ -173,12 +208,15 @@ def render(current: str, decl: ModuleType | None = None) -> str:
     decl = decl or load_decl()
     if MARKER not in current:
         raise ValueError(f"{OUTPUT} lacks the marker line {MARKER.strip()!r}")
+    prototypes = decl.prototypes().values()
     parts = [current[: current.index(MARKER)], MARKER]
     for file, title in SECTIONS.items():
         parts.append(f"\n    # -- {title} {'-' * max(3, 72 - len(title))}\n")
-        for m in _PROTOTYPE.finditer(decl.read(file)):
-            if m["name"] not in NOT_IN_BACKENDS:
-                parts.append(method(m["result"], m["name"], m["params"]))
+        for p in prototypes:
+            if p.file == file and p.name not in NOT_IN_BACKENDS:
+                parts.append(method(p.result, p.name, p.params))
+    parts.append(SYMBOLS_HEAD)
+    parts.extend(symbol(p.result, p.name, p.params) for p in prototypes)
     return "".join(parts)
 
 

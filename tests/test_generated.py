@@ -9,6 +9,7 @@ from types import ModuleType
 
 import pytest
 
+from pyaclnn import _decl
 from pyaclnn.backends._interface import Backend
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,6 +35,22 @@ def test_the_generated_interface_is_current():
 
 def test_the_check_mode_exits_zero_when_current():
     assert _generator().main(["--check"]) == 0
+
+
+def test_symbols_types_every_declared_function_as_cffi_binds_it():
+    # The npu backend's calls into C are type-checked against Symbols: one method per
+    # declared function, with the number of parameters cffi passes.
+    from pyaclnn.backends._interface import Symbols
+    from pyaclnn.backends.npu._ffi import ffi, function_names
+
+    typed = {
+        name: fn for name, fn in inspect.getmembers(Symbols, inspect.isfunction) if not name.startswith("_")
+    }
+    assert list(typed) == sorted(function_names())
+    for name, fn in typed.items():
+        proto = _decl.prototypes()[name]
+        ctype = ffi.typeof(f"{proto.result} (*)({', '.join(proto.params) or 'void'})")  # a function type
+        assert len(inspect.signature(fn).parameters) - 1 == len(ctype.args), name
 
 
 def test_every_declared_function_of_the_backends_is_in_the_interface():
@@ -62,9 +79,8 @@ def test_every_declared_function_of_the_backends_is_in_the_interface():
     ],
 )
 def test_c_types_become_python_types_by_the_rules(c_type, python):
-    generator = _generator()
-    match = generator._PROTOTYPE.search(c_type)
-    assert generator.method(match["result"], match["name"], match["params"]).strip() == python
+    (prototype,) = _decl.parse_prototypes(c_type)
+    assert _generator().method(prototype.result, prototype.name, prototype.params).strip() == python
 
 
 def test_the_npu_backend_binds_out_parameters_from_the_declarations(emulator_home):

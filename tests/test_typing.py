@@ -82,12 +82,3 @@ def test_numpy_result_is_not_a_device_array(tmp_path: Path) -> None:
     assert result.returncode == 1, result.stdout + result.stderr
     assert 'wrong_script.py:7: error: "ndarray[' in result.stdout, result.stdout
     assert 'has no attribute "numpy"  [attr-defined]' in result.stdout, result.stdout
-
-
-def test_symbols_protocol_lists_every_declared_function() -> None:
-    # The npu backend's C functions are typed by a Protocol written from include/decl: it must follow them.
-    from pyaclnn.backends.npu._ffi import Symbols, function_names
-
-    declared = set(function_names())
-    typed = {name for name in vars(Symbols) if not name.startswith("_")}
-    assert typed == declared, (sorted(declared - typed), sorted(typed - declared))

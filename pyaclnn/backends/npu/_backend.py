@@ -25,8 +25,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from .._interface import LIVE_COUNT_NAMES
-from ._ffi import Symbols, ffi, out_parameters, parameter_names
+from .._interface import LIVE_COUNT_NAMES, Symbols
+from ._ffi import ffi, out_parameters, parameter_names
 from ._loading import load
 from ._marshal import (
     _ADDRESS_LIMIT,
@@ -51,7 +51,6 @@ from ._marshal import (
     _pointer,
     _reraised,
     _stream,
-    _typeof,
     _workspace,
 )
 
@@ -110,7 +109,7 @@ def _phase2(api: str) -> Any:
 
     def method(self: NpuBackend, workspace: int, workspace_size: int, executor: Any, stream: Any) -> int:
         ws = _workspace(workspace, api)
-        st = stream if type(stream) is _CDATA and _typeof(stream) is _STREAM else _stream(stream, api)
+        st = _stream(stream, api)
         ex = NULL if executor is None else executor
         try:
             return cast(int, getattr(self._c, api)(ws, workspace_size, ex, st))
@@ -190,7 +189,7 @@ class NpuBackend:
 
     def adopt_stream(self, handle: Any) -> Any:
         """An ``aclrtStream`` made elsewhere (an int address or a cffi pointer) as this backend's handle."""
-        if type(handle) is _CDATA and _typeof(handle) is _STREAM:
+        if type(handle) is _CDATA and ffi.typeof(handle) is _STREAM:
             return handle
         if isinstance(handle, ffi.CData) and ffi.typeof(handle).kind == "pointer":
             return ffi.cast(_STREAM, handle)
@@ -246,9 +245,7 @@ class NpuBackend:
         return self._c.aclrtDestroyStream(_stream(stream, "aclrtDestroyStream"))
 
     def aclrtSynchronizeStream(self, stream: Any) -> int:
-        if type(stream) is not _CDATA or _typeof(stream) is not _STREAM:  # once per call: no helper
-            stream = _stream(stream, "aclrtSynchronizeStream")
-        return self._c.aclrtSynchronizeStream(stream)
+        return self._c.aclrtSynchronizeStream(_stream(stream, "aclrtSynchronizeStream"))
 
     # -- events -------------------------------------------------------------------
     def aclrtCreateEvent(self) -> tuple[int, Any]:
