@@ -18,9 +18,6 @@ from ... import errors
 from ._ffi import ffi
 
 NULL = ffi.NULL
-# The C type of a cdata: the C backend's typeof skips FFI.typeof's Python dispatch (~65 ns per
-# stream check, several per call); FFI.typeof where a cffi lacks it.
-_typeof = getattr(ffi._backend, "typeof", ffi.typeof)
 _VOIDP = ffi.typeof("void *")
 _UINTPTR = ffi.typeof("uintptr_t")
 _I64ARR = ffi.typeof("int64_t[]")
@@ -148,7 +145,7 @@ def _new_event(status: int, event: Any) -> Any:
 
 
 def _event(event: Any, api: str) -> Any:
-    if type(event) is _CDATA and _typeof(event) is _EVENT:
+    if type(event) is _CDATA and ffi.typeof(event) is _EVENT:
         return event
     raise TypeError(f"{api}: event must be an event from aclrtCreateEvent, got {_describe(event)}")
 
@@ -156,7 +153,7 @@ def _event(event: Any, api: str) -> Any:
 def _stream(stream: Any, api: str) -> Any:
     if stream is None:
         return NULL
-    if type(stream) is _CDATA and _typeof(stream) is _STREAM:
+    if type(stream) is _CDATA and ffi.typeof(stream) is _STREAM:
         return stream
     raise TypeError(
         f"{api}: stream must be a stream from aclrtCreateStream (or None), got {_describe(stream)}"
