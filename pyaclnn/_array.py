@@ -179,18 +179,10 @@ class DeviceArray:
         cls, ctx: _context._Context, shape: tuple[int, ...], dtype: np.dtype, stream: Stream
     ) -> DeviceArray:
         """A contiguous array of an already valid shape and dtype for work on ``stream``
-        (the outputs of a call).
-
-        :meth:`_setup` written out: this runs for every output of every call.
-        """
+        (the outputs of a call)."""
         array = cls.__new__(cls)
-        array.backend = ctx.name
-        array.strides, size = _contiguous_layout(shape)
-        array.shape, array.dtype, array.offset, array.storage_size = shape, dtype, 0, size
-        array._pool = pool = stream._pool
-        array._last_descriptor = array._block = None  # so that a failing acquire leaves a closed array
-        array._stream = stream
-        array._block = pool.acquire(size * dtype.itemsize, stream._state) if size else pool.empty_block
+        strides, size = _contiguous_layout(shape)
+        array._setup(ctx, shape, dtype, strides, 0, size, stream, stream._pool)
         return array
 
     def _setup(

@@ -113,8 +113,7 @@ class Launch:
                 raise ValueError(
                     f"{name} lives on backend {x.backend!r}, but this call runs on {self.backend!r}"
                 )
-            block = x._block  # DeviceArray.closed written out: this runs for every input of every call
-            if block is None or (not block.ptr and block.nbytes):
+            if x.closed:
                 raise ValueError(f"{name} is a closed DeviceArray: its memory was freed")
             if x._pool.device != self.device_id:
                 raise ValueError(
