@@ -430,6 +430,7 @@ def _contiguous_layout(shape: tuple[int, ...]) -> tuple[tuple[int, ...], int]:
     return _dtypes.contiguous_strides(shape), prod(shape)
 
 
+# empty() and zeros() take the same arguments on purpose (as NumPy's do); zeros is empty plus a fill.
 def empty(
     shape: Sequence[int],
     dtype: Any = np.float32,

@@ -146,6 +146,10 @@ def _flag(name: str, value: Any) -> bool:
 
 
 # -- MaxPool3dWithArgmax(Backward) ---------------------------------------------
+# Each call has @overload stubs, one per way to get DeviceArrays back (a
+# DeviceArray in any array position, or out= given), and one for NumPy in ->
+# NumPy out. They repeat the signature by nature: a type checker reads them,
+# nothing runs them, and tests/test_typing.py checks what they promise.
 
 
 def _pool_output_shape(x: DeviceArray | None, params: PoolInts, ceil_mode: bool) -> tuple[int, ...]:

@@ -192,6 +192,8 @@ class Backend(Protocol):
     ) -> int: ...
 
 
+# Symbols repeats Backend's functions with the C parameters: two typed views of one
+# prototype, both generated, neither edited by hand.
 class Symbols(Protocol):
     """The declared C functions as the npu backend's loader binds them (a stub where no library
     exports one): every function of include/decl, C parameter names; pointers and handles are

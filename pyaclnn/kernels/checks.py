@@ -254,6 +254,9 @@ def plane_size_limit(shape: Sequence[int], forward: bool) -> None:
 
 
 # -- MaxPool3dWithArgmax ------------------------------------------------------
+# The forward's and the backward's checks list the same pooling parameters (the C
+# operators share them); the rules themselves are written once, in pool_params,
+# pooled_shape and plane_size_limit.
 
 
 @dataclass(frozen=True)

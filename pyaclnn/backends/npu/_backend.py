@@ -351,6 +351,8 @@ class NpuBackend:
 
     aclnnFinalize = _generic("aclnnFinalize")
 
+    # Hand-written (its arrays need marshaling, and it runs for every tensor of a call); the numpy
+    # backend implements the same generated Backend method, so the parameter list stands there too.
     def aclCreateTensor(
         self,
         view_dims: Sequence[int],

@@ -546,6 +546,8 @@ class NumpyBackend(OperatorsMixin):
         return status
 
     # -- descriptors --------------------------------------------------------
+    # aclCreateTensor's parameter list stands here and in the npu backend: each backend
+    # implements the generated Backend method; the bodies share nothing.
     def aclCreateTensor(
         self,
         view_dims: Sequence[int],

@@ -153,6 +153,8 @@ class OperatorsMixin:
         ]
 
     # -- MaxPool3dWithArgmax ------------------------------------------------
+    # The two max-pool adapters take the same four pooling arrays and ceilMode because the
+    # C operators do; what they share beyond the parameter lists is in _pool_params.
     def aclnnMaxPool3dWithArgmaxGetWorkspaceSize(
         self,
         self_: Any,
