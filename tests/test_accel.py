@@ -343,6 +343,24 @@ def test_index_guard_same_message_nothing_written(compiled, index_dtype, bad_val
     assert compiled.calls == 3
 
 
+def test_index_guard_checks_every_plane_before_any_thread_writes(compiled, monkeypatch):
+    """One parallel task checks and then scatters: a thread out of planes to check
+    must wait for the others' checks, so a bad index in the last plane still
+    leaves grad_input untouched."""
+    rng = np.random.default_rng(21)
+    in_shape = (4, 64, 8, 8, 8)  # 256 planes, ~1M indices: the threads check side by side
+    go, idx = _random_case(rng, in_shape, (16, 16, 16), F32, np.int32)
+    idx[-1, -1, -1, -1, -1] = 512  # the last index of the last plane: one past its end
+    for threads in ("2", "3"):
+        monkeypatch.setenv("PYACLNN_NUM_THREADS", threads)
+        for _ in range(10):
+            gi = np.full(in_shape, 7, F32)
+            with pytest.raises(IndexOutOfPlaneError, match=r"indices\[3, 63, 15, 15, 15\] = 512"):
+                max_pool3d_with_argmax_backward(go, idx, gi)
+            assert (gi == 7).all()
+    assert compiled.calls == 20
+
+
 # --------------------------------------------------------------------------
 # Switching, status, conversions
 # --------------------------------------------------------------------------
@@ -444,13 +462,14 @@ def test_software_conversion_kernel_matches(f16c, dtype, in_shape):
 
 
 # --------------------------------------------------------------------------
-# Large 16-bit outputs: whole-plane conversions with streaming stores
+# Large outputs: whole planes written with streaming stores
 # --------------------------------------------------------------------------
-# From 1 MiB of float16/bfloat16 grad_input on (STREAM_MIN_BYTES in the C
-# source), a C-contiguous plane is converted in one pass with streaming
-# stores (F16C for float16, AVX2 lanes for bfloat16); below it, or with
-# strided planes, or with the hardware conversion switched off, row by row.
-# All must give the NumPy kernel's bits.
+# From 1 MiB of grad_input on (STREAM_MIN_BYTES in the C source), a
+# C-contiguous plane is summed in a float32 scratch plane and written in one
+# pass with streaming stores: float32 copied, float16 converted by F16C,
+# bfloat16 by AVX2 lanes. Below it, or with strided planes, or with the
+# hardware conversion switched off (16 bits), row by row; small float32
+# outputs are summed in place. All must give the NumPy kernel's bits.
 
 STREAM_CASES = [
     ((2, 5, 17, 63, 61), (9, 32, 31)),  # odd planes: each plane starts unaligned, ragged tails
@@ -525,6 +544,30 @@ def test_large_16_bit_outputs_same_bits_in_every_path(conversion, dtype):
         got = _output(in_shape, dtype, kind)
         max_pool3d_with_argmax_backward(go, idx, got)
         assert _same_bits(got, reference)
+
+
+@pytest.mark.parametrize("index_dtype", INDEX_DTYPES, ids=str)
+@pytest.mark.parametrize("case", range(len(STREAM_CASES)))
+def test_large_float32_outputs_match_numpy_streamed_or_not(compiled, index_dtype, case):
+    """From 1 MiB of float32 grad_input on, planes are summed apart and streamed out:
+    the NumPy kernel's bits (summed in place), as the strided outputs that are not."""
+    in_shape, out_spatial = STREAM_CASES[case]
+    assert int(np.prod(in_shape)) * 4 >= 1 << 20
+    rng = np.random.default_rng(hash((str(index_dtype), case, "f32")) % 2**32)
+    go, idx = _random_case(rng, in_shape, out_spatial, F32, index_dtype, collide=True)
+    reference = _compare(_sprinkle_specials(rng, go, signed_nans=False), idx, in_shape, F32)
+    assert (reference == 0).any()  # untouched cells
+    _compare(_sprinkle_specials(rng, go, signed_nans=True), idx, in_shape, F32, nan_sign_free=True)
+    go = _sprinkle_specials(rng, go, signed_nans=False)
+    reference = _compare(go, idx, in_shape, F32)
+    for kind in ("strided", "transposed"):
+        got = _output(in_shape, F32, kind)
+        max_pool3d_with_argmax_backward(go, idx, got)
+        assert _same_bits(got, reference)
+    plane = int(np.prod(in_shape[2:]))
+    for cell in (0, plane - 1):  # one touched cell per plane: the scratch plane is cleared between planes
+        got = _compare(go, np.full(go.shape, cell, index_dtype), in_shape, F32)
+        assert not got.reshape(-1, plane)[:, 1:-1].any()
 
 
 def test_no_compiler_means_numpy_kernels_and_says_why(monkeypatch, tmp_path):

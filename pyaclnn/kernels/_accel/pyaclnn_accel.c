@@ -10,12 +10,15 @@
  * Arrays arrive as NumPy hands them over: a pointer to the logical first
  * element and one byte stride per axis (any sign, any layout).
  */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime under -std=c11 */
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define API __attribute__((visibility("default")))
 
@@ -152,12 +155,14 @@ __attribute__((target("avx,f16c"))) static void float_row_to_half_f16c(const flo
     for (; i < n; i++) dst[i] = _cvtss_sh(src[i], 0);
 }
 
-/* Streaming-store conversions of a whole C-contiguous plane of grad_input
+/* Streaming-store writes of a whole C-contiguous plane of grad_input
  * (written once, not read again by the kernel): the stores skip reading the
- * lines they overwrite, a third of the memory traffic of a 16-bit backward.
- * Same bits as the row conversions. The task fences them before returning. */
-__attribute__((target("avx,f16c"))) static void float_plane_to_half_f16c_stream(const float *src, uint16_t *dst,
+ * lines they overwrite (a third of the memory traffic of a 16-bit backward)
+ * and leave the caches to the caller's next work. Same bits as the row
+ * conversions. The task fences them before returning. */
+__attribute__((target("avx,f16c"))) static void float_plane_to_half_f16c_stream(const float *src, void *out,
                                                                                  int64_t n) {
+    uint16_t *dst = out;
     int64_t i = 0;
     for (; i < n && ((uintptr_t)(dst + i) & 15); i++) dst[i] = _cvtss_sh(src[i], 0);
     for (; i + 8 <= n; i += 8)
@@ -178,8 +183,9 @@ __attribute__((target("avx2"))) static inline __m256i bf16_lanes(__m256 f) {
     return _mm256_blendv_epi8(rounded, nan, is_nan);
 }
 
-__attribute__((target("avx2"))) static void float_plane_to_bf16_avx2_stream(const float *src, uint16_t *dst,
+__attribute__((target("avx2"))) static void float_plane_to_bf16_avx2_stream(const float *src, void *out,
                                                                              int64_t n) {
+    uint16_t *dst = out;
     int64_t i = 0;
     for (; i < n && ((uintptr_t)(dst + i) & 31); i++) dst[i] = float_to_bf16(src[i]);
     for (; i + 16 <= n; i += 16) {
@@ -190,6 +196,18 @@ __attribute__((target("avx2"))) static void float_plane_to_bf16_avx2_stream(cons
         _mm256_stream_si256((__m256i *)(dst + i), packed);
     }
     for (; i < n; i++) dst[i] = float_to_bf16(src[i]);
+}
+
+/* float32 sums copied as they are (SSE2: every x86-64 CPU). */
+static void float_plane_stream(const float *src, void *out, int64_t n) {
+    float *dst = out;
+    int64_t i = 0;
+    for (; i < n && ((uintptr_t)(dst + i) & 15); i++) dst[i] = src[i];
+    for (; i + 8 <= n; i += 8) {
+        _mm_stream_ps(dst + i, _mm_loadu_ps(src + i));
+        _mm_stream_ps(dst + i + 4, _mm_loadu_ps(src + i + 4));
+    }
+    for (; i < n; i++) dst[i] = src[i];
 }
 #endif
 
@@ -205,9 +223,10 @@ static void float_row_to_half_sw(const float *src, uint16_t *dst, int64_t n) {
  * path when the CPU has F16C, else the software one; both give the same bits. */
 static void (*half_to_float_row)(const uint16_t *, float *, int64_t) = half_row_to_float_sw;
 static void (*float_to_half_row)(const float *, uint16_t *, int64_t) = float_row_to_half_sw;
-/* Whole-plane streaming conversions, NULL where the CPU (or the switch) has none. */
-static void (*float_to_half_plane)(const float *, uint16_t *, int64_t);
-static void (*float_to_bf16_plane)(const float *, uint16_t *, int64_t);
+/* Whole-plane streaming stores by dtype (DT_*), NULL where the CPU (or the
+ * switch) has none. */
+typedef void (*plane_writer)(const float *, void *, int64_t);
+static plane_writer stream_plane[3];
 
 /* Use F16C when ``want`` and the CPU has it; returns whether it is used now.
  * ``want`` < 0 only asks. Not for use while a kernel runs. */
@@ -218,10 +237,11 @@ API int pyaclnn_accel_use_f16c(int want) {
         int hardware = want && __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
         half_to_float_row = hardware ? half_row_to_float_f16c : half_row_to_float_sw;
         float_to_half_row = hardware ? float_row_to_half_f16c : float_row_to_half_sw;
-        float_to_half_plane = hardware ? float_plane_to_half_f16c_stream : NULL;
+        stream_plane[DT_FLOAT32] = float_plane_stream;
+        stream_plane[DT_FLOAT16] = hardware ? float_plane_to_half_f16c_stream : NULL;
         /* bfloat16 has no hardware conversion here: AVX2 integer lanes, or the
          * scalar loop when F16C conversion is switched off (tests) */
-        float_to_bf16_plane = want && __builtin_cpu_supports("avx2") ? float_plane_to_bf16_avx2_stream : NULL;
+        stream_plane[DT_BFLOAT16] = want && __builtin_cpu_supports("avx2") ? float_plane_to_bf16_avx2_stream : NULL;
     }
     return half_to_float_row == half_row_to_float_f16c;
 #else
@@ -248,11 +268,11 @@ typedef void (*task_fn)(void *ctx);
 
 static struct {
     pthread_mutex_t busy; /* held by the one call using the workers */
-    pthread_mutex_t lock; /* guards the fields below */
+    pthread_mutex_t lock; /* guards the fields below (``remaining`` is also read without it) */
     pthread_cond_t wake, done;
     int workers;          /* threads started */
     int wanted;           /* workers taking part in the current task */
-    int remaining;        /* of those, still running it */
+    atomic_llong remaining; /* of those, still running it */
     unsigned long generation;
     task_fn fn;
     void *ctx;
@@ -276,7 +296,7 @@ static void *worker_main(void *arg) {
         pthread_mutex_unlock(&pool.lock);
         fn(ctx);
         pthread_mutex_lock(&pool.lock);
-        if (--pool.remaining == 0) pthread_cond_signal(&pool.done);
+        if (atomic_fetch_sub(&pool.remaining, 1) == 1) pthread_cond_signal(&pool.done);
     }
     return NULL;
 }
@@ -287,7 +307,8 @@ static void pool_reset(void) {
     pthread_mutex_init(&pool.lock, NULL);
     pthread_cond_init(&pool.wake, NULL);
     pthread_cond_init(&pool.done, NULL);
-    pool.workers = pool.wanted = pool.remaining = 0;
+    pool.workers = pool.wanted = 0;
+    atomic_store(&pool.remaining, 0);
 }
 
 /* Start workers up to ``count``; returns how many exist. Called holding pool.busy. */
@@ -306,10 +327,47 @@ static int pool_grow(int count) {
     return pool.workers;
 }
 
+static inline void cpu_relax(void) {
+#if HAVE_F16C_PATH
+    _mm_pause();
+#endif
+}
+
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* How long a thread that has run out of work polls for the others before it
+ * sleeps: about one plane's work. Falling asleep and being woken costs
+ * 20-50 us each on a shared VM (measured: a no-op run_parallel on 2 threads
+ * took 40-90 us); the poll ends as soon as the last share is done. */
+#define FINISH_POLL_NS 200000
+
+/* Poll until ``*value`` is 0, for at most FINISH_POLL_NS; returns whether it is. */
+static int poll_zero(atomic_llong *value) {
+    int64_t deadline = 0;
+    for (unsigned spins = 0; atomic_load(value) != 0; spins++) {
+        cpu_relax();
+        if ((spins & 63) == 63) {
+            int64_t now = now_ns();
+            if (!deadline) {
+                deadline = now + FINISH_POLL_NS;
+            } else if (now > deadline) {
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
 /* Run ``fn(ctx)`` on ``threads`` threads, the caller being one of them; ``fn``
  * takes its work from a shared counter, so any number of threads gives the
  * same result. When another call already holds the workers (two streams at
- * once), this one runs in the caller alone instead of waiting. */
+ * once), this one runs in the caller alone instead of waiting. The caller
+ * polls briefly for the helpers' last shares before it sleeps (see
+ * FINISH_POLL_NS); the helpers themselves sleep between tasks, never spin. */
 static void run_parallel(task_fn fn, void *ctx, int threads) {
     if (threads > MAX_THREADS) threads = MAX_THREADS;
     if (threads <= 1 || pthread_mutex_trylock(&pool.busy) != 0) {
@@ -321,14 +379,16 @@ static void run_parallel(task_fn fn, void *ctx, int threads) {
     pool.fn = fn;
     pool.ctx = ctx;
     pool.wanted = helpers;
-    pool.remaining = helpers;
+    atomic_store(&pool.remaining, helpers);
     pool.generation++;
     pthread_cond_broadcast(&pool.wake);
     pthread_mutex_unlock(&pool.lock);
     fn(ctx);
-    pthread_mutex_lock(&pool.lock);
-    while (pool.remaining > 0) pthread_cond_wait(&pool.done, &pool.lock);
-    pthread_mutex_unlock(&pool.lock);
+    if (!poll_zero(&pool.remaining)) {
+        pthread_mutex_lock(&pool.lock);
+        while (atomic_load(&pool.remaining) > 0) pthread_cond_wait(&pool.done, &pool.lock);
+        pthread_mutex_unlock(&pool.lock);
+    }
     pthread_mutex_unlock(&pool.busy);
 }
 
@@ -338,8 +398,12 @@ __attribute__((constructor)) static void pool_init(void) { pthread_atfork(NULL, 
  * Max-pool backward
  * ------------------------------------------------------------------------ */
 
-/* From this many bytes of 16-bit grad_input on, its planes are written with
- * streaming stores (where the CPU has them; see float_plane_to_half_f16c_stream). */
+/* From this many bytes of grad_input on, its planes are summed in a scratch
+ * plane and written with streaming stores (where the CPU has them; see
+ * float_plane_to_half_f16c_stream). On the float32 benchmark shapes (CPU
+ * time of one thread, into the same output) this takes 0.75-0.8x the time of
+ * summing in place in grad_input for k3 s2, 0.9x for k3 s1 and 1.05-1.1x for
+ * k2 s2; it also leaves the caches (and the Python that runs next) alone. */
 #define STREAM_MIN_BYTES (1u << 20)
 
 typedef struct {
@@ -351,8 +415,10 @@ typedef struct {
     int64_t in[3];                /* D, H, W */
     int64_t plane, planes, batch; /* D*H*W, N*C, planes per grab */
     int dtype, index_size;
-    int stream;              /* whole-plane streaming conversions allowed (a large grad_input) */
-    atomic_llong next;       /* next plane to take */
+    plane_writer writer;     /* streaming whole-plane writes (large grad_input, C-contiguous planes) or NULL */
+    atomic_llong next_check; /* next plane for the index guard to take */
+    atomic_llong unchecked;  /* grabs of the index guard not finished yet */
+    atomic_llong next;       /* next plane for the scatter to take */
     atomic_llong first_bad;  /* C-order position of the first bad index, or INT64_MAX */
     atomic_int failed;       /* a worker could not allocate its scratch */
 } pool_backward;
@@ -368,9 +434,9 @@ static inline int64_t load_index(const char *p, int size) {
     return v;
 }
 
-/* Take the next batch of planes: [*first, *end); false when none is left. */
-static int take_planes(pool_backward *t, int64_t *first, int64_t *end) {
-    int64_t start = atomic_fetch_add(&t->next, t->batch);
+/* Take the next batch of planes from ``next``: [*first, *end); false when none is left. */
+static int take_planes(pool_backward *t, atomic_llong *next, int64_t *first, int64_t *end) {
+    int64_t start = atomic_fetch_add(next, t->batch);
     if (start >= t->planes) return 0;
     *first = start;
     *end = start + t->batch < t->planes ? start + t->batch : t->planes;
@@ -417,8 +483,7 @@ static uint64_t highest_row(const char *row, int size, int64_t step, int64_t n) 
 /* Index guard: find the first index outside [0, plane), before anything is
  * written. A plane whose indices are in range costs one vectorized pass; only
  * a plane holding a bad one is searched for its first. */
-static void check_task(void *ctx) {
-    pool_backward *t = ctx;
+static void check_planes(pool_backward *t) {
     const int64_t od = t->out[2], oh = t->out[3], ow = t->out[4], per_plane = od * oh * ow;
     const int size = t->index_size;
     const uint64_t plane = (uint64_t)t->plane;
@@ -426,9 +491,9 @@ static void check_task(void *ctx) {
     const int flat = t->is[4] == size && (oh == 1 || t->is[3] == size * ow) &&
                      (od == 1 || t->is[2] == size * ow * oh);
     int64_t first, end;
-    while (take_planes(t, &first, &end)) {
+    while (take_planes(t, &t->next_check, &first, &end)) {
         for (int64_t p = first; p < end; p++) {
-            if (p * per_plane >= atomic_load(&t->first_bad)) return; /* an earlier one is known */
+            if (p * per_plane >= atomic_load(&t->first_bad)) break; /* an earlier one is known */
             const char *ip = plane_ptr(t->index, t->is, p, t->out[1]);
             if (flat && highest_contiguous(ip, size, per_plane) < plane) continue;
             for (int64_t d = 0; d < od; d++) {
@@ -446,6 +511,7 @@ static void check_task(void *ctx) {
             }
         next_plane:;
         }
+        atomic_fetch_sub(&t->unchecked, 1);
     }
 }
 
@@ -471,16 +537,20 @@ static const float *widen_row(const pool_backward *t, const char *row, float *bu
     return buf;
 }
 
+/* Whether grad_input's (D, H, W) planes are C-contiguous, of ``size``-byte elements. */
+static int contiguous_planes(const pool_backward *t, int size) {
+    const int64_t height = t->in[1], width = t->in[2];
+    return t->gis[4] == size && (height == 1 || t->gis[3] == size * width) &&
+           (t->in[0] == 1 || t->gis[2] == size * width * height);
+}
+
 /* Write a plane's float32 sums into grad_input's dtype and strides, rounding once. */
 static void store_plane(const pool_backward *t, const float *acc, char *dst, uint16_t *bits) {
     const int64_t depth = t->in[0], height = t->in[1], width = t->in[2];
     const int size = t->dtype == DT_FLOAT32 ? 4 : 2;
     const int64_t step = t->gis[4];
-    void (*plane_fn)(const float *, uint16_t *, int64_t) =
-        t->dtype == DT_FLOAT16 ? float_to_half_plane : t->dtype == DT_BFLOAT16 ? float_to_bf16_plane : NULL;
-    if (plane_fn && t->stream && step == 2 && (height == 1 || t->gis[3] == 2 * width) &&
-        (depth == 1 || t->gis[2] == 2 * width * height)) {
-        plane_fn(acc, (uint16_t *)dst, t->plane);
+    if (t->writer) {
+        t->writer(acc, dst, t->plane);
         return;
     }
     for (int64_t d = 0; d < depth; d++) {
@@ -517,13 +587,10 @@ static void store_plane(const pool_backward *t, const float *acc, char *dst, uin
 SCATTER_ROW(int32_t)
 SCATTER_ROW(int64_t)
 
-static void scatter_task(void *ctx) {
-    pool_backward *t = ctx;
-    const int64_t od = t->out[2], oh = t->out[3], ow = t->out[4];
-    const int64_t depth = t->in[0], height = t->in[1], width = t->in[2];
-    /* float32 grad_input with C-contiguous planes: sum in place, no accumulator. */
-    const int in_place = t->dtype == DT_FLOAT32 && t->gis[4] == 4 && t->gis[3] == 4 * width &&
-                         (depth == 1 || t->gis[2] == 4 * width * height);
+static void scatter_planes(pool_backward *t) {
+    const int64_t od = t->out[2], oh = t->out[3], ow = t->out[4], width = t->in[2];
+    /* A small float32 grad_input with C-contiguous planes: sum in place, no accumulator. */
+    const int in_place = t->dtype == DT_FLOAT32 && !t->writer && contiguous_planes(t, 4);
     const int64_t row_len = ow > width ? ow : width;
     const size_t acc_bytes = in_place ? 0 : (size_t)t->plane * sizeof(float);
     const size_t buf_bytes = (size_t)row_len * (sizeof(float) + sizeof(uint16_t));
@@ -535,7 +602,7 @@ static void scatter_task(void *ctx) {
     float *buf = (float *)(scratch + acc_bytes);
     uint16_t *bits = (uint16_t *)(buf + row_len);
     int64_t first, end;
-    while (take_planes(t, &first, &end)) {
+    while (take_planes(t, &t->next, &first, &end)) {
         for (int64_t p = first; p < end; p++) {
             const char *gp = plane_ptr(t->grad, t->gs, p, t->out[1]);
             const char *ip = plane_ptr(t->index, t->is, p, t->out[1]);
@@ -559,6 +626,21 @@ static void scatter_task(void *ctx) {
     _mm_sfence(); /* store_plane's streaming stores are done before the call returns */
 #endif
     scratch_free(scratch, acc_bytes + buf_bytes);
+}
+
+/* The whole backward in one parallel task (one wake-up of the workers): the
+ * index guard over every plane, then, once no thread is still checking and
+ * no bad index was found, the scatter. A thread out of planes to check waits
+ * only for the other threads' planes in progress. */
+static void backward_task(void *ctx) {
+    pool_backward *t = ctx;
+    if (t->out[2] * t->out[3] * t->out[4] > 0) {
+        check_planes(t);
+        if (!poll_zero(&t->unchecked)) /* a checking thread was descheduled */
+            while (atomic_load(&t->unchecked) != 0) sched_yield();
+        if (atomic_load(&t->first_bad) != INT64_MAX) return;
+    }
+    scatter_planes(t);
 }
 
 /*
@@ -600,21 +682,21 @@ API int pyaclnn_max_pool3d_backward(intptr_t grad, const int64_t *grad_strides, 
     t.batch = work >= 4096 ? 1 : 4096 / (work + 1) + 1;
     if (threads > t.planes) threads = (int)t.planes;
     /* A small grad_input stays in the caches for whoever reads it next. */
-    t.stream = (uint64_t)t.planes * (uint64_t)t.plane * 2u >= STREAM_MIN_BYTES;
+    const int size = dtype == DT_FLOAT32 ? 4 : 2;
+    if ((uint64_t)t.planes * (uint64_t)t.plane * (uint64_t)size >= STREAM_MIN_BYTES && contiguous_planes(&t, size))
+        t.writer = stream_plane[dtype];
 
     atomic_init(&t.failed, 0);
-    if (t.out[2] * t.out[3] * t.out[4] > 0) {
-        atomic_init(&t.next, 0);
-        atomic_init(&t.first_bad, INT64_MAX);
-        run_parallel(check_task, &t, threads);
-        long long first_bad = atomic_load(&t.first_bad);
-        if (first_bad != INT64_MAX) {
-            *bad = first_bad;
-            return RC_BAD_INDEX;
-        }
-    }
+    atomic_init(&t.next_check, 0);
+    atomic_init(&t.unchecked, (t.planes + t.batch - 1) / t.batch);
     atomic_init(&t.next, 0);
-    run_parallel(scatter_task, &t, threads);
+    atomic_init(&t.first_bad, INT64_MAX);
+    run_parallel(backward_task, &t, threads);
+    long long first_bad = atomic_load(&t.first_bad);
+    if (first_bad != INT64_MAX) {
+        *bad = first_bad;
+        return RC_BAD_INDEX;
+    }
     return atomic_load(&t.failed) ? RC_NO_MEMORY : RC_OK;
 }
 
