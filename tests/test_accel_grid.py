@@ -323,6 +323,35 @@ def test_backward_float64_and_pyaclnn_accel_0_stay_with_numpy(compiled, monkeypa
     assert compiled.calls == 1
 
 
+def test_compiled_kernels_decline_mixed_dtypes_and_read_only_outputs(compiled):
+    """Every array of a call must share one dtype the library takes, and every output
+    given must be writable; otherwise the NumPy kernel keeps the call (False)."""
+    rng = np.random.default_rng(16)
+    go, x, grid = _case(rng, (1, 2, 3, 4, 5), (2, 3, 4), F32)
+    ig, gg = _outputs(x, grid)
+    out = np.empty(go.shape, F32)
+    modes = MODES[0]
+    half = F16.type
+    for data, outputs in [
+        ((go, x, grid.astype(half)), (ig, gg)),  # one input of another dtype
+        ((go.astype(half), x, grid), (ig, gg)),  # the first one
+        ((go, x, grid), (ig.astype(half), gg)),  # an output
+        ((go, x, grid), (ig, np.zeros(grid.shape, F16))),
+    ]:
+        assert _accel.grid_sampler3d_backward(data, modes, outputs) is False
+    read_only_ig, read_only_gg = ig.copy(), gg.copy()
+    read_only_ig.flags.writeable = read_only_gg.flags.writeable = False
+    assert _accel.grid_sampler3d_backward((go, x, grid), modes, (read_only_ig, gg)) is False
+    assert _accel.grid_sampler3d_backward((go, x, grid), modes, (None, read_only_gg)) is False
+    assert _accel.grid_sampler3d((x, grid.astype(half)), modes, out) is False
+    assert _accel.grid_sampler3d((x, grid), modes, out.astype(half)) is False
+    assert compiled.calls == compiled.forward_calls == 0
+    # the same arrays, consistent: compiled
+    assert _accel.grid_sampler3d_backward((go, x, grid), modes, (ig, None)) is True
+    assert _accel.grid_sampler3d((x, grid), modes, out) is True
+    assert compiled.calls == compiled.forward_calls == 1
+
+
 def test_accel_status_lists_the_grid_kernels(compiled):
     kernels = _accel.accel_status()["kernels"]
     assert kernels["grid_sampler3d_backward"] == kernels["grid_sampler3d"] == "compiled"

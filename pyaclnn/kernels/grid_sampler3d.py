@@ -433,7 +433,7 @@ def grid_sampler3d(
     """
     # The one place that hands a call to the compiled kernel (pyaclnn.kernels._accel);
     # this function stays the reference.
-    if _accel.grid_sampler3d(input, grid, interpolation_mode, padding_mode, align_corners, out):
+    if _accel.grid_sampler3d((input, grid), (interpolation_mode, padding_mode, align_corners), out):
         return
     N, C, D, H, W = input.shape
     if out.size == 0:
@@ -523,9 +523,8 @@ def grid_sampler3d_backward(
     """
     # The one place that hands a call to the compiled kernel (pyaclnn.kernels._accel);
     # this function stays the reference.
-    if _accel.grid_sampler3d_backward(
-        grad_output, input, grid, interpolation_mode, padding_mode, align_corners, input_grad, grid_grad
-    ):
+    modes = (interpolation_mode, padding_mode, align_corners)
+    if _accel.grid_sampler3d_backward((grad_output, input, grid), modes, (input_grad, grid_grad)):
         return
     N, C, D, H, W = input.shape
     Do, Ho, Wo = grid.shape[1:4]

@@ -660,7 +660,7 @@ def max_pool3d_with_argmax_backward(
     # The one place that hands a call to the compiled kernel (pyaclnn.kernels._accel),
     # which checks every index first as check_indices does; this function stays the reference.
     try:
-        if _accel.max_pool3d_backward(grad_output, indices, grad_input, _thread_count()):
+        if _accel.max_pool3d_backward(grad_output, indices, grad_input):
             return
     except _accel.BadIndex as exc:
         raise _out_of_plane(indices, exc.position, plane) from None

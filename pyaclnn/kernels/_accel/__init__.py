@@ -55,15 +55,19 @@ one NumPy float16/bfloat16 path, while here it goes through the float32 sum
 (quietened; bfloat16 NaN canonical), as NumPy's other paths do. float64 stays
 with NumPy.
 
-Max-pool backward in float16/bfloat16 from 1 MiB of grad_input on, with
-C-contiguous planes: each plane's float32 sums are converted in one pass
-(F16C 8 lanes, or AVX2 integer lanes for bfloat16) and written with streaming
-stores, which skip reading grad_input's lines before overwriting them (the
-kernel of the fp16 benchmark case 1.4x faster). Below 1 MiB the output is written
-normally, so that it stays in the caches for the next op. Rounding only the
+Max-pool backward from 1 MiB of grad_input on, with C-contiguous planes:
+each plane is summed in a float32 scratch plane, then written in one pass
+with streaming stores (float32 copied; float16 by F16C 8 lanes, bfloat16 by
+AVX2 integer lanes), which skip reading grad_input's lines before
+overwriting them and keep the output out of the caches (the kernel of the
+fp16 benchmark case 1.4x faster; float32: see STREAM_MIN_BYTES in the C
+source). Below 1 MiB the output is written normally (float32 summed in
+place), so that it stays in the caches for the next op. Rounding only the
 cells the indices touch (zeroing the rest in 16 bits) was measured too and
 was slower in every case tried, down to one gradient per 64 cells: the
-streaming plane conversion beats the per-index rounding.
+streaming plane conversion beats the per-index rounding. The index guard
+and the scatter are one parallel task, so a call wakes the worker threads
+once.
 
 Grid sampler, backward inputGrad: the same accumulation order, so the same
 bits, in both layouts. Each (cell, channel) sums in float32 from +0, as the
@@ -99,6 +103,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from .. import _workers
 
 __all__ = [
     "BadIndex",
@@ -146,6 +152,7 @@ KERNELS = ("max_pool3d_with_argmax_backward", "grid_sampler3d", "grid_sampler3d_
 _PARALLEL_MIN_ELEMENTS = 1 << 16
 
 _RC_OK, _RC_BAD_INDEX = 0, 1
+_NO_STRIDES = (0,) * 5  # of an output not wanted
 
 
 class BadIndex(Exception):
@@ -360,13 +367,40 @@ def _address(a: np.ndarray) -> int:
     return int(a.__array_interface__["data"][0])
 
 
+def _prelude(
+    data: tuple[np.ndarray, ...], outputs: tuple[np.ndarray | None, ...], threads: int | None
+) -> tuple[Any, int, int] | None:
+    """(library, dtype code, thread count) when the compiled kernels take a call, else None.
+
+    They take it when every array of ``data`` and every output given (not None)
+    shares the first array's dtype, one the library handles, and the outputs
+    are writable; and when the library is on and loaded. ``threads`` None means
+    :func:`pyaclnn.kernels._workers.thread_count`.
+    """
+    dtype = data[0].dtype
+    code = _float_code(dtype)
+    if code is None:
+        return None
+    for a in data:
+        if a.dtype != dtype:
+            return None
+    for out in outputs:
+        if out is not None and (out.dtype != dtype or not out.flags.writeable):
+            return None
+    lib = library()
+    if lib is None:
+        return None
+    return lib, code, _workers.thread_count() if threads is None else threads
+
+
 def max_pool3d_backward(
-    grad_output: np.ndarray, indices: np.ndarray, grad_input: np.ndarray, threads: int
+    grad_output: np.ndarray, indices: np.ndarray, grad_input: np.ndarray, threads: int | None = None
 ) -> bool:
     """Run the compiled max-pool backward if it handles this call.
 
     The arrays are as :func:`pyaclnn.kernels.max_pool3d.max_pool3d_with_argmax_backward`
-    receives them, already checked to be 5-D with matching N, C and shapes.
+    receives them, already checked to be 5-D with matching N, C and shapes;
+    ``threads`` as for :func:`_prelude`.
 
     Returns
     -------
@@ -381,23 +415,16 @@ def max_pool3d_backward(
         With the C-order position of the first index outside its plane;
         nothing was written.
     """
-    code = _float_code(grad_input.dtype)
-    if (
-        code is None
-        or grad_output.dtype != grad_input.dtype
-        or indices.dtype.kind != "i"
-        or indices.dtype.itemsize not in (4, 8)
-        or not indices.dtype.isnative
-        or not grad_input.flags.writeable
-    ):
+    kind = indices.dtype
+    if kind.kind != "i" or kind.itemsize not in (4, 8) or not kind.isnative:
         return False
-    lib = library()
-    if lib is None:
+    ready = _prelude((grad_output,), (grad_input,), threads)
+    if ready is None:
         return False
-    ffi = _loaded.ffi  # type: ignore[union-attr]
+    lib, code, threads = ready
     if grad_output.size + grad_input.size < _PARALLEL_MIN_ELEMENTS:
         threads = 1
-    bad = ffi.new("int64_t *")
+    bad = _loaded.ffi.new("int64_t *")  # type: ignore[union-attr]
     # Tuples for the int64_t * arguments: cffi makes the temporary arrays, at
     # half the cost of ffi.new.
     rc = lib.pyaclnn_max_pool3d_backward(
@@ -406,7 +433,7 @@ def max_pool3d_backward(
         code,
         _address(indices),
         indices.strides,
-        indices.dtype.itemsize,
+        kind.itemsize,
         _address(grad_input),
         grad_input.strides,
         grad_output.shape,
@@ -421,21 +448,18 @@ def max_pool3d_backward(
 
 
 def grid_sampler3d_backward(
-    grad_output: np.ndarray,
-    input: np.ndarray,
-    grid: np.ndarray,
-    interpolation_mode: int,
-    padding_mode: int,
-    align_corners: bool,
-    input_grad: np.ndarray | None,
-    grid_grad: np.ndarray | None,
+    data: tuple[np.ndarray, np.ndarray, np.ndarray],
+    modes: tuple[int, int, bool],
+    outputs: tuple[np.ndarray | None, np.ndarray | None],
     threads: int | None = None,
 ) -> bool:
     """Run the compiled grid-sampler backward if it handles this call.
 
-    The arguments are those of :func:`pyaclnn.kernels.grid_sampler3d.grid_sampler3d_backward`
-    (already validated), plus the thread count (default ``PYACLNN_NUM_THREADS``
-    or the usable cores).
+    The arguments of :func:`pyaclnn.kernels.grid_sampler3d.grid_sampler3d_backward`
+    (already validated), grouped as the library treats them: ``data``
+    (grad_output, input, grid) is read, ``modes`` (interpolation_mode,
+    padding_mode, align_corners) passed on, ``outputs`` (input_grad, grid_grad;
+    None when not wanted) written; ``threads`` as for :func:`_prelude`.
 
     Returns
     -------
@@ -444,18 +468,13 @@ def grid_sampler3d_backward(
         kernel must run (compiled kernels off or absent, float64 or another
         dtype it does not take, no memory for its scratch).
     """
-    code = _float_code(input.dtype)
-    if (
-        code is None
-        or grad_output.dtype != input.dtype
-        or grid.dtype != input.dtype
-        or (input_grad is not None and (input_grad.dtype != input.dtype or not input_grad.flags.writeable))
-        or (grid_grad is not None and (grid_grad.dtype != input.dtype or not grid_grad.flags.writeable))
-    ):
+    ready = _prelude(data, outputs, threads)
+    if ready is None:
         return False
-    lib = library()
-    if lib is None:
-        return False
+    lib, code, threads = ready
+    grad_output, input, grid = data
+    input_grad, grid_grad = outputs
+    interpolation_mode, padding_mode, align_corners = modes
     n, c, d, h, w = input.shape
     points = grid.shape[1] * grid.shape[2] * grid.shape[3]
     want_in = input_grad is not None and input_grad.size > 0
@@ -469,75 +488,62 @@ def grid_sampler3d_backward(
         want_in = False
     if not (want_in or want_grid):
         return True
-    if threads is None:
-        from .. import _workers
-
-        threads = _workers.thread_count()
     out_bytes = (input_grad.nbytes if want_in else 0) + (grid_grad.nbytes if want_grid else 0)  # type: ignore[union-attr]
     # Scratch: the per-point cache (up to 32 bytes a point) plus the scatter
     # blocks, within twice the outputs.
     budget = 2 * out_bytes - 32 * points
-    ig = input_grad if want_in else None
-    gg = grid_grad if want_grid else None
-    rc = lib.pyaclnn_grid_sampler3d_backward(
-        _address(grad_output),
-        grad_output.strides,
-        _address(input),
-        input.strides,
-        _address(grid),
-        grid.strides,
-        _address(ig) if ig is not None else 0,
-        ig.strides if ig is not None else (0,) * 5,
-        _address(gg) if gg is not None else 0,
-        gg.strides if gg is not None else (0,) * 5,
-        input.shape,
-        grid.shape[1:4],
-        code,
-        int(interpolation_mode),
-        int(padding_mode),
-        int(bool(align_corners)),
-        threads,
-        budget,
-    )
-    return bool(rc == _RC_OK)
+    wanted = (input_grad if want_in else None, grid_grad if want_grid else None)
+    return _run_grid(lib.pyaclnn_grid_sampler3d_backward, data, wanted, code, modes, threads, budget)
 
 
 def grid_sampler3d(
-    input: np.ndarray,
-    grid: np.ndarray,
-    interpolation_mode: int,
-    padding_mode: int,
-    align_corners: bool,
+    data: tuple[np.ndarray, np.ndarray],
+    modes: tuple[int, int, bool],
     out: np.ndarray,
     threads: int | None = None,
 ) -> bool:
     """Run the compiled grid-sampler forward if it handles this call.
 
-    The arguments are those of :func:`pyaclnn.kernels.grid_sampler3d.grid_sampler3d`
-    (already validated), plus the thread count (default as for the backward).
+    The arguments of :func:`pyaclnn.kernels.grid_sampler3d.grid_sampler3d`
+    (already validated), grouped as for :func:`grid_sampler3d_backward`:
+    ``data`` is (input, grid).
 
     Returns
     -------
     bool
         True when done (``out`` written); False when the NumPy kernel must run.
     """
-    code = _float_code(input.dtype)
-    if code is None or grid.dtype != input.dtype or out.dtype != input.dtype or not out.flags.writeable:
+    ready = _prelude(data, (out,), threads)
+    if ready is None:
         return False
-    lib = library()
-    if lib is None:
-        return False
-    if threads is None:
-        from .. import _workers
+    lib, code, threads = ready
+    return _run_grid(lib.pyaclnn_grid_sampler3d, data, (out,), code, modes, threads)
 
-        threads = _workers.thread_count()
-    rc = lib.pyaclnn_grid_sampler3d(
-        _address(input),
-        input.strides,
-        _address(grid),
-        grid.strides,
-        _address(out),
-        out.strides,
+
+def _run_grid(
+    entry: Any,
+    data: tuple[np.ndarray, ...],
+    outputs: tuple[np.ndarray | None, ...],
+    code: int,
+    modes: tuple[int, int, bool],
+    threads: int,
+    *more: int,
+) -> bool:
+    """Call a grid-sampler entry point of the library; True when it succeeded.
+
+    The arguments both entry points take, in their C order: each array of
+    ``data`` (ending with input and grid) and of ``outputs`` as its address and
+    byte strides (an output None, not wanted: 0 and zeros), the input's shape
+    and the grid's spatial shape, the dtype code, the modes, the thread count,
+    then ``more``.
+    """
+    args: list[Any] = []
+    for a in (*data, *outputs):
+        args += (_address(a), a.strides) if a is not None else (0, _NO_STRIDES)
+    input, grid = data[-2:]
+    interpolation_mode, padding_mode, align_corners = modes
+    rc = entry(
+        *args,
         input.shape,
         grid.shape[1:4],
         code,
@@ -545,5 +551,6 @@ def grid_sampler3d(
         int(padding_mode),
         int(bool(align_corners)),
         threads,
+        *more,
     )
     return bool(rc == _RC_OK)

@@ -925,21 +925,34 @@ static void gs_points(const grid_backward *t, int64_t n, int64_t p0, int64_t p1,
     }
 }
 
-static void gs_points_task(void *ctx) {
-    grid_backward *t = ctx;
-    const size_t bytes = GS_SCRATCH_BYTES(t->C);
-    char *mem = scratch_alloc(bytes);
+/* One thread's gs_scratch and ``extra`` more bytes (64-byte aligned, at
+ * *extra_at), in one allocation of *bytes; NULL, with t->failed set, when
+ * there is no memory. Freed with scratch_free(mem, *bytes). */
+static char *gs_scratch_alloc(grid_backward *t, size_t extra, gs_scratch *s, char **extra_at, size_t *bytes) {
+    const size_t head = (GS_SCRATCH_BYTES(t->C) + 63) & ~(size_t)63;
+    *bytes = head + extra;
+    char *mem = scratch_alloc(*bytes);
     if (!mem) {
         atomic_store(&t->failed, 1);
-        return;
+        return NULL;
     }
+    s->off = (int64_t *)mem;
+    s->goff = s->off + 8 * GS_STEP;
+    s->dots = (float *)(s->goff + GS_STEP);
+    s->zero = s->dots + 8 * GS_STEP;
+    s->gpad = s->zero + GS_STEP;
+    s->g = s->gpad + 3 * GS_STEP;
+    *extra_at = mem + head;
+    return mem;
+}
+
+static void gs_points_task(void *ctx) {
+    grid_backward *t = ctx;
     gs_scratch s;
-    s.off = (int64_t *)mem;
-    s.goff = s.off + 8 * GS_STEP;
-    s.dots = (float *)(s.goff + GS_STEP);
-    s.zero = s.dots + 8 * GS_STEP;
-    s.gpad = s.zero + GS_STEP;
-    s.g = s.gpad + 3 * GS_STEP;
+    char *unused;
+    size_t bytes;
+    char *mem = gs_scratch_alloc(t, 0, &s, &unused, &bytes);
+    if (!mem) return;
     for (;;) {
         int64_t p0 = atomic_fetch_add(&t->next, GS_STEP);
         if (p0 >= t->P) break;
@@ -1058,6 +1071,28 @@ static void gs_scatter_task(void *ctx) {
     scratch_free(scratch, bytes);
 }
 
+/* The part of a grid-sampler call that the forward and the backward share:
+ * t zeroed, then input and grid, the shapes, dtype and modes. Nonzero for an
+ * argument the library does not take (nothing else is validated here). */
+static int gs_setup(grid_backward *t, intptr_t input, const int64_t *input_strides, intptr_t grid,
+                    const int64_t *grid_strides, const int64_t *in_shape, const int64_t *out_spatial, int dtype,
+                    int interp, int padding, int align) {
+    if ((dtype != DT_FLOAT32 && dtype != DT_FLOAT16 && dtype != DT_BFLOAT16) || interp < 0 || interp > 1 ||
+        padding < 0 || padding > 2)
+        return 1;
+    memset(t, 0, sizeof *t);
+    t->input = (const char *)input;
+    t->grid = (const char *)grid;
+    memcpy(t->is, input_strides, sizeof t->is);
+    memcpy(t->grs, grid_strides, sizeof t->grs);
+    t->N = in_shape[0], t->C = in_shape[1], t->D = in_shape[2], t->H = in_shape[3], t->W = in_shape[4];
+    t->Do = out_spatial[0], t->Ho = out_spatial[1], t->Wo = out_spatial[2];
+    t->P = t->Do * t->Ho * t->Wo;
+    t->dtype = dtype, t->interp = interp, t->padding = padding, t->align = align;
+    t->wp = t->W + 2, t->hwp = (t->H + 2) * t->wp, t->mp = (t->D + 2) * t->hwp;
+    return 0;
+}
+
 /*
  * inputGrad and gridGrad of grid sampling (aclnnGridSampler3DBackward).
  *
@@ -1075,26 +1110,15 @@ API int pyaclnn_grid_sampler3d_backward(intptr_t grad, const int64_t *grad_strid
                                         const int64_t *grid_grad_strides, const int64_t *in_shape,
                                         const int64_t *out_spatial, int dtype, int interp, int padding, int align,
                                         int threads, int64_t budget) {
-    if ((dtype != DT_FLOAT32 && dtype != DT_FLOAT16 && dtype != DT_BFLOAT16) || interp < 0 || interp > 1 ||
-        padding < 0 || padding > 2)
-        return RC_BAD_ARGUMENT;
     grid_backward t;
-    memset(&t, 0, sizeof t);
+    if (gs_setup(&t, input, input_strides, grid, grid_strides, in_shape, out_spatial, dtype, interp, padding, align))
+        return RC_BAD_ARGUMENT;
     t.grad = (const char *)grad;
-    t.input = (const char *)input;
-    t.grid = (const char *)grid;
     t.input_grad = (char *)input_grad;
     t.grid_grad = interp == GS_NEAREST ? NULL : (char *)grid_grad;
     memcpy(t.gs, grad_strides, sizeof t.gs);
-    memcpy(t.is, input_strides, sizeof t.is);
-    memcpy(t.grs, grid_strides, sizeof t.grs);
     if (input_grad) memcpy(t.igs, input_grad_strides, sizeof t.igs);
     if (grid_grad) memcpy(t.ggs, grid_grad_strides, sizeof t.ggs);
-    t.N = in_shape[0], t.C = in_shape[1], t.D = in_shape[2], t.H = in_shape[3], t.W = in_shape[4];
-    t.Do = out_spatial[0], t.Ho = out_spatial[1], t.Wo = out_spatial[2];
-    t.P = t.Do * t.Ho * t.Wo;
-    t.dtype = dtype, t.interp = interp, t.padding = padding, t.align = align;
-    t.wp = t.W + 2, t.hwp = (t.H + 2) * t.wp, t.mp = (t.D + 2) * t.hwp;
     if (!t.input_grad && !t.grid_grad) return RC_OK;
     if (t.P == 0 || t.C == 0 || t.N == 0) return RC_OK;
     if (threads < 1) threads = 1;
@@ -1209,21 +1233,12 @@ static void gs_forward_points(const grid_backward *t, int64_t n, int64_t p0, int
 
 static void gs_forward_task(void *ctx) {
     grid_backward *t = ctx;
-    const size_t head = (GS_SCRATCH_BYTES(t->C) + 63) & ~(size_t)63; /* base stays 8-byte aligned */
-    const size_t bytes = head + (size_t)GS_STEP * (sizeof(int64_t) + 6 * sizeof(float));
-    char *mem = scratch_alloc(bytes);
-    if (!mem) {
-        atomic_store(&t->failed, 1);
-        return;
-    }
     gs_scratch s;
-    s.off = (int64_t *)mem;
-    s.goff = s.off + 8 * GS_STEP;
-    s.dots = (float *)(s.goff + GS_STEP);
-    s.zero = s.dots + 8 * GS_STEP;
-    s.gpad = s.zero + GS_STEP;
-    s.g = s.gpad + 3 * GS_STEP;
-    int64_t *base = (int64_t *)(mem + head);
+    char *cache;
+    size_t bytes;
+    char *mem = gs_scratch_alloc(t, (size_t)GS_STEP * (sizeof(int64_t) + 6 * sizeof(float)), &s, &cache, &bytes);
+    if (!mem) return;
+    int64_t *base = (int64_t *)cache; /* the points' corners and weights, as the backward's cache */
     float *wts = (float *)(base + GS_STEP);
     /* grabs of GS_STEP points within one batch item */
     const int64_t per_item = (t->P + GS_STEP - 1) / GS_STEP;
@@ -1245,22 +1260,11 @@ API int pyaclnn_grid_sampler3d(intptr_t input, const int64_t *input_strides, int
                                const int64_t *grid_strides, intptr_t out, const int64_t *out_strides,
                                const int64_t *in_shape, const int64_t *out_spatial, int dtype, int interp,
                                int padding, int align, int threads) {
-    if ((dtype != DT_FLOAT32 && dtype != DT_FLOAT16 && dtype != DT_BFLOAT16) || interp < 0 || interp > 1 ||
-        padding < 0 || padding > 2)
-        return RC_BAD_ARGUMENT;
     grid_backward t;
-    memset(&t, 0, sizeof t);
-    t.input = (const char *)input;
-    t.grid = (const char *)grid;
+    if (gs_setup(&t, input, input_strides, grid, grid_strides, in_shape, out_spatial, dtype, interp, padding, align))
+        return RC_BAD_ARGUMENT;
     t.out = (char *)out;
-    memcpy(t.is, input_strides, sizeof t.is);
-    memcpy(t.grs, grid_strides, sizeof t.grs);
     memcpy(t.os, out_strides, sizeof t.os);
-    t.N = in_shape[0], t.C = in_shape[1], t.D = in_shape[2], t.H = in_shape[3], t.W = in_shape[4];
-    t.Do = out_spatial[0], t.Ho = out_spatial[1], t.Wo = out_spatial[2];
-    t.P = t.Do * t.Ho * t.Wo;
-    t.dtype = dtype, t.interp = interp, t.padding = padding, t.align = align;
-    t.wp = t.W + 2, t.hwp = (t.H + 2) * t.wp, t.mp = (t.D + 2) * t.hwp;
     if (t.N == 0 || t.C == 0 || t.P == 0) return RC_OK;
     if (t.N * t.P * (t.C + 1) < 65536) threads = 1;
     atomic_init(&t.next, 0);
