@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from pyaclnn.kernels import _workers
+from pyaclnn.kernels import _env, _workers
 
 
 @pytest.mark.parametrize("env, want", [("3", 3), ("0", 1), ("-2", 1), (" 12 ", 12)])
@@ -23,6 +23,24 @@ def test_the_default_thread_count_is_the_usable_cores_at_most_8(monkeypatch, env
     else:
         monkeypatch.setenv("PYACLNN_NUM_THREADS", env)
     assert _workers.thread_count() == max(1, min(len(os.sched_getaffinity(0)), 8))
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["bytes-mapping", "os.environ"])
+def test_environment_values_are_read_at_every_call(monkeypatch, fast):
+    """The fast reader sees every change made through os.environ, stripped; "" when unset."""
+    if not fast:
+        monkeypatch.setattr(_env, "_DATA", None)
+    name = "PYACLNN_TEST_ENV_VALUE"
+    monkeypatch.delenv(name, raising=False)
+    assert _env.value(name) == ""
+    monkeypatch.setenv(name, " 7 ")
+    assert _env.value(name) == "7"
+    os.environ[name] = "caf\u00e9"
+    assert _env.value(name) == "caf\u00e9"
+    monkeypatch.setenv(name, "")
+    assert _env.value(name) == ""
+    monkeypatch.delenv(name)
+    assert _env.value(name) == ""
 
 
 @pytest.mark.parametrize("parallel", [False, True])

@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from . import _env
+
 MAX_DEFAULT_THREADS = 8
 
 _executor: ThreadPoolExecutor | None = None
@@ -34,7 +36,7 @@ _lock = threading.Lock()
 
 def thread_count() -> int:
     """Threads for one call: PYACLNN_NUM_THREADS, else the usable cores (at most 8)."""
-    env = os.environ.get("PYACLNN_NUM_THREADS", "").strip()
+    env = _env.value("PYACLNN_NUM_THREADS")
     if env:
         try:
             return max(1, int(env))

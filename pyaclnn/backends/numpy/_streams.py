@@ -32,24 +32,20 @@ from ...constants import (
     ACL_ERROR_RT_INTERNAL_ERROR,
     ACL_ERROR_RT_MEMORY_ALLOCATION,
 )
+from ...kernels import _env
 
 KERNEL_US = "PYACLNN_EMU_KERNEL_US"
 SYNC_US = "PYACLNN_EMU_SYNC_US"
-
-# os.environ.get encodes the key and decodes the value on every call (about
-# 0.8 us, a tenth of a launch); its bytes mapping answers the same question
-# five times faster and sees every change made through os.environ.
-# (POSIX only: elsewhere its keys are not bytes.)
-_ENV_BYTES: dict[bytes, bytes] | None = getattr(os.environ, "_data", None) if os.name == "posix" else None
 
 
 def env_ns(name: str) -> int:
     """The microseconds in environment variable ``name``, as nanoseconds.
 
-    Read at each call (tests change the variables between calls); unset,
-    empty, negative or malformed values count as 0.
+    Read at each call (tests change the variables between calls; the fast
+    reader of :mod:`pyaclnn.kernels._env`); unset, empty, negative or
+    malformed values count as 0.
     """
-    raw: Any = _ENV_BYTES.get(name.encode()) if _ENV_BYTES is not None else os.environ.get(name)
+    raw = _env.value(name)
     if not raw:
         return 0
     try:
@@ -161,7 +157,7 @@ class Worker:
         self._pending: deque[Task] = deque()  # submitted, not finished; the head may be running
         self._running = False  # a thread (the worker or a waiting caller) runs the head of _pending
         self._idle = False  # the worker thread sleeps on _work: only then is notifying it needed
-        self._waiters = 0  # threads in wait(): finishing a task notifies only when there are some
+        self._waiters = 0  # threads asleep in wait(): finishing a task notifies only when there are some
         # Daemon: a stream nobody destroyed must not keep the process alive at exit.
         self._thread = threading.Thread(
             target=self._loop, name=f"pyaclnn-stream-{self.label}-dev{self.device}", daemon=True
@@ -195,18 +191,16 @@ class Worker:
         """
         with self._lock:
             target = self._submitted if seq is None else seq
-            if self._finished >= target:
-                return
-            self._waiters += 1
-            try:
-                while self._finished < target:
-                    if self._running or self._closed:
-                        # a closed stream's thread drains it; waiting for it keeps close() simple
+            while self._finished < target:
+                if self._running or self._closed:
+                    # a closed stream's thread drains it; waiting for it keeps close() simple
+                    self._waiters += 1
+                    try:
                         self._done.wait()
-                    else:  # the next task is the first queued one, and it is at most ``target``
-                        self._run_next()
-            finally:
-                self._waiters -= 1
+                    finally:
+                        self._waiters -= 1
+                else:  # the next task is the first queued one, and it is at most ``target``
+                    self._run_next()
 
     def finished(self, seq: int) -> bool:
         """Whether task ``seq`` has finished."""

@@ -104,7 +104,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _workers
+from .. import _env, _workers
 
 __all__ = [
     "BadIndex",
@@ -271,7 +271,7 @@ def _open(path: Path) -> _Loaded:
     lib = ffi.dlopen(str(path))
     if lib.pyaclnn_accel_abi() != ABI:
         return _Loaded(reason=f"{path} has interface {lib.pyaclnn_accel_abi()}, not {ABI}")
-    if os.environ.get("PYACLNN_ACCEL_F16C", "").strip() == "0":
+    if _env.value("PYACLNN_ACCEL_F16C") == "0":
         lib.pyaclnn_accel_use_f16c(0)
     return _Loaded(ffi, lib, path)
 
@@ -290,7 +290,7 @@ def _load() -> _Loaded:
 
 
 def _disabled() -> bool:
-    return os.environ.get("PYACLNN_ACCEL", "").strip() == "0"
+    return _env.value("PYACLNN_ACCEL") == "0"
 
 
 def library() -> Any | None:
