@@ -546,12 +546,16 @@ def test_large_16_bit_outputs_same_bits_in_every_path(conversion, dtype):
         assert _same_bits(got, reference)
 
 
+# planes summed in scratch go two at a time (given 4 a thread): 9 leave one alone
+FLOAT32_STREAM_CASES = [*STREAM_CASES, ((1, 9, 16, 64, 64), (8, 32, 32))]
+
+
 @pytest.mark.parametrize("index_dtype", INDEX_DTYPES, ids=str)
-@pytest.mark.parametrize("case", range(len(STREAM_CASES)))
+@pytest.mark.parametrize("case", range(len(FLOAT32_STREAM_CASES)))
 def test_large_float32_outputs_match_numpy_streamed_or_not(compiled, index_dtype, case):
-    """From 1 MiB of float32 grad_input on, planes are summed apart and streamed out:
-    the NumPy kernel's bits (summed in place), as the strided outputs that are not."""
-    in_shape, out_spatial = STREAM_CASES[case]
+    """From 1 MiB of float32 grad_input on, planes are summed apart (two at a time) and
+    streamed out: the NumPy kernel's bits (summed in place), as the strided outputs."""
+    in_shape, out_spatial = FLOAT32_STREAM_CASES[case]
     assert int(np.prod(in_shape)) * 4 >= 1 << 20
     rng = np.random.default_rng(hash((str(index_dtype), case, "f32")) % 2**32)
     go, idx = _random_case(rng, in_shape, out_spatial, F32, index_dtype, collide=True)
