@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import re
 import threading
 
 import ml_dtypes
@@ -341,6 +342,24 @@ def test_index_guard_same_message_nothing_written(compiled, index_dtype, bad_val
         assert "indices[1, 9, 7, 0, 1]" in str(error.value)
         assert (gi == 7).all()
     assert compiled.calls == 3
+
+
+@pytest.mark.parametrize("index_dtype", INDEX_DTYPES, ids=str)
+@pytest.mark.parametrize("bad_value", [-1, 4096, 2**31 - 1, -(2**31)])
+def test_index_guard_scans_alike_with_and_without_avx2(conversion, index_dtype, bad_value):
+    """The contiguous scan has a baseline and an AVX2 build (use_f16c switches both):
+    each finds the same first bad index, in any plane and at either end of one."""
+    rng = np.random.default_rng(22)
+    in_shape = (2, 3, 16, 16, 16)  # 4096 cells per plane
+    go, idx = _random_case(rng, in_shape, (8, 8, 8), F32, index_dtype)
+    _compare(go, idx, in_shape, F32)  # no bad index: both kernels run
+    for where in [(0, 0, 0, 0, 0), (1, 2, 7, 7, 7), (1, 1, 3, 4, 5)]:
+        bad = idx.copy()
+        bad[where] = bad_value
+        gi = np.full(in_shape, 7, F32)
+        with pytest.raises(IndexOutOfPlaneError, match=re.escape(f"indices[{', '.join(map(str, where))}]")):
+            max_pool3d_with_argmax_backward(go, bad, gi)
+        assert (gi == 7).all()
 
 
 def test_index_guard_checks_every_plane_before_any_thread_writes(compiled, monkeypatch):

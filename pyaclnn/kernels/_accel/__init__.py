@@ -33,8 +33,9 @@ Environment
 ``PYACLNN_ACCEL=0``
     Never use the compiled kernels (read at every call).
 ``PYACLNN_ACCEL_F16C=0``
-    Convert float16 in software even where the CPU has F16C, and bfloat16
-    with the scalar loop instead of AVX2 lanes (same bits).
+    Convert float16 in software even where the CPU has F16C, bfloat16 with
+    the scalar loop instead of AVX2 lanes, and scan the max-pool indices
+    without AVX2 (same results).
 ``PYACLNN_CACHE_DIR``
     Where the library is built (default ``$XDG_CACHE_HOME/pyaclnn`` or
     ``~/.cache/pyaclnn``).
@@ -304,8 +305,9 @@ def library() -> Any | None:
 def use_f16c(want: bool | None = None) -> bool:
     """Whether float16 conversion uses F16C; ``want`` switches it (software when False).
 
-    False also turns off the AVX2 bfloat16 plane conversion. Both give the
-    same bits; for tests. Raises RuntimeError without a library.
+    False also turns off the AVX2 bfloat16 plane conversion and the AVX2 scan
+    of the max-pool index guard. Every path gives the same results; for
+    tests. Raises RuntimeError without a library.
     """
     lib = _load().lib
     if lib is None:
@@ -415,8 +417,8 @@ def max_pool3d_backward(
         With the C-order position of the first index outside its plane;
         nothing was written.
     """
-    kind = indices.dtype
-    if kind.kind != "i" or kind.itemsize not in (4, 8) or not kind.isnative:
+    index_type = indices.dtype
+    if index_type.kind != "i" or index_type.itemsize not in (4, 8) or not index_type.isnative:
         return False
     ready = _prelude((grad_output,), (grad_input,), threads)
     if ready is None:
@@ -433,7 +435,7 @@ def max_pool3d_backward(
         code,
         _address(indices),
         indices.strides,
-        kind.itemsize,
+        index_type.itemsize,
         _address(grad_input),
         grad_input.strides,
         grad_output.shape,
