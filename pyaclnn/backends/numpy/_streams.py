@@ -26,6 +26,7 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from ...constants import (
@@ -78,6 +79,7 @@ class DeviceError(Exception):
         self.message = message
 
 
+@dataclass(slots=True, eq=False)  # eq=False: a task is itself, not its fields
 class Task:
     """One unit of work of a stream.
 
@@ -99,21 +101,11 @@ class Task:
         Simulated device time: the task takes at least this long.
     """
 
-    __slots__ = ("run", "uses", "owner", "what", "min_ns")
-
-    def __init__(
-        self,
-        run: Callable[[], None],
-        uses: tuple[Any, ...] = (),
-        owner: object | None = None,
-        what: str = "",
-        min_ns: int = 0,
-    ) -> None:
-        self.run = run
-        self.uses = uses
-        self.owner = owner
-        self.what = what
-        self.min_ns = min_ns
+    run: Callable[[], None]
+    uses: tuple[Any, ...] = ()
+    owner: object | None = None
+    what: str = ""
+    min_ns: int = 0
 
 
 class Worker:
