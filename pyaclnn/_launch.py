@@ -92,7 +92,7 @@ class Launch:
         kept = self._returned if exc_type is None else None
         if kept is None or len(kept) != len(self._outputs):
             for array in self._outputs:
-                if kept is None or not any(array is k for k in kept):
+                if kept is None or array not in kept:
                     array.close()
         for destroy, handle in self._arrays or ():
             try:
@@ -252,7 +252,7 @@ class Launch:
         """``array`` goes to the caller: not given back when the call ends."""
         if self._returned is None:
             self._returned = []
-        if not any(array is kept for kept in self._returned):
+        if array not in self._returned:  # identity: DeviceArray defines no __eq__
             self._returned.append(array)
 
 

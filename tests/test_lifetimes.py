@@ -125,6 +125,14 @@ def test_soak_with_device_arrays_frees_every_result(backend):
     d.close()
 
 
+def test_device_arrays_compare_by_identity(backend):
+    # A call tells the outputs it returns from those it gives back by membership (`in`),
+    # which is identity only while DeviceArray defines no __eq__ of its own.
+    zeros = np.zeros((2, 3), np.float32)
+    with pyaclnn.to_device(zeros, backend=backend) as a, pyaclnn.to_device(zeros, backend=backend) as b:
+        assert a == a and a != b and a not in [b] and a in [b, a]
+
+
 # -- misuse of the low-level API ---------------------------------------------------
 
 
