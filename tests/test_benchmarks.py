@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -42,3 +43,24 @@ def test_bench_command_passes_options_on(monkeypatch):
     assert seen == [["--quick", "--repeat", "2"], ["--quick"]]
     with pytest.raises(SystemExit):
         cli.main(["info", "--quick"])
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
+def test_instruction_counter_reports_a_plausible_count_per_call(emulator_home):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYACLNN_")}
+    env.update(PYACLNN_ASCEND_HOME=str(emulator_home))
+    script = ROOT / "benchmarks" / "instructions_per_call.py"
+    proc = subprocess.run(
+        [sys.executable, str(script), "--calls", "20", "--ops", "grid_sampler3d_backward"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (row,) = [line for line in proc.stdout.splitlines() if line.startswith("grid_sampler3d_backward")]
+    count = int(row.split()[1].replace(",", ""))
+    # A call runs the functional layer, the runtime and cffi: tens of thousands of instructions,
+    # far from the millions that would mean the start-up or the warm-up leaked into the figure.
+    assert 10_000 < count < 1_000_000, row
