@@ -125,14 +125,20 @@ def out_type(base: str, stars: str) -> str:
     return "float" if base in ("float", "double") else "int"
 
 
-def method(result: str, name: str, params: tuple[str, ...]) -> str:
-    """One ``Backend`` method for a C prototype."""
+def _parsed(name: str, params: tuple[str, ...]) -> list[re.Match[str]]:
+    """The parameters of C function ``name``, each split into const, base type, stars and name."""
     parsed = []
     for text in params:
         match = _PARAM.match(text)
         if match is None:
             raise ValueError(f"{name}: cannot read parameter {text!r}")
         parsed.append(match)
+    return parsed
+
+
+def method(result: str, name: str, params: tuple[str, ...]) -> str:
+    """One ``Backend`` method for a C prototype."""
+    parsed = _parsed(name, params)
     args: list[str] = []
     outs: list[str] = []
     skip = set()
@@ -183,12 +189,7 @@ def method(result: str, name: str, params: tuple[str, ...]) -> str:
 
 def symbol(result: str, name: str, params: tuple[str, ...]) -> str:
     """One ``Symbols`` method for a C prototype: the C parameter names, cffi values."""
-    args = []
-    for text in params:
-        match = _PARAM.match(text)
-        if match is None:
-            raise ValueError(f"{name}: cannot read parameter {text!r}")
-        args.append(f"{'self_' if match['name'] == 'self' else match['name']}: Any")
+    args = [f"{'self_' if p['name'] == 'self' else p['name']}: Any" for p in _parsed(name, params)]
     return _stub(name, args, "Any" if result.strip().endswith("*") else "int")
 
 

@@ -13,14 +13,12 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.parametrize("script", ["bench_kernels.py", "bench_overhead.py", "bench_pipeline.py"])
-def test_benchmark_runs_quick_through_the_command_line(script, torch, emulator_home):
+def _run(script: str, *args: str, emulator_home) -> subprocess.CompletedProcess[str]:
+    """benchmarks/``script`` with ``args``, over the emulator, without the caller's PYACLNN_* settings."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYACLNN_")}
     env.update(PYACLNN_ASCEND_HOME=str(emulator_home), PYTHONPATH=str(ROOT))
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / script), "--quick", "--repeat", "1"]
-        if script == "bench_kernels.py"
-        else [sys.executable, str(ROOT / "benchmarks" / script), "--quick"],
+        [sys.executable, str(ROOT / "benchmarks" / script), *args],
         capture_output=True,
         text=True,
         env=env,
@@ -28,6 +26,13 @@ def test_benchmark_runs_quick_through_the_command_line(script, torch, emulator_h
         cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+@pytest.mark.parametrize("script", ["bench_kernels.py", "bench_overhead.py", "bench_pipeline.py"])
+def test_benchmark_runs_quick_through_the_command_line(script, torch, emulator_home):
+    quick = ("--quick", "--repeat", "1") if script == "bench_kernels.py" else ("--quick",)
+    proc = _run(script, *quick, emulator_home=emulator_home)
     # a table against torch (the pipeline's: against a synchronize per call), and the verdict
     assert ("default/blocking" if script == "bench_pipeline.py" else "torch") in proc.stdout
     assert "target" in proc.stdout
@@ -47,18 +52,14 @@ def test_bench_command_passes_options_on(monkeypatch):
 
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
 def test_instruction_counter_reports_a_plausible_count_per_call(emulator_home):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYACLNN_")}
-    env.update(PYACLNN_ASCEND_HOME=str(emulator_home))
-    script = ROOT / "benchmarks" / "instructions_per_call.py"
-    proc = subprocess.run(
-        [sys.executable, str(script), "--calls", "20", "--ops", "grid_sampler3d_backward"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-        cwd=ROOT,
+    proc = _run(
+        "instructions_per_call.py",
+        "--calls",
+        "20",
+        "--ops",
+        "grid_sampler3d_backward",
+        emulator_home=emulator_home,
     )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (row,) = [line for line in proc.stdout.splitlines() if line.startswith("grid_sampler3d_backward")]
     count = int(row.split()[1].replace(",", ""))
     # A call runs the functional layer, the runtime and cffi: tens of thousands of instructions,
