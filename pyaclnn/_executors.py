@@ -239,6 +239,8 @@ class ExecutorCache:
     # -- destruction behind the queued launches -----------------------------------
     def idle(self, launches: int) -> None:
         """The stream has finished the work queued up to count ``launches`` (it was synchronized)."""
+        if not self._waiting:  # the usual case; a list being replaced under the lock reads as it was
+            return
         with self._lock:
             ready = [w for w in self._waiting if w[0] <= launches]
             self._waiting = [w for w in self._waiting if w[0] > launches]

@@ -181,7 +181,8 @@ class MemoryPool:
         Blocks released while it runs stay the stream's: their last use may be queued after it began.
         """
         with self._lock:
-            return stream, self._released.pop(stream, {}), [f for f in self._fences if f.stream is stream]
+            fences = [f for f in self._fences if f.stream is stream] if self._fences else []
+            return stream, self._released.pop(stream, {}), fences
 
     def stream_synchronized(self, token: tuple[Any, dict[int, list[Block]], list[_Fence]]) -> None:
         """The synchronize of :meth:`stream_synchronizing` returned: what it set aside is idle."""

@@ -37,6 +37,7 @@ from pyaclnn.constants import (
     ACL_MEMCPY_DEVICE_TO_HOST,
     ACL_MEMCPY_HOST_TO_DEVICE,
     ACL_MEMCPY_HOST_TO_HOST,
+    ACLNN_ERR_PARAM_INVALID,
     ACLNN_ERR_RUNTIME_ERROR,
 )
 
@@ -303,8 +304,88 @@ def test_launch_time_checks_stay_synchronous(b, dev, pool, stream):
     assert "freed" in b.aclGetRecentErrMsg()
 
 
+# -- a repeatable executor's binding ----------------------------------------------
+# Phase 2 of a repeatable executor reuses the views it resolved at its last launch
+# while the workspace, the stream and the heap (no allocation made or freed) are
+# the same; any change resolves them, and checks them, again.
+def _count_binds(executor) -> list[int]:
+    calls = [0]
+    bind = executor.bind
+
+    def counting(views):
+        calls[0] += 1
+        return bind(views)
+
+    executor.bind = counting
+    return calls
+
+
+def test_a_repeated_launch_resolves_its_memory_once(b, pool, stream):
+    executor = pool.phase1()
+    ok(b.aclSetAclOpExecutorRepeatable(executor))
+    binds = _count_binds(executor)
+    for _ in range(3):
+        pool.launch(stream, executor)
+    ok(b.aclrtSynchronizeStream(stream))
+    np.testing.assert_array_equal(pool.result(), POOLED)
+    assert binds == [1]
+    ok(b.aclDestroyAclOpExecutor(executor))
+
+
+def test_memory_freed_since_the_last_launch_is_refused(b, dev, pool, stream):
+    executor = pool.phase1()
+    ok(b.aclSetAclOpExecutorRepeatable(executor))
+    pool.launch(stream, executor)
+    ok(b.aclrtSynchronizeStream(stream))
+    ok(b.aclrtFree(pool.out))
+    dev.pointers.remove(pool.out)
+    assert b.aclnnMaxPool3dWithArgmax(0, 0, executor, stream) == ACLNN_ERR_RUNTIME_ERROR
+    assert "was the memory freed before the launch?" in b.aclGetRecentErrMsg()
+    ok(b.aclDestroyAclOpExecutor(executor))
+
+
+def test_a_workspace_that_is_no_allocation_is_refused_after_a_good_one(b, dev, pool, stream):
+    grad_input = dev.array(np.zeros(X.shape, np.float32))
+    executor = _backward_phase1(dev, pool, np.zeros((1, 1, 2, 2, 2), np.int32), grad_input)
+    ok(b.aclSetAclOpExecutorRepeatable(executor))
+    workspace = dev.array(np.zeros(BACKWARD_WORKSPACE, np.uint8))
+    ok(b.aclnnMaxPool3dWithArgmaxBackward(workspace, BACKWARD_WORKSPACE, executor, stream))
+    elsewhere = workspace + (1 << 40)  # inside no allocation
+    status = b.aclnnMaxPool3dWithArgmaxBackward(elsewhere, BACKWARD_WORKSPACE, executor, stream)
+    assert status == ACLNN_ERR_PARAM_INVALID
+    assert "workspace" in b.aclGetRecentErrMsg()
+    ok(b.aclrtSynchronizeStream(stream))
+    ok(b.aclDestroyAclOpExecutor(executor))
+
+
+def test_a_stream_of_another_device_is_refused_after_one_of_the_memory_s_device(b2):
+    ok(b2.aclrtSetDevice(1))
+    dev = Device(b2)
+    pool = Pool(dev)  # memory of device 1
+    executor = pool.phase1()
+    ok(b2.aclSetAclOpExecutorRepeatable(executor))
+    s1 = ok(b2.aclrtCreateStream())
+    pool.launch(s1, executor)
+    ok(b2.aclrtSynchronizeStream(s1))
+    ok(b2.aclrtSetDevice(0))
+    s0 = ok(b2.aclrtCreateStream())
+    assert b2.aclnnMaxPool3dWithArgmax(0, 0, executor, s0) == ACLNN_ERR_RUNTIME_ERROR
+    assert "is memory of device 1" in b2.aclGetRecentErrMsg()
+    ok(b2.aclDestroyAclOpExecutor(executor))
+    ok(b2.aclrtDestroyStream(s0))
+    ok(b2.aclrtSetDevice(1))
+    ok(b2.aclrtDestroyStream(s1))
+    dev.close()
+
+
 # -- device errors -------------------------------------------------------------
 def _backward(dev: Device, pool: Pool, indices: np.ndarray, grad_input: int, stream) -> None:
+    executor = _backward_phase1(dev, pool, indices, grad_input)
+    workspace = dev.array(np.zeros(BACKWARD_WORKSPACE, np.uint8))
+    ok(dev.b.aclnnMaxPool3dWithArgmaxBackward(workspace, BACKWARD_WORKSPACE, executor, stream))
+
+
+def _backward_phase1(dev: Device, pool: Pool, indices: np.ndarray, grad_input: int) -> object:
     b = dev.b
     shape = (1, 1, 2, 2, 2)
     size, executor = ok(
@@ -321,8 +402,7 @@ def _backward(dev: Device, pool: Pool, indices: np.ndarray, grad_input: int, str
         )
     )
     assert size == BACKWARD_WORKSPACE
-    workspace = dev.array(np.zeros(size, np.uint8))
-    ok(b.aclnnMaxPool3dWithArgmaxBackward(workspace, size, executor, stream))
+    return executor
 
 
 @pytest.mark.parametrize("on_default_stream", [False, True])

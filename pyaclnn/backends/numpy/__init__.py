@@ -268,9 +268,12 @@ class NumpyBackend(OperatorsMixin):
         for worker in workers:
             worker.wait()
         sleep_ns(env_ns(SYNC_US))
-        errors = [error for error in (w.take_error() for w in workers) if error is not None]
-        if errors:
-            return self._error(*errors[0])
+        first = None
+        for worker in workers:  # every worker's error is taken (reported once), the first returned
+            error = worker.take_error()
+            first = first or error
+        if first is not None:
+            return self._error(*first)
         return ACL_SUCCESS
 
     # -- events -------------------------------------------------------------

@@ -21,9 +21,12 @@ UINT64 = (0, 2**64 - 1)
 
 def c_int(value: Any, api: str, param: str, bounds: tuple[int, int] = INT64) -> int:
     """An integral value within ``bounds`` (int64 by default)."""
-    if not isinstance(value, numbers.Integral):
+    if type(value) is int:  # the common case, without the ABC check's two Python calls
+        number = value
+    elif isinstance(value, numbers.Integral):
+        number = int(value)
+    else:
         raise TypeError(f"{api}: {param} must be an int, got {type(value).__name__} {value!r}")
-    number = int(value)
     if not bounds[0] <= number <= bounds[1]:
         raise ArgumentOverflowError(f"{api}: {param} = {number} is outside [{bounds[0]}, {bounds[1]}]")
     return number

@@ -55,6 +55,10 @@ class Heap:
         env = os.environ.get("PYACLNN_NUMPY_DEVICE_MEMORY")
         self.capacity = int(env) if env else (capacity or _physical_memory() * 3 // 4)
         self._used: dict[int, int] = {}  # bytes in use per device
+        # Bumped by every free: views resolved at an unchanged generation still
+        # lie in live allocations (addresses are never reused, so a new
+        # allocation changes no earlier view; see Executor.bound).
+        self.generation = 0
 
     def used(self, device: int = 0) -> int:
         """Bytes allocated on ``device`` and not freed yet."""
@@ -104,6 +108,7 @@ class Heap:
         with self._lock:
             if self._live.pop(address, None) is None:
                 raise HeapError(f"{address:#x} was freed by another thread meanwhile")
+            self.generation += 1
             self._starts.pop(bisect.bisect_left(self._starts, address))
         self._release(alloc.size, alloc.device)
 

@@ -67,6 +67,9 @@ class Executor:
     bind: Callable[[Any], Callable[[], None]]
     workspace_size: int
     repeatable: bool = False
+    # A repeatable executor's last binding, for phase 2 to reuse while nothing it
+    # depends on changed: (workspace, heap generation, worker, kernel call, allocations).
+    bound: tuple[int, int, Any, Callable[[], None], tuple[Any, ...]] | None = None
 
 
 @dataclass

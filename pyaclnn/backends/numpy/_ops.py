@@ -4,6 +4,9 @@ Phase 1 (``aclnn*GetWorkspaceSize``) resolves the C arguments, runs the op's
 checks (``pyaclnn.kernels.checks``), which return the plan, and wraps the
 kernel call in an executor; phase 2 (``aclnn*``) makes the launch-time checks
 and enqueues the kernel, on NumPy views of the emulated memory, on the stream.
+A repeatable executor keeps the views of its last launch and phase 2 reuses
+them while the workspace, the stream and the live allocations are unchanged
+(on the benchmark machine, resolving them cost about 60 us a launch cold).
 The kernels take the plan's already-validated arrays and validate nothing.
 The runtime emulation these adapters run on (memory, streams, registries,
 errors) lives in the package ``__init__``; :class:`OperatorsMixin` is one of
@@ -88,33 +91,43 @@ class OperatorsMixin:
         status = self._stream_status(stream)
         if status:
             return status
-        views = _Views(self.heap)
-        if executor.workspace_size:
-            if workspace_size < executor.workspace_size:
-                return self._error(
-                    ACLNN_ERR_PARAM_INVALID,
-                    f"workspaceSize {workspace_size} is smaller than the {executor.workspace_size} bytes "
-                    "phase 1 asked for",
-                )
-            try:
-                views.workspace(workspace, executor.workspace_size)
-            except HeapError as exc:
-                return self._error(ACLNN_ERR_PARAM_INVALID, str(exc))
-        try:
-            run = executor.bind(views)
-        except HeapError as exc:
-            return self._error(ACLNN_ERR_RUNTIME_ERROR, f"{exc} (was the memory freed before the launch?)")
-        worker = self._worker(stream)
-        foreign = views.foreign(worker.device)
-        if foreign is not None:
-            name, device = foreign
+        if workspace_size < executor.workspace_size:
             return self._error(
-                ACLNN_ERR_RUNTIME_ERROR,
-                f"{api}: {name} is memory of device {device}, but the launch's stream belongs to "
-                f"device {worker.device}",
+                ACLNN_ERR_PARAM_INVALID,
+                f"workspaceSize {workspace_size} is smaller than the {executor.workspace_size} bytes "
+                "phase 1 asked for",
             )
+        worker = self._worker(stream)
+        generation = self.heap.generation
+        bound = executor.bound
+        # A repeated launch with the same workspace and stream, and no allocation made
+        # or freed since, would resolve the same views and pass the same checks.
+        if bound is not None and bound[0] == workspace and bound[1] == generation and bound[2] is worker:
+            run, allocations = bound[3], bound[4]
+        else:
+            views = _Views(self.heap)
+            if executor.workspace_size:
+                try:
+                    views.workspace(workspace, executor.workspace_size)
+                except HeapError as exc:
+                    return self._error(ACLNN_ERR_PARAM_INVALID, str(exc))
+            try:
+                run = executor.bind(views)
+            except HeapError as exc:
+                return self._error(ACLNN_ERR_RUNTIME_ERROR, f"{exc} (was the memory freed before the launch?)")
+            foreign = views.foreign(worker.device)
+            if foreign is not None:
+                name, device = foreign
+                return self._error(
+                    ACLNN_ERR_RUNTIME_ERROR,
+                    f"{api}: {name} is memory of device {device}, but the launch's stream belongs to "
+                    f"device {worker.device}",
+                )
+            allocations = views.allocations()
+            if executor.repeatable:
+                executor.bound = (workspace, generation, worker, run, allocations)
         owner = executor if executor.repeatable else None
-        self._submit(worker, Task(run, views.allocations(), owner, api, env_ns(KERNEL_US)))
+        self._submit(worker, Task(run, allocations, owner, api, env_ns(KERNEL_US)))
         return ACLNN_SUCCESS
 
     def _tensors(self, *named: tuple[Any, str]) -> list[Any]:

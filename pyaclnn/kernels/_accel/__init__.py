@@ -153,6 +153,8 @@ KERNELS = ("max_pool3d_with_argmax_backward", "grid_sampler3d", "grid_sampler3d_
 _PARALLEL_MIN_ELEMENTS = 1 << 16
 
 _RC_OK, _RC_BAD_INDEX = 0, 1
+# The max-pool backward's out-parameter, one per thread (calls may run in several at once).
+_out_param = threading.local()
 _NO_STRIDES = (0,) * 5  # of an output not wanted
 
 
@@ -426,7 +428,10 @@ def max_pool3d_backward(
     lib, code, threads = ready
     if grad_output.size + grad_input.size < _PARALLEL_MIN_ELEMENTS:
         threads = 1
-    bad = _loaded.ffi.new("int64_t *")  # type: ignore[union-attr]
+    try:
+        bad = _out_param.bad
+    except AttributeError:  # the thread's first call; ffi.new is two Python calls, cold on every call
+        bad = _out_param.bad = _loaded.ffi.new("int64_t *")  # type: ignore[union-attr]
     # Tuples for the int64_t * arguments: cffi makes the temporary arrays, at
     # half the cost of ffi.new.
     rc = lib.pyaclnn_max_pool3d_backward(
