@@ -121,23 +121,26 @@ def _closing(call: Callable[[], Any]) -> Callable[[], list]:
 # -- max pooling ------------------------------------------------------------------------
 
 
-def max_pool_cases(torch: Any, quick: bool) -> list[Case]:
-    import pyaclnn
-    from pyaclnn.kernels import max_pool3d as kmp
-
+def max_pool_specs(quick: bool) -> list[tuple[str, tuple[int, ...], int, int, int, bool, str, bool]]:
+    """The max-pool cases: name, input shape, kernel, stride, padding, ceil_mode, dtype, backward."""
     big = (1, 4, 8, 16, 16) if quick else (2, 32, 32, 64, 64)
     res = (1, 4, 8, 14, 14) if quick else (1, 64, 16, 56, 56)
-    specs = [
-        # name, shape, kernel, stride, padding, ceil_mode, dtype, backward
+    return [
         ("maxpool bwd k2 s2 p0", big, 2, 2, 0, False, "fp32", True),
         ("maxpool bwd k3 s2 p1", big, 3, 2, 1, False, "fp32", True),
         ("maxpool bwd k3 s1 p1 ceil", res, 3, 1, 1, True, "fp32", True),
         ("maxpool fwd k2 s2 p0", big, 2, 2, 0, False, "fp32", False),
         ("maxpool bwd k3 s2 p1", big, 3, 2, 1, False, "fp16", True),
     ]
+
+
+def max_pool_cases(torch: Any, quick: bool) -> list[Case]:
+    import pyaclnn
+    from pyaclnn.kernels import max_pool3d as kmp
+
     rng = np.random.default_rng(0)
     cases = []
-    for name, shape, k, s, p, ceil, dname, backward in specs:
+    for name, shape, k, s, p, ceil, dname, backward in max_pool_specs(quick):
         dt = _dtype(dname)
         x32 = rng.standard_normal(shape, dtype=np.float32)
         x = x32.astype(dt)

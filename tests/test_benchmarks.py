@@ -65,3 +65,16 @@ def test_instruction_counter_reports_a_plausible_count_per_call(emulator_home):
     # A call runs the functional layer, the runtime and cffi: tens of thousands of instructions,
     # far from the millions that would mean the start-up or the warm-up leaked into the figure.
     assert 10_000 < count < 1_000_000, row
+
+
+@pytest.mark.skipif(shutil.which(os.environ.get("CC") or "cc") is None, reason="no C compiler for the probe")
+def test_floor_probe_gives_every_part_of_each_backward_case(emulator_home):
+    proc = _run("bench_floor.py", "--quick", "--repeat", "1", emulator_home=emulator_home)
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("maxpool bwd")]
+    assert len(rows) == 4, proc.stdout  # the forward has no floor
+    for row in rows:
+        figures = [float(word) for word in row.split()[-7:]]  # floor ms, five parts, bound
+        assert all(f > 0 for f in figures[1:]), row
+        write, scatter, scatter_1t, bound = figures[1], figures[2], figures[3], figures[6]
+        assert bound == pytest.approx(max(write, min(scatter, scatter_1t)), abs=0.011), row
+    assert "a second thread adds" in proc.stdout

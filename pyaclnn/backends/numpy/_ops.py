@@ -114,7 +114,9 @@ class OperatorsMixin:
             try:
                 run = executor.bind(views)
             except HeapError as exc:
-                return self._error(ACLNN_ERR_RUNTIME_ERROR, f"{exc} (was the memory freed before the launch?)")
+                return self._error(
+                    ACLNN_ERR_RUNTIME_ERROR, f"{exc} (was the memory freed before the launch?)"
+                )
             foreign = views.foreign(worker.device)
             if foreign is not None:
                 name, device = foreign
