@@ -7,16 +7,18 @@ each part alone:
 
 - **write**: grad_input's bytes written with streaming stores (zeros);
 - **scatter**: the gradients and indices read and added into float32 sums,
-  one plane of sums a thread, nothing written out, no index checked (on one
-  thread as well: ``scatter 1t``);
+  two planes at a time with their gradients interleaved as in pyaclnn's
+  kernel, nothing written out, no index checked (on one thread as well:
+  ``scatter 1t``);
 - **kernel**: pyaclnn's compiled kernel on host arrays (no layers);
 - **call**: the pyaclnn call on device arrays, as bench_kernels times it.
 
 Each part is given as a multiple of the floor. The parts on two threads
-start their threads on every call (tens of microseconds), so **bound**, the
-least any kernel can take, is the larger of write and the faster scatter; as
-the two share the cores' load and store units, a kernel needs about their sum
-in practice. The script also measures how much a
+start their threads on every call (tens of microseconds). **bound** is the
+larger of write and the faster scatter: the least a kernel that adds each
+gradient into a float32 sum and writes grad_input once can take here; as the
+two share the cores' load and store units, such a kernel needs about their
+sum in practice. The script also measures how much a
 second thread adds to a loop of independent integer adds: about 2x on two
 cores, about 1.1x when the two CPUs are hardware threads of one core, where a
 second thread cannot halve a scatter either.
@@ -170,9 +172,9 @@ def main(argv: list[str] | None = None) -> int:
             cells = [f"{ratio[n]:10.2f}" for n in [*names, "bound"]]
             print(f"{spec[0] + ' ' + spec[6]:36s} {floor * 1e3:8.2f}  " + "  ".join(cells), flush=True)
         print(
-            "\nwrite and scatter are parts of the op alone (see the module docstring); bound, the least "
-            "a kernel can take, is the larger of write and the faster scatter, and a kernel needs about "
-            "write + scatter. Target of the call (bench_kernels): 1.5x."
+            "\nwrite and scatter are parts of the op alone (see the module docstring); bound, the larger "
+            "of write and the faster scatter, is the least a kernel summing in float32 can take, and it "
+            "needs about write + scatter. Target of the call (bench_kernels): 1.5x."
         )
         if args.quick:
             print("(quick shapes: a smoke run)")

@@ -4,7 +4,7 @@
  *
  * - probe_write: grad_input's bytes written with streaming stores (zeros);
  * - probe_scatter: the gradients and indices read and added into float32
- *   sums, one plane of sums a thread (cleared once per call, not per plane;
+ *   sums, two planes of sums a thread (cleared once per call, not per plane;
  *   nothing is written out and no index is checked, so the result is
  *   meaningless);
  * - probe_spin: a loop of independent integer adds, to see how much a second
@@ -70,25 +70,36 @@ void probe_write(intptr_t dst, int64_t bytes, int threads) {
     run_threads(write_share, shares, threads);
 }
 
+__attribute__((target("avx,f16c"))) static inline float gradient(const share *s, const char *g, int64_t i) {
+    return s->half ? _cvtsh_ss(((const uint16_t *)g)[i]) : ((const float *)g)[i];
+}
+
+static inline __attribute__((always_inline)) int64_t cell(const share *s, const char *ix, int64_t i) {
+    return s->index_size == 8 ? ((const int64_t *)ix)[i] : ((const int32_t *)ix)[i];
+}
+
+/* Two planes at a time, their gradients interleaved, as pyaclnn's kernel sums
+ * them: a run of gradients into one cell is a chain of dependent adds, and
+ * the other plane's adds overlap with it. */
 __attribute__((target("avx,f16c"))) static void *scatter_share(void *arg) {
     share *s = arg;
-    float *acc = calloc((size_t)s->plane, sizeof(float));
+    float *acc = calloc(2 * (size_t)s->plane, sizeof(float));
     if (!acc) return NULL;
-    for (int64_t p = s->first; p < s->end; p++) {
-        const char *g = s->grad + p * s->per_plane * (s->half ? 2 : 4);
-        const char *ix = s->index + p * s->per_plane * s->index_size;
-        for (int64_t i = 0; i < s->per_plane; i++) {
-            float v;
-            if (s->half) {
-                v = _cvtsh_ss(((const uint16_t *)g)[i]);
-            } else {
-                v = ((const float *)g)[i];
+    float *acc1 = acc + s->plane;
+    const int64_t grad_step = s->per_plane * (s->half ? 2 : 4), index_step = s->per_plane * s->index_size;
+    for (int64_t p = s->first; p < s->end; p += 2) {
+        const char *g0 = s->grad + p * grad_step, *i0 = s->index + p * index_step;
+        if (p + 1 < s->end) {
+            const char *g1 = g0 + grad_step, *i1 = i0 + index_step;
+            for (int64_t i = 0; i < s->per_plane; i++) {
+                acc[cell(s, i0, i)] += gradient(s, g0, i);
+                acc1[cell(s, i1, i)] += gradient(s, g1, i);
             }
-            int64_t cell = s->index_size == 8 ? ((const int64_t *)ix)[i] : ((const int32_t *)ix)[i];
-            acc[cell] += v;
+        } else {
+            for (int64_t i = 0; i < s->per_plane; i++) acc[cell(s, i0, i)] += gradient(s, g0, i);
         }
     }
-    volatile float keep = acc[0]; /* the sums are "used" */
+    volatile float keep = acc[0] + acc1[0]; /* the sums are "used" */
     (void)keep;
     free(acc);
     return NULL;
