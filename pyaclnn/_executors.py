@@ -239,7 +239,9 @@ class ExecutorCache:
     # -- destruction behind the queued launches -----------------------------------
     def idle(self, launches: int) -> None:
         """The stream has finished the work queued up to count ``launches`` (it was synchronized)."""
-        if not self._waiting:  # the usual case; a list being replaced under the lock reads as it was
+        # Read without the lock, the usual empty list costs nothing; an entry another
+        # thread adds meanwhile is buried at the next synchronize or drop.
+        if not self._waiting:
             return
         with self._lock:
             ready = [w for w in self._waiting if w[0] <= launches]

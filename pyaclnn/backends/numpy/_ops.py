@@ -100,8 +100,8 @@ class OperatorsMixin:
         worker = self._worker(stream)
         generation = self.heap.generation
         bound = executor.bound
-        # A repeated launch with the same workspace and stream, and no allocation made
-        # or freed since, would resolve the same views and pass the same checks.
+        # A repeated launch with the same workspace and stream, and nothing freed
+        # since, would resolve the same views and pass the same checks.
         if bound is not None and bound[0] == workspace and bound[1] == generation and bound[2] is worker:
             run, allocations = bound[3], bound[4]
         else:
