@@ -24,7 +24,13 @@ call <= 2x PyTorch per call. The forwards are measured too, without a target.
 ``--profile [OP]`` runs cProfile over a loop of one op on the npu backend
 (default grid_sampler3d_backward) and prints the top 25 functions by tottime.
 
-Usage: python benchmarks/bench_overhead.py [--quick] [--calls N] [--loops L]
+``--cold N`` adds a table of the same calls on cold caches: each call comes
+after a 32 MiB copy and a 20 ms pause (as a call after a large kernel, or
+after anything else ran on a shared machine), the minimum of N calls. A
+warm call is what a loop of tiny ops costs; a cold one is what each call of
+bench_kernels.py pays on top of its kernel.
+
+Usage: python benchmarks/bench_overhead.py [--quick] [--calls N] [--loops L] [--cold N]
                                             [--json PATH] [--profile [OP]] [--strict]
 Exit status: 0; 2 when PyTorch is missing; 1 with --strict when the target is missed.
 """
@@ -167,6 +173,30 @@ _LAYERS = (
 )
 
 
+COLD_FLUSH_BYTES = 32 << 20
+COLD_PAUSE = 0.020
+
+
+def time_cold(fns: dict[str, Callable[[], Any]], calls: int) -> dict[str, float]:
+    """Seconds of each of ``fns``'s calls on cold caches: the minimum of ``calls`` calls, each after
+    a copy of COLD_FLUSH_BYTES and a pause of COLD_PAUSE; the contenders take turns."""
+    import time
+
+    src = np.ones(COLD_FLUSH_BYTES // 8)
+    dst = np.empty_like(src)
+    best = {name: float("inf") for name in fns}
+    for fn in fns.values():
+        fn()  # warm-up: first-call costs are not what this measures
+    for _ in range(calls):
+        for name, fn in fns.items():
+            np.copyto(dst, src)
+            time.sleep(COLD_PAUSE)
+            start = time.perf_counter()
+            fn()
+            best[name] = min(best[name], time.perf_counter() - start)
+    return best
+
+
 def _layer(filename: str) -> str:
     path = filename.replace(os.sep, "/")
     for marker, name in _LAYERS:
@@ -216,6 +246,9 @@ def main(argv: list[str] | None = None) -> int:
         help="cProfile OP on the npu backend (default grid_sampler3d_backward)",
     )
     parser.add_argument("--strict", action="store_true", help="exit 1 when the target is missed")
+    parser.add_argument(
+        "--cold", type=int, default=0, metavar="N", help="also time each call on cold caches (min of N)"
+    )
     # accepted so that `python -m pyaclnn bench --repeat N` can pass the same options to both scripts
     parser.add_argument("--repeat", type=int, help=argparse.SUPPRESS)
     # a bare "--" is what `python -m pyaclnn bench -- ARGS` passes along; it separates nothing here
@@ -283,6 +316,26 @@ def main(argv: list[str] | None = None) -> int:
         f"{'met' if met else 'MISSED'} (worst {ratios[worst]['npu']:.2f}x: {worst})"
     )
 
+    cold: dict[str, dict[str, float]] = {}
+    if args.cold > 0:
+        for op in OPS:
+            cold[op] = time_cold({source: fns[op] for source, fns in sources.items()}, args.cold)
+        print(
+            f"\ncold caches: each call after a {COLD_FLUSH_BYTES >> 20} MiB copy and a "
+            f"{COLD_PAUSE * 1e3:g} ms pause, min of {args.cold} calls:"
+        )
+        _common.print_table(
+            ["op", "npu µs/call", "npu no-cache", "numpy µs/call", "torch µs/call", "numpy/torch"],
+            [
+                [
+                    op,
+                    *(f"{cold[op][source] * 1e6:.1f}" for source in (*compared, "torch")),
+                    f"{cold[op]['numpy'] / cold[op]['torch']:.2f}",
+                ]
+                for op in OPS
+            ],
+        )
+
     report, layers = None, None
     if args.profile:
         report, layers = profile(sources["npu"][args.profile], calls)
@@ -303,6 +356,7 @@ def main(argv: list[str] | None = None) -> int:
                 "calls": calls,
                 "loops": loops,
                 "seconds_per_call": timings,
+                "cold_seconds_per_call": cold,
                 "ratios": ratios,
                 "target_met": met,
                 "profile": report,

@@ -31,11 +31,17 @@ def _run(script: str, *args: str, emulator_home) -> subprocess.CompletedProcess[
 
 @pytest.mark.parametrize("script", ["bench_kernels.py", "bench_overhead.py", "bench_pipeline.py"])
 def test_benchmark_runs_quick_through_the_command_line(script, torch, emulator_home):
-    quick = ("--quick", "--repeat", "1") if script == "bench_kernels.py" else ("--quick",)
+    quick = {
+        "bench_kernels.py": ("--quick", "--repeat", "1"),
+        "bench_overhead.py": ("--quick", "--cold", "2"),
+    }.get(script, ("--quick",))
     proc = _run(script, *quick, emulator_home=emulator_home)
     # a table against torch (the pipeline's: against a synchronize per call), and the verdict
     assert ("default/blocking" if script == "bench_pipeline.py" else "torch") in proc.stdout
     assert "target" in proc.stdout
+    if script == "bench_overhead.py":  # and the calls on cold caches, one row per op
+        cold = proc.stdout.split("cold caches:")[1].splitlines()
+        assert sum(line.startswith(("max_pool3d", "grid_sampler3d")) for line in cold) == 4, proc.stdout
 
 
 def test_bench_command_passes_options_on(monkeypatch):
