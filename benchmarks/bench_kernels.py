@@ -225,7 +225,7 @@ def max_pool_cases(torch: Any, quick: bool) -> list[Case]:
                 out_bytes,
                 torch_out=make_torch(_torch_dtype(torch, dname), out=True),
                 floor_bytes=floor_bytes,
-                compiled=backward,
+                compiled=True,
             )
         )
     return cases

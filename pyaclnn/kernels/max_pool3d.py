@@ -540,6 +540,8 @@ def max_pool3d_with_argmax(
     The kernel loops over the kD*kH*kW kernel offsets on chunks of (n, c)
     planes small enough to stay in cache (see ``_ForwardPlan``), on up to
     ``PYACLNN_NUM_THREADS`` threads (default: the usable cores, at most 8).
+    The compiled kernel (:func:`pyaclnn.kernels._accel.max_pool3d`) takes the
+    call first when it can, with the same bits; this one is the reference.
     """
     n_count, c_count, depth, height, width = x.shape
     spatial = (depth, height, width)
@@ -549,6 +551,8 @@ def max_pool3d_with_argmax(
     )
     out_spatial: tuple[int, int, int] = out.shape[2:]  # the plan's output shape (ceil_mode included)
     if out.size == 0 or x.size == 0:
+        return
+    if _accel.max_pool3d(x, tuple(zip(*axes)), out, indices):
         return
 
     compute = compute_dtype(x.dtype)

@@ -56,6 +56,18 @@ one NumPy float16/bfloat16 path, while here it goes through the float32 sum
 (quietened; bfloat16 NaN canonical), as NumPy's other paths do. float64 stays
 with NumPy.
 
+Max-pool forward: the same scan, so the same bits. Each window's in-bounds
+cells in d, h, w order from -inf and its first in-bounds cell, a cell winning
+when greater (in float32: float16 and bfloat16 widen exactly) or NaN; the
+output is the winner's exact bits (a 16-bit NaN is read again from the input
+for its payload), a window over padding only gives -inf and its first cell
+(past the plane), as the NumPy kernel. The inner loop runs over a row of
+outputs for one kernel offset, on the input row split by stride phase so
+that the loads are contiguous (AVX2 build chosen at load); rows of (n, c,
+output depth) are shared out to the threads, so their number changes no
+bit. Cells are int32 inside: planes (plus a dilation on each side) of 2**31
+cells or more stay with NumPy, as does float64.
+
 Max-pool backward from 1 MiB of grad_input on, with C-contiguous planes:
 each plane is summed in a float32 scratch plane, then written in one pass
 with streaming stores (float32 copied; float16 by F16C 8 lanes, bfloat16 by
@@ -114,12 +126,13 @@ __all__ = [
     "grid_sampler3d",
     "grid_sampler3d_backward",
     "library",
+    "max_pool3d",
     "max_pool3d_backward",
     "use_f16c",
 ]
 
 SOURCE = Path(__file__).with_name("pyaclnn_accel.c")
-ABI = 2  # PYACLNN_ACCEL_ABI of the C source
+ABI = 3  # PYACLNN_ACCEL_ABI of the C source
 
 CDEF = """
 int pyaclnn_accel_abi(void);
@@ -131,6 +144,10 @@ int pyaclnn_max_pool3d_backward(intptr_t grad, const int64_t *grad_strides, int 
                                 const int64_t *index_strides, int index_size, intptr_t grad_input,
                                 const int64_t *grad_input_strides, const int64_t *out_shape,
                                 const int64_t *in_spatial, int threads, int64_t *bad);
+int pyaclnn_max_pool3d(intptr_t input, const int64_t *input_strides, int dtype, intptr_t out,
+                       const int64_t *out_strides, intptr_t index, const int64_t *index_strides,
+                       int index_size, const int64_t *in_shape, const int64_t *out_spatial,
+                       const int64_t *params, int threads);
 int pyaclnn_grid_sampler3d_backward(intptr_t grad, const int64_t *grad_strides, intptr_t input,
                                     const int64_t *input_strides, intptr_t grid, const int64_t *grid_strides,
                                     intptr_t input_grad, const int64_t *input_grad_strides,
@@ -146,13 +163,19 @@ int pyaclnn_grid_sampler3d(intptr_t input, const int64_t *input_strides, intptr_
 CFLAGS = ("-O3", "-std=c11", "-fPIC", "-shared", "-pthread", "-Wall", "-Wextra")
 
 #: The kernels this module can run, as named in :func:`accel_status`.
-KERNELS = ("max_pool3d_with_argmax_backward", "grid_sampler3d", "grid_sampler3d_backward")
+KERNELS = (
+    "max_pool3d_with_argmax",
+    "max_pool3d_with_argmax_backward",
+    "grid_sampler3d",
+    "grid_sampler3d_backward",
+)
 
 # Below this many elements (gradients plus grad_input cells) one thread does
 # the call: waking the workers costs tens of microseconds.
 _PARALLEL_MIN_ELEMENTS = 1 << 16
 
 _RC_OK, _RC_BAD_INDEX = 0, 1
+_INT32_MAX = 2**31 - 1
 # The max-pool backward's out-parameter, one per thread (calls may run in several at once).
 _out_param = threading.local()
 _NO_STRIDES = (0,) * 5  # of an output not wanted
@@ -395,6 +418,61 @@ def _prelude(
     if lib is None:
         return None
     return lib, code, _workers.thread_count() if threads is None else threads
+
+
+def max_pool3d(
+    x: np.ndarray,
+    params: tuple[tuple[int, int, int], ...],
+    out: np.ndarray,
+    indices: np.ndarray,
+    threads: int | None = None,
+) -> bool:
+    """Run the compiled max-pool forward if it handles this call.
+
+    The arrays are as :func:`pyaclnn.kernels.max_pool3d.max_pool3d_with_argmax`
+    receives them (5-D, ``out`` and ``indices`` of the plan's output shape,
+    neither empty); ``params`` is (kernel_size, stride, padding, dilation);
+    ``threads`` as for :func:`_prelude`.
+
+    Returns
+    -------
+    bool
+        True when done (``out`` and ``indices`` written); False when the NumPy
+        kernel must run (compiled kernels off or absent, float64, indices
+        that are not native int32/int64 or not writable, no scratch memory).
+    """
+    index_type = indices.dtype
+    if index_type.kind != "i" or index_type.itemsize not in (4, 8) or not index_type.isnative:
+        return False
+    if not indices.flags.writeable:
+        return False
+    # The kernel keeps cells in int32, up to the first cell of a window over
+    # padding only, which may lie one dilation past each end of the plane.
+    depth, height, width = x.shape[2:]
+    reach = (depth + params[3][0]) * (height + params[3][1]) * (width + params[3][2])
+    if reach > _INT32_MAX:
+        return False
+    ready = _prelude((x,), (out,), threads)
+    if ready is None:
+        return False
+    lib, code, threads = ready
+    if x.size + out.size < _PARALLEL_MIN_ELEMENTS:
+        threads = 1
+    rc = lib.pyaclnn_max_pool3d(
+        _address(x),
+        x.strides,
+        code,
+        _address(out),
+        out.strides,
+        _address(indices),
+        indices.strides,
+        index_type.itemsize,
+        x.shape,
+        out.shape[2:],
+        [int(v) for axis in params for v in axis],
+        threads,
+    )
+    return bool(rc == _RC_OK)
 
 
 def max_pool3d_backward(

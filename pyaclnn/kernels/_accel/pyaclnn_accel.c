@@ -30,7 +30,7 @@
 #endif
 
 /* Version of the exported interface; the loader refuses a library of another one. */
-#define PYACLNN_ACCEL_ABI 2
+#define PYACLNN_ACCEL_ABI 3
 
 enum { DT_FLOAT32 = 0, DT_FLOAT16 = 1, DT_BFLOAT16 = 2 };
 enum { RC_OK = 0, RC_BAD_INDEX = 1, RC_NO_MEMORY = -1, RC_BAD_ARGUMENT = -2 };
@@ -233,6 +233,12 @@ static uint64_t highest_contiguous_base(const char *p, int size, int64_t n);
 static uint64_t highest_contiguous_avx2(const char *p, int size, int64_t n);
 #endif
 static uint64_t (*highest_contiguous)(const char *, int, int64_t) = highest_contiguous_base;
+/* The max-pool forward's inner loop (see take_max_loops). */
+static void take_max_base(float *, int32_t *, const float *, int32_t, int32_t, int32_t, int32_t);
+#if HAVE_F16C_PATH
+static void take_max_avx2(float *, int32_t *, const float *, int32_t, int32_t, int32_t, int32_t);
+#endif
+static void (*take_max)(float *, int32_t *, const float *, int32_t, int32_t, int32_t, int32_t) = take_max_base;
 
 /* Use F16C when ``want`` and the CPU has it; returns whether it is used now.
  * ``want`` false also turns off the other SIMD builds (AVX2 bfloat16 lanes,
@@ -251,6 +257,7 @@ API int pyaclnn_accel_use_f16c(int want) {
          * scalar loop when F16C conversion is switched off (tests) */
         stream_plane[DT_BFLOAT16] = want && __builtin_cpu_supports("avx2") ? float_plane_to_bf16_avx2_stream : NULL;
         highest_contiguous = want && __builtin_cpu_supports("avx2") ? highest_contiguous_avx2 : highest_contiguous_base;
+        take_max = want && __builtin_cpu_supports("avx2") ? take_max_avx2 : take_max_base;
     }
     return half_to_float_row == half_row_to_float_f16c;
 #else
@@ -768,6 +775,261 @@ API int pyaclnn_max_pool3d_backward(intptr_t grad, const int64_t *grad_strides, 
         *bad = first_bad;
         return RC_BAD_INDEX;
     }
+    return atomic_load(&t.failed) ? RC_NO_MEMORY : RC_OK;
+}
+
+/* ------------------------------------------------------------------------
+ * Max-pool forward (see pyaclnn/kernels/max_pool3d.py, the reference)
+ * ------------------------------------------------------------------------ */
+
+typedef struct {
+    const char *input;
+    char *out, *index;
+    int64_t xs[5], os[5], is[5]; /* byte strides */
+    int64_t in[5];               /* N, C, D, H, W */
+    int64_t o[3];                /* Do, Ho, Wo */
+    int64_t k[3], s[3], p[3], d[3];
+    int dtype, size, index_size;
+    atomic_llong next;           /* next (plane, output depth) row to take */
+    atomic_int failed;           /* a worker could not allocate its scratch */
+} pool_forward;
+
+/* One axis of a window: the first in-bounds cell (the start moved right by
+ * whole dilations, as PyTorch does; it may lie past the end) and one past
+ * the last cell the window reaches. */
+static inline void window_axis(int64_t o, int64_t k, int64_t s, int64_t p, int64_t d, int64_t length,
+                               int64_t *start, int64_t *first, int64_t *end) {
+    *start = o * s - p;
+    *first = *start < 0 ? *start + (-*start + d - 1) / d * d : *start;
+    int64_t reach = *start + (k - 1) * d + 1;
+    *end = reach < length ? reach : length;
+}
+
+/* The widened input row at ``row`` (W elements, byte step ``step``), split
+ * into ``sw`` phases: phase r holds cells r, r + sw, ... at phases + r * plen.
+ * Returns the phases (the row itself for a contiguous float32 row and sw 1). */
+static const float *phase_row(const pool_forward *t, const char *row, float *wide, uint16_t *bits,
+                              float *phases, int64_t plen) {
+    const int64_t width = t->in[4], step = t->xs[4], sw = t->s[2];
+    if (t->dtype == DT_FLOAT32) {
+        if (step == 4 && sw == 1) return (const float *)row;
+        if (step == 4)
+            memcpy(wide, row, (size_t)width * 4);
+        else
+            for (int64_t w = 0; w < width; w++) memcpy(wide + w, row + w * step, 4);
+    } else {
+        const uint16_t *src = (const uint16_t *)row;
+        if (step != 2) {
+            for (int64_t w = 0; w < width; w++) memcpy(bits + w, row + w * step, 2);
+            src = bits;
+        }
+        if (t->dtype == DT_FLOAT16) {
+            half_to_float_row(src, wide, width);
+        } else {
+            for (int64_t w = 0; w < width; w++) wide[w] = bf16_to_float(src[w]);
+        }
+    }
+    if (sw == 1) return wide;
+    if (sw == 2) { /* the common stride, in a loop the compiler vectorizes */
+        for (int64_t i = 0; i < width / 2; i++) {
+            phases[i] = wide[2 * i];
+            phases[plen + i] = wide[2 * i + 1];
+        }
+        if (width & 1) phases[width / 2] = wide[width - 1];
+        return phases;
+    }
+    for (int64_t r = 0; r < sw; r++)
+        for (int64_t i = 0, w = r; w < width; i++, w += sw) phases[r * plen + i] = wide[w];
+    return phases;
+}
+
+/* Over the outputs [lo, hi) of a row, output i reading v[i] (cell base + i * sw):
+ * the cell wins when greater than best[i] or NaN. Plain loops the compiler
+ * vectorizes (int32 cells: the Python side keeps planes below 2**31); the
+ * AVX2 build is chosen at load with the other SIMD paths. */
+static inline __attribute__((always_inline)) void take_max_loops(float *restrict best, int32_t *restrict index,
+                                                                  const float *restrict v, int32_t lo, int32_t hi,
+                                                                  int32_t base, int32_t sw) {
+    for (int32_t i = lo; i < hi; i++) {
+        const float x = v[i];
+        const int take = (x > best[i]) | (x != x);
+        best[i] = take ? x : best[i];
+        index[i] = take ? base + i * sw : index[i];
+    }
+}
+
+static void take_max_base(float *best, int32_t *index, const float *v, int32_t lo, int32_t hi, int32_t base,
+                          int32_t sw) {
+    take_max_loops(best, index, v, lo, hi, base, sw);
+}
+
+#if HAVE_F16C_PATH
+__attribute__((target("avx2"))) static void take_max_avx2(float *best, int32_t *index, const float *v, int32_t lo,
+                                                           int32_t hi, int32_t base, int32_t sw) {
+    take_max_loops(best, index, v, lo, hi, base, sw);
+}
+#endif
+
+/* A row of outputs: the winners as ``t->dtype`` (their exact bits: a float32
+ * maximum is the input's value, a 16-bit one was widened exactly; a 16-bit
+ * NaN is read again from the input for its payload; a window over padding
+ * only kept -inf), and their cells as int32 or int64. */
+static void store_row(const pool_forward *t, const char *x, const float *best, const int32_t *index, char *orow,
+                      char *irow, uint16_t *bits) {
+    const int64_t count = t->o[2], ostep = t->os[4], istep = t->is[4];
+    if (t->dtype == DT_FLOAT32) {
+        if (ostep == 4)
+            memcpy(orow, best, (size_t)count * 4);
+        else
+            for (int64_t i = 0; i < count; i++) memcpy(orow + i * ostep, best + i, 4);
+    } else {
+        if (t->dtype == DT_FLOAT16) {
+            float_to_half_row(best, bits, count);
+        } else {
+            for (int64_t i = 0; i < count; i++) bits[i] = float_to_bf16(best[i]);
+        }
+        const int64_t hw = t->in[3] * t->in[4];
+        for (int64_t i = 0; i < count; i++) {
+            if (best[i] != best[i]) {
+                const int64_t z = index[i] / hw, y = index[i] / t->in[4] % t->in[3], w = index[i] % t->in[4];
+                memcpy(bits + i, x + z * t->xs[2] + y * t->xs[3] + w * t->xs[4], 2);
+            }
+        }
+        if (ostep == 2)
+            memcpy(orow, bits, (size_t)count * 2);
+        else
+            for (int64_t i = 0; i < count; i++) memcpy(orow + i * ostep, bits + i, 2);
+    }
+    if (t->index_size == 4 && istep == 4) {
+        memcpy(irow, index, (size_t)count * 4);
+    } else if (t->index_size == 8 && istep == 8) {
+        int64_t *wide = (int64_t *)irow;
+        for (int64_t i = 0; i < count; i++) wide[i] = index[i];
+    } else {
+        for (int64_t i = 0; i < count; i++) {
+            const int64_t wide = index[i];
+            memcpy(irow + i * istep, t->index_size == 8 ? (const void *)&wide : (const void *)(index + i),
+                   (size_t)t->index_size);
+        }
+    }
+}
+
+static void forward_task(void *ctx) {
+    pool_forward *t = ctx;
+    const int64_t depth = t->in[2], height = t->in[3], width = t->in[4];
+    const int64_t od_count = t->o[0], oh_count = t->o[1], ow_count = t->o[2];
+    const int64_t sw = t->s[2], pw = t->p[2], dw = t->d[2];
+    const int64_t plen = (width + sw - 1) / sw;
+    const int64_t rows = t->in[0] * t->in[1] * od_count;
+    /* a widened row, its 16-bit bits, its phases; per output: best, index, first cell along W */
+    const int64_t bits_len = width > ow_count ? width : ow_count;
+    const int64_t kw = t->k[2];
+    const size_t bytes = (size_t)width * 4 + (size_t)bits_len * 2 + (size_t)(sw * plen) * 4 + (size_t)ow_count * 16 +
+                         (size_t)kw * 32 + 64;
+    char *scratch = scratch_alloc(bytes);
+    if (!scratch) {
+        atomic_store(&t->failed, 1);
+        return;
+    }
+    float *wide = (float *)scratch, *phases = wide + width, *best = phases + sw * plen;
+    int32_t *index = (int32_t *)(best + ow_count);
+    int64_t *first_w = (int64_t *)(((uintptr_t)(index + ow_count) + 7) & ~(uintptr_t)7);
+    /* per kernel offset along W: where its cells are in the phases, and the outputs it reaches */
+    int64_t *from = first_w + ow_count, *cell = from + kw, *lo = cell + kw, *hi = lo + kw;
+    uint16_t *bits = (uint16_t *)(hi + kw);
+    for (int64_t ow = 0; ow < ow_count; ow++) {
+        int64_t start, end;
+        window_axis(ow, kw, sw, pw, dw, width, &start, &first_w[ow], &end);
+    }
+    for (int64_t j = 0; j < kw; j++) {
+        /* output ow reads cell ow * sw + rel: phase (rel mod sw), entry ow + shift */
+        const int64_t rel = j * dw - pw;
+        const int64_t phase = ((rel % sw) + sw) % sw;
+        from[j] = phase * plen + (rel - phase) / sw;
+        cell[j] = rel;
+        lo[j] = rel < 0 ? (-rel + sw - 1) / sw : 0;
+        hi[j] = width - 1 - rel < 0 ? 0 : (width - 1 - rel) / sw + 1;
+        if (hi[j] > ow_count) hi[j] = ow_count;
+    }
+    for (int64_t r; (r = atomic_fetch_add(&t->next, 1)) < rows;) {
+        const int64_t plane = r / od_count, od = r % od_count;
+        const int64_t n = plane / t->in[1], c = plane % t->in[1];
+        const char *x = t->input + n * t->xs[0] + c * t->xs[1];
+        int64_t zs, z0, z1;
+        window_axis(od, t->k[0], t->s[0], t->p[0], t->d[0], depth, &zs, &z0, &z1);
+        for (int64_t oh = 0; oh < oh_count; oh++) {
+            int64_t ys, y0, y1;
+            window_axis(oh, t->k[1], t->s[1], t->p[1], t->d[1], height, &ys, &y0, &y1);
+            /* start: -inf and the first in-bounds cell (beyond the plane for padding only) */
+            const int64_t first = (z0 * height + y0) * width;
+            for (int64_t ow = 0; ow < ow_count; ow++) {
+                best[ow] = -INFINITY;
+                index[ow] = (int32_t)(first + first_w[ow]);
+            }
+            for (int64_t z = z0; z < z1; z += t->d[0]) {
+                for (int64_t y = y0; y < y1; y += t->d[1]) {
+                    const float *v = phase_row(t, x + z * t->xs[2] + y * t->xs[3], wide, bits, phases, plen);
+                    const int64_t row_cell = (z * height + y) * width;
+                    for (int64_t j = 0; j < kw; j++)
+                        if (lo[j] < hi[j])
+                            take_max(best, index, v + from[j], (int32_t)lo[j], (int32_t)hi[j],
+                                     (int32_t)(row_cell + cell[j]), (int32_t)sw);
+                }
+            }
+            char *orow = t->out + n * t->os[0] + c * t->os[1] + od * t->os[2] + oh * t->os[3];
+            char *irow = t->index + n * t->is[0] + c * t->is[1] + od * t->is[2] + oh * t->is[3];
+            store_row(t, x, best, index, orow, irow, bits);
+        }
+    }
+    scratch_free(scratch, bytes);
+}
+
+/*
+ * out, indices = max pooling of input, as pyaclnn.kernels.max_pool3d.max_pool3d_with_argmax:
+ * the in-bounds cells of each window in d, h, w order from -inf and the first
+ * in-bounds cell; a cell wins when greater than the running maximum or NaN
+ * (ties: the first maximum; NaN: the last NaN). out gets the winner's exact
+ * bits; a window over padding only gives -inf and its first cell's index.
+ *
+ * dtype: DT_FLOAT32/16/BF16 of input and out; index_size 4 or 8; in_shape
+ * (N, C, D, H, W); out_spatial (Do, Ho, Wo); params k[3], s[3], p[3], d[3]
+ * (validated: k, s, d > 0, 0 <= p). Returns RC_OK, RC_NO_MEMORY (out
+ * partly written) or RC_BAD_ARGUMENT.
+ */
+API int pyaclnn_max_pool3d(intptr_t input, const int64_t *input_strides, int dtype, intptr_t out,
+                           const int64_t *out_strides, intptr_t index, const int64_t *index_strides, int index_size,
+                           const int64_t *in_shape, const int64_t *out_spatial, const int64_t *params, int threads) {
+    if ((dtype != DT_FLOAT32 && dtype != DT_FLOAT16 && dtype != DT_BFLOAT16) ||
+        (index_size != 4 && index_size != 8))
+        return RC_BAD_ARGUMENT;
+    pool_forward t;
+    memset(&t, 0, sizeof t);
+    t.input = (const char *)input;
+    t.out = (char *)out;
+    t.index = (char *)index;
+    memcpy(t.xs, input_strides, sizeof t.xs);
+    memcpy(t.os, out_strides, sizeof t.os);
+    memcpy(t.is, index_strides, sizeof t.is);
+    memcpy(t.in, in_shape, sizeof t.in);
+    memcpy(t.o, out_spatial, sizeof t.o);
+    for (int a = 0; a < 3; a++) {
+        t.k[a] = params[a];
+        t.s[a] = params[3 + a];
+        t.p[a] = params[6 + a];
+        t.d[a] = params[9 + a];
+        if (t.k[a] <= 0 || t.s[a] <= 0 || t.d[a] <= 0 || t.p[a] < 0) return RC_BAD_ARGUMENT;
+    }
+    /* window codes are int32 */
+    if (t.k[0] * t.k[1] * t.k[2] > INT32_MAX) return RC_BAD_ARGUMENT;
+    t.dtype = dtype;
+    t.size = dtype == DT_FLOAT32 ? 4 : 2;
+    t.index_size = index_size;
+    const int64_t rows = t.in[0] * t.in[1] * t.o[0];
+    if (rows == 0 || t.o[1] * t.o[2] == 0 || t.in[2] * t.in[3] * t.in[4] == 0) return RC_OK;
+    if (threads > rows) threads = (int)rows;
+    atomic_init(&t.next, 0);
+    atomic_init(&t.failed, 0);
+    run_parallel(forward_task, &t, threads);
     return atomic_load(&t.failed) ? RC_NO_MEMORY : RC_OK;
 }
 
