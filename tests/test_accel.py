@@ -56,9 +56,9 @@ class _Recorder:
         return getattr(self._lib, name)
 
 
-@pytest.fixture
-def compiled(monkeypatch) -> _Recorder:
-    """The compiled kernels switched on, their backward calls counted; skips only if unbuildable."""
+def library_or_skip(monkeypatch):
+    """The compiled kernels' library, switched on; skips only if it cannot be built
+    (fails instead under PYACLNN_REQUIRE_ACCEL=1). Shared by the compiled-kernel tests."""
     monkeypatch.delenv("PYACLNN_ACCEL", raising=False)
     lib = _accel.library()
     if lib is None:
@@ -66,7 +66,13 @@ def compiled(monkeypatch) -> _Recorder:
         if os.environ.get("PYACLNN_REQUIRE_ACCEL") == "1":
             pytest.fail(f"PYACLNN_REQUIRE_ACCEL=1 but the compiled kernels are unavailable: {reason}")
         pytest.skip(f"compiled kernels unavailable: {reason}")
-    recorder = _Recorder(lib)
+    return lib
+
+
+@pytest.fixture
+def compiled(monkeypatch) -> _Recorder:
+    """The compiled kernels switched on, their backward calls counted; skips only if unbuildable."""
+    recorder = _Recorder(library_or_skip(monkeypatch))
     monkeypatch.setattr(_accel._loaded, "lib", recorder)
     return recorder
 

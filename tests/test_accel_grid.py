@@ -22,6 +22,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 from reproducible import seed
+from test_accel import library_or_skip
 
 from pyaclnn.kernels import _accel
 from pyaclnn.kernels import grid_sampler3d as gs
@@ -65,14 +66,7 @@ class _Recorder:
 @pytest.fixture
 def compiled(monkeypatch) -> _Recorder:
     """The compiled kernels switched on, their calls counted; skips only if unbuildable."""
-    monkeypatch.delenv("PYACLNN_ACCEL", raising=False)
-    lib = _accel.library()
-    if lib is None:
-        reason = _accel.accel_status()["reason"]
-        if os.environ.get("PYACLNN_REQUIRE_ACCEL") == "1":
-            pytest.fail(f"PYACLNN_REQUIRE_ACCEL=1 but the compiled kernels are unavailable: {reason}")
-        pytest.skip(f"compiled kernels unavailable: {reason}")
-    recorder = _Recorder(lib)
+    recorder = _Recorder(library_or_skip(monkeypatch))
     monkeypatch.setattr(_accel._loaded, "lib", recorder)
     return recorder
 

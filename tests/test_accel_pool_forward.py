@@ -16,7 +16,7 @@ import os
 import numpy as np
 import pytest
 from reproducible import seed
-from test_accel import BF16, DTYPES, F16, F32, INDEX_DTYPES, _output, _same_bits, _strided
+from test_accel import BF16, DTYPES, F16, F32, INDEX_DTYPES, _output, _same_bits, _strided, library_or_skip
 
 from pyaclnn.kernels import _accel
 from pyaclnn.kernels import max_pool3d as mp
@@ -25,13 +25,7 @@ from pyaclnn.kernels import max_pool3d as mp
 @pytest.fixture
 def compiled(monkeypatch):
     """The compiled kernels on, their forward calls counted; skips only if unbuildable."""
-    monkeypatch.delenv("PYACLNN_ACCEL", raising=False)
-    lib = _accel.library()
-    if lib is None:
-        reason = _accel.accel_status()["reason"]
-        if os.environ.get("PYACLNN_REQUIRE_ACCEL") == "1":
-            pytest.fail(f"PYACLNN_REQUIRE_ACCEL=1 but the compiled kernels are unavailable: {reason}")
-        pytest.skip(f"compiled kernels unavailable: {reason}")
+    lib = library_or_skip(monkeypatch)
     calls = []
 
     class Counting:

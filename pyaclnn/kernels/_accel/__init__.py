@@ -420,6 +420,24 @@ def _prelude(
     return lib, code, _workers.thread_count() if threads is None else threads
 
 
+def _pool_prelude(
+    data: np.ndarray, output: np.ndarray, indices: np.ndarray, threads: int | None, write_indices: bool
+) -> tuple[Any, int, int] | None:
+    """:func:`_prelude` for the max-pool kernels, whose indices must also be native
+    int32 or int64 (and writable when ``write_indices``); a call of fewer than
+    _PARALLEL_MIN_ELEMENTS elements runs on one thread."""
+    index_type = indices.dtype
+    if index_type.kind != "i" or index_type.itemsize not in (4, 8) or not index_type.isnative:
+        return None
+    if write_indices and not indices.flags.writeable:
+        return None
+    ready = _prelude((data,), (output,), threads)
+    if ready is None:
+        return None
+    lib, code, threads = ready
+    return lib, code, 1 if data.size + output.size < _PARALLEL_MIN_ELEMENTS else threads
+
+
 def max_pool3d(
     x: np.ndarray,
     params: tuple[tuple[int, int, int], ...],
@@ -441,23 +459,16 @@ def max_pool3d(
         kernel must run (compiled kernels off or absent, float64, indices
         that are not native int32/int64 or not writable, no scratch memory).
     """
-    index_type = indices.dtype
-    if index_type.kind != "i" or index_type.itemsize not in (4, 8) or not index_type.isnative:
-        return False
-    if not indices.flags.writeable:
-        return False
     # The kernel keeps cells in int32, up to the first cell of a window over
     # padding only, which may lie one dilation past each end of the plane.
     depth, height, width = x.shape[2:]
     reach = (depth + params[3][0]) * (height + params[3][1]) * (width + params[3][2])
     if reach > _INT32_MAX:
         return False
-    ready = _prelude((x,), (out,), threads)
+    ready = _pool_prelude(x, out, indices, threads, write_indices=True)
     if ready is None:
         return False
     lib, code, threads = ready
-    if x.size + out.size < _PARALLEL_MIN_ELEMENTS:
-        threads = 1
     rc = lib.pyaclnn_max_pool3d(
         _address(x),
         x.strides,
@@ -466,7 +477,7 @@ def max_pool3d(
         out.strides,
         _address(indices),
         indices.strides,
-        index_type.itemsize,
+        indices.dtype.itemsize,
         x.shape,
         out.shape[2:],
         [int(v) for axis in params for v in axis],
@@ -497,15 +508,10 @@ def max_pool3d_backward(
         With the C-order position of the first index outside its plane;
         nothing was written.
     """
-    index_type = indices.dtype
-    if index_type.kind != "i" or index_type.itemsize not in (4, 8) or not index_type.isnative:
-        return False
-    ready = _prelude((grad_output,), (grad_input,), threads)
+    ready = _pool_prelude(grad_output, grad_input, indices, threads, write_indices=False)
     if ready is None:
         return False
     lib, code, threads = ready
-    if grad_output.size + grad_input.size < _PARALLEL_MIN_ELEMENTS:
-        threads = 1
     try:
         bad = _out_param.bad
     except AttributeError:  # the thread's first call; ffi.new is two Python calls, cold on every call
@@ -518,7 +524,7 @@ def max_pool3d_backward(
         code,
         _address(indices),
         indices.strides,
-        index_type.itemsize,
+        indices.dtype.itemsize,
         _address(grad_input),
         grad_input.strides,
         grad_output.shape,

@@ -549,11 +549,11 @@ static void check_planes(pool_backward *t) {
     }
 }
 
-/* One row of gradients as float32: ``row`` itself when it is float32 and
- * contiguous, else converted into ``buf``. */
-static const float *widen_row(const pool_backward *t, const char *row, float *buf, uint16_t *bits) {
-    const int64_t n = t->out[4], step = t->gs[4];
-    if (t->dtype == DT_FLOAT32) {
+/* ``n`` values of ``dtype`` at byte step ``step`` from ``row``, as float32:
+ * ``row`` itself when float32 and contiguous, else converted into ``buf``
+ * (``bits`` holds strided 16-bit values on the way). */
+static const float *widen(const char *row, int64_t step, int64_t n, int dtype, float *buf, uint16_t *bits) {
+    if (dtype == DT_FLOAT32) {
         if (step == 4) return (const float *)row;
         for (int64_t w = 0; w < n; w++) memcpy(buf + w, row + w * step, 4);
         return buf;
@@ -563,7 +563,7 @@ static const float *widen_row(const pool_backward *t, const char *row, float *bu
         for (int64_t w = 0; w < n; w++) memcpy(bits + w, row + w * step, 2);
         src = bits;
     }
-    if (t->dtype == DT_FLOAT16) {
+    if (dtype == DT_FLOAT16) {
         half_to_float_row(src, buf, n);
     } else {
         for (int64_t w = 0; w < n; w++) buf[w] = bf16_to_float(src[w]);
@@ -673,7 +673,7 @@ static void scatter_planes(pool_backward *t) {
                     const float *g[2];
                     const char *irow[2];
                     for (int k = 0; k < count; k++) {
-                        g[k] = widen_row(t, gp[k] + d * t->gs[2] + h * t->gs[3], bufs[k], bits);
+                        g[k] = widen(gp[k] + d * t->gs[2] + h * t->gs[3], t->gs[4], ow, t->dtype, bufs[k], bits);
                         irow[k] = ip[k] + d * t->is[2] + h * t->is[3];
                     }
                     if (count == 2) {
@@ -805,41 +805,24 @@ static inline void window_axis(int64_t o, int64_t k, int64_t s, int64_t p, int64
     *end = reach < length ? reach : length;
 }
 
-/* The widened input row at ``row`` (W elements, byte step ``step``), split
- * into ``sw`` phases: phase r holds cells r, r + sw, ... at phases + r * plen.
- * Returns the phases (the row itself for a contiguous float32 row and sw 1). */
+/* The input row at ``row`` as float32, split into ``sw`` phases: phase r
+ * holds cells r, r + sw, ... at phases + r * plen (the widened row itself
+ * when sw is 1). */
 static const float *phase_row(const pool_forward *t, const char *row, float *wide, uint16_t *bits,
                               float *phases, int64_t plen) {
-    const int64_t width = t->in[4], step = t->xs[4], sw = t->s[2];
-    if (t->dtype == DT_FLOAT32) {
-        if (step == 4 && sw == 1) return (const float *)row;
-        if (step == 4)
-            memcpy(wide, row, (size_t)width * 4);
-        else
-            for (int64_t w = 0; w < width; w++) memcpy(wide + w, row + w * step, 4);
-    } else {
-        const uint16_t *src = (const uint16_t *)row;
-        if (step != 2) {
-            for (int64_t w = 0; w < width; w++) memcpy(bits + w, row + w * step, 2);
-            src = bits;
-        }
-        if (t->dtype == DT_FLOAT16) {
-            half_to_float_row(src, wide, width);
-        } else {
-            for (int64_t w = 0; w < width; w++) wide[w] = bf16_to_float(src[w]);
-        }
-    }
-    if (sw == 1) return wide;
+    const int64_t width = t->in[4], sw = t->s[2];
+    const float *v = widen(row, t->xs[4], width, t->dtype, wide, bits);
+    if (sw == 1) return v;
     if (sw == 2) { /* the common stride, in a loop the compiler vectorizes */
         for (int64_t i = 0; i < width / 2; i++) {
-            phases[i] = wide[2 * i];
-            phases[plen + i] = wide[2 * i + 1];
+            phases[i] = v[2 * i];
+            phases[plen + i] = v[2 * i + 1];
         }
-        if (width & 1) phases[width / 2] = wide[width - 1];
+        if (width & 1) phases[width / 2] = v[width - 1];
         return phases;
     }
     for (int64_t r = 0; r < sw; r++)
-        for (int64_t i = 0, w = r; w < width; i++, w += sw) phases[r * plen + i] = wide[w];
+        for (int64_t i = 0, w = r; w < width; i++, w += sw) phases[r * plen + i] = v[w];
     return phases;
 }
 
