@@ -1002,8 +1002,6 @@ API int pyaclnn_max_pool3d(intptr_t input, const int64_t *input_strides, int dty
         t.d[a] = params[9 + a];
         if (t.k[a] <= 0 || t.s[a] <= 0 || t.d[a] <= 0 || t.p[a] < 0) return RC_BAD_ARGUMENT;
     }
-    /* window codes are int32 */
-    if (t.k[0] * t.k[1] * t.k[2] > INT32_MAX) return RC_BAD_ARGUMENT;
     t.dtype = dtype;
     t.size = dtype == DT_FLOAT32 ? 4 : 2;
     t.index_size = index_size;
