@@ -35,6 +35,11 @@
 enum { DT_FLOAT32 = 0, DT_FLOAT16 = 1, DT_BFLOAT16 = 2 };
 enum { RC_OK = 0, RC_BAD_INDEX = 1, RC_NO_MEMORY = -1, RC_BAD_ARGUMENT = -2 };
 
+/* Whether ``dtype`` is one of the DT_* codes the kernels take. */
+static inline int known_dtype(int dtype) {
+    return dtype == DT_FLOAT32 || dtype == DT_FLOAT16 || dtype == DT_BFLOAT16;
+}
+
 API int pyaclnn_accel_abi(void) { return PYACLNN_ACCEL_ABI; }
 
 /* ------------------------------------------------------------------------
@@ -729,9 +734,7 @@ API int pyaclnn_max_pool3d_backward(intptr_t grad, const int64_t *grad_strides, 
                                     const int64_t *index_strides, int index_size, intptr_t grad_input,
                                     const int64_t *grad_input_strides, const int64_t *out_shape,
                                     const int64_t *in_spatial, int threads, int64_t *bad) {
-    if ((dtype != DT_FLOAT32 && dtype != DT_FLOAT16 && dtype != DT_BFLOAT16) ||
-        (index_size != 4 && index_size != 8))
-        return RC_BAD_ARGUMENT;
+    if (!known_dtype(dtype) || (index_size != 4 && index_size != 8)) return RC_BAD_ARGUMENT;
     pool_backward t;
     memset(&t, 0, sizeof t);
     t.grad = (const char *)grad;
@@ -982,9 +985,7 @@ static void forward_task(void *ctx) {
 API int pyaclnn_max_pool3d(intptr_t input, const int64_t *input_strides, int dtype, intptr_t out,
                            const int64_t *out_strides, intptr_t index, const int64_t *index_strides, int index_size,
                            const int64_t *in_shape, const int64_t *out_spatial, const int64_t *params, int threads) {
-    if ((dtype != DT_FLOAT32 && dtype != DT_FLOAT16 && dtype != DT_BFLOAT16) ||
-        (index_size != 4 && index_size != 8))
-        return RC_BAD_ARGUMENT;
+    if (!known_dtype(dtype) || (index_size != 4 && index_size != 8)) return RC_BAD_ARGUMENT;
     pool_forward t;
     memset(&t, 0, sizeof t);
     t.input = (const char *)input;
@@ -1391,7 +1392,7 @@ static void gs_scatter_task(void *ctx) {
 static int gs_setup(grid_backward *t, intptr_t input, const int64_t *input_strides, intptr_t grid,
                     const int64_t *grid_strides, const int64_t *in_shape, const int64_t *out_spatial, int dtype,
                     int interp, int padding, int align) {
-    if ((dtype != DT_FLOAT32 && dtype != DT_FLOAT16 && dtype != DT_BFLOAT16) || interp < 0 || interp > 1 ||
+    if (!known_dtype(dtype) || interp < 0 || interp > 1 ||
         padding < 0 || padding > 2)
         return 1;
     memset(t, 0, sizeof *t);
