@@ -263,9 +263,10 @@ class DeviceArray:
         storage = np.empty(self.storage_size, dtype=self.dtype)
         if self.nbytes:
             # as bytes: the buffer protocol has no format for bfloat16
-            acl.rt.memcpy(
-                storage.view(np.uint8), storage.nbytes, self.ptr, self.nbytes, _D2H, backend=self.backend
-            )
+            with _context.context(self.backend).on_device(self.device):
+                acl.rt.memcpy(
+                    storage.view(np.uint8), storage.nbytes, self.ptr, self.nbytes, _D2H, backend=self.backend
+                )
         if self.is_contiguous() and self.storage_size == self.size:
             return storage.reshape(self.shape)
         if self.size == 0:
@@ -322,8 +323,7 @@ class DeviceArray:
             stream = stream or _context.context(self.backend).default_stream(self.device)
         self._use_on(stream)
         if self.nbytes:
-            acl.rt.memset_async(self.ptr, self.nbytes, 0, self.nbytes, stream.handle, backend=self.backend)
-            stream._state.queued += 1
+            stream._enqueue(acl.rt.memset_async, self.ptr, self.nbytes, 0, self.nbytes, stream.handle)
 
     def _use_on(self, stream: Stream) -> None:
         """Order work queued on ``stream`` from now on after the work that used this array elsewhere."""
@@ -353,8 +353,8 @@ class DeviceArray:
         self._block = None
         if block is not None and block.nbytes:
             stream = self._stream
-            state = stream._state if stream is not None else None
-            self._pool.release(block, state if state is not None and state.open else None)
+            # The pool decides under its lock whether the stream is still open (a close may race this).
+            self._pool.release(block, stream._state if stream is not None else None)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         # As CuPy: converting device memory to NumPy is a copy (and a wait), so it is asked for by name.
@@ -537,11 +537,7 @@ def to_device(
     )
     try:
         host = np.ascontiguousarray(storage).view(np.uint8)
-        with stream._ctx.on_device(stream.device):
-            acl.rt.memcpy_async(
-                array.ptr, array.nbytes, host, host.nbytes, _H2D, stream.handle, backend=array.backend
-            )
-        stream._state.queued += 1
+        stream._enqueue(acl.rt.memcpy_async, array.ptr, array.nbytes, host, host.nbytes, _H2D, stream.handle)
     except BaseException:
         array.close()
         raise

@@ -16,12 +16,12 @@ and finalizes ACL, in the order the C API expects.
 from __future__ import annotations
 
 import atexit
-import contextlib
 import functools
 import os
 import threading
+import warnings
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from . import _decl, _executors, acl
@@ -42,12 +42,56 @@ def launch_blocking_by_environment() -> bool:
 
 
 class _ThreadState(threading.local):
-    """A context's per-thread state; attributes are set on first use (absent until then)."""
+    """A context's per-thread state. ``threading.local`` runs ``__init__`` in every thread
+    that reads it, so a thread that never called pyaclnn (a consumer, a finalizer run by
+    the garbage collector) starts from these values instead of missing them."""
 
-    bound: int | None  # the device aclrtSetDevice last bound for this thread
-    device: int  # the thread's current device
-    devices: set[int]  # devices this thread has bound
-    streams: dict[int, Stream]  # the thread's default stream per device
+    def __init__(self) -> None:
+        self.bound: int | None = None  # the device aclrtSetDevice last bound in this thread (None: none)
+        self.device = 0  # the thread's current device, as pyaclnn's API shows it
+        self.devices: set[int] = set()  # devices this thread has bound
+        self.streams: dict[int, Stream] = {}  # the thread's default stream per device
+
+
+class _NoGuard:
+    """The device guard when the right device is bound already: does nothing."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+_NO_GUARD = _NoGuard()
+
+
+class _DeviceGuard:
+    """Binds a device to the calling thread for a block of ACL calls, then the previous one again.
+
+    Only the ACL binding changes: the thread's current device (``get_device``) stays.
+    A thread that had bound nothing keeps the binding (it has a context now, as CANN
+    gives one to a thread that set a device).
+    """
+
+    __slots__ = ("ctx", "device", "previous")
+
+    def __init__(self, ctx: _Context, device: int) -> None:
+        self.ctx = ctx
+        self.device = device
+        self.previous: int | None = None
+
+    def __enter__(self) -> None:
+        tls = self.ctx.tls
+        self.previous = tls.bound
+        self.ctx.set_acl_device(self.device)
+
+    def __exit__(self, *exc: object) -> None:
+        previous = self.previous
+        if previous is not None and previous != self.device:
+            self.ctx.set_acl_device(previous)
 
 
 class _Context:
@@ -82,8 +126,8 @@ class _Context:
                     if not self._exit_hook:  # once: shutdown after a later re-init is the same call
                         atexit.register(self.shutdown)
                         self._exit_hook = True
-        if getattr(self.tls, "bound", None) is None:
-            self.bind(0)
+        if self.tls.bound is None:
+            self.set_acl_device(self.tls.device)
         return self
 
     @property
@@ -91,31 +135,31 @@ class _Context:
         """The calling thread's current device."""
         return self.tls.device
 
+    def set_acl_device(self, device: int) -> None:
+        """``aclrtSetDevice(device)`` for the calling thread, unless it is bound already."""
+        tls = self.tls
+        if tls.bound != device:
+            acl.rt.set_device(device, backend=self.name)
+            tls.bound = device
+            if device not in tls.devices:
+                tls.devices.add(device)
+                with self.lock:
+                    self.used_devices.add(device)
+
     def bind(self, device: int) -> None:
         """Make ``device`` the calling thread's current device (``aclrtSetDevice`` on a change)."""
-        if getattr(self.tls, "bound", None) != device:
-            acl.rt.set_device(device, backend=self.name)
-            if getattr(self.tls, "devices", None) is None:
-                self.tls.devices = set()
-                self.tls.streams = {}
-            self.tls.devices.add(device)
-            with self.lock:
-                self.used_devices.add(device)
-            self.tls.bound = self.tls.device = device
+        self.set_acl_device(device)
+        self.tls.device = device
 
-    @contextlib.contextmanager
-    def on_device(self, device: int) -> Iterator[None]:
-        """Make ``device`` current for the block, then the previous one again (a device guard)."""
-        previous = getattr(self.tls, "device", None)
-        if previous == device:
-            yield
-            return
-        self.bind(device)
-        try:
-            yield
-        finally:
-            if previous is not None:
-                self.bind(previous)
+    def on_device(self, device: int) -> _DeviceGuard | _NoGuard:
+        """A guard that binds ``device`` to the calling thread for a block of ACL calls.
+
+        Every ACL call of pyaclnn that acts on a device's memory, streams or events
+        runs inside one, in whatever thread it is (CANN's contexts are per thread).
+        """
+        if self.tls.bound == device:
+            return _NO_GUARD
+        return _DeviceGuard(self, device)
 
     def device_pool(self, device: int) -> MemoryPool:
         """The memory pool of ``device``, made on first use."""
@@ -132,14 +176,15 @@ class _Context:
 
     def default_stream(self, device: int | None = None) -> Stream:
         """The calling thread's default stream on ``device`` (its current device), created on first use."""
+        tls = self.tls
         if device is None:
-            device = self.tls.device
-        stream = self.tls.streams.get(device)
+            device = tls.device
+        stream = tls.streams.get(device)
         if stream is None or not stream._state.open:
             from ._stream import Stream
 
             stream = Stream(self.name, device=device)
-            self.tls.streams[device] = stream
+            tls.streams[device] = stream
         return stream
 
     def cached_int_array(self, values: tuple[int, ...]) -> Any | None:
@@ -176,21 +221,26 @@ class _Context:
         return handle
 
     def shutdown(self) -> None:
-        """Close streams and events, wait for the device, free memory and cached arrays, finalize ACL."""
+        """Close streams and events, wait for the device, free memory and cached arrays, finalize ACL.
+
+        Each stream, event and executor is destroyed with its own device bound. A
+        device error still pending on a stream is reported as a RuntimeWarning naming
+        the stream and the operator, never dropped.
+        """
         if not self.initialized:
             return
         for stream in list(self.streams):
-            try:
-                stream.close()
-            except AclError:
-                pass  # best effort: report nothing, free the rest
+            _close_reporting(stream)
         for event in list(self.events):
             event.close()
         # Work queued on streams pyaclnn does not own (the default stream, say) may use the memory too.
         devices = sorted(self.used_devices)
         for device in devices:
-            quiet(acl.rt.set_device, device, backend=self.name)
-            quiet(acl.rt.synchronize_device, backend=self.name)
+            with self.on_device(device):
+                try:
+                    acl.rt.synchronize_device(backend=self.name)
+                except AclError as exc:
+                    _warn_pending(f"device {device}", exc)
         for pool in self.pools.values():
             pool.release_all()
         # Parameter arrays outlive the launches that captured them: destroying them now is safe.
@@ -208,6 +258,25 @@ class _Context:
         self.initialized = False
         self.deterministic = None  # a new context starts from the runtime's default
         self.tls = _ThreadState()
+
+
+def _close_reporting(stream: Stream) -> None:
+    """Close ``stream`` at shutdown: a device error its wait finds becomes a warning, then the
+    close goes on (the error is reported once, so the second wait returns)."""
+    for _ in range(2):
+        try:
+            stream.close()
+            return
+        except AclError as exc:
+            _warn_pending(repr(stream), exc)
+
+
+def _warn_pending(where: str, exc: AclError) -> None:
+    warnings.warn(
+        f"pyaclnn.finalize: a device error was still pending on {where}: {exc}",
+        RuntimeWarning,
+        stacklevel=3,
+    )
 
 
 def quiet(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
@@ -231,6 +300,24 @@ def context(backend: str | None = None) -> _Context:
             ctx = _contexts.get(name) or _Context(name)
             _contexts[name] = ctx
     return ctx.ready()
+
+
+def _forget_in_forked_child() -> None:
+    """In a child forked after a runtime started: what the contexts hold is the parent's.
+
+    The backend refuses every call there (``pyaclnn.backends.ForkedChildError``); the
+    child's exit and garbage collection must not try to give the parent's objects back.
+    """
+    for ctx in _contexts.values():
+        if ctx.initialized:
+            for owned in [*ctx.streams, *ctx.events]:
+                owned._finalizer.detach()
+            ctx.initialized = False
+            ctx.tls = _ThreadState()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_forked_child)
 
 
 def finalize(backend: str | None = None) -> None:

@@ -36,10 +36,12 @@ Rules that keep that true:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import weakref
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 from . import acl
@@ -92,6 +94,8 @@ class ExecutorCache:
         "enabled",
         "generation",
         "launch_lock",
+        "_on_device",
+        "_inflight",
         "_entries",
         "_lock",
         "_unrepeatable",
@@ -99,7 +103,14 @@ class ExecutorCache:
         "__weakref__",
     )
 
-    def __init__(self, backend: str, state: Any, enabled: bool, launch_lock: Any) -> None:
+    def __init__(
+        self,
+        backend: str,
+        state: Any,
+        enabled: bool,
+        launch_lock: Any,
+        on_device: Callable[[], AbstractContextManager[None]] | None = None,
+    ) -> None:
         self.backend = backend
         # The stream's state: its handle, and the counts of work queued and known done.
         self.state = state
@@ -107,7 +118,11 @@ class ExecutorCache:
         self.enabled = enabled
         self.generation = 0  # bumped by forget() and clear(): a plan made before may hold a dead handle
         self.launch_lock = launch_lock  # the stream's lock, held by every launch
+        # Binds the stream's device around the ACL calls made outside a launch (an entry
+        # dropped by a descriptor freed in another thread, or on another device).
+        self._on_device = on_device or contextlib.nullcontext
         self._entries: dict[tuple[Any, ...], tuple[Any, int]] = {}
+        self._inflight: Any = None  # the cached executor a launch is queuing right now
         self._lock = threading.RLock()  # re-entrant: a collection inside may free descriptors
         self._unrepeatable: set[Any] = set()  # ops whose executors the runtime refused to make repeatable
         # Dropped executors whose launches may still be queued: (launches then, event or None, executors).
@@ -137,19 +152,29 @@ class ExecutorCache:
         phase 1 has accepted the call (or its plan is cached) and may raise to stop
         it before anything is queued. Nothing here waits for the stream.
         """
+        if not self.state.open:
+            raise ValueError("stream is closed")
         key = (phase2, args) if cacheable and self.enabled else None
         entry = self._entries.get(key) if key is not None else None
         if entry is not None and key is not None:  # (entry implies key; said for type checkers)
             executor, size = entry
             if admit is not None:
                 admit()
-            try:
-                phase2(workspace(size), size, executor, self.stream, backend=self.backend)
-            except BaseException:
-                self.discard(key)  # the executor may be what failed: plan again next time
-                raise
-            self.state.queued += 1
-            return
+            # Another thread may drop the entry at any time (a descriptor freed): marked in
+            # flight, the executor outlives this launch; dropped before the mark, it is
+            # not launched (planned afresh below).
+            self._inflight = executor
+            if self._entries.get(key) is entry:
+                try:
+                    phase2(workspace(size), size, executor, self.stream, backend=self.backend)
+                except BaseException:
+                    self._inflight = None
+                    self.discard(key)  # the executor may be what failed: plan again next time
+                    raise
+                self.state.queued += 1
+                self._inflight = None
+                return
+            self._inflight = None
         generation = self.generation
         size, executor = phase1(*args, backend=self.backend)
         if executor is None:
@@ -246,7 +271,8 @@ class ExecutorCache:
         with self._lock:
             ready = [w for w in self._waiting if w[0] <= launches]
             self._waiting = [w for w in self._waiting if w[0] > launches]
-        self._bury(ready)
+        with self._on_device():
+            self._bury(ready)
 
     def close(self) -> None:
         """The stream was synchronized for good: destroy everything, accept nothing more."""
@@ -257,14 +283,36 @@ class ExecutorCache:
     def _drop(self, entries: list[tuple[Any, int]]) -> None:
         """Destroy the executors of ``entries`` once no queued launch can still use them."""
         executors = [executor for executor, _ in entries]
-        if executors:
-            launches = self.state.queued
-            if launches <= self.state.done:
-                self._destroy(executors)
-            else:
+        if not executors and not self._waiting:
+            return
+        with self._on_device():
+            inflight = self._inflight
+            if inflight is not None and any(e is inflight for e in executors):
+                # Its launch is being queued: the launch after those counted so far.
+                executors = [e for e in executors if e is not inflight]
                 with self._lock:
-                    self._waiting.append((launches, self._event_behind_launches(), executors))
-        self._poll()
+                    self._waiting.append((self.state.queued + 1, None, [inflight]))
+            if executors:
+                state = self.state
+                launches = state.queued
+                if launches <= state.done:
+                    self._destroy(executors)
+                else:
+                    # The event goes behind the launches only while no close can be past its
+                    # wait: under the stream's lock, taken without blocking (this may run in a
+                    # collection inside another stream's launch). Without one, the executors
+                    # wait for the stream's next synchronize or its close.
+                    event = None
+                    if self.launch_lock.acquire(blocking=False):
+                        try:
+                            if state.open and not state.closing:
+                                launches = state.queued
+                                event = self._event_behind_launches()
+                        finally:
+                            self.launch_lock.release()
+                    with self._lock:
+                        self._waiting.append((launches, event, executors))
+            self._poll()
 
     def _event_behind_launches(self) -> Any:
         try:

@@ -45,6 +45,7 @@ class Launch:
         "_returned",
         "_arrays",
         "_previous_device",
+        "_inputs",
     )
 
     def __init__(self, backend: str | None, stream: Stream | None) -> None:
@@ -61,11 +62,12 @@ class Launch:
                 raise ValueError("stream is closed")
         self.stream = stream
         self.device_id = device = stream.device
-        # A device guard: the call runs with its stream's device current, as CANN wants.
+        # A device guard: the call runs with its stream's device bound, as CANN wants.
         self._previous_device = None
-        if ctx.tls.device != device:
-            self._previous_device = ctx.tls.device
-            ctx.bind(device)
+        bound = ctx.tls.bound
+        if bound != device:
+            self._previous_device = bound
+            ctx.set_acl_device(device)
         self.device_results = False  # True once any input is a DeviceArray
         # Given back on exit: temporaries (device copies of NumPy inputs) always; outputs unless
         # handed to the caller as DeviceArrays. Lists are made lazily: this runs for every call.
@@ -73,6 +75,7 @@ class Launch:
         self._outputs: list[DeviceArray] = []
         self._returned: list[DeviceArray] | None = None
         self._arrays: list[tuple[Callable[..., Any], Any]] | None = None
+        self._inputs: list[tuple[str, DeviceArray]] = []  # DeviceArray inputs, for the out= overlap rule
 
     def __enter__(self) -> Launch:
         return self
@@ -82,7 +85,7 @@ class Launch:
             self._give_back(exc_type)
         finally:
             if self._previous_device is not None:
-                self.ctx.bind(self._previous_device)
+                self.ctx.set_acl_device(self._previous_device)
 
     def _give_back(self, exc_type: Any) -> None:
         for array in self._temporaries or ():
@@ -123,6 +126,7 @@ class Launch:
             if x._stream is not self.stream:
                 x._use_on(self.stream)
             self.device_results = True
+            self._inputs.append((name, x))
             return x
         if not isinstance(x, np.ndarray):
             raise TypeError(_not_an_array(name, x))
@@ -163,9 +167,17 @@ class Launch:
                 f"{name} has shape {list(given.shape)} and dtype {given.dtype}; this call writes "
                 f"shape {list(shape)} and dtype {np.dtype(dtype)}"
             )
+        for other_name, other in self._inputs:
+            if _may_overlap(given, other):
+                raise ValueError(
+                    f"{name} shares memory with {other_name}: an output may not overlap an input or "
+                    "another output (the operator would read values it has already overwritten); "
+                    "pass a separate array"
+                )
         if given._stream is not self.stream:
             given._use_on(self.stream)
         self.device_results = True  # out= given: the caller gets it back
+        self._inputs.append((name, given))  # later outputs must not overlap it either
         return given
 
     def temporary(self, array: DeviceArray) -> DeviceArray:
@@ -254,6 +266,23 @@ class Launch:
             self._returned = []
         if array not in self._returned:  # identity: DeviceArray defines no __eq__
             self._returned.append(array)
+
+
+def _byte_range(array: DeviceArray) -> tuple[int, int]:
+    """The device bytes ``[start, end)`` that ``array``'s elements span (empty for no element)."""
+    if array.size == 0:
+        return 0, 0
+    itemsize = array.dtype.itemsize
+    extent = 1 + sum((d - 1) * s for d, s in zip(array.shape, array.strides))
+    start = array.ptr + array.offset * itemsize
+    return start, start + extent * itemsize
+
+
+def _may_overlap(a: DeviceArray, b: DeviceArray) -> bool:
+    """Whether the bytes spanned by ``a`` and ``b`` intersect (as ``np.may_share_memory``, by bounds)."""
+    a_start, a_end = _byte_range(a)
+    b_start, b_end = _byte_range(b)
+    return a_start < b_end and b_start < a_end
 
 
 _WORDS = re.compile(r"[A-Za-z_]\w*")

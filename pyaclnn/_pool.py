@@ -157,7 +157,10 @@ class MemoryPool:
                 return  # released already, or freed by release_all
             block.in_use = False
             nbytes = block.nbytes
-            if self._cached_bytes + nbytes <= _CACHE_LIMIT:
+            if stream is not None and not stream.open:
+                stream = None  # its close waited for all its work
+            if self._cached_bytes + nbytes <= _CACHE_LIMIT or (stream is not None and stream.closing):
+                # (A closing stream gets no fence: its close hands the block over.)
                 by_size = self._released.get(stream) if stream is not None else self._idle
                 if by_size is None:
                     by_size = self._released[stream] = {}
@@ -179,6 +182,8 @@ class MemoryPool:
         """Set aside what ``stream`` released so far: idle once the synchronize about to start returns.
 
         Blocks released while it runs stay the stream's: their last use may be queued after it began.
+        The caller hands the result to :meth:`stream_synchronized` if the wait returned, else to
+        :meth:`stream_unsynchronized`.
         """
         with self._lock:
             fences = [f for f in self._fences if f.stream is stream] if self._fences else []
@@ -193,6 +198,29 @@ class MemoryPool:
                     self._idle.setdefault(size, []).extend(blocks)
         for fence in fences:
             self._retire(fence)
+
+    def stream_unsynchronized(self, token: tuple[Any, dict[int, list[Block]], list[_Fence]]) -> None:
+        """The synchronize of :meth:`stream_synchronizing` raised: the blocks are the stream's again.
+
+        Unless the stream was closed meanwhile (its close waited for its work): then they are idle.
+        """
+        stream, by_size, _ = token
+        if not by_size:
+            return
+        with self._lock:
+            if stream.open:
+                own = self._released.setdefault(stream, {})
+                for size, blocks in by_size.items():
+                    own.setdefault(size, []).extend(blocks)
+            else:
+                for size, blocks in by_size.items():
+                    self._idle.setdefault(size, []).extend(blocks)
+
+    def stream_closing(self, stream: Any, closing: bool) -> None:
+        """``stream``'s close waits for it (``closing``), or that wait raised: no fence is recorded
+        on a closing stream, since its close is about to destroy it."""
+        with self._lock:
+            stream.closing = closing
 
     def stream_idle(self, stream: Any) -> None:
         """``stream`` has finished all its work for good (closed): its blocks become idle."""
@@ -219,17 +247,29 @@ class MemoryPool:
         """Return every cached block to the device once no queued work uses it (blocks in use stay).
 
         Waits for the streams the blocks were released on (through events), as
-        CuPy's ``free_all_blocks`` frees only what no stream still needs.
+        CuPy's ``free_all_blocks`` frees only what no stream still needs. Any
+        thread may call it, while others allocate; blocks of a stream being
+        closed are left to that close. If a wait raises, the fences not yet
+        waited for are kept, and a later call goes on.
         """
         with self._lock:
-            for stream in [s for s, by_size in self._released.items() if any(by_size.values())]:
+            for stream in [
+                s for s, by_size in self._released.items() if any(by_size.values()) and not s.closing
+            ]:
                 self._fences.append(self._fence(stream))
-            fences = list(self._fences)
-        for fence in fences:
-            try:
-                acl.rt.synchronize_event(fence.event, backend=self.backend)
-            finally:
-                self._retire(fence)
+            # Taken out of the list: no other thread polls, retires or destroys them meanwhile.
+            claimed, self._fences = self._fences, []
+        waited = 0
+        try:
+            with self._on_device(self.device):
+                for fence in claimed:
+                    acl.rt.synchronize_event(fence.event, backend=self.backend)
+                    waited += 1
+                    self._retire(fence, claimed=True)
+        finally:
+            if waited < len(claimed):
+                with self._lock:
+                    self._fences.extend(claimed[waited:])
         with self._lock:
             blocks = [b for bs in self._idle.values() for b in bs]
             self._idle.clear()
@@ -253,8 +293,9 @@ class MemoryPool:
             self._released.clear()
             self._idle.clear()
             self._cached_bytes = 0
-        for fence in fences:
-            _quiet(acl.rt.destroy_event, fence.event, backend=self.backend)
+        with self._on_device(self.device):
+            for fence in fences:
+                _quiet(acl.rt.destroy_event, fence.event, backend=self.backend)
         for block in blocks:
             self._free(block)
         self._free(self.empty_block)
@@ -306,12 +347,18 @@ class MemoryPool:
         Caller holds the lock. Polls only: an allocation never waits for another stream.
         """
         fenced = {f.stream for f in self._fences}
-        for stream, by_size in list(self._released.items()):
-            if stream is not asking and stream not in fenced and by_size.get(fence_size):
-                self._fences.append(self._fence(stream))
-        for fence in list(self._fences):
-            if acl.rt.query_event_status(fence.event, backend=self.backend) == _COMPLETE:
-                self._retire(fence)
+        with self._on_device(self.device):
+            for stream, by_size in list(self._released.items()):
+                if (
+                    stream is not asking
+                    and stream not in fenced
+                    and not stream.closing
+                    and by_size.get(fence_size)
+                ):
+                    self._fences.append(self._fence(stream))
+            for fence in list(self._fences):
+                if acl.rt.query_event_status(fence.event, backend=self.backend) == _COMPLETE:
+                    self._retire(fence)
 
     def _fence(self, stream: Any) -> _Fence:
         """A fence over every block released on ``stream`` so far (caller holds the lock)."""
@@ -329,20 +376,26 @@ class MemoryPool:
                 raise
         return event
 
-    def _retire(self, fence: _Fence) -> None:
-        """The fence's work is done: cache its blocks as idle (or free them) and destroy its event."""
+    def _retire(self, fence: _Fence, claimed: bool = False) -> None:
+        """The fence's work is done: cache its blocks as idle (or free them) and destroy its event.
+
+        ``claimed``: the caller took the fence out of the list (free_all_blocks) and is its
+        only user; otherwise it is retired only if still listed, by one thread.
+        """
         freed = []
         with self._lock:
-            if fence not in self._fences:
-                return  # retired already (polled, synchronized and freed paths may meet)
-            self._fences.remove(fence)
+            if not claimed:
+                if fence not in self._fences:
+                    return  # retired already, or claimed by a thread waiting on it
+                self._fences.remove(fence)
             for block in fence.blocks:
                 if fence.free:
                     if self._blocks.pop(block.ptr, None) is not None:
                         freed.append(block)
                 else:
                     self._idle.setdefault(block.nbytes, []).append(block)
-        _quiet(acl.rt.destroy_event, fence.event, backend=self.backend)
+        with self._on_device(self.device):
+            _quiet(acl.rt.destroy_event, fence.event, backend=self.backend)
         for block in freed:
             self._free(block)
 

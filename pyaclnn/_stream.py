@@ -9,9 +9,11 @@ An :class:`Event` marks a point in a stream's work, for waiting and timing.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import threading
 import weakref
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from . import _context, _decl, _executors, acl
@@ -28,19 +30,28 @@ class _StreamState:
 
     ``queued`` counts the work pyaclnn queued on the stream, ``done`` how much of
     it a synchronize has seen finish: equal means nothing of pyaclnn's is pending.
-    A plain flag rather than ``finalize.alive`` (a property doing a dict look-up):
-    the launch path asks it several times per call.
+    Both change under ``lock`` (the stream's), with the enqueue they count, so a
+    count read under it never runs ahead of what the runtime was given.
+    ``closing`` is set (under the pool's lock) while a close waits for the stream:
+    the pool then records no fence on it. A plain flag ``open`` rather than
+    ``finalize.alive`` (a property doing a dict look-up): the launch path asks it
+    several times per call.
     """
 
-    __slots__ = ("handle", "name", "workspace", "open", "queued", "done")
+    __slots__ = ("handle", "name", "workspace", "open", "closing", "queued", "done", "lock")
 
     def __init__(self, handle: Any, name: str) -> None:
         self.handle = handle
         self.name = name  # for messages after the Stream object is gone
         self.workspace: Block | None = None
         self.open = True
+        self.closing = False
         self.queued = 0
         self.done = 0
+        # Held from taking the workspace until the launch that uses it, so threads
+        # sharing a stream never see a buffer another one is about to replace; and
+        # by every enqueue with its count. Re-entrant: a launch takes it again inside.
+        self.lock = threading.RLock()
 
 
 def _close_stream(
@@ -52,14 +63,25 @@ def _close_stream(
     device: int,
     destroy: bool = True,
 ) -> None:
-    """Wait for the stream, give back what pyaclnn holds for it, and destroy the handle if pyaclnn's."""
-    state.open = False
-    with ctx.on_device(device):
-        try:
-            acl.rt.synchronize_stream(state.handle, backend=backend)
-        except AclError as exc:
-            raise _device_error(exc, state.name) from None
-        finally:
+    """Wait for the stream, give back what pyaclnn holds for it, and destroy the handle if pyaclnn's.
+
+    Nothing is given back before the wait returned: a wait that raised (a device
+    error, KeyboardInterrupt) leaves the stream open, and the next close finishes.
+    """
+    with state.lock:  # no launch, record or copy joins the stream while it closes
+        if not state.open:
+            return
+        with ctx.on_device(device):
+            pool.stream_closing(state, True)
+            try:
+                acl.rt.synchronize_stream(state.handle, backend=backend)
+            except AclError as exc:
+                pool.stream_closing(state, False)
+                raise _device_error(exc, state.name) from None
+            except BaseException:
+                pool.stream_closing(state, False)
+                raise
+            state.open = False
             state.done = state.queued
             executors.close()
             if state.workspace is not None:
@@ -90,8 +112,20 @@ class _Owned:
         raise NotImplementedError
 
     def close(self) -> None:
-        """Give back what this holds (see the class); a second call does nothing."""
-        self._finalizer()
+        """Give back what this holds (see the class); a second call does nothing.
+
+        If it raises (a device error found by the wait, KeyboardInterrupt), nothing
+        was given back before the failing step, and calling it again finishes.
+        """
+        finalizer = self._finalizer
+        info = finalizer.peek()
+        if info is None:
+            return  # closed already
+        _, fn, args, kwargs = info
+        # Called directly, not through the finalizer: that one runs once even when it
+        # raises, and does nothing once the interpreter began to exit.
+        fn(*args, **kwargs)
+        finalizer.detach()
 
     def _check_open(self) -> None:
         if self.closed:
@@ -150,12 +184,14 @@ class Stream(_Owned):
         self._state = _StreamState(self.handle, f"pyaclnn stream #{self.number}")
         self._ctx = ctx
         self._pool = ctx.device_pool(self.device)
-        # Held from taking the workspace until the launch that uses it, so threads
-        # sharing a stream never see a buffer another one is about to replace.
-        self.lock = threading.RLock()
+        self.lock = self._state.lock  # see _StreamState
         # Repeatable executors of recent calls on this stream, used under self.lock.
         self.executors = _executors.ExecutorCache(
-            self.backend, self._state, _executors.enabled_by_environment(), self.lock
+            self.backend,
+            self._state,
+            _executors.enabled_by_environment(),
+            self.lock,
+            functools.partial(ctx.on_device, self.device),
         )
         self._finalizer = weakref.finalize(
             self,
@@ -178,6 +214,11 @@ class Stream(_Owned):
     def synchronize(self) -> None:
         """Wait until all work queued on this stream is done (``aclrtSynchronizeStream``).
 
+        Any thread may call it. Only once the wait returned is the stream's work
+        counted as done and what was released to it handed to other streams: a
+        wait that raised (a device error, KeyboardInterrupt) changed nothing, and
+        the next one finishes the job.
+
         Raises
         ------
         AclError
@@ -187,30 +228,55 @@ class Stream(_Owned):
         ValueError
             If the stream is closed.
         """
-        state = self._state
-        if not state.open:
+        if not self._synchronize():
             self._check_open()  # raises
-        queued = state.queued
-        token = self._pool.stream_synchronizing(state)
+
+    def _synchronize(self) -> bool:
+        """Wait for the stream; False (nothing done) if it is closed, so all its work has finished."""
+        state = self._state
+        with state.lock:
+            if not state.open:
+                return False
+            queued = state.queued
+        pool = self._pool
+        token = pool.stream_synchronizing(state)
         try:
-            if self._ctx.tls.device == self.device:
+            with self._ctx.on_device(self.device):
                 acl.rt.synchronize_stream(self.handle, backend=self.backend)
-            else:
-                with self._ctx.on_device(self.device):
-                    acl.rt.synchronize_stream(self.handle, backend=self.backend)
-        except AclError as exc:
-            self.executors.clear()  # the plan that failed is among them
-            raise _device_error(exc, self._state.name) from None
-        finally:
-            state.done = max(state.done, queued)
-            self.executors.idle(queued)
-            self._pool.stream_synchronized(token)
+        except BaseException as exc:
+            pool.stream_unsynchronized(token)
+            if isinstance(exc, AclError):
+                if not state.open:  # closed meanwhile by another thread: its close waited
+                    return False
+                self.executors.clear()  # the plan that failed is among them
+                raise _device_error(exc, state.name) from None
+            raise
+        with state.lock:
+            if queued > state.done:
+                state.done = queued
+        self.executors.idle(queued)
+        pool.stream_synchronized(token)
+        return True
 
     def _wait_queued(self) -> None:
         """Wait for the work pyaclnn queued here, if any is pending (the read path of DeviceArray)."""
         state = self._state
         if state.open and state.queued != state.done:
-            self.synchronize()
+            self._synchronize()
+
+    def _enqueue(self, call: Callable[..., Any], *args: Any) -> None:
+        """Queue one ACL call on this stream (``call(*args, backend=...)``) and count it.
+
+        The one way work other than a launch joins the stream: under the stream's
+        lock, with its device bound to the calling thread.
+        """
+        state = self._state
+        with state.lock:
+            if not state.open:
+                self._check_open()  # raises
+            with self._ctx.on_device(self.device):
+                call(*args, backend=self.backend)
+            state.queued += 1
 
     def record_event(self, event: Event | None = None) -> Event:
         """Record ``event`` (a new one if None) after the work queued so far; return it."""
@@ -225,21 +291,18 @@ class Stream(_Owned):
         """
         self._check_open()
         self._check_peer("event", event, Event)
-        with self._ctx.on_device(self.device):
-            acl.rt.stream_wait_event(self.handle, event.handle, backend=self.backend)
-        self._state.queued += 1
+        self._enqueue(acl.rt.stream_wait_event, self.handle, event.handle)
 
     def _wait_for(self, other: Stream) -> None:
         """Order later work here after the work queued on ``other`` so far (an event between them)."""
-        handle = acl.rt.create_event(backend=self.backend)
-        try:
-            acl.rt.record_event(handle, other.handle, backend=self.backend)
-            other._state.queued += 1
-            acl.rt.stream_wait_event(self.handle, handle, backend=self.backend)
-            self._state.queued += 1
-        finally:
-            # CANN lets an event be destroyed while pending; the queued wait still holds.
-            acl.rt.destroy_event(handle, backend=self.backend)
+        with self._ctx.on_device(self.device):
+            handle = acl.rt.create_event(backend=self.backend)
+            try:
+                other._enqueue(acl.rt.record_event, handle, other.handle)
+                self._enqueue(acl.rt.stream_wait_event, self.handle, handle)
+            finally:
+                # CANN lets an event be destroyed while pending; the queued wait still holds.
+                acl.rt.destroy_event(handle, backend=self.backend)
 
     def workspace(self, size: int) -> int:
         """Device pointer to at least ``size`` bytes of workspace (0 for size 0), reused across calls.
@@ -315,8 +378,9 @@ def default_stream(backend: str | None = None) -> Stream:
     return _context.context(backend).default_stream()
 
 
-def _destroy_event(backend: str, handle: Any) -> None:
-    _context.quiet(acl.rt.destroy_event, handle, backend=backend)
+def _destroy_event(ctx: _context._Context, device: int, handle: Any) -> None:
+    with ctx.on_device(device):
+        _context.quiet(acl.rt.destroy_event, handle, backend=ctx.name)
 
 
 class Event(_Owned):
@@ -327,7 +391,7 @@ class Event(_Owned):
     ``elapsed_time(end)`` gives the device time in milliseconds between this
     event and ``end``, and ``Stream.wait_event(event)`` makes another stream
     wait for it. ``close()`` (or the context manager) destroys it; CANN allows
-    that while it is still pending.
+    that while it is still pending. Any thread may call its methods.
 
     Parameters
     ----------
@@ -346,13 +410,14 @@ class Event(_Owned):
         ctx = _context.context(backend)
         self.backend = ctx.name
         self.device = ctx.device if device is None else _context._device_id(device, ctx)
+        self._ctx = ctx
         with ctx.on_device(self.device):
             if flags is None:
                 self.handle = acl.rt.create_event(backend=ctx.name)
             else:
                 self.handle = acl.rt.create_event_with_flag(flags, backend=ctx.name)
         self.stream: Stream | None = None  # where it was last recorded
-        self._finalizer = weakref.finalize(self, _destroy_event, self.backend, self.handle)
+        self._finalizer = weakref.finalize(self, _destroy_event, ctx, self.device, self.handle)
         self._finalizer.atexit = False  # the context's exit hook closes events in order
         ctx.events.add(self)
 
@@ -365,24 +430,25 @@ class Event(_Owned):
         if None), replacing an earlier record; returns the event."""
         self._check_open()
         if stream is None:
-            stream = _context.context(self.backend).default_stream(self.device)
+            stream = self._ctx.default_stream(self.device)
         else:
             self._check_peer("stream", stream, Stream)
-        with stream._ctx.on_device(self.device):
-            acl.rt.record_event(self.handle, stream.handle, backend=self.backend)
-        stream._state.queued += 1
+        stream._enqueue(acl.rt.record_event, self.handle, stream.handle)
         self.stream = stream
         return self
 
     def synchronize(self) -> None:
         """Wait until the recorded work is done (``aclrtSynchronizeEvent``); at once if never recorded."""
         self._check_open()
-        acl.rt.synchronize_event(self.handle, backend=self.backend)
+        with self._ctx.on_device(self.device):
+            acl.rt.synchronize_event(self.handle, backend=self.backend)
 
     def query(self) -> bool:
         """True once the recorded work is done (or if the event was never recorded)."""
         self._check_open()
-        return acl.rt.query_event_status(self.handle, backend=self.backend) == _COMPLETE
+        with self._ctx.on_device(self.device):
+            status = acl.rt.query_event_status(self.handle, backend=self.backend)
+        return status == _COMPLETE
 
     def elapsed_time(self, end: Event) -> float:
         """Milliseconds of device time from this event to ``end`` (``aclrtEventElapsedTime``).
@@ -391,7 +457,8 @@ class Event(_Owned):
         """
         self._check_open()
         self._check_peer("end", end, Event, same_device=False)
-        return acl.rt.event_elapsed_time(self.handle, end.handle, backend=self.backend)
+        with self._ctx.on_device(self.device):
+            return acl.rt.event_elapsed_time(self.handle, end.handle, backend=self.backend)
 
     def __repr__(self) -> str:
         closed = " closed" if self.closed else ""

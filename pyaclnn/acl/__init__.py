@@ -43,8 +43,10 @@ def init(config_path: str | None = None, *, backend: str | None = None) -> None:
     status = b.aclInit(config_path)
     if status == ACL_ERROR_REPEAT_INITIALIZE:
         b.aclGetRecentErrMsg()  # consume the message so it does not leak into the next error
+        _backends.mark_started(b.name)
         return
     _check(b, status, "aclInit")
+    _backends.mark_started(b.name)  # a child forked from now on refuses the backend
 
 
 def finalize(*, backend: str | None = None) -> None:

@@ -17,6 +17,48 @@ _lock = threading.RLock()
 _instances: dict[str, Backend] = {}
 _active: str | None = None
 _reason = ""
+# Backends whose runtime this process started (aclInit). A finalize does not take a name
+# out: the runtime's threads (the emulations' stream workers, CANN's own) outlive it.
+_started: set[str] = set()
+
+
+def mark_started(name: str) -> None:
+    """Record that ``name``'s runtime was started (aclInit succeeded): forked children refuse it."""
+    _started.add(name)
+
+
+class ForkedChildError(RuntimeError):
+    """pyaclnn was called in a process forked after its runtime had started in the parent."""
+
+
+class _Forked:
+    """Stands for a backend in a child forked after that backend's runtime started.
+
+    The parent's streams, worker threads, device memory and locks did not come along
+    (a lock held at the fork stays held), so every call is refused at once, as
+    torch_npu and CUDA refuse a forked child, instead of hanging or reading the
+    parent's memory.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __getattr__(self, attr: str) -> object:
+        raise ForkedChildError(
+            f"pyaclnn cannot use its {self.name!r} backend in a process forked after the runtime "
+            f"had started in the parent ({attr} called): the parent's streams, threads and device "
+            "memory are not in the child. Start the worker processes with the 'spawn' start method "
+            "(multiprocessing.get_context('spawn'), or torch.multiprocessing.set_start_method('spawn'))"
+        )
+
+
+def _refuse_in_forked_child() -> None:
+    for name in _started:
+        _instances[name] = _Forked(name)  # type: ignore[assignment]
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_refuse_in_forked_child)
 
 
 def _create(name: str) -> Backend:
@@ -99,4 +141,13 @@ def selection_reason() -> str:
     return _reason
 
 
-__all__ = ["Backend", "BACKEND_NAMES", "get", "active_name", "set_active", "selection_reason"]
+__all__ = [
+    "Backend",
+    "BACKEND_NAMES",
+    "ForkedChildError",
+    "get",
+    "active_name",
+    "set_active",
+    "selection_reason",
+    "mark_started",
+]
