@@ -29,6 +29,28 @@ not on any other stream"; events recorded for cross-stream use and polled in
 
 Before a descriptor is destroyed the pool says so (``forget_descriptor``), so
 no cached executor outlives a descriptor it uses.
+
+The lock discipline, for the pool, its fences and the streams and executors it
+works with (any thread may call any of them, at any time):
+
+* Locks are taken in one order only: a stream's lock (``_StreamState.lock``,
+  held by each enqueue and by a close), then the pool's lock, then an executor
+  cache's own lock. The pool never takes a stream's lock; an executor cache
+  takes its stream's lock only without blocking, so a garbage collection that
+  runs inside one stream's launch can never wait for another stream.
+* Bookkeeping changes only after what it records happened: blocks set aside for
+  a synchronize become idle once the wait returned, and go back to their
+  stream if it raised (KeyboardInterrupt, a device error).
+* A fence's event is destroyed by the one thread that retires the fence: the
+  poll (under the pool's lock), a synchronize of its stream, or
+  ``free_all_blocks``, which first takes the fences it waits on out of the list
+  so that no other thread retires them meanwhile, and puts back those it did
+  not get to if a wait raised.
+* A stream being closed is marked ``closing`` under the pool's lock before its
+  close waits for it: from then on no fence is recorded on it (its blocks are
+  handed over by the close), and once it is closed a block released to it is
+  idle at once (the close waited for all its work).
+* Every ACL call is made with the pool's device bound to the calling thread.
 """
 
 from __future__ import annotations

@@ -94,7 +94,7 @@ def test_blocks_released_to_a_stream_a_fresh_thread_waits_for_stay_its_own(backe
         for _ in range(4):  # queued kernels write into blocks released to `first` at once
             for array in pyaclnn.max_pool3d_with_argmax(dx, 2, backend=backend, stream=first):
                 array.close()
-        _in_fresh_thread(lambda: first.record_event().query())
+        _in_fresh_thread(first.synchronize)
         marks = [_increasing(_pooled(x).shape, 1000.0 * k) for k in range(4)]
         others = [pyaclnn.to_device(m, backend=backend, stream=second) for m in marks]
         first.synchronize()
@@ -443,3 +443,25 @@ def test_out_overlapping_another_output_is_refused_and_disjoint_views_are_not(ba
         np.testing.assert_array_equal(values.numpy(), _pooled(x))
         for array in (*halves, overlapping):
             array.close()
+
+
+def test_a_task_interrupted_in_the_waiting_caller_runs_again_whole(monkeypatch):
+    """The numpy backend's waiting caller runs queued tasks itself: a Ctrl-C landing in one must
+    not count it as finished (its outputs half written, or not at all)."""
+    from pyaclnn.backends.numpy import _streams
+
+    monkeypatch.setattr(_streams.Worker, "_loop", lambda self: None)  # no worker thread: the caller runs
+    runs = []
+
+    def task() -> None:
+        runs.append(len(runs))
+        if len(runs) == 1:
+            raise KeyboardInterrupt  # as the signal would, inside the task
+
+    worker = _streams.Worker("test", 0)
+    seq = worker.submit(_streams.Task(task, what="test"))
+    with pytest.raises(KeyboardInterrupt):
+        worker.wait(seq)
+    assert not worker.finished(seq) and worker.busy()
+    worker.wait(seq)  # the next wait runs it again, from the start
+    assert runs == [0, 1] and worker.finished(seq)

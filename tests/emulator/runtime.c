@@ -187,6 +187,14 @@ void emu_hazard(const char *fmt, ...)
     va_end(ap);
     fprintf(stderr, "pyaclnn emulator HAZARD: %s\n", what);
     g_hazards++;
+    /* Read at each hazard, as the numpy backend does: the test suite sets it so a
+     * hazard fails the run where it happens (faulthandler prints the Python stack). */
+    const char *fatal = getenv("PYACLNN_EMU_HAZARD_FATAL");
+    if (fatal != NULL && strcmp(fatal, "1") == 0) {
+        fprintf(stderr, "PYACLNN_EMU_HAZARD_FATAL=1: aborting\n");
+        fflush(stderr);
+        abort();
+    }
 }
 
 int64_t pyaclnnEmuHazardCount(void) { return g_hazards; }

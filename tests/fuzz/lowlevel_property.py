@@ -109,6 +109,9 @@ def make_handles(backend: str) -> dict:
 
 
 def free_handles(backend: str, made: dict) -> None:
+    # Launches the properties queued (on the made stream or the default one) may still use
+    # the memory: wait for the whole device first.
+    acl.rt.synchronize_device(backend=backend)
     for key in ("tensor", "out", "idx", "grid", "gin"):
         acl.destroy_tensor(made[key], backend=backend)
     for key in ("ints", "empty ints", "zero ints", "one ints"):

@@ -23,6 +23,7 @@ import os
 import sys
 import threading
 import time
+import traceback
 import weakref
 from collections import deque
 from collections.abc import Callable
@@ -37,6 +38,13 @@ from ...kernels import _env
 
 KERNEL_US = "PYACLNN_EMU_KERNEL_US"
 SYNC_US = "PYACLNN_EMU_SYNC_US"
+HAZARD_FATAL = "PYACLNN_EMU_HAZARD_FATAL"
+
+
+def hazards_are_fatal() -> bool:
+    """Whether ``PYACLNN_EMU_HAZARD_FATAL`` is 1: a hazard aborts the process (the C emulator reads
+    the same variable)."""
+    return _env.value(HAZARD_FATAL).strip() == "1"
 
 
 def env_ns(name: str) -> int:
@@ -244,17 +252,28 @@ class Worker:
         self._lock.release()
         try:
             self._execute(task)
-        finally:
-            # Also when the task was interrupted (KeyboardInterrupt in a waiting
-            # caller): the stream must move on.
-            self._lock.acquire()
-            self._running = False
-            self._pending.popleft()
-            self._finished += 1
-            if self._waiters:
-                self._done.notify_all()
-            if self._queued and self._idle:
-                self._work.notify()  # the worker takes what no waiting caller wants
+        except BaseException as exc:
+            if threading.current_thread() is self._thread:  # not an interrupt: the task's own failure
+                self._fail(ACL_ERROR_RT_INTERNAL_ERROR, f"{task.what}: {type(exc).__name__}: {exc}")
+            else:
+                # Interrupted in a waiting caller (KeyboardInterrupt): a device is never
+                # interrupted, so the task is run again, whole, by the worker thread. The
+                # tasks write their outputs from their inputs only, so a second run from
+                # the start gives the same result.
+                self._lock.acquire()
+                self._running = False
+                self._queued.appendleft(task)
+                if self._idle:
+                    self._work.notify()
+                raise
+        self._lock.acquire()
+        self._running = False
+        self._pending.popleft()
+        self._finished += 1
+        if self._waiters:
+            self._done.notify_all()
+        if self._queued and self._idle:
+            self._work.notify()  # the worker takes what no waiting caller wants
 
     def _loop(self) -> None:
         with self._lock:
@@ -391,10 +410,20 @@ class Hazards:
         self._count = 0
 
     def report(self, what: str, call: str) -> None:
-        """Count one hazard: ``what`` happened in C function ``call``."""
+        """Count one hazard: ``what`` happened in C function ``call``.
+
+        With ``PYACLNN_EMU_HAZARD_FATAL=1`` (read at each hazard; the test suite sets it)
+        the process then aborts, with the Python stack of the thread that caused it:
+        a hazard is a bug that would corrupt memory on a device, never to be skipped over.
+        """
         with self._lock:
             self._count += 1
         print(f"pyaclnn numpy backend HAZARD: {what}, {call}", file=sys.stderr, flush=True)
+        if hazards_are_fatal():
+            print(f"{HAZARD_FATAL}=1: aborting; the hazard was caused here:", file=sys.stderr)
+            traceback.print_stack(file=sys.stderr)
+            sys.stderr.flush()
+            os.abort()
 
     @property
     def count(self) -> int:
