@@ -103,8 +103,10 @@ class _Context:
         self.lock = threading.Lock()
         self.initialized = False
         self.tls = _ThreadState()
-        self.streams: weakref.WeakSet[Stream] = weakref.WeakSet()  # open Streams
-        self.events: weakref.WeakSet[Event] = weakref.WeakSet()  # open Events
+        # Open Streams and Events; changed and copied under ``lock`` (a WeakSet copied while
+        # another thread adds to it raises "Set changed size during iteration").
+        self.streams: weakref.WeakSet[Stream] = weakref.WeakSet()
+        self.events: weakref.WeakSet[Event] = weakref.WeakSet()
         self.pools: dict[int, MemoryPool] = {}  # device -> its memory
         self.int_arrays: dict[tuple[int, ...], Any] = {}
         self.bool_arrays: dict[tuple[bool, ...], Any] = {}
@@ -187,6 +189,21 @@ class _Context:
             tls.streams[device] = stream
         return stream
 
+    def track(self, opened: weakref.WeakSet[Any], owned: Any) -> None:
+        """Add ``owned`` (a new Stream or Event) to ``opened`` (``streams`` or ``events``)."""
+        with self.lock:
+            opened.add(owned)
+
+    def open_streams(self) -> list[Stream]:
+        """The open Streams, copied under the lock."""
+        with self.lock:
+            return list(self.streams)
+
+    def open_events(self) -> list[Event]:
+        """The open Events, copied under the lock."""
+        with self.lock:
+            return list(self.events)
+
     def cached_int_array(self, values: tuple[int, ...]) -> Any | None:
         """A cached aclIntArray of ``values``, owned by this context and freed at shutdown.
 
@@ -229,9 +246,9 @@ class _Context:
         """
         if not self.initialized:
             return
-        for stream in list(self.streams):
+        for stream in self.open_streams():
             _close_reporting(stream)
-        for event in list(self.events):
+        for event in self.open_events():
             event.close()
         # Work queued on streams pyaclnn does not own (the default stream, say) may use the memory too.
         devices = sorted(self.used_devices)
@@ -309,8 +326,9 @@ def _forget_in_forked_child() -> None:
     child's exit and garbage collection must not try to give the parent's objects back.
     """
     for ctx in _contexts.values():
+        ctx.lock = threading.Lock()  # another thread of the parent may have held it at the fork
         if ctx.initialized:
-            for owned in [*ctx.streams, *ctx.events]:
+            for owned in [*ctx.streams, *ctx.events]:  # the child's only thread: no lock needed
                 owned._finalizer.detach()
             ctx.initialized = False
             ctx.tls = _ThreadState()
@@ -432,10 +450,10 @@ def synchronize(backend: str | None = None) -> None:
     """
     ctx = context(backend)
     first: AclError | None = None
-    for stream in list(ctx.streams):
+    for stream in ctx.open_streams():
         try:
-            if not stream.closed and stream.device == ctx.device:
-                stream.synchronize()
+            if stream.device == ctx.device:
+                stream._synchronize()  # one closed meanwhile by another thread has no work left
         except AclError as exc:
             first = first or exc
     try:

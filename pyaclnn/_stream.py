@@ -205,7 +205,7 @@ class Stream(_Owned):
             destroy=self._owns_handle,
         )
         self._finalizer.atexit = False  # the context's exit hook closes streams in order
-        ctx.streams.add(self)
+        ctx.track(ctx.streams, self)
 
     @property
     def closed(self) -> bool:
@@ -419,7 +419,7 @@ class Event(_Owned):
         self.stream: Stream | None = None  # where it was last recorded
         self._finalizer = weakref.finalize(self, _destroy_event, ctx, self.device, self.handle)
         self._finalizer.atexit = False  # the context's exit hook closes events in order
-        ctx.events.add(self)
+        ctx.track(ctx.events, self)
 
     @property
     def closed(self) -> bool:

@@ -465,3 +465,30 @@ def test_a_task_interrupted_in_the_waiting_caller_runs_again_whole(monkeypatch):
     assert not worker.finished(seq) and worker.busy()
     worker.wait(seq)  # the next wait runs it again, from the start
     assert runs == [0, 1] and worker.finished(seq)
+
+
+def test_synchronize_while_other_threads_make_and_close_streams(backend):
+    """pyaclnn.synchronize() copied the open streams while another thread added one ("Set changed
+    size during iteration"), and waited on streams another thread had closed meanwhile."""
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def churn() -> None:
+        try:
+            while not stop.is_set():
+                streams = [pyaclnn.Stream(backend=backend) for _ in range(5)]
+                for stream in streams:
+                    stream.close()
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            errors.append(exc)
+
+    thread = threading.Thread(target=churn)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 1.5
+        while time.monotonic() < deadline:
+            pyaclnn.synchronize(backend=backend)
+    finally:
+        stop.set()
+        thread.join(30)
+    assert not errors, errors[:3]
