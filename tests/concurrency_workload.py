@@ -70,8 +70,11 @@ __all__ = ["WorkloadError", "Failure", "run_workload", "main"]
 F32, F16, I32 = np.dtype(np.float32), np.dtype(np.float16), np.dtype(np.int32)
 MODES = {"bilinear": _grid.BILINEAR, "nearest": _grid.NEAREST}
 PADDINGS = {"zeros": _grid.ZEROS, "border": _grid.BORDER, "reflection": _grid.REFLECTION}
-#: relative to max|reference|; float16 adds one rounding step of each element
-RELATIVE_TOLERANCE = 1e-5
+#: relative to max|reference|; float16 adds one rounding step of each element. Not 1e-5 as in
+#: selftest: on the npu backend the C emulator computes independently of the NumPy kernels, and
+#: a few-element float32 grid gradient under reflection padding differed by 1.4e-5 of its
+#: maximum (soak, seed 2). Memory written by the wrong kernel is off by far more.
+RELATIVE_TOLERANCE = 1e-4
 #: the out= arrays a worker keeps across chains (oldest closed first)
 OUT_CACHE_SIZE = 12
 #: how long the caller waits for a thread after the deadline before calling it hung
