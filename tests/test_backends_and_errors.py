@@ -101,6 +101,7 @@ def test_errors_carry_status_name_and_api_and_survive_pickling(backend):
 
 
 def test_runtime_errors_are_acl_errors_and_out_of_memory_is_a_memory_error(backend):
+    acl.rt.set_device(0, backend=backend)  # the low-level API: aclrtMalloc needs a current device
     with pytest.raises(AclError) as info:
         acl.rt.free(0x1234, backend=backend)
     assert not isinstance(info.value, AclnnError) and info.value.api == "aclrtFree"

@@ -67,6 +67,7 @@ def called_names_in_source(source: str) -> list[str]:
 
 
 def test_out_parameters_come_back_as_one_value_or_a_tuple(backend):
+    acl.rt.set_device(0, backend=backend)  # aclrtGetMemInfo and aclrtSynchronizeDevice need a device
     assert isinstance(acl.rt.get_device_count(backend=backend), int)
     free_bytes, total = acl.rt.get_mem_info(backend=backend)
     assert 0 <= free_bytes <= total

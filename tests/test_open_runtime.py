@@ -40,10 +40,17 @@ def _identity_grid(shape: tuple[int, ...]) -> np.ndarray:
     return np.stack([x, y, z], axis=-1)[np.newaxis].astype(np.float32)
 
 
+def _as_the_other_library_does(backend: str) -> None:
+    """The other library (torch_npu, pyACL) sets its device in its thread before it allocates or
+    makes a stream: CANN's current context is per thread (tests/emulator/README.md)."""
+    acl.rt.set_device(0, backend=backend)
+
+
 class _Foreign:
     """Device memory another library owns: acl.rt.malloc'd, uploaded, freed exactly once."""
 
     def __init__(self, backend: str, host: np.ndarray) -> None:
+        _as_the_other_library_does(backend)
         self.backend = backend
         self.nbytes = max(host.nbytes, 1)
         self.ptr = acl.rt.malloc(self.nbytes, backend=backend)
@@ -108,6 +115,7 @@ def test_the_numpy_backend_refuses_a_pointer_it_does_not_know_or_a_range_past_it
 
 def test_an_external_stream_runs_the_ops_and_is_never_destroyed_by_pyaclnn(backend):
     x, expected = _increasing()
+    _as_the_other_library_does(backend)
     handle = acl.rt.create_stream(backend=backend)
     stream = pyaclnn.ExternalStream(handle, backend=backend)
     with pyaclnn.to_device(x, backend=backend, stream=stream) as dx:
@@ -131,6 +139,7 @@ def test_an_external_stream_takes_an_int_handle_on_the_npu_backend(emulator_home
     from pyaclnn.backends.npu._ffi import ffi
 
     x, expected = _increasing()
+    _as_the_other_library_does("npu")
     handle = acl.rt.create_stream(backend="npu")
     address = int(ffi.cast("uintptr_t", handle))
     stream = pyaclnn.ExternalStream(address, backend="npu")
@@ -227,6 +236,7 @@ def test_from_torch_wraps_an_object_with_the_tensor_interface_and_keeps_it_alive
     for array in (wrapped, out, indices):
         array.close()
     memory.free()
+    _as_the_other_library_does(backend)
     handle = acl.rt.create_stream(backend=backend)
     stream = pyaclnn.ExternalStream.from_torch(SimpleNamespace(npu_stream=handle), backend=backend)
     stream.close()
