@@ -247,6 +247,7 @@ def _check_eight_threads_allocate_and_free_concurrently(e: _Emu) -> None:
 
     def work() -> None:
         try:
+            assert e.rt.aclrtSetDevice(0) == 0  # a new thread has no current device
             for _ in range(300):
                 p = e.malloc(96)
                 dims = e.ffi.new("int64_t[]", [4, 6])
@@ -913,7 +914,24 @@ def _device_counts(e: _Emu, device: int) -> list[int]:
     return [out[0], out[1], out[6]]
 
 
-def _check_several_devices_and_hazard_work_on_a_stream_of_another_device(e: _Emu) -> None:
+def _in_thread(work):
+    """Run work() in a new thread that sets no device, and return its result."""
+    result, errors = [], []
+
+    def body() -> None:
+        try:
+            result.append(work())
+        except Exception:
+            errors.append(traceback.format_exc())
+
+    worker = threading.Thread(target=body)
+    worker.start()
+    worker.join()
+    assert errors == [], errors[0]
+    return result[0]
+
+
+def _check_several_devices_count_their_own_objects(e: _Emu) -> None:
     count = e.ffi.new("uint32_t *")
     assert e.rt.aclrtGetDeviceCount(count) == 0 and count[0] == _DEVICES == 2
     base0, base1 = _device_counts(e, 0), _device_counts(e, 1)
@@ -921,19 +939,223 @@ def _check_several_devices_and_hazard_work_on_a_stream_of_another_device(e: _Emu
     mem1 = _on_device(e, 1, lambda: e.malloc(64))
     assert _device_counts(e, 1) == [base1[0] + 1, base1[1], base1[2] + 1]
     assert _device_counts(e, 0) == base0
-    before = e.hazards()
-    ex, o_ptr, ptrs, descriptors = _forward(e)  # device 0 memory
-    _on_device(e, 1, lambda: e.op(MAXPOOL[1])(e.ffi.NULL, 0, ex, stream1))  # device 0 memory, device 1 stream
-    assert e.hazards() == before + 1
-    assert e.rt.aclrtMemsetAsync(mem1, 64, 0, 64, stream1) == 0  # from device 0: stream of another device
-    assert e.hazards() == before + 2
-    assert _on_device(e, 1, e.rt.aclrtSynchronizeDevice) == 0
-    assert _value(e, o_ptr) == 8  # the launch still ran
-    assert e.rt.aclrtDestroyStream(stream1) == 0
-    _on_device(e, 1, lambda: e.rt.aclrtFree(mem1))
+    _on_device(e, 1, lambda: e.rt.aclrtDestroyStream(stream1))
+    assert e.rt.aclrtFree(mem1) == 0  # aclrtFree of another device's memory works (ApiImpl::DevFree)
     assert _device_counts(e, 1) == base1
+
+
+CONTEXT_NULL, STREAM_CONTEXT = constants.ACL_ERROR_RT_CONTEXT_NULL, constants.ACL_ERROR_RT_STREAM_CONTEXT
+
+
+def _no_context(e: _Emu, api: str, rc: int) -> None:
+    assert rc == CONTEXT_NULL, (api, rc)
+    text = e.msg()
+    assert text.startswith(api + ": no device is set in this thread") and "aclrtSetDevice" in text, text
+
+
+def _check_a_thread_that_set_no_device_has_no_context(e: _Emu) -> None:
+    """CANN's current context is thread-local: a new thread has none until aclrtSetDevice."""
+    ex, o_ptr, ptrs, descriptors = _forward(e)
+    stream, event = e.stream(), e.event()
+    assert e.rt.aclrtRecordEvent(event, stream) == 0
+    assert e.rt.aclrtSynchronizeStream(stream) == 0
+    host = np.zeros(1, np.float32)
+    hp = e.ffi.from_buffer(host)
+    pinned = e.ffi.new("void **")
+    assert e.rt.aclrtMallocHost(pinned, 4) == 0
+
+    def without_a_device() -> None:
+        out, s_out, ev_out = e.ffi.new("void **"), e.ffi.new("aclrtStream *"), e.ffi.new("aclrtEvent *")
+        dev, free_bytes, total = e.ffi.new("int32_t *"), e.ffi.new("size_t *"), e.ffi.new("size_t *")
+        calls = {
+            "aclrtMalloc": lambda: e.rt.aclrtMalloc(out, 64, 0),
+            "aclrtMallocHost": lambda: e.rt.aclrtMallocHost(out, 64),
+            "aclrtCreateStream": lambda: e.rt.aclrtCreateStream(s_out),
+            "aclrtDestroyStream": lambda: e.rt.aclrtDestroyStream(stream),
+            "aclrtSynchronizeStream": lambda: e.rt.aclrtSynchronizeStream(stream),  # even a valid one
+            "aclrtSynchronizeDevice": lambda: e.rt.aclrtSynchronizeDevice(),
+            "aclrtCreateEvent": lambda: e.rt.aclrtCreateEvent(ev_out),
+            "aclrtCreateEventWithFlag": lambda: e.rt.aclrtCreateEventWithFlag(ev_out, 1),
+            "aclrtRecordEvent": lambda: e.rt.aclrtRecordEvent(event, stream),
+            "aclrtStreamWaitEvent": lambda: e.rt.aclrtStreamWaitEvent(stream, event),
+            "aclrtMemcpy": lambda: e.rt.aclrtMemcpy(hp, 4, o_ptr, 4, D2H),
+            "aclrtMemcpyAsync": lambda: e.rt.aclrtMemcpyAsync(pinned[0], 4, o_ptr, 4, D2H, stream),
+            "aclrtMemset": lambda: e.rt.aclrtMemset(o_ptr, 4, 0, 4),
+            "aclrtMemsetAsync": lambda: e.rt.aclrtMemsetAsync(o_ptr, 4, 0, 4, stream),
+            "aclrtGetDevice": lambda: e.rt.aclrtGetDevice(dev),
+            "aclrtGetMemInfo": lambda: e.rt.aclrtGetMemInfo(1, free_bytes, total),
+        }
+        for api, call in calls.items():
+            _no_context(e, api, call())
+        assert e.rt.aclrtSynchronizeStream(e.ffi.NULL) == CONTEXT_NULL  # the default stream: none either
+        e.msg()
+        # phase 2 fails as a launch does; the (non-repeatable) executor is consumed
+        assert e.op(MAXPOOL[1])(e.ffi.NULL, 0, ex, stream) == e.c["ACLNN_ERR_RUNTIME_ERROR"]
+        assert "ACL_ERROR_RT_CONTEXT_NULL" in e.msg()
+        # what needs a handle only works: events, nnopbase, phase 1, aclrtFree
+        assert e.rt.aclrtSynchronizeEvent(event) == 0 and e.event_status(event) == COMPLETE
+        assert e.elapsed(event, event) == (0, 0.0)
+        p = e.ffi.new("void **")
+        assert e.rt.aclrtGetDeviceCount(e.ffi.new("uint32_t *")) == 0
+        assert e.ffi.string(e.rt.aclrtGetSocName()).startswith(b"Ascend")
+        dims = e.ffi.new("int64_t[]", [1, 1, 1, 1, 1])
+        t = e.nn.aclCreateTensor(dims, 5, 0, e.ffi.NULL, 0, 2, dims, 5, o_ptr)
+        assert t != e.ffi.NULL, e.msg()
+        assert e.nn.aclDestroyTensor(t) == 0
+        ws, ex2 = e.out_params()
+        tensors, arrays = descriptors
+        assert e.op(MAXPOOL[0])(tensors[0], *arrays, False, tensors[1], tensors[2], ws, ex2) == 0, e.msg()
+        assert e.nn.aclSetAclOpExecutorRepeatable(ex2[0]) == 0
+        assert e.nn.aclDestroyAclOpExecutor(ex2[0]) == 0
+        assert e.rt.aclrtDestroyEvent(event) == 0
+        assert e.rt.aclrtFreeHost(pinned[0]) == 0
+        assert e.rt.aclrtFree(o_ptr) == 0  # allocated by the main thread
+        # aclrtSetDevice gives the thread a context; aclrtResetDevice of it takes it away
+        assert e.rt.aclrtSetDevice(0) == 0
+        assert e.rt.aclrtMalloc(p, 64, 0) == 0 and e.rt.aclrtFree(p[0]) == 0
+        assert e.rt.aclrtGetDevice(dev) == 0 and dev[0] == 0
+        assert e.rt.aclrtResetDevice(1) == 0  # not its device: nothing changes
+        assert e.rt.aclrtGetDevice(dev) == 0
+        assert e.rt.aclrtResetDevice(0) == 0
+        _no_context(e, "aclrtMalloc", e.rt.aclrtMalloc(p, 64, 0))
+
+    _in_thread(without_a_device)
+    assert e.rt.aclrtDestroyStream(stream) == 0  # it was still live
+    _destroy(e, descriptors)
+    _free(e, [p for p in ptrs if p != o_ptr])
+
+
+def _check_streams_and_events_belong_to_the_device_current_at_their_creation(e: _Emu) -> None:
+    ex, o_ptr, ptrs, descriptors = _forward(e, repeatable=True)  # device 0, the current one here
+    stream1, event1, mem1 = _on_device(e, 1, lambda: (e.stream(), e.event(), e.malloc(64)))
+    stream0, event0 = e.stream(), e.event()
+    before = e.hazards()
+
+    def refused(api: str, rc: int) -> None:
+        assert rc == STREAM_CONTEXT, (api, rc)
+        text = e.msg()
+        assert text.startswith(api + ": ") and "ACL_ERROR_RT_STREAM_CONTEXT" in text, text
+
+    refused("aclrtMemsetAsync", e.rt.aclrtMemsetAsync(mem1, 64, 0, 64, stream1))
+    refused("aclrtMemcpyAsync", e.rt.aclrtMemcpyAsync(mem1, 4, o_ptr, 4, D2D, stream1))
+    refused("aclrtRecordEvent", e.rt.aclrtRecordEvent(event0, stream1))
+    refused("aclrtRecordEvent", e.rt.aclrtRecordEvent(event1, stream0))  # the event's device differs
+    refused("aclrtStreamWaitEvent", e.rt.aclrtStreamWaitEvent(stream1, event0))
+    refused("aclrtDestroyStream", e.rt.aclrtDestroyStream(stream1))
+    assert e.op(MAXPOOL[1])(e.ffi.NULL, 0, ex, stream1) == e.c["ACLNN_ERR_RUNTIME_ERROR"]
+    assert "ACL_ERROR_RT_STREAM_CONTEXT" in e.msg()
+    assert e.rt.aclrtSynchronizeStream(stream1) == 0  # another device's stream may be synchronized
+    assert e.hazards() == before  # errors, not hazards
+    # the same calls from device 1 work
+    assert _on_device(e, 1, lambda: e.rt.aclrtMemsetAsync(mem1, 64, 0, 64, stream1)) == 0
+    assert _on_device(e, 1, lambda: e.rt.aclrtRecordEvent(event1, stream1)) == 0
+    assert _on_device(e, 1, lambda: e.rt.aclrtSynchronizeStream(stream1)) == 0
+    assert _on_device(e, 1, lambda: e.rt.aclrtDestroyStream(stream1)) == 0
+    for ev in (event0, event1):
+        assert e.rt.aclrtDestroyEvent(ev) == 0  # any device's event
+    assert e.rt.aclrtDestroyStream(stream0) == 0
+    assert e.rt.aclrtFree(mem1) == 0
+    assert e.nn.aclDestroyAclOpExecutor(ex) == 0
     _destroy(e, descriptors)
     _free(e, ptrs)
+
+
+def _check_hazard_a_kernel_using_memory_of_another_device(e: _Emu) -> None:
+    ex, o_ptr, ptrs, descriptors = _forward(e)  # device 0 memory
+    before = e.hazards()
+    status = _on_device(e, 1, lambda: e.op(MAXPOOL[1])(e.ffi.NULL, 0, ex, e.ffi.NULL))  # device 1's stream
+    assert status == 0
+    assert e.hazards() == before + 1
+    assert _on_device(e, 1, e.rt.aclrtSynchronizeDevice) == 0
+    assert _value(e, o_ptr) == 8  # the launch still ran
+    _destroy(e, descriptors)
+    _free(e, ptrs)
+
+
+def _check_a_stream_waits_for_an_event_of_another_device(e: _Emu) -> None:
+    """Atlas A2/A3's cross-device wait: accepted, and the waiting stream really waits."""
+
+    def produce():
+        ex, o_ptr, ptrs, descriptors = _forward(e)  # device 1 memory and kernel
+        stream1, done = e.stream(), e.event()
+        start = _slow_launch(e, ex, stream1)
+        assert e.rt.aclrtRecordEvent(done, stream1) == 0
+        return start, o_ptr, ptrs, descriptors, stream1, done
+
+    start, o_ptr, ptrs, descriptors, stream1, done = _on_device(e, 1, produce)
+    stream0 = e.stream()
+    mark = e.malloc(4)
+    assert e.rt.aclrtMemset(mark, 4, 0, 4) == 0
+    assert e.rt.aclrtStreamWaitEvent(stream0, done) == 0  # stream of device 0, event of device 1
+    assert e.rt.aclrtMemsetAsync(mark, 4, 1, 4, stream0) == 0
+    assert e.rt.aclrtSynchronizeStream(stream0) == 0
+    assert time.monotonic() - start >= SLOW_S  # it waited for device 1's kernel
+    assert _value(e, o_ptr) == 8 and e.event_status(done) == COMPLETE
+    assert e.fetch(mark, (4,), np.uint8).tolist() == [1, 1, 1, 1]
+    assert e.rt.aclrtDestroyStream(stream0) == 0
+    assert _on_device(e, 1, lambda: e.rt.aclrtDestroyStream(stream1)) == 0
+    assert e.rt.aclrtDestroyEvent(done) == 0
+    _destroy(e, descriptors)
+    _free(e, ptrs + [mark])
+
+
+def _failing_backward(e: _Emu):
+    """Phase 1 of a max-pool backward whose index lies outside its plane (a device error when it
+    runs): (executor, workspace size, pointers, descriptors)."""
+    go_ptr, go = e.device(np.ones((1, 1, 1, 1, 1), np.float32), 0)
+    x_ptr, xt = e.device(np.ones((1, 1, 2, 2, 2), np.float32), 0)
+    i_ptr, it = e.device(np.array([8], np.int32).reshape(1, 1, 1, 1, 1), 3)
+    gi_ptr, git = e.device(np.zeros((1, 1, 2, 2, 2), np.float32), 0)
+    arrays = [e.int_array([2]), e.int_array([]), e.int_array([0]), e.int_array([1])]
+    ws, ex = e.out_params()
+    assert e.op(MAXPOOL[2])(go, xt, it, *arrays, False, git, ws, ex) == 0, e.msg()
+    assert e.nn.aclSetAclOpExecutorRepeatable(ex[0]) == 0
+    ws_ptr = e.malloc(ws[0])
+    return ex[0], ws[0], ws_ptr, [go_ptr, x_ptr, i_ptr, gi_ptr, ws_ptr], ([go, xt, it, git], arrays)
+
+
+def _check_a_device_error_continues_on_failure(e: _Emu) -> None:
+    """CANN's default CONTINUE_ON_FAILURE mode (Stream::GetError, src/runtime/core/src/stream/stream.cc):
+    the error is the failing stream's, reported once; events after it complete, waiters go on."""
+    vector_core = constants.ACL_ERROR_RT_VECTOR_CORE_EXCEPTION
+    ex, ws, ws_ptr, ptrs, descriptors = _failing_backward(e)
+    failing, waiting = e.stream(), e.stream()
+    after, seen = e.malloc(4), e.malloc(4)
+    after_fail = e.event()
+    for p in (after, seen):
+        assert e.rt.aclrtMemset(p, 4, 0, 4) == 0
+    assert e.op(MAXPOOL[3])(ws_ptr, ws, ex, failing) == 0, e.msg()
+    assert e.rt.aclrtRecordEvent(after_fail, failing) == 0
+    assert e.rt.aclrtMemsetAsync(after, 4, 1, 4, failing) == 0  # later work on the stream
+    assert e.rt.aclrtStreamWaitEvent(waiting, after_fail) == 0
+    assert e.rt.aclrtMemsetAsync(seen, 4, 2, 4, waiting) == 0
+    assert e.rt.aclrtSynchronizeEvent(after_fail) == 0  # the event does not carry the error
+    assert e.event_status(after_fail) == COMPLETE
+    assert e.rt.aclrtSynchronizeStream(waiting) == 0  # the waiter proceeds, without the error
+    assert e.fetch(seen, (4,), np.uint8).tolist() == [2] * 4
+    assert e.rt.aclrtSynchronizeStream(failing) == vector_core  # reported once ...
+    assert "device error of a launch on stream" in e.msg()
+    assert e.rt.aclrtSynchronizeStream(failing) == 0  # ... and cleared
+    assert e.rt.aclrtSynchronizeDevice() == 0
+    assert e.fetch(after, (4,), np.uint8).tolist() == [1] * 4  # later work ran
+    # aclrtSynchronizeDevice reports a failure not reported yet, and clears every stream's
+    for s in (failing, waiting):
+        assert e.op(MAXPOOL[3])(ws_ptr, ws, ex, s) == 0, e.msg()
+    assert e.rt.aclrtSynchronizeDevice() == vector_core
+    e.msg()
+    for s in (failing, waiting):
+        assert e.rt.aclrtSynchronizeStream(s) == 0
+    assert e.rt.aclrtSynchronizeDevice() == 0
+    # the stream keeps working
+    assert e.rt.aclrtMemsetAsync(after, 4, 3, 4, failing) == 0
+    assert e.rt.aclrtSynchronizeStream(failing) == 0
+    assert e.fetch(after, (4,), np.uint8).tolist() == [3] * 4
+    assert e.rt.aclrtDestroyEvent(after_fail) == 0
+    for s in (failing, waiting):
+        assert e.rt.aclrtDestroyStream(s) == 0
+    assert e.nn.aclDestroyAclOpExecutor(ex) == 0
+    _destroy(e, descriptors)
+    _free(e, ptrs + [after, seen])
 
 
 _CHECKS = [f for name, f in sorted(globals().items()) if name.startswith("_check_")]
@@ -955,6 +1177,7 @@ _CASES = {
 def _child_main(layout: str, home: str) -> None:
     report: dict = {"checks": {}, "cases": {}}
     e = _Emu(layout, Path(home))
+    assert e.rt.aclrtSetDevice(0) == 0, e.msg()  # the checks run in this thread, on device 0
     report["hazards"] = {}
     for name, check in zip(_CHECK_NAMES, _CHECKS):
         before = e.hazards()

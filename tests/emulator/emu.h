@@ -61,6 +61,17 @@ int pyaclnnEmuIs950(void);
 /* 1 if the stream is NULL (default stream) or a live aclrtCreateStream one. */
 int pyaclnnEmuStreamIsValid(aclrtStream stream);
 
+/* What the runtime checks before it accepts a task on `stream` (a kernel
+ * launch, an async copy or memset, an event record or wait), with the
+ * recent error message set, naming `api`, on failure:
+ * ACL_ERROR_RT_CONTEXT_NULL (107002) when the calling thread has no current
+ * device; ACL_ERROR_INVALID_PARAM when the stream is not live;
+ * ACL_ERROR_RT_STREAM_CONTEXT (107003) when it belongs to another device
+ * than the current one (hicann/runtime: COND_RETURN_AND_MSG_INVALID_CONTEXT_
+ * STREAM_WITH_FUNC_DESC, src/runtime/core/inc/common/error_message_manage.hpp).
+ * NULL is the current device's default stream. */
+aclError pyaclnnEmuStreamCheck(const char *api, aclrtStream stream);
+
 /* Tasks: work queued on a stream and run by the stream's worker thread in
  * submission order (operator kernels; the runtime's own copies, memsets and
  * event markers use the same queue). */

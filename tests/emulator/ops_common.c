@@ -426,9 +426,10 @@ aclnnStatus emu_phase2_begin(const char *api, const char *op_name, void *workspa
     }
     int own = acquired == 0;
     aclnnStatus rc = ACLNN_SUCCESS;
-    if (!pyaclnnEmuStreamIsValid(stream)) {
-        pyaclnnEmuSetError("%s: stream %p is not a live stream (destroyed, or not from aclrtCreateStream)", api,
-                           stream);
+    /* The runtime's checks of the stream (no current device: ACL_ERROR_RT_CONTEXT_NULL; another
+     * device's stream: ACL_ERROR_RT_STREAM_CONTEXT; the message names the code): 361001, as
+     * CANN's aclnn returns ACLNN_ERR_RUNTIME_ERROR for a failed launch. */
+    if (pyaclnnEmuStreamCheck(api, stream) != ACL_SUCCESS) {
         rc = ACLNN_ERR_RUNTIME_ERROR;
     } else if (ex->workspace > 0 && (workspace == NULL || workspace_size < ex->workspace)) {
         pyaclnnEmuSetError("%s: workspace %p of %llu bytes given; phase 1 asked for %llu bytes", api, workspace,

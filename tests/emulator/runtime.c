@@ -23,6 +23,17 @@
  * - aclrtMemcpy / aclrtMemset run at once in the calling thread and wait for
  *   no stream (11-03_memory_copy_and_set.md); aclrtFree of memory that
  *   queued work still uses is a hazard and the memory is quarantined.
+ * - Contexts (hicann/runtime 681ef76): a thread has a current context only
+ *   after aclrtSetDevice in that thread (thread-local curCtx_,
+ *   src/runtime/core/inc/common/inner_thread_local.hpp), until
+ *   aclrtResetDevice of that device. Without one, aclrtMalloc, aclrtMemcpy,
+ *   aclrtMemset (and their async forms), aclrtGetMemInfo, aclrtGetDevice and
+ *   the stream and event calls of streams.c return ACL_ERROR_RT_CONTEXT_NULL
+ *   (107002; ApiImpl::DevMalloc, MemCopySync, GetDevice in
+ *   src/runtime/api/impl/api_impl.cc). aclrtMallocHost does too: an
+ *   assumption (the notes did not trace it). aclrtFree / aclrtFreeHost work
+ *   from any thread (ApiImpl::DevFree uses CurrentContext(false)). No
+ *   "defaultDevice" of aclInit's json is modelled.
  */
 #define _GNU_SOURCE
 #include "runtime_internal.h"
@@ -258,7 +269,17 @@ int emu_device_count(void)
     return g_devices;
 }
 
-int emu_current_device(void) { return t_device < 0 ? 0 : t_device; }
+int emu_current_device(void) { return t_device; }
+
+int emu_context_device(const char *api)
+{
+    if (t_device < 0) {
+        pyaclnnEmuSetError("%s: no device is set in this thread (ACL_ERROR_RT_CONTEXT_NULL: the thread has no "
+                           "current context); call aclrtSetDevice first",
+                           api);
+    }
+    return t_device;
+}
 
 /* ---- allocation table --------------------------------------------------- */
 
@@ -342,7 +363,10 @@ static aclError emu_alloc(const char *api, void **out, size_t size, int kind)
         pyaclnnEmuSetError("%s: size is 0; the size must be greater than 0", api);
         return ACL_ERROR_INVALID_PARAM;
     }
-    int device = emu_current_device();
+    int device = emu_context_device(api);
+    if (device < 0) {
+        return ACL_ERROR_RT_CONTEXT_NULL;
+    }
     pthread_mutex_lock(&emu_lock);
     size_t used = g_device_bytes[device];
     pthread_mutex_unlock(&emu_lock);
@@ -519,6 +543,9 @@ static aclError check_memcpy(const char *api, void *dst, size_t destMax, const v
 /* CANN: the synchronous copy does not wait for any stream; it copies now. */
 aclError aclrtMemcpy(void *dst, size_t destMax, const void *src, size_t count, aclrtMemcpyKind kind)
 {
+    if (emu_context_device("aclrtMemcpy") < 0) { /* ApiImpl::MemCopySync */
+        return ACL_ERROR_RT_CONTEXT_NULL;
+    }
     aclError rc = check_memcpy("aclrtMemcpy", dst, destMax, src, count, kind);
     if (rc == ACL_SUCCESS && count > 0) {
         memmove(dst, src, count);
@@ -587,21 +614,11 @@ static aclError submit_copy(const char *api, const copy_job *job, aclrtStream st
     return rc;
 }
 
-static aclError check_stream(const char *api, aclrtStream stream)
-{
-    if (!pyaclnnEmuStreamIsValid(stream)) {
-        pyaclnnEmuSetError("%s: stream %p is not a live stream (destroyed, or not from aclrtCreateStream)",
-                           api, stream);
-        return ACL_ERROR_INVALID_PARAM;
-    }
-    return ACL_SUCCESS;
-}
-
 aclError aclrtMemcpyAsync(void *dst, size_t destMax, const void *src, size_t count, aclrtMemcpyKind kind,
                           aclrtStream stream)
 {
     static const char api[] = "aclrtMemcpyAsync";
-    aclError rc = check_stream(api, stream);
+    aclError rc = pyaclnnEmuStreamCheck(api, stream);
     if (rc == ACL_SUCCESS) {
         rc = check_memcpy(api, dst, destMax, src, count, kind);
     }
@@ -639,6 +656,9 @@ static aclError check_memset(const char *api, void *devPtr, size_t maxCount, siz
 /* CANN: the synchronous memset does not wait for any stream; it sets now. */
 aclError aclrtMemset(void *devPtr, size_t maxCount, int32_t value, size_t count)
 {
+    if (emu_context_device("aclrtMemset") < 0) {
+        return ACL_ERROR_RT_CONTEXT_NULL;
+    }
     aclError rc = check_memset("aclrtMemset", devPtr, maxCount, count);
     if (rc == ACL_SUCCESS) {
         memset(devPtr, value, count);
@@ -649,7 +669,7 @@ aclError aclrtMemset(void *devPtr, size_t maxCount, int32_t value, size_t count)
 aclError aclrtMemsetAsync(void *devPtr, size_t maxCount, int32_t value, size_t count, aclrtStream stream)
 {
     static const char api[] = "aclrtMemsetAsync";
-    aclError rc = check_stream(api, stream);
+    aclError rc = pyaclnnEmuStreamCheck(api, stream);
     if (rc == ACL_SUCCESS) {
         rc = check_memset(api, devPtr, maxCount, count);
     }
@@ -670,7 +690,10 @@ aclError aclrtGetMemInfo(aclrtMemAttr attr, size_t *free_bytes, size_t *total)
         pyaclnnEmuSetError("aclrtGetMemInfo: %s is NULL", free_bytes == NULL ? "free" : "total");
         return ACL_ERROR_INVALID_PARAM;
     }
-    int device = emu_current_device();
+    int device = emu_context_device("aclrtGetMemInfo");
+    if (device < 0) {
+        return ACL_ERROR_RT_CONTEXT_NULL;
+    }
     pthread_mutex_lock(&emu_lock);
     *total = EMU_DEVICE_TOTAL;
     *free_bytes = EMU_DEVICE_TOTAL - g_device_bytes[device];

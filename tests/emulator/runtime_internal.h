@@ -48,10 +48,17 @@ long emu_env_us(const char *name);
 /* Sleep for `us` microseconds (nothing for us <= 0). */
 void emu_sleep_us(long us);
 
-/* The calling thread's current device (0 until aclrtSetDevice says
- * otherwise) and the number of emulated devices (PYACLNN_EMU_DEVICES). */
+/* The calling thread's current device: -1 until aclrtSetDevice in this
+ * thread (CANN keeps the current context in thread-local storage,
+ * src/runtime/core/inc/common/inner_thread_local.hpp, so a new thread has
+ * none), and the number of emulated devices (PYACLNN_EMU_DEVICES). */
 int emu_current_device(void);
 int emu_device_count(void);
+/* The current device, or -1 with the recent error message set (naming
+ * `api`): the caller then returns ACL_ERROR_RT_CONTEXT_NULL, as CANN's
+ * CHECK_CONTEXT_VALID_WITH_RETURN(curCtx, RT_ERROR_CONTEXT_NULL) does
+ * (src/runtime/api/impl/api_impl.cc, e.g. ApiImpl::DevMalloc). */
+int emu_context_device(const char *api);
 
 /* ---- tasks (streams.c) --------------------------------------------------- */
 
@@ -64,8 +71,9 @@ int emu_task_use_block(emu_task *task, emu_block *b);
 emu_task *emu_task_new(const char *api, void (*run)(void *ctx, emu_task *task), void (*release)(void *ctx),
                        void *ctx, long sleep_us);
 /* Enqueue on `stream` (NULL: the current device's default stream). On
- * failure (stream not live: ACL_ERROR_INVALID_PARAM with the message set)
- * the task is discarded. *ticket (may be NULL) identifies it for
+ * failure the task is discarded and the message set: no current device
+ * (ACL_ERROR_RT_CONTEXT_NULL), stream not live (ACL_ERROR_INVALID_PARAM),
+ * stream of another device than the current one (ACL_ERROR_RT_STREAM_CONTEXT). *ticket (may be NULL) identifies it for
  * emu_stream_wait. */
 aclError emu_task_submit(emu_task *task, aclrtStream stream, uint64_t *ticket);
 /* Wait until the task `ticket` of `stream` has finished. */

@@ -15,6 +15,32 @@
  *
  * Everything is guarded by emu_lock; g_progress is broadcast whenever a task
  * finishes, and waiters re-check their condition.
+ *
+ * Contexts and devices, as hicann/runtime 681ef76 checks them (paths of that
+ * repository; /work/research_cann_runtime.md has the quotes):
+ * - streams and events belong to the device current when they were created;
+ * - with no current device in the calling thread (no aclrtSetDevice there),
+ *   aclrtCreateStream, aclrtDestroyStream, aclrtSynchronizeStream (even of a
+ *   valid stream), aclrtSynchronizeDevice, aclrtCreateEvent(WithFlag),
+ *   aclrtRecordEvent, aclrtStreamWaitEvent and every task submission return
+ *   ACL_ERROR_RT_CONTEXT_NULL (ApiImpl::StreamCreate / StreamDestroy /
+ *   StreamSynchronize / DeviceSynchronize / EventCreate / EventRecord /
+ *   StreamWaitEvent, src/runtime/api/impl/api_impl.cc);
+ * - a task submitted to a stream of another device than the current one
+ *   (launch, async copy or memset, record, wait) and aclrtDestroyStream of
+ *   one return ACL_ERROR_RT_STREAM_CONTEXT (COND_RETURN_AND_MSG_INVALID_
+ *   CONTEXT_STREAM_WITH_FUNC_DESC, src/runtime/core/inc/common/
+ *   error_message_manage.hpp); aclrtSynchronizeStream of one works (it
+ *   switches context for the wait, ApiImpl::StreamSynchronize);
+ * - aclrtRecordEvent of an event of device A on a stream of device B: the
+ *   docs say it fails (docs/zh/dev_guide/05_multi_device_programming.md), no
+ *   check or code is in the source; the emulator returns
+ *   ACL_ERROR_RT_STREAM_CONTEXT, its own choice;
+ * - aclrtStreamWaitEvent of a stream of the current device on an event of
+ *   another device is accepted and waits (Event::Wait's CrossDeviceEventWait,
+ *   src/runtime/core/src/event/event.cc, on Atlas A2/A3);
+ * - aclrtSynchronizeEvent, aclrtQueryEventStatus, aclrtDestroyEvent and
+ *   aclrtEventElapsedTime need only the handle, from any thread.
  */
 #define _GNU_SOURCE
 #include "runtime_internal.h"
@@ -166,18 +192,60 @@ static void stream_init(emu_stream *s, int device)
     s->initialized = 1;
 }
 
-/* Caller holds emu_lock. The stream a handle names, NULL if not live. */
+/* Caller holds emu_lock. The stream a handle names, NULL if not live (or
+ * NULL, the default stream, in a thread with no current device). */
 static emu_stream *stream_of(aclrtStream handle)
 {
     if (handle != NULL) {
         return emu_handle_live_locked(EMU_STREAM, handle) ? (emu_stream *)handle : NULL;
     }
     int device = emu_current_device();
+    if (device < 0) {
+        return NULL;
+    }
     emu_stream *s = &g_default[device];
     if (!s->initialized) {
         stream_init(s, device);
     }
     return s;
+}
+
+/* Caller holds emu_lock. The stream `handle` names for `api` in the calling
+ * thread, in *out; `own` also requires it to be a stream of the current
+ * device. ACL_SUCCESS, or the error with the message set: no current device
+ * (ACL_ERROR_RT_CONTEXT_NULL), not live (ACL_ERROR_INVALID_PARAM), another
+ * device's stream (ACL_ERROR_RT_STREAM_CONTEXT). */
+static aclError resolve_locked(const char *api, aclrtStream handle, int own, emu_stream **out)
+{
+    *out = NULL;
+    int device = emu_context_device(api);
+    if (device < 0) {
+        return ACL_ERROR_RT_CONTEXT_NULL;
+    }
+    emu_stream *s = stream_of(handle);
+    if (s == NULL) {
+        pyaclnnEmuSetError("%s: stream %p is not a live stream (destroyed, or not from aclrtCreateStream)", api,
+                           handle);
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    if (own && s->device != device) {
+        pyaclnnEmuSetError("%s: stream %p belongs to device %d, not to this thread's current device %d "
+                           "(ACL_ERROR_RT_STREAM_CONTEXT: stream not in current context); call "
+                           "aclrtSetDevice(%d) first",
+                           api, handle, s->device, device, s->device);
+        return ACL_ERROR_RT_STREAM_CONTEXT;
+    }
+    *out = s;
+    return ACL_SUCCESS;
+}
+
+aclError pyaclnnEmuStreamCheck(const char *api, aclrtStream stream)
+{
+    emu_stream *s;
+    pthread_mutex_lock(&emu_lock);
+    aclError rc = resolve_locked(api, stream, 1, &s);
+    pthread_mutex_unlock(&emu_lock);
+    return rc;
 }
 
 static uint64_t first_pending(const emu_stream *s)
@@ -282,16 +350,11 @@ static void *worker_main(void *arg)
 }
 
 /* Caller holds emu_lock. A kernel reading memory of another device than
- * its stream's would fault or read garbage on real hardware; so would work
- * queued from a thread whose current device is another. One hazard per
- * task at most. */
+ * its stream's would fault or read garbage on real hardware (CANN checks
+ * nothing at the launch). One hazard per task at most. (Work queued from a
+ * thread whose current device is another is an error of emu_task_submit.) */
 static void check_devices_locked(const emu_task *t, const emu_stream *s)
 {
-    if (s->device != emu_current_device()) {
-        emu_hazard("work submitted to a stream of device %d while the current device is %d, %s", s->device,
-                   emu_current_device(), t->api);
-        return;
-    }
     for (size_t i = 0; i < t->nblocks; i++) {
         const emu_block *b = t->blocks[i];
         if (b->kind == EMU_DEVICE_ALLOC && b->device != s->device) {
@@ -305,16 +368,17 @@ static void check_devices_locked(const emu_task *t, const emu_stream *s)
 aclError emu_task_submit(emu_task *task, aclrtStream stream, uint64_t *ticket)
 {
     pthread_mutex_lock(&emu_lock);
-    emu_stream *s = stream_of(stream);
-    int started = s != NULL && (s->started || pthread_create(&s->thread, NULL, worker_main, s) == 0);
+    emu_stream *s;
+    aclError rc = resolve_locked(task->api, stream, 1, &s);
+    int started = rc == ACL_SUCCESS && (s->started || pthread_create(&s->thread, NULL, worker_main, s) == 0);
     if (!started) {
         pthread_mutex_unlock(&emu_lock);
         pyaclnnEmuTaskDiscard(task);
-        pyaclnnEmuSetError(s == NULL ? "%s: stream %p is not a live stream (destroyed, or not from "
-                                       "aclrtCreateStream)"
-                                     : "%s: the worker thread of stream %p could not start",
-                           task->api, stream);
-        return s == NULL ? ACL_ERROR_INVALID_PARAM : ACL_ERROR_RT_RESOURCE_ALLOC_FAIL;
+        if (rc == ACL_SUCCESS) {
+            pyaclnnEmuSetError("%s: the worker thread of stream %p could not start", task->api, stream);
+            rc = ACL_ERROR_RT_RESOURCE_ALLOC_FAIL;
+        }
+        return rc;
     }
     s->started = 1;
     check_devices_locked(task, s);
@@ -382,20 +446,16 @@ static aclError finish_sync(aclError error, const char *msg)
     return error;
 }
 
-static aclError not_live(const char *api, aclrtStream stream)
-{
-    pyaclnnEmuSetError("%s: stream %p is not a live stream (destroyed, or not from aclrtCreateStream)", api, stream);
-    return ACL_ERROR_INVALID_PARAM;
-}
-
+/* Any live stream, of any device, but the thread needs a current device. */
 aclError aclrtSynchronizeStream(aclrtStream stream)
 {
     char msg[EMU_MSG_LEN];
     pthread_mutex_lock(&emu_lock);
-    emu_stream *s = stream_of(stream);
-    if (s == NULL) {
+    emu_stream *s;
+    aclError rc = resolve_locked("aclrtSynchronizeStream", stream, 0, &s);
+    if (rc != ACL_SUCCESS) {
         pthread_mutex_unlock(&emu_lock);
-        return not_live("aclrtSynchronizeStream", stream);
+        return rc;
     }
     wait_locked(s, g_ticket);
     aclError error = take_error_locked(s, msg);
@@ -418,12 +478,20 @@ static emu_stream *busy_stream(int device, uint64_t ticket)
     return NULL;
 }
 
-/* Caller holds emu_lock. Takes one sticky error of the device's streams. */
+/* Caller holds emu_lock. Takes the sticky errors of all the device's
+ * streams and returns the first (with its message): CANN's device
+ * synchronize synchronizes every stream of the context, each consuming its
+ * own error, and returns the first one in CONTINUE_ON_FAILURE mode
+ * (Context::SyncStreamsWithTimeout, src/runtime/core/src/context/context.cc). */
 static aclError take_device_error_locked(int device, char msg[EMU_MSG_LEN])
 {
+    char other[EMU_MSG_LEN];
     aclError e = take_error_locked(&g_default[device], msg);
-    for (emu_stream *s = g_streams; e == ACL_SUCCESS && s != NULL; s = s->next) {
-        e = s->device == device ? take_error_locked(s, msg) : ACL_SUCCESS;
+    for (emu_stream *s = g_streams; s != NULL; s = s->next) {
+        if (s->device == device) {
+            aclError next = take_error_locked(s, e == ACL_SUCCESS ? msg : other);
+            e = e == ACL_SUCCESS ? next : e;
+        }
     }
     return e;
 }
@@ -432,7 +500,11 @@ aclError aclrtSynchronizeDevice(void)
 {
     char msg[EMU_MSG_LEN];
     pthread_mutex_lock(&emu_lock);
-    int device = emu_current_device();
+    int device = emu_context_device("aclrtSynchronizeDevice");
+    if (device < 0) {
+        pthread_mutex_unlock(&emu_lock);
+        return ACL_ERROR_RT_CONTEXT_NULL;
+    }
     stream_of(NULL); /* initializes the default stream */
     uint64_t ticket = g_ticket;
     /* Re-scan after every wake-up: streams may be created or destroyed. */
@@ -450,6 +522,11 @@ aclError aclrtCreateStream(aclrtStream *stream)
         pyaclnnEmuSetError("aclrtCreateStream: stream is NULL");
         return ACL_ERROR_INVALID_PARAM;
     }
+    int device = emu_context_device("aclrtCreateStream");
+    if (device < 0) {
+        *stream = NULL;
+        return ACL_ERROR_RT_CONTEXT_NULL;
+    }
     emu_stream *s = calloc(1, sizeof *s);
     if (s == NULL || pyaclnnEmuHandleAdd(EMU_STREAM, s) != 0) {
         free(s);
@@ -457,7 +534,7 @@ aclError aclrtCreateStream(aclrtStream *stream)
         pyaclnnEmuSetError("aclrtCreateStream: out of host memory");
         return ACL_ERROR_RT_RESOURCE_ALLOC_FAIL;
     }
-    stream_init(s, emu_current_device());
+    stream_init(s, device);
     pthread_mutex_lock(&emu_lock);
     s->next = g_streams;
     g_streams = s;
@@ -484,6 +561,21 @@ aclError aclrtDestroyStream(aclrtStream stream)
     if (stream == NULL) {
         pyaclnnEmuSetError("aclrtDestroyStream: stream is NULL (the default stream cannot be destroyed)");
         return ACL_ERROR_INVALID_PARAM;
+    }
+    pthread_mutex_lock(&emu_lock);
+    int device = emu_context_device("aclrtDestroyStream");
+    int live = device >= 0 && emu_handle_live_locked(EMU_STREAM, stream);
+    int owner = live ? ((emu_stream *)stream)->device : -1;
+    pthread_mutex_unlock(&emu_lock);
+    if (device < 0) {
+        return ACL_ERROR_RT_CONTEXT_NULL;
+    }
+    if (live && owner != device) { /* ApiImpl::StreamDestroy: the stream must be in the current context */
+        pyaclnnEmuSetError("aclrtDestroyStream: stream %p belongs to device %d, not to this thread's current "
+                           "device %d (ACL_ERROR_RT_STREAM_CONTEXT: stream not in current context); call "
+                           "aclrtSetDevice(%d) first",
+                           stream, owner, device, owner);
+        return ACL_ERROR_RT_STREAM_CONTEXT;
     }
     if (!pyaclnnEmuHandleRemove(EMU_STREAM, stream)) {
         pyaclnnEmuSetError("aclrtDestroyStream: stream %p is not live (destroyed twice, or not from "
@@ -564,6 +656,7 @@ void pyaclnnEmuExecutorDispose(aclOpExecutor *ex, const char *api)
  * recorded. refs: the handle plus each queued marker or wait. */
 typedef struct {
     uint32_t flag;
+    int device; /* current when it was created */
     uint64_t recorded, completed;
     struct timespec stamp; /* when the marker of `completed` ran */
     int refs;
@@ -611,6 +704,10 @@ static aclError create_event(const char *api, aclrtEvent *event, uint32_t flag)
         return ACL_ERROR_INVALID_PARAM;
     }
     *event = NULL;
+    int device = emu_context_device(api);
+    if (device < 0) {
+        return ACL_ERROR_RT_CONTEXT_NULL;
+    }
     emu_event *e = calloc(1, sizeof *e);
     if (e == NULL || pyaclnnEmuHandleAdd(EMU_EVENT, e) != 0) {
         free(e);
@@ -618,6 +715,7 @@ static aclError create_event(const char *api, aclrtEvent *event, uint32_t flag)
         return ACL_ERROR_RT_RESOURCE_ALLOC_FAIL;
     }
     e->flag = flag;
+    e->device = device;
     e->refs = 1;
     *event = e;
     return ACL_SUCCESS;
@@ -708,15 +806,24 @@ aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream)
 {
     static const char api[] = "aclrtRecordEvent";
     pthread_mutex_lock(&emu_lock);
-    emu_event *e = event_of(api, event);
-    int live = stream_of(stream) != NULL;
-    uint64_t record = e != NULL && live ? ++e->recorded : 0;
-    pthread_mutex_unlock(&emu_lock);
-    if (e == NULL) {
-        return ACL_ERROR_INVALID_PARAM;
+    emu_stream *s = NULL;
+    aclError rc = emu_context_device(api) < 0 ? ACL_ERROR_RT_CONTEXT_NULL : ACL_SUCCESS;
+    emu_event *e = rc == ACL_SUCCESS ? event_of(api, event) : NULL;
+    if (rc == ACL_SUCCESS) {
+        rc = e == NULL ? ACL_ERROR_INVALID_PARAM : resolve_locked(api, stream, 1, &s);
     }
-    if (!live) {
-        return not_live(api, stream);
+    if (rc == ACL_SUCCESS && e->device != s->device) {
+        /* The docs: recording fails when event and stream belong to different
+         * devices; no code is documented: the emulator's choice. */
+        pyaclnnEmuSetError("%s: event %p was created on device %d, stream %p belongs to device %d: an event "
+                           "cannot be recorded on a stream of another device (ACL_ERROR_RT_STREAM_CONTEXT)",
+                           api, event, e->device, stream, s->device);
+        rc = ACL_ERROR_RT_STREAM_CONTEXT;
+    }
+    uint64_t record = rc == ACL_SUCCESS ? ++e->recorded : 0;
+    pthread_mutex_unlock(&emu_lock);
+    if (rc != ACL_SUCCESS) {
+        return rc;
     }
     return submit_event_job(api, e, record, stream, run_marker);
 }
@@ -725,10 +832,17 @@ aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent event)
 {
     static const char api[] = "aclrtStreamWaitEvent";
     pthread_mutex_lock(&emu_lock);
+    if (emu_context_device(api) < 0) {
+        pthread_mutex_unlock(&emu_lock);
+        return ACL_ERROR_RT_CONTEXT_NULL;
+    }
     emu_event *e = event_of(api, event);
-    int live = stream_of(stream) != NULL;
     uint32_t flag = e != NULL ? e->flag : 0;
     uint64_t record = e != NULL ? e->recorded : 0;
+    emu_stream *s;
+    /* The stream must be the current device's; the event may be another's
+     * (the cross-device wait of Atlas A2/A3). */
+    aclError rc = e != NULL && (flag & ACL_EVENT_SYNC) ? resolve_locked(api, stream, 1, &s) : ACL_SUCCESS;
     pthread_mutex_unlock(&emu_lock);
     if (e == NULL) {
         return ACL_ERROR_INVALID_PARAM;
@@ -738,8 +852,8 @@ aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent event)
                            api, event, flag);
         return ACL_ERROR_INVALID_PARAM;
     }
-    if (!live) {
-        return not_live(api, stream);
+    if (rc != ACL_SUCCESS) {
+        return rc;
     }
     /* A never-recorded event is complete: nothing to wait for. */
     return record == 0 ? ACL_SUCCESS : submit_event_job(api, e, record, stream, run_wait);
