@@ -22,11 +22,13 @@ from pyaclnn.backends.numpy._streams import Task
 from pyaclnn.constants import (
     ACL_ERROR_INVALID_PARAM,
     ACL_ERROR_INVALID_RESOURCE_HANDLE,
+    ACL_ERROR_RT_CONTEXT_NULL,
     ACL_ERROR_RT_EVENT_NOT_COMPLETE,
     ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID,
     ACL_ERROR_RT_INTERNAL_ERROR,
     ACL_ERROR_RT_INVALID_DEVICEID,
     ACL_ERROR_RT_MEMORY_ALLOCATION,
+    ACL_ERROR_RT_STREAM_CONTEXT,
     ACL_ERROR_RT_VECTOR_CORE_EXCEPTION,
     ACL_EVENT_EXTERNAL,
     ACL_EVENT_RECORDED_STATUS_COMPLETE,
@@ -48,8 +50,10 @@ KERNEL_MS = 20
 
 @pytest.fixture
 def b() -> Iterator[NumpyBackend]:
-    """A backend of the test's own; afterwards nothing may be left live (but default streams)."""
+    """A backend of the test's own, device 0 set in this thread; afterwards nothing may be left
+    live (but default streams)."""
     backend = NumpyBackend()
+    ok(backend.aclrtSetDevice(0))
     yield backend
     counts = backend.live_counts()
     assert not any(counts.values()), counts
@@ -358,7 +362,9 @@ def test_a_workspace_that_is_no_allocation_is_refused_after_a_good_one(b, dev, p
     ok(b.aclDestroyAclOpExecutor(executor))
 
 
-def test_a_stream_of_another_device_is_refused_after_one_of_the_memory_s_device(b2):
+def test_a_stream_of_another_device_after_one_of_the_memory_s_device_is_a_hazard_each_time(
+    b2, capfd, hazards_expected
+):
     ok(b2.aclrtSetDevice(1))
     dev = Device(b2)
     pool = Pool(dev)  # memory of device 1
@@ -369,8 +375,12 @@ def test_a_stream_of_another_device_is_refused_after_one_of_the_memory_s_device(
     ok(b2.aclrtSynchronizeStream(s1))
     ok(b2.aclrtSetDevice(0))
     s0 = ok(b2.aclrtCreateStream())
-    assert b2.aclnnMaxPool3dWithArgmax(0, 0, executor, s0) == ACLNN_ERR_RUNTIME_ERROR
-    assert "is memory of device 1" in b2.aclGetRecentErrMsg()
+    for launch in range(2):  # the repeated launch does not skip the check
+        ok(b2.aclnnMaxPool3dWithArgmax(0, 0, executor, s0))
+        _expect_hazard(
+            b2, capfd, launch, "memory of device 1 (self)", "of device 0", "aclnnMaxPool3dWithArgmax"
+        )
+    ok(b2.aclrtSynchronizeStream(s0))
     ok(b2.aclDestroyAclOpExecutor(executor))
     ok(b2.aclrtDestroyStream(s0))
     ok(b2.aclrtSetDevice(1))
@@ -628,7 +638,7 @@ def test_devices_are_per_thread_and_count_their_own_objects(b2):
     thread = threading.Thread(target=lambda: seen.append(b2.aclrtGetDevice()[0]))
     thread.start()
     thread.join()
-    assert seen == [ACL_ERROR_RT_INVALID_DEVICEID]  # none set in that thread
+    assert seen == [ACL_ERROR_RT_CONTEXT_NULL]  # none set in that thread
     assert b2.live_counts(1)["device_allocs"] == 1 and b2.live_counts(1)["streams"] == 1
     assert b2.live_counts(0)["device_allocs"] == 0 and b2.live_counts(0)["streams"] == 0
     _, free, total = b2.aclrtGetMemInfo(0)
@@ -636,26 +646,30 @@ def test_devices_are_per_thread_and_count_their_own_objects(b2):
     ok(b2.aclrtSetDevice(0))
     _, free, total = b2.aclrtGetMemInfo(0)
     assert total == free
+    assert b2.aclrtDestroyStream(s) == ACL_ERROR_RT_STREAM_CONTEXT  # a stream of device 1
+    b2.aclGetRecentErrMsg()
+    ok(b2.aclrtFree(ptr))  # any device's memory
+    ok(b2.aclrtSetDevice(1))
     ok(b2.aclrtDestroyStream(s))
-    ok(b2.aclrtFree(ptr))
 
 
-def test_a_launch_with_memory_of_another_device_is_refused_at_phase2(b2):
+def test_a_launch_with_memory_of_another_device_is_a_hazard(b2, capfd, hazards_expected):
+    """CANN checks nothing at the launch; the kernel would fault or read garbage (as the C emulator)."""
     ok(b2.aclrtSetDevice(1))
     dev = Device(b2)
     pool = Pool(dev)  # memory of device 1
     ok(b2.aclrtSetDevice(0))
     s = ok(b2.aclrtCreateStream())  # a stream of device 0
-    assert b2.aclnnMaxPool3dWithArgmax(0, 0, pool.phase1(), s) == ACLNN_ERR_RUNTIME_ERROR
-    assert b2.aclGetRecentErrMsg() == (
-        "aclnnMaxPool3dWithArgmax: self is memory of device 1, but the launch's stream belongs to device 0"
-    )
+    ok(b2.aclnnMaxPool3dWithArgmax(0, 0, pool.phase1(), s))
+    _expect_hazard(b2, capfd, 0, "memory of device 1 (self)", "of device 0", "aclnnMaxPool3dWithArgmax")
+    ok(b2.aclrtSynchronizeStream(s))
     ok(b2.aclrtDestroyStream(s))
+    ok(b2.aclrtFree(pool.x))  # aclrtFree of another device's memory works
+    dev.pointers.remove(pool.x)
     dev.close()
-    assert b2.hazard_count() == 0
 
 
-def test_synchronize_device_waits_for_the_current_device_only(b2, monkeypatch, capfd, hazards_expected):
+def test_synchronize_device_waits_for_the_current_device_only(b2, monkeypatch):
     monkeypatch.setenv("PYACLNN_EMU_KERNEL_US", "50000")
     ok(b2.aclrtSetDevice(1))
     dev = Device(b2)
@@ -666,13 +680,219 @@ def test_synchronize_device_waits_for_the_current_device_only(b2, monkeypatch, c
     start = time.perf_counter()
     ok(b2.aclrtSynchronizeDevice())
     assert time.perf_counter() - start < 0.025
-    ok(b2.aclrtMemsetAsync(pool.indices, 32, 0, 32, s))  # work for device 1 from device 0
-    _expect_hazard(b2, capfd, 0, "device 1", "current device is 0")
     ok(b2.aclrtSetDevice(1))
     ok(b2.aclrtSynchronizeDevice())
     np.testing.assert_array_equal(pool.result(), POOLED)
     ok(b2.aclrtDestroyStream(s))
     dev.close()
+
+
+# -- contexts: per thread, and streams and events of their device (hicann/runtime; tests/emulator/README.md)
+def _in_thread(work):
+    """work() in a new thread, which has set no device; its result (its exception re-raised)."""
+    result: list = []
+    errors: list[BaseException] = []
+
+    def body() -> None:
+        try:
+            result.append(work())
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=body)
+    thread.start()
+    thread.join()
+    if errors:
+        raise errors[0]
+    return result[0]
+
+
+def _no_context(b: NumpyBackend, api: str, result) -> None:
+    status = result[0] if isinstance(result, tuple) else result
+    assert status == ACL_ERROR_RT_CONTEXT_NULL, (api, result)
+    text = b.aclGetRecentErrMsg()
+    assert text.startswith(api + ": no device is set in this thread") and "aclrtSetDevice" in text, text
+
+
+def test_a_thread_that_set_no_device_has_no_context(b, dev, pool, stream):
+    event = ok(b.aclrtCreateEvent())
+    ok(b.aclrtRecordEvent(event, stream))
+    ok(b.aclrtSynchronizeStream(stream))
+    executor = pool.phase1()
+    pinned = ok(b.aclrtMallocHost(32))
+    host = np.zeros(8, np.float32)
+
+    def without_a_device() -> None:
+        calls = {
+            "aclrtMalloc": lambda: b.aclrtMalloc(64, 0),
+            "aclrtMallocHost": lambda: b.aclrtMallocHost(64),
+            "aclrtCreateStream": b.aclrtCreateStream,
+            "aclrtDestroyStream": lambda: b.aclrtDestroyStream(stream),
+            "aclrtSynchronizeStream": lambda: b.aclrtSynchronizeStream(stream),  # even a valid one
+            "aclrtSynchronizeDevice": b.aclrtSynchronizeDevice,
+            "aclrtCreateEvent": b.aclrtCreateEvent,
+            "aclrtCreateEventWithFlag": lambda: b.aclrtCreateEventWithFlag(ACL_EVENT_SYNC),
+            "aclrtRecordEvent": lambda: b.aclrtRecordEvent(event, stream),
+            "aclrtStreamWaitEvent": lambda: b.aclrtStreamWaitEvent(stream, event),
+            "aclrtMemcpy": lambda: b.aclrtMemcpy(host, 32, pool.out, 32, ACL_MEMCPY_DEVICE_TO_HOST),
+            "aclrtMemcpyAsync": lambda: b.aclrtMemcpyAsync(
+                pinned, 32, pool.out, 32, ACL_MEMCPY_DEVICE_TO_HOST, stream
+            ),
+            "aclrtMemset": lambda: b.aclrtMemset(pool.out, 32, 0, 32),
+            "aclrtMemsetAsync": lambda: b.aclrtMemsetAsync(pool.out, 32, 0, 32, stream),
+            "aclrtGetDevice": b.aclrtGetDevice,
+            "aclrtGetMemInfo": lambda: b.aclrtGetMemInfo(0),
+        }
+        for api, call in calls.items():
+            _no_context(b, api, call())
+        assert b.aclrtSynchronizeStream(None) == ACL_ERROR_RT_CONTEXT_NULL  # nor the default stream
+        b.aclGetRecentErrMsg()
+        # phase 2 fails as a launch does (the executor is consumed)
+        assert b.aclnnMaxPool3dWithArgmax(0, 0, executor, stream) == ACLNN_ERR_RUNTIME_ERROR
+        assert "ACL_ERROR_RT_CONTEXT_NULL" in b.aclGetRecentErrMsg()
+        # what needs a handle only works: events, descriptors, phase 1, aclrtFree(Host)
+        ok(b.aclrtSynchronizeEvent(event))
+        assert ok(b.aclrtQueryEventStatus(event)) == ACL_EVENT_RECORDED_STATUS_COMPLETE
+        assert ok(b.aclrtEventElapsedTime(event, event)) == 0.0
+        assert ok(b.aclrtGetDeviceCount()) == 1 and b.aclrtGetSocName()
+        ok(b.aclDestroyAclOpExecutor(_repeatable(b, pool.phase1())))
+        ok(b.aclrtDestroyEvent(event))
+        ok(b.aclrtFreeHost(pinned))
+        ok(b.aclrtFree(pool.out))  # allocated by the main thread
+        # aclrtSetDevice gives the thread a context; aclrtResetDevice of it takes it away
+        ok(b.aclrtSetDevice(0))
+        ok(b.aclrtFree(ok(b.aclrtMalloc(64, 0))))
+        assert ok(b.aclrtGetDevice()) == 0
+        ok(b.aclrtResetDevice(0))
+        _no_context(b, "aclrtMalloc", b.aclrtMalloc(64, 0))
+
+    _in_thread(without_a_device)
+    dev.pointers.remove(pool.out)
+
+
+def _repeatable(b: NumpyBackend, executor):
+    ok(b.aclSetAclOpExecutorRepeatable(executor))
+    return executor
+
+
+def test_reset_device_of_another_device_keeps_the_context(b2):
+    ok(b2.aclrtSetDevice(1))
+    ok(b2.aclrtResetDevice(0))
+    assert ok(b2.aclrtGetDevice()) == 1
+    ok(b2.aclrtResetDevice(1))
+    assert b2.aclrtGetDevice()[0] == ACL_ERROR_RT_CONTEXT_NULL
+
+
+def test_streams_and_events_belong_to_the_device_current_at_their_creation(b2):
+    ok(b2.aclrtSetDevice(1))
+    dev1 = Device(b2)
+    mem1 = dev1.array(np.zeros(8, np.float32))
+    s1, event1 = ok(b2.aclrtCreateStream()), ok(b2.aclrtCreateEvent())
+    ok(b2.aclrtSetDevice(0))
+    dev0 = Device(b2)
+    pool = Pool(dev0)
+    executor = _repeatable(b2, pool.phase1())
+    s0, event0 = ok(b2.aclrtCreateStream()), ok(b2.aclrtCreateEvent())
+
+    def refused(api: str, status: int) -> None:
+        assert status == ACL_ERROR_RT_STREAM_CONTEXT, (api, status)
+        text = b2.aclGetRecentErrMsg()
+        assert text.startswith(api + ": ") and "ACL_ERROR_RT_STREAM_CONTEXT" in text, text
+
+    refused("aclrtMemsetAsync", b2.aclrtMemsetAsync(mem1, 32, 0, 32, s1))
+    refused("aclrtMemcpyAsync", b2.aclrtMemcpyAsync(mem1, 32, pool.out, 32, ACL_MEMCPY_DEVICE_TO_DEVICE, s1))
+    refused("aclrtRecordEvent", b2.aclrtRecordEvent(event0, s1))
+    refused("aclrtRecordEvent", b2.aclrtRecordEvent(event1, s0))  # the event's device differs
+    refused("aclrtStreamWaitEvent", b2.aclrtStreamWaitEvent(s1, event0))
+    refused("aclrtDestroyStream", b2.aclrtDestroyStream(s1))
+    assert b2.aclnnMaxPool3dWithArgmax(0, 0, executor, s1) == ACLNN_ERR_RUNTIME_ERROR
+    assert "ACL_ERROR_RT_STREAM_CONTEXT" in b2.aclGetRecentErrMsg()
+    ok(b2.aclrtSynchronizeStream(s1))  # another device's stream may be synchronized
+    assert b2.hazard_count() == 0  # errors, not hazards
+    ok(b2.aclDestroyAclOpExecutor(executor))
+    ok(b2.aclrtDestroyStream(s0))
+    for event in (event0, event1):
+        ok(b2.aclrtDestroyEvent(event))  # any device's event
+    ok(b2.aclrtSetDevice(1))  # the same calls from device 1 work
+    ok(b2.aclrtMemsetAsync(mem1, 32, 0, 32, s1))
+    ok(b2.aclrtSynchronizeStream(s1))
+    ok(b2.aclrtDestroyStream(s1))
+    dev0.close()
+    dev1.close()
+
+
+def test_a_stream_waits_for_an_event_of_another_device(b2, monkeypatch):
+    """Atlas A2/A3's cross-device wait: accepted, and the waiting stream really waits."""
+    monkeypatch.setenv("PYACLNN_EMU_KERNEL_US", "50000")
+    ok(b2.aclrtSetDevice(1))
+    dev1 = Device(b2)
+    pool = Pool(dev1)
+    s1, done = ok(b2.aclrtCreateStream()), ok(b2.aclrtCreateEvent())
+    start = time.perf_counter()
+    pool.launch(s1)
+    ok(b2.aclrtRecordEvent(done, s1))
+    ok(b2.aclrtSetDevice(0))
+    dev0 = Device(b2)
+    mark = dev0.array(np.zeros(4, np.uint8))
+    s0 = ok(b2.aclrtCreateStream())
+    ok(b2.aclrtStreamWaitEvent(s0, done))  # a stream of device 0, an event of device 1
+    ok(b2.aclrtMemsetAsync(mark, 4, 1, 4, s0))
+    ok(b2.aclrtSynchronizeStream(s0))
+    assert time.perf_counter() - start >= 0.05  # it waited for device 1's kernel
+    np.testing.assert_array_equal(pool.result(), POOLED)
+    assert (dev0.read(mark, 4, np.uint8) == 1).all()
+    ok(b2.aclrtDestroyStream(s0))
+    ok(b2.aclrtDestroyEvent(done))
+    ok(b2.aclrtSetDevice(1))
+    ok(b2.aclrtDestroyStream(s1))
+    dev0.close()
+    dev1.close()
+
+
+def test_a_device_error_continues_on_failure(b, dev, pool):
+    """CANN's default CONTINUE_ON_FAILURE mode (Stream::GetError, hicann/runtime's stream.cc): the
+    error is the failing stream's, reported once; events after it complete, waiters go on."""
+    failing, waiting = ok(b.aclrtCreateStream()), ok(b.aclrtCreateStream())
+    after, seen = dev.array(np.zeros(4, np.uint8)), dev.array(np.zeros(4, np.uint8))
+    after_fail = ok(b.aclrtCreateEvent())
+    indices = np.zeros((1, 1, 2, 2, 2), np.int32)
+    indices[0, 0, 0, 0, 0] = 99
+    grad_input = dev.array(np.zeros(X.shape, np.float32))
+    executor = _repeatable(b, _backward_phase1(dev, pool, indices, grad_input))
+    workspace = dev.array(np.zeros(BACKWARD_WORKSPACE, np.uint8))
+
+    def fail(stream) -> None:
+        ok(b.aclnnMaxPool3dWithArgmaxBackward(workspace, BACKWARD_WORKSPACE, executor, stream))
+
+    fail(failing)
+    ok(b.aclrtRecordEvent(after_fail, failing))
+    ok(b.aclrtMemsetAsync(after, 4, 1, 4, failing))  # later work on the stream
+    ok(b.aclrtStreamWaitEvent(waiting, after_fail))
+    ok(b.aclrtMemsetAsync(seen, 4, 2, 4, waiting))
+    ok(b.aclrtSynchronizeEvent(after_fail))  # the event does not carry the error
+    assert ok(b.aclrtQueryEventStatus(after_fail)) == ACL_EVENT_RECORDED_STATUS_COMPLETE
+    ok(b.aclrtSynchronizeStream(waiting))  # the waiter proceeds, without the error
+    assert (dev.read(seen, 4, np.uint8) == 2).all()
+    assert b.aclrtSynchronizeStream(failing) == ACL_ERROR_RT_VECTOR_CORE_EXCEPTION  # reported once ...
+    assert "device error of a launch on stream" in b.aclGetRecentErrMsg()
+    ok(b.aclrtSynchronizeStream(failing))  # ... and cleared
+    ok(b.aclrtSynchronizeDevice())
+    assert (dev.read(after, 4, np.uint8) == 1).all()  # later work ran
+    # aclrtSynchronizeDevice reports a failure not reported yet, and clears every stream's
+    for s in (failing, waiting):
+        fail(s)
+    assert b.aclrtSynchronizeDevice() == ACL_ERROR_RT_VECTOR_CORE_EXCEPTION
+    b.aclGetRecentErrMsg()
+    for s in (failing, waiting):
+        ok(b.aclrtSynchronizeStream(s))
+    ok(b.aclrtSynchronizeDevice())
+    ok(b.aclrtMemsetAsync(after, 4, 3, 4, failing))  # the stream keeps working
+    ok(b.aclrtSynchronizeStream(failing))
+    assert (dev.read(after, 4, np.uint8) == 3).all()
+    ok(b.aclrtDestroyEvent(after_fail))
+    ok(b.aclDestroyAclOpExecutor(executor))
+    for s in (failing, waiting):
+        ok(b.aclrtDestroyStream(s))
 
 
 # -- a waiting caller runs the queued tasks (issue 13) ------------------------------------

@@ -29,12 +29,14 @@ from ...constants import (
     ACL_ERROR_INVALID_RESOURCE_HANDLE,
     ACL_ERROR_REPEAT_FINALIZE,
     ACL_ERROR_REPEAT_INITIALIZE,
+    ACL_ERROR_RT_CONTEXT_NULL,
     ACL_ERROR_RT_EVENT_NOT_COMPLETE,
     ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID,
     ACL_ERROR_RT_INVALID_DEVICEID,
     ACL_ERROR_RT_MEMORY_ALLOCATION,
     ACL_ERROR_RT_MEMORY_FREE,
     ACL_ERROR_RT_PARAM_INVALID,
+    ACL_ERROR_RT_STREAM_CONTEXT,
     ACL_ERROR_RT_SYSPARAMOPT_NOT_SET,
     ACL_EVENT_CAPTURE_STREAM_PROGRESS,
     ACL_EVENT_DEVICE_USE_ONLY,
@@ -164,25 +166,40 @@ class NumpyBackend(OperatorsMixin):
     def aclrtResetDevice(self, device_id: int) -> int:
         if not self._device_ok(device_id):
             return self._bad_device(device_id)
-        self._tls.device = None
+        if getattr(self._tls, "device", None) == device_id:  # the thread loses its current context
+            self._tls.device = None
         return ACL_SUCCESS
 
-    def _current(self) -> int:
-        """The calling thread's current device; 0 until aclrtSetDevice (the emulation is lenient)."""
-        device = getattr(self._tls, "device", None)
-        return 0 if device is None else device
+    # Contexts, as hicann/runtime 681ef76 has them (tests/emulator/README.md, "Contexts and
+    # devices"): a thread has a current device only after aclrtSetDevice in that thread (the
+    # context is thread-local, src/runtime/core/inc/common/inner_thread_local.hpp). The calls
+    # that need one return ACL_ERROR_RT_CONTEXT_NULL without it; those that take a handle only
+    # (aclrtFree, the event queries, nnopbase) do not ask.
+    def _context(self, api: str) -> int:
+        """The calling thread's current device, or -1 with the recent error message set (the
+        caller returns ACL_ERROR_RT_CONTEXT_NULL)."""
+        device: int | None = getattr(self._tls, "device", None)
+        if device is None:
+            self._error(
+                ACL_ERROR_RT_CONTEXT_NULL,
+                f"{api}: no device is set in this thread (ACL_ERROR_RT_CONTEXT_NULL: the thread has no "
+                "current context); call aclrtSetDevice first",
+            )
+            return -1
+        return device
 
     def aclrtGetDevice(self) -> tuple[int, int]:
-        device = getattr(self._tls, "device", None)
-        if device is None:
-            return self._error(ACL_ERROR_RT_INVALID_DEVICEID, "no device is set in this thread"), -1
-        return ACL_SUCCESS, device
+        device = self._context("aclrtGetDevice")
+        return (ACL_ERROR_RT_CONTEXT_NULL, -1) if device < 0 else (ACL_SUCCESS, device)
 
     def aclrtGetDeviceCount(self) -> tuple[int, int]:
         return ACL_SUCCESS, len(self.devices)
 
     def aclrtSynchronizeDevice(self) -> int:
-        return self._synchronize(self.devices[self._current()].workers())
+        device = self._context("aclrtSynchronizeDevice")
+        if device < 0:
+            return ACL_ERROR_RT_CONTEXT_NULL
+        return self._synchronize(self.devices[device].workers())
 
     def aclrtGetSocName(self) -> str | None:
         return SOC_NAME
@@ -191,7 +208,10 @@ class NumpyBackend(OperatorsMixin):
         return _dtypes.size_of(data_type)
 
     def aclrtGetMemInfo(self, attr: int) -> tuple[int, int, int]:
-        return ACL_SUCCESS, self.heap.capacity - self.heap.used(self._current()), self.heap.capacity
+        device = self._context("aclrtGetMemInfo")
+        if device < 0:
+            return ACL_ERROR_RT_CONTEXT_NULL, 0, 0
+        return ACL_SUCCESS, self.heap.capacity - self.heap.used(device), self.heap.capacity
 
     # -- system parameters --------------------------------------------------
     def aclrtCtxSetSysParamOpt(self, opt: int, value: int) -> int:
@@ -209,40 +229,62 @@ class NumpyBackend(OperatorsMixin):
     aclrtGetSysParamOpt = aclrtCtxGetSysParamOpt
 
     # -- streams ------------------------------------------------------------
-    def aclrtCreateStream(self) -> tuple[int, Stream]:
-        device = self._current()
+    def aclrtCreateStream(self) -> tuple[int, Stream | None]:
+        device = self._context("aclrtCreateStream")
+        if device < 0:
+            return ACL_ERROR_RT_CONTEXT_NULL, None
         stream = Stream(device)
         stream.worker = self.devices[device].new_worker(f"{id(stream):#x}")
         return ACL_SUCCESS, self.streams.add(stream)
 
-    def _stream_status(self, stream: Any) -> int:
-        """ACL_SUCCESS for a live stream or None (the default stream), else the error."""
-        return ACL_SUCCESS if stream is None or self.streams.is_live(stream) else self._bad_stream()
+    def _stream_status(self, stream: Any, api: str = "", own: bool = True) -> int:
+        """ACL_SUCCESS when the calling thread may use ``stream`` (a live stream, or None: the
+        current device's default stream) for ``api``, else the error: no current device
+        (ACL_ERROR_RT_CONTEXT_NULL), not live, or (``own``) a stream of another device than the
+        current one (ACL_ERROR_RT_STREAM_CONTEXT, CANN's check of every task submission and of
+        aclrtDestroyStream)."""
+        device = self._context(api)
+        if device < 0:
+            return ACL_ERROR_RT_CONTEXT_NULL
+        if stream is None:
+            return ACL_SUCCESS
+        if not self.streams.is_live(stream):
+            return self._bad_stream()
+        if own and stream.device != device:
+            return self._error(
+                ACL_ERROR_RT_STREAM_CONTEXT,
+                f"{api}: stream {id(stream):#x} belongs to device {stream.device}, not to this thread's "
+                f"current device {device} (ACL_ERROR_RT_STREAM_CONTEXT: stream not in current context); "
+                f"call aclrtSetDevice({stream.device}) first",
+            )
+        return ACL_SUCCESS
 
     def _bad_stream(self) -> int:
         return self._error(ACL_ERROR_INVALID_RESOURCE_HANDLE, "stream is not a live stream of this backend")
 
     def _worker(self, stream: Stream | None) -> Worker:
-        """The worker of a live stream; None is the current device's default stream."""
+        """The worker of a live stream; None is the current device's default stream (the caller
+        checked the stream with :meth:`_stream_status`, so there is a current device)."""
         worker: Worker | None = (
-            self.devices[self._current()].default_worker() if stream is None else stream.worker
+            self.devices[self._tls.device].default_worker() if stream is None else stream.worker
         )
         if worker is None:  # default_worker(create=True) and a live stream always have one
             raise RuntimeError("a stream of the numpy backend has no worker")
         return worker
 
     def _submit(self, worker: Worker, task: Task) -> int:
-        """Enqueue ``task`` on ``worker``; returns its sequence number."""
-        if worker.device != self._current():
-            self.hazards.report(
-                f"work submitted to stream {worker.label} of device {worker.device} while the "
-                f"calling thread's current device is {self._current()}",
-                task.what,
-            )
+        """Enqueue ``task`` on ``worker`` (checked by :meth:`_stream_status`); returns its sequence number."""
         return worker.submit(task)
 
     def aclrtDestroyStream(self, stream: Any) -> int:
-        if stream is None or not self.streams.remove(stream):
+        api = "aclrtDestroyStream"
+        if stream is None or not self.streams.is_live(stream):
+            # CANN resolves the context first (ApiImpl::StreamDestroy)
+            return ACL_ERROR_RT_CONTEXT_NULL if self._context(api) < 0 else self._bad_stream()
+        status = self._stream_status(stream, api)
+        if status:
+            return status
+        if not self.streams.remove(stream):
             return self._bad_stream()
         worker = stream.worker
         if worker.busy():
@@ -255,11 +297,12 @@ class NumpyBackend(OperatorsMixin):
         return ACL_SUCCESS
 
     def aclrtSynchronizeStream(self, stream: Any) -> int:
-        status = self._stream_status(stream)
+        # Any device's stream (CANN switches context for the wait), but a context is needed.
+        status = self._stream_status(stream, "aclrtSynchronizeStream", own=False)
         if status:
             return status
         if stream is None:
-            worker = self.devices[self._current()].default_worker(create=False)
+            worker = self.devices[self._tls.device].default_worker(create=False)
             return self._synchronize([] if worker is None else [worker])
         return self._synchronize([stream.worker])
 
@@ -277,11 +320,17 @@ class NumpyBackend(OperatorsMixin):
         return ACL_SUCCESS
 
     # -- events -------------------------------------------------------------
-    def aclrtCreateEvent(self) -> tuple[int, Event]:
-        return ACL_SUCCESS, self.events.add(Event(ACL_EVENT_SYNC | ACL_EVENT_TIME_LINE))
+    def aclrtCreateEvent(self) -> tuple[int, Event | None]:
+        device = self._context("aclrtCreateEvent")
+        if device < 0:
+            return ACL_ERROR_RT_CONTEXT_NULL, None
+        return ACL_SUCCESS, self.events.add(Event(ACL_EVENT_SYNC | ACL_EVENT_TIME_LINE, device))
 
     def aclrtCreateEventWithFlag(self, flag: int) -> tuple[int, Event | None]:
         flag = c_int(flag, "aclrtCreateEventWithFlag", "flag", (0, 2**32 - 1))
+        device = self._context("aclrtCreateEventWithFlag")
+        if device < 0:
+            return ACL_ERROR_RT_CONTEXT_NULL, None
         if flag != ACL_EVENT_EXTERNAL and flag & ~_EVENT_COMBINABLE:
             message = (
                 f"aclrtCreateEventWithFlag: flag {flag:#x} is not an OR of ACL_EVENT_SYNC (1), "
@@ -289,7 +338,7 @@ class NumpyBackend(OperatorsMixin):
                 "ACL_EVENT_DEVICE_USE_ONLY (16), nor ACL_EVENT_EXTERNAL (32) alone"
             )
             return self._error(ACL_ERROR_INVALID_PARAM, message), None
-        return ACL_SUCCESS, self.events.add(Event(flag))
+        return ACL_SUCCESS, self.events.add(Event(flag, device))
 
     def _event_status(self, event: Any, name: str = "event") -> int:
         """ACL_SUCCESS for a live event, else the error naming the argument ``name``."""
@@ -305,11 +354,24 @@ class NumpyBackend(OperatorsMixin):
         return ACL_SUCCESS
 
     def aclrtRecordEvent(self, event: Any, stream: Any) -> int:
-        status = self._event_status(event) or self._stream_status(stream)
+        api = "aclrtRecordEvent"
+        if self._context(api) < 0:
+            return ACL_ERROR_RT_CONTEXT_NULL
+        status = self._event_status(event) or self._stream_status(stream, api)
         if status:
             return status
+        worker = self._worker(stream)
+        if event.device != worker.device:
+            # CANN's docs: recording fails when the event and the stream belong to different
+            # devices; no code is documented (the emulations' choice, as the C emulator's).
+            return self._error(
+                ACL_ERROR_RT_STREAM_CONTEXT,
+                f"{api}: event {id(event):#x} was created on device {event.device}, stream "
+                f"{worker.label} belongs to device {worker.device}: an event cannot be recorded on a "
+                "stream of another device (ACL_ERROR_RT_STREAM_CONTEXT)",
+            )
         marker = Marker()
-        marker.worker = self._worker(stream)
+        marker.worker = worker
         marker.seq = self._submit(marker.worker, Task(marker.run, what="aclrtRecordEvent"))
         event.marker = marker  # replaces what an earlier record captured
         return ACL_SUCCESS
@@ -366,7 +428,12 @@ class NumpyBackend(OperatorsMixin):
         return ACL_SUCCESS
 
     def aclrtStreamWaitEvent(self, stream: Any, event: Any) -> int:
-        status = self._stream_status(stream) or self._event_status(event)
+        # The stream must be the current device's; the event may be another device's (the
+        # cross-device wait of Atlas A2/A3, Event::Wait in hicann/runtime's event.cc).
+        api = "aclrtStreamWaitEvent"
+        if self._context(api) < 0:
+            return ACL_ERROR_RT_CONTEXT_NULL
+        status = self._event_status(event) or self._stream_status(stream, api)
         if status:
             return status
         if not event.flags & ACL_EVENT_SYNC:
@@ -386,8 +453,11 @@ class NumpyBackend(OperatorsMixin):
         if size == 0:
             message = f"size is {size}; it must be a positive number of bytes"
             return self._error(ACL_ERROR_INVALID_PARAM, message), 0
+        device = self._context(api)  # aclrtMallocHost too: an assumption (tests/emulator/README.md)
+        if device < 0:
+            return ACL_ERROR_RT_CONTEXT_NULL, 0
         try:
-            return ACL_SUCCESS, heap.allocate(size, host=host, device=self._current())
+            return ACL_SUCCESS, heap.allocate(size, host=host, device=device)
         except MemoryError as exc:
             return self._error(ACL_ERROR_RT_MEMORY_ALLOCATION, str(exc)), 0
 
@@ -486,6 +556,8 @@ class NumpyBackend(OperatorsMixin):
 
     def aclrtMemcpy(self, dst: Any, dest_max: int, src: Any, count: int, kind: int) -> int:
         # Synchronous and immediate: CANN does not synchronize any stream for it.
+        if self._context("aclrtMemcpy") < 0:
+            return ACL_ERROR_RT_CONTEXT_NULL
         status, ranges = self._copy_ranges("aclrtMemcpy", dst, dest_max, src, count, kind)
         if ranges is not None:
             np.copyto(ranges[0], ranges[1])
@@ -498,7 +570,7 @@ class NumpyBackend(OperatorsMixin):
 
     def aclrtMemcpyAsync(self, dst: Any, dest_max: int, src: Any, count: int, kind: int, stream: Any) -> int:
         api = "aclrtMemcpyAsync"
-        status = self._stream_status(stream)
+        status = self._stream_status(stream, api)
         if status:
             return status
         status, ranges = self._copy_ranges(api, dst, dest_max, src, count, kind)
@@ -532,6 +604,8 @@ class NumpyBackend(OperatorsMixin):
         return ACL_SUCCESS, (target, allocation, value & 0xFF)
 
     def aclrtMemset(self, ptr: int, max_count: int, value: int, count: int) -> int:
+        if self._context("aclrtMemset") < 0:
+            return ACL_ERROR_RT_CONTEXT_NULL
         status, target = self._set_range("aclrtMemset", ptr, max_count, value, count)
         if target is not None:
             target[0].fill(target[2])
@@ -539,7 +613,7 @@ class NumpyBackend(OperatorsMixin):
 
     def aclrtMemsetAsync(self, ptr: int, max_count: int, value: int, count: int, stream: Any) -> int:
         api = "aclrtMemsetAsync"
-        status = self._stream_status(stream)
+        status = self._stream_status(stream, api)
         if status:
             return status
         status, target = self._set_range(api, ptr, max_count, value, count)

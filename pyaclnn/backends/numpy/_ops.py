@@ -23,6 +23,8 @@ import numpy as np
 
 from ... import dtypes as _dtypes
 from ...constants import (
+    ACL_ERROR_RT_CONTEXT_NULL,
+    ACL_ERROR_RT_STREAM_CONTEXT,
     ACL_ERROR_RT_VECTOR_CORE_EXCEPTION,
     ACLNN_ERR_INNER_NULLPTR,
     ACLNN_ERR_PARAM_INVALID,
@@ -35,7 +37,7 @@ from ...kernels import max_pool3d as _pool
 from ._cvalues import c_address, c_bool, c_int, c_size
 from ._heap import Allocation, Heap, HeapError
 from ._objects import Executor, Registry, Stream, Tensor
-from ._streams import KERNEL_US, DeviceError, Task, Worker, env_ns
+from ._streams import KERNEL_US, DeviceError, Hazards, Task, Worker, env_ns
 
 # Phase 1's result when the plan says there is nothing to do (empty tensors): no executor.
 NOTHING_TO_DO = (ACLNN_SUCCESS, 0, None)
@@ -52,11 +54,12 @@ class OperatorsMixin:
     int_arrays: Registry
     bool_arrays: Registry
     executors: Registry
+    hazards: Hazards
 
     if TYPE_CHECKING:
 
         def _error(self, status: int, message: str) -> int: ...
-        def _stream_status(self, stream: Any) -> int: ...
+        def _stream_status(self, stream: Any, api: str = "", own: bool = True) -> int: ...
         def _worker(self, stream: Stream | None) -> Worker: ...
         def _submit(self, worker: Worker, task: Task) -> int: ...
 
@@ -88,7 +91,10 @@ class OperatorsMixin:
             return self._error(ACLNN_ERR_PARAM_INVALID, f"executor was made for {executor.op}, not {api}")
         if not executor.repeatable:
             self.executors.remove(executor)  # consumed by this launch, also when it fails
-        status = self._stream_status(stream)
+        status = self._stream_status(stream, api)
+        if status in (ACL_ERROR_RT_CONTEXT_NULL, ACL_ERROR_RT_STREAM_CONTEXT):
+            # A failed launch is ACLNN_ERR_RUNTIME_ERROR; the message names the runtime's code.
+            return ACLNN_ERR_RUNTIME_ERROR
         if status:
             return status
         if workspace_size < executor.workspace_size:
@@ -119,14 +125,16 @@ class OperatorsMixin:
                 )
             foreign = views.foreign(worker.device)
             if foreign is not None:
+                # CANN checks nothing here; the kernel would fault or read garbage: a hazard, as
+                # the C emulator's (check_devices_locked in tests/emulator/streams.c).
                 name, device = foreign
-                return self._error(
-                    ACLNN_ERR_RUNTIME_ERROR,
-                    f"{api}: {name} is memory of device {device}, but the launch's stream belongs to "
+                self.hazards.report(
+                    f"memory of device {device} ({name}) used by work on stream {worker.label} of "
                     f"device {worker.device}",
+                    api,
                 )
             allocations = views.allocations()
-            if executor.repeatable:
+            if executor.repeatable and foreign is None:  # a foreign binding is checked at every launch
                 executor.bound = (workspace, generation, worker, run, allocations)
         owner = executor if executor.repeatable else None
         self._submit(worker, Task(run, allocations, owner, api, env_ns(KERNEL_US)))

@@ -346,12 +346,14 @@ class Marker:
 
 
 class Event:
-    """An aclrtEvent: its creation flags and its latest record (None: never recorded)."""
+    """An aclrtEvent: its creation flags, its device (current when it was created) and its
+    latest record (None: never recorded)."""
 
-    __slots__ = ("flags", "marker")
+    __slots__ = ("flags", "device", "marker")
 
-    def __init__(self, flags: int) -> None:
+    def __init__(self, flags: int, device: int = 0) -> None:
         self.flags = flags
+        self.device = device
         self.marker: Marker | None = None
 
 
