@@ -457,7 +457,10 @@ def synchronize(backend: str | None = None) -> None:
         except AclError as exc:
             first = first or exc
     try:
-        acl.rt.synchronize_device(backend=ctx.name)
+        # The thread's ACL binding may be another device (a guard leaves its device bound in a
+        # thread that had bound none): aclrtSynchronizeDevice waits for the bound one.
+        with ctx.on_device(ctx.device):
+            acl.rt.synchronize_device(backend=ctx.name)
     except AclError as exc:
         first = first or exc
     if first is not None:

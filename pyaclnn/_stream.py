@@ -295,7 +295,9 @@ class Stream(_Owned):
 
     def _wait_for(self, other: Stream) -> None:
         """Order later work here after the work queued on ``other`` so far (an event between them)."""
-        with self._ctx.on_device(self.device):
+        # The event belongs to the device current at its creation and can only be recorded on a
+        # stream of that device: ``other``'s. The wait may be on another device's stream.
+        with self._ctx.on_device(other.device):
             handle = acl.rt.create_event(backend=self.backend)
             try:
                 other._enqueue(acl.rt.record_event, handle, other.handle)
