@@ -889,13 +889,16 @@ def _check_hazard_repeatable_executor_destroyed_while_its_launch_is_queued(e: _E
     _free(e, ptrs)
 
 
-def _on_device(e: _Emu, device: int, work):
-    """Run work() in a new thread whose current device is `device` (it is per thread)."""
+def _in_thread(work, e: _Emu | None = None, device: int | None = None):
+    """Run work() in a new thread and return its result; the thread first makes ``device``
+    current (``e``'s aclrtSetDevice: it is per thread), or sets none if ``device`` is None."""
     result, errors = [], []
 
     def body() -> None:
         try:
-            assert e.rt.aclrtSetDevice(device) == 0, e.msg()
+            if device is not None:
+                assert e is not None
+                assert e.rt.aclrtSetDevice(device) == 0, e.msg()
             result.append(work())
         except Exception:
             errors.append(traceback.format_exc())
@@ -905,6 +908,11 @@ def _on_device(e: _Emu, device: int, work):
     worker.join()
     assert errors == [], errors[0]
     return result[0]
+
+
+def _on_device(e: _Emu, device: int, work):
+    """Run work() in a new thread whose current device is `device` (it is per thread)."""
+    return _in_thread(work, e, device)
 
 
 def _device_counts(e: _Emu, device: int) -> list[int]:
@@ -912,23 +920,6 @@ def _device_counts(e: _Emu, device: int) -> list[int]:
     out = e.ffi.new("int64_t[7]")
     assert e.rt.pyaclnnEmuDeviceLiveCounts(device, out, 7) == 7
     return [out[0], out[1], out[6]]
-
-
-def _in_thread(work):
-    """Run work() in a new thread that sets no device, and return its result."""
-    result, errors = [], []
-
-    def body() -> None:
-        try:
-            result.append(work())
-        except Exception:
-            errors.append(traceback.format_exc())
-
-    worker = threading.Thread(target=body)
-    worker.start()
-    worker.join()
-    assert errors == [], errors[0]
-    return result[0]
 
 
 def _check_several_devices_count_their_own_objects(e: _Emu) -> None:

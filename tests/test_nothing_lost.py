@@ -138,24 +138,31 @@ def test_ctrl_c_during_synchronize_hands_nothing_over(backend, slow_kernels):
             array.close()
 
 
+def _interrupt_synchronize(monkeypatch):
+    """Make ``aclrtSynchronizeStream`` raise KeyboardInterrupt, as a Ctrl-C in it would; returns
+    the function that puts the real one back."""
+    real = acl.rt.synchronize_stream
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(acl.rt, "synchronize_stream", interrupted)
+    return lambda: monkeypatch.setattr(acl.rt, "synchronize_stream", real)
+
+
 def test_a_failed_wait_changes_no_bookkeeping(backend, monkeypatch, slow_kernels):
     with pyaclnn.Stream(backend=backend) as stream:
         dx = pyaclnn.to_device(_increasing(), backend=backend, stream=stream)
         out, indices = pyaclnn.max_pool3d_with_argmax(dx, 2, backend=backend, stream=stream)
         indices.close()
         pool = pyaclnn.memory_pool(backend=backend)
-        real = acl.rt.synchronize_stream
-
-        def interrupted(*args, **kwargs):
-            raise KeyboardInterrupt
-
-        monkeypatch.setattr(acl.rt, "synchronize_stream", interrupted)
+        undo = _interrupt_synchronize(monkeypatch)
         with pytest.raises(KeyboardInterrupt):
             stream.synchronize()
         state = stream._state
         assert state.done < state.queued  # not counted as done
         assert pool._released.get(state), "the released block left its stream"
-        monkeypatch.setattr(acl.rt, "synchronize_stream", real)
+        undo()
         stream.synchronize()  # the next wait finishes the job
         assert state.done == state.queued and not pool._released.get(state)
         for array in (dx, out):
@@ -166,16 +173,11 @@ def test_an_interrupted_close_can_be_finished(backend, monkeypatch, slow_kernels
     stream = pyaclnn.Stream(backend=backend)
     dx = pyaclnn.to_device(_increasing(), backend=backend, stream=stream)
     out, indices = pyaclnn.max_pool3d_with_argmax(dx, 2, backend=backend, stream=stream)
-    real = acl.rt.synchronize_stream
-
-    def interrupted(*args, **kwargs):
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(acl.rt, "synchronize_stream", interrupted)
+    undo = _interrupt_synchronize(monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         stream.close()
     assert not stream.closed  # nothing was given back or destroyed
-    monkeypatch.setattr(acl.rt, "synchronize_stream", real)
+    undo()
     np.testing.assert_array_equal(out.numpy(), _pooled(_increasing()))
     stream.close()
     assert stream.closed
