@@ -3,7 +3,7 @@ that a caller needs before the launch.
 
 The functional layer names an :class:`Operator` and asks here for output shapes
 and the checks it must make before anything is allocated; it imports neither
-the kernels' checks nor the low-level API (DESIGN.md: each layer calls only the
+the kernels' checks nor the low-level API (docs/architecture.md: each layer calls only the
 one below). The rules themselves stay in :mod:`pyaclnn.kernels.checks`, the one
 place phase 1 of the numpy backend also takes them from; a failure they report
 becomes the :class:`~pyaclnn.errors.AclnnError` the operator's phase 1 raises.

@@ -627,7 +627,7 @@ def _check_layout_exports(e: _Emu) -> None:
     assert e.rt.aclrtFree(p[0]) == 0
 
 
-# ---- the asynchronous device (spec-async.md) -------------------------------------------------------
+# ---- the asynchronous device (docs/architecture.md) -------------------------------------------------------
 
 SLOW_US = 100_000  # simulated kernel time: long against the calls' own cost, short for the suite
 SLOW_S = SLOW_US / 1e6

@@ -1,4 +1,4 @@
-"""DESIGN.md's layer rule, read off the imports: each layer calls only the one below.
+"""docs/architecture.md's layer rule, read off the imports: each layer calls only the one below.
 
 functional -> runtime -> low-level API (acl, aclnn) -> backends -> kernels; the
 modules of shared facts (constants, dtypes, errors, the declarations) may be
@@ -24,11 +24,11 @@ SHARED = {"pyaclnn.constants", "pyaclnn.dtypes", "pyaclnn.errors", "pyaclnn._dec
 ENTRY_POINTS = {"pyaclnn", "pyaclnn.__main__", "pyaclnn.selftest"}
 # (importer, imported) pairs allowed outside the rule, and why.
 EXCEPTIONS = {
-    # Backend selection belongs to the runtime (DESIGN.md) and lives in backends/__init__.py
+    # Backend selection belongs to the runtime (docs/architecture.md) and lives in backends/__init__.py
     # beside the backends it chooses from; the runtime uses only that, never a backend module.
     ("runtime", "pyaclnn.backends"),
     # The rules of each op's plan are one module that the functional layer (through
-    # _operators), phase 1 of the numpy backend and the kernels all use (DESIGN.md).
+    # _operators), phase 1 of the numpy backend and the kernels all use (docs/architecture.md).
     ("pyaclnn._operators", "pyaclnn.kernels"),
 }
 

@@ -1,4 +1,4 @@
-"""The numpy backend as an asynchronous device (spec-async.md).
+"""The numpy backend as an asynchronous device (docs/architecture.md, execution model).
 
 Each test pins one rule of the device model: streams run their tasks on worker
 threads, in order; synchronization, events, device errors, simulated time and

@@ -6,7 +6,7 @@ descriptors are Python objects (``_objects``). The operator adapters
 (``pyaclnn.kernels.checks``) and, in phase 2, make the launch-time checks and
 enqueue the NumPy kernel, on strided views of the emulated memory,
 on the stream. Streams, events, device errors and hazards follow the
-asynchronous device model of spec-async.md (``_streams``): every stream has a
+asynchronous device model of docs/architecture.md (``_streams``): every stream has a
 worker thread that runs its tasks in order. See pyaclnn.backends._interface
 for the calling convention.
 """

@@ -1,6 +1,6 @@
 """The numpy backend's device runtime: streams, tasks, events and hazards.
 
-This follows the asynchronous device model of spec-async.md, which the C
+This follows the asynchronous device model of docs/architecture.md, which the C
 emulator (tests/emulator) implements too:
 
 * every stream, and the default stream of each device, is a :class:`Worker`:
