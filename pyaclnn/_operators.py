@@ -1,4 +1,4 @@
-"""The four aclnn operators as the runtime launches them, and the rules of their plans
+"""The aclnn operators of the table as the runtime launches them, and the rules of their plans
 that a caller needs before the launch.
 
 The functional layer names an :class:`Operator` and asks here for output shapes
@@ -12,20 +12,18 @@ becomes the :class:`~pyaclnn.errors.AclnnError` the operator's phase 1 raises.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import aclnn
+from . import _optable, aclnn
+from ._optable import OperatorSpec
 from .errors import AclnnError
 from .kernels import checks as _checks
 
 __all__ = [
     "Operator",
-    "MAX_POOL3D_WITH_ARGMAX",
-    "MAX_POOL3D_WITH_ARGMAX_BACKWARD",
-    "GRID_SAMPLER3D",
-    "GRID_SAMPLER3D_BACKWARD",
+    "OPERATORS",
     "INTERPOLATION_MODES",
     "PADDING_MODES",
     "pooled_shape",
@@ -41,35 +39,43 @@ PADDING_MODES: tuple[str, ...] = _checks.PADDING_MODES
 
 @dataclass(frozen=True)
 class Operator:
-    """One aclnn operator: its C name and its two phases in the low-level API."""
+    """One aclnn operator as the runtime launches it: its entry of the table and its two phases
+    in the low-level API."""
 
-    name: str
+    spec: OperatorSpec
     phase1: Callable[..., tuple[int, Any]]
     phase2: Callable[..., None]
 
     @property
+    def name(self) -> str:
+        """The C name, ``"MaxPool3dWithArgmax"``."""
+        return self.spec.name
+
+    @property
     def phase1_api(self) -> str:
         """The C name of phase 1, as the operator's errors give it."""
-        return f"aclnn{self.name}GetWorkspaceSize"
+        return self.spec.phase1_api
 
     @property
     def phase2_api(self) -> str:
         """The C name of phase 2 (the launch)."""
-        return f"aclnn{self.name}"
+        return self.spec.phase2_api
+
+    @property
+    def python_names(self) -> Mapping[str, str]:
+        """C argument -> Python parameter, where they differ (messages naming one get it added)."""
+        return self.spec.python_names
 
 
-MAX_POOL3D_WITH_ARGMAX = Operator(
-    "MaxPool3dWithArgmax", aclnn.max_pool3d_with_argmax_get_workspace_size, aclnn.max_pool3d_with_argmax
-)
-MAX_POOL3D_WITH_ARGMAX_BACKWARD = Operator(
-    "MaxPool3dWithArgmaxBackward",
-    aclnn.max_pool3d_with_argmax_backward_get_workspace_size,
-    aclnn.max_pool3d_with_argmax_backward,
-)
-GRID_SAMPLER3D = Operator("GridSampler3D", aclnn.grid_sampler3d_get_workspace_size, aclnn.grid_sampler3d)
-GRID_SAMPLER3D_BACKWARD = Operator(
-    "GridSampler3DBackward", aclnn.grid_sampler3d_backward_get_workspace_size, aclnn.grid_sampler3d_backward
-)
+#: Every operator of the table by its Python name, ``"max_pool3d_with_argmax"``.
+OPERATORS: Mapping[str, Operator] = {
+    spec.python_name: Operator(
+        spec,
+        getattr(aclnn, f"{spec.python_name}_get_workspace_size"),
+        getattr(aclnn, spec.python_name),
+    )
+    for spec in _optable.operators()
+}
 
 #: The shape an output gets when the inputs give none: phase 1 then reports what is wrong.
 PLACEHOLDER_SHAPE = (1, 1, 1, 1, 1)
@@ -112,7 +118,7 @@ def check_plane_size(op: Operator, shape: Sequence[int]) -> None:
     """
     if len(shape) in (4, 5) and shape[-1] * shape[-2] * shape[-3] > _checks.INT32_MAX:
         try:
-            _checks.plane_size_limit(shape, op is MAX_POOL3D_WITH_ARGMAX)
+            _checks.plane_size_limit(shape, op.name == "MaxPool3dWithArgmax")
         except _checks.CheckFailed as exc:
             raise AclnnError(exc.status, exc.message, op.phase1_api) from None
 

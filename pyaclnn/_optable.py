@@ -57,7 +57,12 @@ _KINDS = {
 }
 # What every phase 1 ends with, and what every phase 2 is.
 _PHASE1_TAIL = ("uint64_t *workspaceSize", "aclOpExecutor **executor")
-_PHASE2_PARAMS = ("void *workspace", "uint64_t workspaceSize", "aclOpExecutor *executor", "aclrtStream stream")
+_PHASE2_PARAMS = (
+    "void *workspace",
+    "uint64_t workspaceSize",
+    "aclOpExecutor *executor",
+    "aclrtStream stream",
+)
 _PHASE1_SUFFIX = "GetWorkspaceSize"
 _PARAM = re.compile(r"^(?P<type>.*?[\s\*])(?P<name>\w+)$")
 _WORD_START = re.compile(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
@@ -173,7 +178,8 @@ def operators() -> tuple[OperatorSpec, ...]:
 
 @functools.cache
 def by_name() -> Mapping[str, OperatorSpec]:
-    """The operators by Python name (``"max_pool3d_with_argmax"``) and by C name (``"MaxPool3dWithArgmax"``)."""
+    """The operators by Python name (``"max_pool3d_with_argmax"``) and by C name
+    (``"MaxPool3dWithArgmax"``)."""
     table: dict[str, OperatorSpec] = {}
     for spec in operators():
         table[spec.python_name] = table[spec.name] = spec

@@ -48,21 +48,11 @@ _INTERPOLATION = {name: i for i, name in enumerate(_ops.INTERPOLATION_MODES)}
 _PADDING = {name: i for i, name in enumerate(_ops.PADDING_MODES)}
 _LAYOUTS = {"NCDHW": _dtypes.ACL_FORMAT_NCDHW, "NDHWC": _dtypes.ACL_FORMAT_NDHWC}
 
-#: The C argument names of the four operators that differ from this module's parameters;
-#: an operator's message naming one of them gets the Python name added.
-PYTHON_NAMES = {
-    "self": "input",
-    "gradOutput": "grad_output",
-    "gradInput": "out (grad_input)",
-    "kernelSize": "kernel_size",
-    "ceilMode": "ceil_mode",
-    "outputMask": "output_mask",
-    "interpolationMode": "interpolation_mode",
-    "paddingMode": "padding_mode",
-    "alignCorners": "align_corners",
-    "inputGrad": "out[0] (input_grad)",
-    "gridGrad": "out[1] (grid_grad)",
-}
+# The operators' records (C names, phases, the Python names of their C arguments).
+_MAX_POOL = _ops.OPERATORS["max_pool3d_with_argmax"]
+_MAX_POOL_BACKWARD = _ops.OPERATORS["max_pool3d_with_argmax_backward"]
+_GRID_SAMPLER = _ops.OPERATORS["grid_sampler3d"]
+_GRID_SAMPLER_BACKWARD = _ops.OPERATORS["grid_sampler3d_backward"]
 
 __all__ = [
     "max_pool3d_with_argmax",
@@ -260,7 +250,7 @@ def max_pool3d_with_argmax(
             f"out: indices_dtype {wanted} is widened from the device's int32 after the op; "
             "with out= pass int32 indices"
         )
-    _ops.check_plane_size(_ops.MAX_POOL3D_WITH_ARGMAX, getattr(input, "shape", ()))
+    _ops.check_plane_size(_MAX_POOL, getattr(input, "shape", ()))
     with Launch(backend, stream) as call:
         x = call.device("input", input)
         shape = _pool_output_shape(x, ints, ceil)
@@ -268,14 +258,14 @@ def max_pool3d_with_argmax(
         values = call.output(shape, x.dtype if x is not None else _FLOAT32, out_values, "out[0]", known)
         indices = call.output(shape, device_dtype, out_indices, "out[1]", known)
         call.launch(
-            _ops.MAX_POOL3D_WITH_ARGMAX,
+            _MAX_POOL,
             None if x is None else x.descriptor(_dtypes.ACL_FORMAT_ND),
             *call.int_arrays(ints),
             ceil,
             values.descriptor(_dtypes.ACL_FORMAT_ND),
             indices.descriptor(_dtypes.ACL_FORMAT_ND),
             outputs=(values, indices),
-            python_names=PYTHON_NAMES,
+            python_names=_MAX_POOL.python_names,
         )
         if wanted == device_dtype:
             return call.result(values), call.result(indices)
@@ -314,7 +304,7 @@ def _int32_indices(call: Launch, indices: DeviceArray) -> DeviceArray:
             ACLNN_ERR_PARAM_INVALID,
             f"indices{list(where)} = {host[where]} is outside its (n, c) plane "
             "(it does not even fit in int32)",
-            _ops.MAX_POOL3D_WITH_ARGMAX_BACKWARD.phase2_api,
+            _MAX_POOL_BACKWARD.phase2_api,
         )
     return call.temporary(runtime.to_device(host.astype(np.int32), backend=call.backend))
 
@@ -445,7 +435,7 @@ def max_pool3d_with_argmax_backward(
     """
     ints = _pool_ints(kernel_size, stride, padding, dilation)
     ceil = _flag("ceil_mode", ceil_mode)
-    _ops.check_plane_size(_ops.MAX_POOL3D_WITH_ARGMAX_BACKWARD, getattr(input, "shape", ()))
+    _ops.check_plane_size(_MAX_POOL_BACKWARD, getattr(input, "shape", ()))
     with Launch(backend, stream) as call:
         g = call.device("grad_output", grad_output)
         x = call.device("input", input)
@@ -461,7 +451,7 @@ def max_pool3d_with_argmax_backward(
         )
         nd = _dtypes.ACL_FORMAT_ND
         call.launch(
-            _ops.MAX_POOL3D_WITH_ARGMAX_BACKWARD,
+            _MAX_POOL_BACKWARD,
             None if g is None else g.descriptor(nd),
             None if x is None else x.descriptor(nd),
             None if i is None else i.descriptor(nd),
@@ -469,7 +459,7 @@ def max_pool3d_with_argmax_backward(
             ceil,
             grad_input.descriptor(nd),
             outputs=(grad_input,),
-            python_names=PYTHON_NAMES,
+            python_names=_MAX_POOL_BACKWARD.python_names,
             admit=_host_indices_check(indices, input),
         )
         return call.result(grad_input)
@@ -485,7 +475,7 @@ def _host_indices_check(indices: Any, input: Any) -> Callable[[], None] | None:
         return None
 
     def check() -> None:
-        _ops.check_indices_in_planes(_ops.MAX_POOL3D_WITH_ARGMAX_BACKWARD, indices, input.shape)
+        _ops.check_indices_in_planes(_MAX_POOL_BACKWARD, indices, input.shape)
 
     return check
 
@@ -613,7 +603,7 @@ def grid_sampler3d(
             x is not None and g is not None and x.ndim == 5 and g.ndim == 5,
         )
         call.launch(
-            _ops.GRID_SAMPLER3D,
+            _GRID_SAMPLER,
             None if x is None else x.descriptor(fmt),
             None if g is None else g.descriptor(_dtypes.ACL_FORMAT_ND),
             interp,
@@ -621,7 +611,7 @@ def grid_sampler3d(
             corners,
             out.descriptor(fmt),
             outputs=(out,),
-            python_names=PYTHON_NAMES,
+            python_names=_GRID_SAMPLER.python_names,
         )
         return call.result(out)
 
@@ -773,7 +763,7 @@ def grid_sampler3d_backward(
             gr.shape if gr is not None else (1, 1, 1, 1, 3), dtype, out_grid, "out[1]", gr is not None
         )
         call.launch(
-            _ops.GRID_SAMPLER3D_BACKWARD,
+            _GRID_SAMPLER_BACKWARD,
             None if g is None else g.descriptor(fmt),
             None if x is None else x.descriptor(fmt),
             None if gr is None else gr.descriptor(_dtypes.ACL_FORMAT_ND),
@@ -784,7 +774,7 @@ def grid_sampler3d_backward(
             input_grad.descriptor(fmt),
             grid_grad.descriptor(_dtypes.ACL_FORMAT_ND),
             outputs=(input_grad, grid_grad),
-            python_names=PYTHON_NAMES,
+            python_names=_GRID_SAMPLER_BACKWARD.python_names,
         )
         wanted = mask if len(mask) == 2 else (False, False)
         return (call.result(input_grad) if wanted[0] else None, call.result(grid_grad) if wanted[1] else None)

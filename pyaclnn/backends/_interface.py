@@ -23,8 +23,10 @@ The numpy backend implements this in Python over host memory
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, TypeVar
+
+from .. import _optable
 
 Handle = Any
 Pointer = int
@@ -41,6 +43,30 @@ LIVE_COUNT_NAMES = (
     "streams",
 )
 HostBuffer = Any  # int pointer or buffer-protocol object
+
+#: An operator's two phases as attributes of a backend class (see OperatorPhases below; the
+#: exact signatures are Backend's, generated from the same prototypes).
+Phase1 = Callable[..., tuple[int, int, Handle | None]]
+Phase2 = Callable[..., int]
+_B = TypeVar("_B", bound=type)
+
+
+def install_operator_phases(
+    phase1: Callable[[str], Callable[..., Any]], phase2: Callable[[str], Callable[..., Any]]
+) -> Callable[[_B], _B]:
+    """A class decorator giving a backend the two phase methods of every operator of the table.
+
+    ``phase1`` and ``phase2`` make a method from its C name: a backend states once how it
+    runs a phase, and a new operator needs no line in it.
+    """
+
+    def install(cls: _B) -> _B:
+        for spec in _optable.operators():
+            setattr(cls, spec.phase1_api, phase1(spec.phase1_api))
+            setattr(cls, spec.phase2_api, phase2(spec.phase2_api))
+        return cls
+
+    return install
 
 
 class Backend(Protocol):
@@ -342,3 +368,19 @@ class Symbols(Protocol):
     def pyaclnnEmuLiveCounts(self, counts: Any, n: Any, /) -> int: ...
     def pyaclnnEmuHazardCount(self) -> int: ...
     def pyaclnnEmuDeviceLiveCounts(self, device: Any, counts: Any, n: Any, /) -> int: ...
+
+
+class OperatorPhases:
+    """The two phases of every operator of the table, as attributes of a backend class: a backend
+    derives from this and sets them with :func:`install_operator_phases` (one loop over the table
+    instead of a line per phase). Generated from the table; the exact signatures are Backend's.
+    """
+
+    aclnnMaxPool3dWithArgmaxGetWorkspaceSize: Phase1
+    aclnnMaxPool3dWithArgmax: Phase2
+    aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize: Phase1
+    aclnnMaxPool3dWithArgmaxBackward: Phase2
+    aclnnGridSampler3DGetWorkspaceSize: Phase1
+    aclnnGridSampler3D: Phase2
+    aclnnGridSampler3DBackwardGetWorkspaceSize: Phase1
+    aclnnGridSampler3DBackward: Phase2

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from .._interface import LIVE_COUNT_NAMES, Symbols
+from .._interface import LIVE_COUNT_NAMES, OperatorPhases, Symbols, install_operator_phases
 from ._ffi import ffi, out_parameters, parameter_names
 from ._loading import load
 from ._marshal import (
@@ -133,7 +133,12 @@ def _on_handle(api: str) -> Any:
     return method
 
 
-class NpuBackend:
+# The operators' phases, the hot path, are one fast method per phase made from the
+# prototypes (_phase1, _phase2) for every operator of the table: phase 1 allocates no
+# out-parameters per call (one pair per thread, reset before each call); on failure the
+# executor is None whatever the library left.
+@install_operator_phases(phase1=_phase1, phase2=_phase2)
+class NpuBackend(OperatorPhases):
     """The C API of the CANN subset over the real (or emulated) libraries.
 
     Construction loads the libraries (once per process) and raises
@@ -392,21 +397,6 @@ class NpuBackend:
     aclDestroyBoolArray = _on_handle("aclDestroyBoolArray")
     aclSetAclOpExecutorRepeatable = _on_handle("aclSetAclOpExecutorRepeatable")
     aclDestroyAclOpExecutor = _on_handle("aclDestroyAclOpExecutor")
-
-    # -- operators (libopapi*) -------------------------------------------------------
-    # The hot path, one fast method per phase, made from the prototypes: phase 1
-    # allocates no out-parameters per call (one pair per thread, reset before
-    # each call); on failure the executor is None whatever the library left.
-    aclnnMaxPool3dWithArgmaxGetWorkspaceSize = _phase1("aclnnMaxPool3dWithArgmaxGetWorkspaceSize")
-    aclnnMaxPool3dWithArgmax = _phase2("aclnnMaxPool3dWithArgmax")
-    aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize = _phase1(
-        "aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize"
-    )
-    aclnnMaxPool3dWithArgmaxBackward = _phase2("aclnnMaxPool3dWithArgmaxBackward")
-    aclnnGridSampler3DGetWorkspaceSize = _phase1("aclnnGridSampler3DGetWorkspaceSize")
-    aclnnGridSampler3D = _phase2("aclnnGridSampler3D")
-    aclnnGridSampler3DBackwardGetWorkspaceSize = _phase1("aclnnGridSampler3DBackwardGetWorkspaceSize")
-    aclnnGridSampler3DBackward = _phase2("aclnnGridSampler3DBackward")
 
 
 _tls = threading.local()
