@@ -1,13 +1,14 @@
 """docs/architecture.md's layer rule, read off the imports: each layer calls only the one below.
 
-functional -> runtime -> low-level API (acl, aclnn) -> backends -> kernels; the
-modules of shared facts (constants, dtypes, errors, the declarations) may be
-imported from anywhere. The exceptions are listed with their reasons.
+The layers, the modules outside them (shared facts, entry points) and the
+exceptions are read from the tables of the document's "Layers" section, so the
+rule has one home: change the document and this test follows.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -15,34 +16,60 @@ import pytest
 import pyaclnn
 
 PACKAGE = Path(pyaclnn.__file__).parent
-
-FUNCTIONAL, RUNTIME, LOW_LEVEL, BACKEND, KERNELS = range(5)
-LAYER_NAMES = ("functional", "runtime", "low-level API", "backend", "kernels")
-# Facts every layer reads (no calls into another layer).
-SHARED = {"pyaclnn.constants", "pyaclnn.dtypes", "pyaclnn.errors", "pyaclnn._decl"}
-# The entry points use every layer on purpose: the package's public names, the CLI, the self-test.
-ENTRY_POINTS = {"pyaclnn", "pyaclnn.__main__", "pyaclnn.selftest"}
-# (importer, imported) pairs allowed outside the rule, and why.
-EXCEPTIONS = {
-    # Backend selection belongs to the runtime (docs/architecture.md) and lives in backends/__init__.py
-    # beside the backends it chooses from; the runtime uses only that, never a backend module.
-    ("runtime", "pyaclnn.backends"),
-    # The rules of each op's plan are one module that the functional layer (through
-    # _operators), phase 1 of the numpy backend and the kernels all use (docs/architecture.md).
-    ("pyaclnn._operators", "pyaclnn.kernels"),
-}
+DOCUMENT = PACKAGE.parent / "docs" / "architecture.md"
 
 
-def layer_of(module: str) -> int:
-    if module in ("pyaclnn.functional", "pyaclnn._docstrings"):
-        return FUNCTIONAL
-    if module in ("pyaclnn.aclnn", "pyaclnn._status") or module.startswith("pyaclnn.acl"):
-        return LOW_LEVEL
-    if module.startswith("pyaclnn.backends"):
-        return BACKEND
-    if module.startswith("pyaclnn.kernels"):
-        return KERNELS
-    return RUNTIME  # runtime.py and the modules it gathers (_array, _stream, _launch, ...)
+def _tables(text: str) -> dict[str, list[list[str]]]:
+    """The tables of the "Layers" section by the title of their first column, rows as cells."""
+    section = text.split("## Layers", 1)[1].split("\n## ", 1)[0]
+    tables: dict[str, list[list[str]]] = {}
+    rows: list[list[str]] | None = None
+    for line in section.splitlines():
+        if not line.startswith("|"):
+            rows = None
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if rows is None:
+            rows = tables.setdefault(cells[0], [])
+        elif not set(cells[0]) <= {"-"}:
+            rows.append(cells)
+    return tables
+
+
+def _names(cell: str) -> list[str]:
+    """The module names of a cell (in backticks), as ``pyaclnn.x``."""
+    return [f"pyaclnn.{m}" if m != "__init__" else "pyaclnn" for m in re.findall(r"`([\w.]+)`", cell)]
+
+
+_TABLES = _tables(DOCUMENT.read_text(encoding="utf-8"))
+#: The layers from the top, each with its modules.
+LAYERS: list[tuple[str, list[str]]] = [(row[0], _names(row[1])) for row in _TABLES["layer"]]
+LAYER_NAMES = tuple(name for name, _ in LAYERS)
+_OUTSIDE = {row[0]: _names(row[1]) for row in _TABLES["kind"]}
+SHARED = set(_OUTSIDE["shared facts"])
+ENTRY_POINTS = set(_OUTSIDE["entry points"])
+#: (importer, imported): an importer is a module or a whole layer by name.
+EXCEPTIONS = [
+    (row[0] if row[0] in LAYER_NAMES else _names(row[0])[0], _names(row[1])[0]) for row in _TABLES["importer"]
+]
+
+
+def covers(name: str, module: str) -> bool:
+    """Whether module ``name`` of the document covers ``module`` (itself or its subpackage;
+    the package itself, ``__init__``, covers only itself)."""
+    return module == name or (name != "pyaclnn" and module.startswith(name + "."))
+
+
+def layer_of(module: str) -> int | None:
+    """The index of the layer listing ``module``; None for shared facts and entry points."""
+    for index, (_, modules) in enumerate(LAYERS):
+        if any(covers(name, module) for name in modules):
+            return index
+    return None
+
+
+def listed(module: str) -> bool:
+    return layer_of(module) is not None or any(covers(n, module) for n in SHARED | ENTRY_POINTS)
 
 
 def module_name(path: Path) -> str:
@@ -64,10 +91,10 @@ def imports_of(path: Path) -> set[str]:
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module or ""
-            if node.module is None:
-                found.update(f"{target}.{alias.name}" for alias in node.names)
-            else:
-                found.add(target)
+            # `from .kernels import checks` imports the module pyaclnn.kernels.checks
+            submodules = {f"{target}.{alias.name}" for alias in node.names} - {f"{target}.*"}
+            modules = {m for m in submodules if is_module(m)}
+            found.update(modules if modules else {target})
         elif isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
     return {m for m in found if m == "pyaclnn" or m.startswith("pyaclnn.")}
@@ -81,13 +108,15 @@ def is_module(name: str) -> bool:
 def allowed(importer: str, imported: str) -> bool:
     if not is_module(imported):  # `from . import __version__` and other names, not modules
         return True
-    if imported in SHARED or importer in ENTRY_POINTS:
+    if any(covers(n, imported) for n in SHARED) or any(covers(n, importer) for n in ENTRY_POINTS):
         return True
     source, target = layer_of(importer), layer_of(imported)
+    assert source is not None and target is not None, (importer, imported)
     if target in (source, source + 1):
         return True
     for who, what in EXCEPTIONS:
-        if (who == importer or (who == "runtime" and source == RUNTIME)) and imported == what:
+        by = who == LAYER_NAMES[source] or covers(who, importer)
+        if by and imported == what:  # exactly that module (`backends` is backends/__init__.py)
             return True
     return False
 
@@ -98,12 +127,16 @@ MODULES = sorted(PACKAGE.rglob("*.py"))
 @pytest.mark.parametrize("path", MODULES, ids=module_name)
 def test_each_module_imports_only_its_layer_and_the_one_below(path):
     importer = module_name(path)
-    wrong = sorted(
-        f"{imported} ({LAYER_NAMES[layer_of(imported)]})"
-        for imported in imports_of(path)
-        if not allowed(importer, imported)
-    )
-    assert wrong == [], f"{importer} ({LAYER_NAMES[layer_of(importer)]}) imports {wrong}"
+    assert listed(importer), f"{importer} is in no table of {DOCUMENT.name}'s Layers section: place it there"
+    wrong = sorted(imported for imported in imports_of(path) if not allowed(importer, imported))
+    assert wrong == [], f"{importer} imports {wrong}, against {DOCUMENT.name}"
+
+
+def test_the_document_lists_five_layers_and_only_existing_modules():
+    assert LAYER_NAMES == ("functional", "runtime", "low-level API", "backend", "kernels")
+    named = [m for _, modules in LAYERS for m in modules] + sorted(SHARED | ENTRY_POINTS)
+    assert [m for m in named if not is_module(m)] == []
+    assert EXCEPTIONS == [("runtime", "pyaclnn.backends"), ("pyaclnn._operators", "pyaclnn.kernels.checks")]
 
 
 def test_the_functional_layer_imports_neither_kernels_nor_the_low_level_api():
