@@ -23,6 +23,7 @@ import pathlib
 import subprocess
 import sys
 
+import operators
 import pytest
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -83,12 +84,7 @@ def _assert_exercised(figures: dict, checked: int) -> None:
     """Enough results were checked, and every part of the runtime the workload aims at was used."""
     assert figures["checked"] >= checked, f"only {figures['checked']} results checked: {figures}"
     assert figures["checked"] >= figures["calls"], figures  # each call checks one result at least
-    for op in (
-        "max_pool3d_with_argmax",
-        "max_pool3d_with_argmax_backward",
-        "grid_sampler3d",
-        "grid_sampler3d_backward",
-    ):
+    for op in operators.NAMES:
         assert figures.get(f"calls_{op}", 0) > 0, f"{op} never ran: {figures}"
     for key in (
         "stream_closes",

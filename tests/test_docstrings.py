@@ -11,18 +11,14 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import operators
 import pytest
 
 import pyaclnn
 from pyaclnn import _docstrings
 from pyaclnn.errors import ArgumentOverflowError
 
-FUNCTIONS = {
-    "max_pool3d_with_argmax": pyaclnn.max_pool3d_with_argmax,
-    "max_pool3d_with_argmax_backward": pyaclnn.max_pool3d_with_argmax_backward,
-    "grid_sampler3d": pyaclnn.grid_sampler3d,
-    "grid_sampler3d_backward": pyaclnn.grid_sampler3d_backward,
-}
+FUNCTIONS = {name: getattr(pyaclnn, name) for name in operators.NAMES}
 
 
 def raises_section(func) -> set[str]:

@@ -26,6 +26,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import operators  # noqa: E402
 from emulator_build import emulator_home  # noqa: E402
 
 from pyaclnn import constants  # noqa: E402
@@ -37,18 +38,9 @@ LIBS = {
     "classic": ("libascendcl.so", "libnnopbase.so", "libopapi.so"),
     "split": ("libacl_rt.so", "libnnopbase.so", "libopapi_nn.so", "libopapi_cv.so"),
 }
-MAXPOOL = (
-    "aclnnMaxPool3dWithArgmaxGetWorkspaceSize",
-    "aclnnMaxPool3dWithArgmax",
-    "aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize",
-    "aclnnMaxPool3dWithArgmaxBackward",
-)
-GRID = (
-    "aclnnGridSampler3DGetWorkspaceSize",
-    "aclnnGridSampler3D",
-    "aclnnGridSampler3DBackwardGetWorkspaceSize",
-    "aclnnGridSampler3DBackward",
-)
+# Each operator's own checks below index the C functions of its family (phase 1, phase 2, backward's 1, 2).
+MAXPOOL = tuple(api for api in operators.APIS if api.startswith("aclnnMaxPool3d"))
+GRID = tuple(api for api in operators.APIS if api.startswith("aclnnGridSampler3D"))
 
 # ----------------------------------------------------------------------------
 # Child side: runs inside the subprocess, one layout per process.
@@ -74,7 +66,7 @@ class _Emu:
         self.rt, self.nn = self.handles[names[0]], self.handles[names[1]]
         self.ops = {
             sym: next(h for h in (self.handles[n] for n in names[2:]) if hasattr(h, sym))
-            for sym in MAXPOOL + GRID
+            for sym in operators.APIS
         }
         self.c = _decl.status_codes()
 

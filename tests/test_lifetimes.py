@@ -19,6 +19,7 @@ import sys
 import textwrap
 
 import numpy as np
+import operators
 import pytest
 
 import pyaclnn
@@ -66,7 +67,7 @@ def _soak_cases():
     inp = RNG.standard_normal((1, 4, 8, 8, 8)).astype(np.float32)
     grid = RNG.uniform(-1.1, 1.1, (1, 16, 16, 16, 3)).astype(np.float32)  # 48 KiB
     gs_gout = RNG.standard_normal((1, 4, 16, 16, 16)).astype(np.float32)
-    return {
+    cases = {
         "max_pool3d_with_argmax": lambda b, **kw: pyaclnn.max_pool3d_with_argmax(x, 2, backend=b, **kw),
         "max_pool3d_with_argmax_backward": lambda b, **kw: pyaclnn.max_pool3d_with_argmax_backward(
             gout, x, idx, 2, backend=b, **kw
@@ -78,6 +79,7 @@ def _soak_cases():
             gs_gout, inp, grid, "bilinear", "reflection", True, backend=b, **kw
         ),
     }
+    return operators.per_operator(cases, "the lifetime soak")
 
 
 def _as_tuple(result) -> tuple:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from math import prod
 
 import numpy as np
+import operators
 from hypothesis import strategies as st
 
 import pyaclnn
@@ -437,18 +438,29 @@ def prop_grid_backward(backend: str, category: str, data, counts) -> None:
     )
 
 
+# One property per operator of the table (a new operator fails here until it has one), and the low-level API.
 PROPERTIES = {
-    "max_pool3d_with_argmax": prop_max_pool_forward,
-    "max_pool3d_with_argmax_backward": prop_max_pool_backward,
-    "grid_sampler3d": prop_grid_forward,
-    "grid_sampler3d_backward": prop_grid_backward,
+    **operators.per_operator(
+        {
+            "max_pool3d_with_argmax": prop_max_pool_forward,
+            "max_pool3d_with_argmax_backward": prop_max_pool_backward,
+            "grid_sampler3d": prop_grid_forward,
+            "grid_sampler3d_backward": prop_grid_backward,
+        },
+        "fuzz properties",
+    ),
     "lowlevel": prop_lowlevel,
 }
 CATEGORIES = {
-    "max_pool3d_with_argmax": POOL_FWD_CATEGORIES,
-    "max_pool3d_with_argmax_backward": POOL_BWD_CATEGORIES,
-    "grid_sampler3d": GRID_CATEGORIES,
-    "grid_sampler3d_backward": GRID_BWD_CATEGORIES,
+    **operators.per_operator(
+        {
+            "max_pool3d_with_argmax": POOL_FWD_CATEGORIES,
+            "max_pool3d_with_argmax_backward": POOL_BWD_CATEGORIES,
+            "grid_sampler3d": GRID_CATEGORIES,
+            "grid_sampler3d_backward": GRID_BWD_CATEGORIES,
+        },
+        "fuzz categories",
+    ),
     "lowlevel": LOWLEVEL_CATEGORIES,
 }
 
