@@ -14,13 +14,9 @@ from typing import TYPE_CHECKING
 
 from . import backends as _backends
 from . import constants
+from . import functional as _functional
 from .errors import AclError, AclnnError, AclOutOfMemoryError
-from .functional import (
-    grid_sampler3d,
-    grid_sampler3d_backward,
-    max_pool3d_with_argmax,
-    max_pool3d_with_argmax_backward,
-)
+from .functional import *  # noqa: F403  (one call per operator of the table: functional.__all__)
 from .runtime import (
     Device,
     DeviceArray,
@@ -91,10 +87,6 @@ __all__ = [
     "from_torch",
     "get_device",
     "get_backend",
-    "grid_sampler3d",
-    "grid_sampler3d_backward",
-    "max_pool3d_with_argmax",
-    "max_pool3d_with_argmax_backward",
     "memory_pool",
     "set_backend",
     "set_deterministic",
@@ -103,3 +95,4 @@ __all__ = [
     "to_device",
     "zeros",
 ]
+__all__ += _functional.__all__
