@@ -15,7 +15,7 @@ import pytest
 
 import pyaclnn
 from pyaclnn import __main__ as cli
-from pyaclnn import selftest
+from pyaclnn import _optable, selftest
 from pyaclnn.backends.npu import discover
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -132,9 +132,9 @@ def test_selftest_passes_every_case_on_numpy():
 
 def test_the_selftest_matrix_covers_every_op_dtype_and_layout_asked_for():
     names = [c.name for c in selftest.cases()]
-    for op in ("max_pool3d fwd", "max_pool3d bwd", "grid_sampler3d fwd", "grid_sampler3d bwd"):
-        dtypes = {str(c.dtype) for c in selftest.cases() if c.name.startswith(op)}
-        assert {"float32", "float16", "bfloat16"} <= dtypes, op
+    for spec in _optable.operators():
+        dtypes = {str(c.dtype) for c in selftest.cases() if c.operator == spec.python_name}
+        assert {"float32", "float16", "bfloat16"} <= dtypes, spec.name
     assert any("float64" == str(c.dtype) for c in selftest.cases() if c.name.startswith("grid_sampler3d bwd"))
     for word in ("ceil_mode", "non-contiguous", "NDHWC", "nearest", "reflection", "border", "int64 indices"):
         assert any(word in n for n in names), word
@@ -146,8 +146,8 @@ def test_selftest_quick_runs_a_subset_with_each_operator():
     assert code == 0, out
     rows = [line for line in out.splitlines() if line.endswith("PASS")]
     assert 4 <= len(rows) < len(selftest.cases())
-    for op in ("max_pool3d fwd", "max_pool3d bwd", "grid_sampler3d fwd", "grid_sampler3d bwd"):
-        assert any(r.startswith(op) for r in rows), op
+    for kind in {c.kind for c in selftest.cases()}:  # one per operator of the table
+        assert any(r.startswith(kind) for r in rows), kind
 
 
 def test_selftest_fails_and_exits_nonzero_when_a_result_is_off_by_more_than_the_tolerance(monkeypatch):
@@ -157,7 +157,7 @@ def test_selftest_fails_and_exits_nonzero_when_a_result_is_off_by_more_than_the_
         ref = real(*args, **kwargs)
         return (ref + np.float32(1e-4) * np.max(np.abs(ref))).astype(ref.dtype)  # 10x the fp32 tolerance
 
-    monkeypatch.setattr(selftest, "reference_grid_sampler3d", off_by_1e_4)
+    monkeypatch.setattr(selftest.references, "reference_grid_sampler3d", off_by_1e_4)
     code, out = _selftest("--backend", "numpy", "-k", "grid_sampler3d fwd bilinear zeros")
     assert code == 1
     row = next(line for line in out.splitlines() if line.startswith("grid_sampler3d fwd bilinear zeros "))
@@ -177,7 +177,7 @@ def test_selftest_counts_index_mismatches_of_the_max_pool_forward(monkeypatch):
         indices.flat[0] += 1
         return out, indices
 
-    monkeypatch.setattr(selftest, "reference_max_pool3d_with_argmax", first_index_wrong)
+    monkeypatch.setattr(selftest.references, "reference_max_pool3d_with_argmax", first_index_wrong)
     code, out = _selftest("--backend", "numpy", "-k", "max_pool3d fwd k2 s2")
     assert code == 1
     row = next(line for line in out.splitlines() if line.startswith("max_pool3d fwd k2 s2"))
@@ -188,7 +188,7 @@ def test_selftest_reports_a_raising_case_as_error(monkeypatch):
     def broken(*args, **kwargs):
         raise ValueError("reference exploded")
 
-    monkeypatch.setattr(selftest, "reference_max_pool3d_with_argmax_backward", broken)
+    monkeypatch.setattr(selftest.references, "reference_max_pool3d_with_argmax_backward", broken)
     code, out = _selftest("--backend", "numpy", "-k", "max_pool3d bwd")
     assert code == 1
     assert out.count("ERROR") == sum(c.name.startswith("max_pool3d bwd") for c in selftest.cases())
@@ -211,7 +211,8 @@ def test_selftest_json_gives_every_case_with_errors_tolerance_and_counts():
 
 
 def test_selftest_json_counts_a_failure_and_maps_an_infinite_error_to_null(monkeypatch):
-    monkeypatch.setattr(selftest, "reference_grid_sampler3d", lambda *a, **k: None)  # "masked out": inf
+    # None: "masked out", an infinite error
+    monkeypatch.setattr(selftest.references, "reference_grid_sampler3d", lambda *a, **k: None)
     out = io.StringIO()
     assert selftest.run("numpy", pattern="grid_sampler3d fwd bilinear zeros", out=out, as_json=True) == 1
     report = json.loads(out.getvalue())
@@ -255,10 +256,10 @@ def test_selftest_tells_changed_inputs_and_a_missing_golden_file_apart(monkeypat
     table = dict(selftest.golden())
     name = "max_pool3d fwd k2 s2"
     table[f"{name}::inputs"] = np.array(0, np.uint32)
-    monkeypatch.setattr(selftest, "golden", lambda: table)
+    monkeypatch.setattr(selftest.goldens, "golden", lambda: table)
     code, out = _selftest("--backend", "numpy", "-k", name)
     assert code == 1 and "made from other inputs; regenerate it with scripts/make_selftest_golden.py" in out
-    monkeypatch.setattr(selftest, "golden", lambda: None)
+    monkeypatch.setattr(selftest.goldens, "golden", lambda: None)
     code, out = _selftest("--backend", "numpy", "-k", name)
     assert code == 1 and "selftest_golden.npz) are missing" in out
 
@@ -288,6 +289,21 @@ def test_selftest_header_is_one_line_and_leaves_the_library_search_to_info(tmp_p
     assert table_header.startswith("case ")
     assert str(tmp_path / "no-cann") not in proc.stdout
     assert str(tmp_path / "no-cann") in _pyaclnn("info", env=env).stdout
+
+
+def test_python_m_pyaclnn_selftest_prints_what_python_m_pyaclnn_selftest_prints():
+    env = _env(PYACLNN_BACKEND="numpy")
+    as_command = _pyaclnn("selftest", "--quick", env=env)
+    as_package = subprocess.run(
+        [sys.executable, "-m", "pyaclnn.selftest", "--quick"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert as_package.returncode == as_command.returncode == 0, as_package.stdout + as_package.stderr
+    # every line but the summary's seconds
+    assert as_package.stdout.splitlines()[:-1] == as_command.stdout.splitlines()[:-1]
 
 
 def test_selftest_with_no_matching_case_fails():
