@@ -13,40 +13,32 @@ DeviceArray input, or an ``out=``, gives ``DeviceArray`` results.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, overload
 
 import numpy as np
 import numpy.typing as npt
 
+from . import _arguments as _args
 from . import _docstrings, runtime
 from . import _operators as _ops
 from . import dtypes as _dtypes
-from .errors import ACLNN_ERR_PARAM_INVALID, AclnnError, ArgumentOverflowError
+from ._arguments import IntOrSeq, OutPair, PoolInts
+from ._arguments import int_tuple as int_tuple  # the selftest and users of 0.x reach it here
+from .errors import ACLNN_ERR_PARAM_INVALID, AclnnError
 from .runtime import DeviceArray, Launch, Stream
 
 #: What the functions take as an array input: a NumPy array (uploaded for the call) or a DeviceArray.
 #: (Not NumPy's ``ArrayLike``: lists, scalars and other array-likes are not accepted.)
 ArrayIn = npt.NDArray[Any] | DeviceArray
-IntOrSeq = int | Sequence[int]
-#: ``out=`` of the calls with two outputs: an array for each, or None to allocate it.
-OutPair = tuple[DeviceArray | None, DeviceArray | None]
 # For the overloads: an ``out=`` that gives at least one array (DeviceArray results), or none.
 _OutGiven = tuple[DeviceArray, DeviceArray | None] | tuple[DeviceArray | None, DeviceArray]
 _NoOut = tuple[None, None] | None
-#: kernel_size, stride, padding, dilation as normalised by :func:`int_tuple`.
-PoolInts = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...]]
 _S = TypeVar("_S", bound=np.generic)  # the scalar type of a NumPy input, and of the result
 
 _FLOAT32 = np.dtype(np.float32)
 _INT32 = np.dtype(np.int32)
 _INT64 = np.dtype(np.int64)
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
-# 3-D sampling has no bicubic mode (the C API's 2 is rejected by the op, as on the NPU)
-_INTERPOLATION = {name: i for i, name in enumerate(_ops.INTERPOLATION_MODES)}
-_PADDING = {name: i for i, name in enumerate(_ops.PADDING_MODES)}
-_LAYOUTS = {"NCDHW": _dtypes.ACL_FORMAT_NCDHW, "NDHWC": _dtypes.ACL_FORMAT_NDHWC}
 
 # The operators' records (C names, phases, the Python names of their C arguments).
 _MAX_POOL = _ops.OPERATORS["max_pool3d_with_argmax"]
@@ -63,76 +55,6 @@ __all__ = [
 
 
 # -- argument normalisation ----------------------------------------------------
-
-
-def int_tuple(name: str, value: IntOrSeq) -> tuple[int, ...]:
-    """``value`` (an int or a sequence of ints) as a tuple, lengths as given.
-
-    Lengths and ranges are the operator's rules and are checked by its phase 1;
-    only values that cannot be passed to C at all are rejected here.
-
-    Raises
-    ------
-    TypeError
-        If ``value`` is not an int or a sequence of ints (bools are not ints here).
-    ValueError
-        If a value does not fit in int64.
-    """
-    if type(value) is int and _INT64_MIN <= value <= _INT64_MAX:
-        return (value,)  # the common cases, without the general checks below
-    if type(value) is tuple:
-        for v in value:  # a loop, not all() over a generator: this runs four times per max-pool call
-            if type(v) is not int or not _INT64_MIN <= v <= _INT64_MAX:
-                break
-        else:
-            return value
-    items = (value,) if not isinstance(value, (Sequence, np.ndarray)) or isinstance(value, str) else value
-    if isinstance(value, np.ndarray) and value.ndim != 1:
-        raise TypeError(
-            f"{name} must be an int or a 1-D sequence of ints, got an array of shape {value.shape}"
-        )
-    result = []
-    for item in items:
-        if isinstance(item, (bool, np.bool_)) or not isinstance(item, (int, np.integer)):
-            raise TypeError(f"{name} must be an int or a sequence of ints, got {value!r}")
-        result.append(_int64(name, item))
-    return tuple(result)
-
-
-def _int64(name: str, value: int | np.integer) -> int:
-    if not _INT64_MIN <= int(value) <= _INT64_MAX:
-        raise ArgumentOverflowError(f"{name} value {int(value)} does not fit in int64")
-    return operator.index(value)
-
-
-def _pool_ints(kernel_size: IntOrSeq, stride: IntOrSeq, padding: IntOrSeq, dilation: IntOrSeq) -> PoolInts:
-    """The four pooling parameters as tuples of ints (see :func:`int_tuple`)."""
-    return (
-        int_tuple("kernel_size", kernel_size),
-        int_tuple("stride", stride),
-        int_tuple("padding", padding),
-        int_tuple("dilation", dilation),
-    )
-
-
-def _mode(name: str, value: str | int, names: dict[str, int]) -> int:
-    if isinstance(value, str):
-        try:
-            return names[value]
-        except KeyError:
-            valid = ", ".join(repr(n) for n in names)
-            raise ValueError(f"{name} must be one of {valid} or the C API's integer, got {value!r}") from None
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be a str or an int, got {value!r}")
-    return _int64(name, value)
-
-
-def _flag(name: str, value: Any) -> bool:
-    if type(value) is bool:
-        return value  # the common case, without the general check below
-    if not isinstance(value, (bool, np.bool_, int, np.integer)):
-        raise TypeError(f"{name} must be a bool, got {value!r}")
-    return bool(value)
 
 
 # -- MaxPool3dWithArgmax(Backward) ---------------------------------------------
@@ -235,9 +157,9 @@ def max_pool3d_with_argmax(
         Also for ``indices_dtype`` int64 together with ``out`` (pass int32
         indices there).
     """
-    ints = _pool_ints(kernel_size, stride, padding, dilation)
-    ceil = _flag("ceil_mode", ceil_mode)
-    out_values, out_indices = _out_pair(out)
+    ints = _args.pool_ints(kernel_size, stride, padding, dilation)
+    ceil = _args.flag("ceil_mode", ceil_mode)
+    out_values, out_indices = _args.out_pair(out)
     try:
         wanted = np.dtype(indices_dtype)
     except TypeError:
@@ -273,25 +195,6 @@ def max_pool3d_with_argmax(
         if call.device_results:
             widened = runtime.to_device(widened, backend=call.backend)
         return call.result(values), widened
-
-
-def _out_one(out: Any) -> DeviceArray | None:
-    """``out`` of a call with one output: a DeviceArray or None."""
-    if out is None or isinstance(out, DeviceArray):
-        return out
-    raise TypeError(f"out must be a pyaclnn.DeviceArray or None, got {type(out).__name__}")
-
-
-def _out_pair(out: Any) -> tuple[DeviceArray | None, DeviceArray | None]:
-    """``out`` of a call with two outputs: None, or a pair of DeviceArrays or None."""
-    if out is None:
-        return None, None
-    if not isinstance(out, (tuple, list)) or len(out) != 2:
-        raise TypeError(f"out must be a pair (DeviceArray or None, DeviceArray or None), got {out!r}")
-    first, second = out
-    if first is not None and second is not None and first is second:
-        raise ValueError("out: both outputs would be written into the same DeviceArray")
-    return _out_one(first), _out_one(second)
 
 
 def _int32_indices(call: Launch, indices: DeviceArray) -> DeviceArray:
@@ -433,8 +336,8 @@ def max_pool3d_with_argmax_backward(
         (the NPU itself would write out of bounds).
     %(raises_arguments)s
     """
-    ints = _pool_ints(kernel_size, stride, padding, dilation)
-    ceil = _flag("ceil_mode", ceil_mode)
+    ints = _args.pool_ints(kernel_size, stride, padding, dilation)
+    ceil = _args.flag("ceil_mode", ceil_mode)
     _ops.check_plane_size(_MAX_POOL_BACKWARD, getattr(input, "shape", ()))
     with Launch(backend, stream) as call:
         g = call.device("grad_output", grad_output)
@@ -445,7 +348,7 @@ def max_pool3d_with_argmax_backward(
         grad_input = call.output(
             x.shape if x is not None else _ops.PLACEHOLDER_SHAPE,
             x.dtype if x is not None else _FLOAT32,
-            _out_one(out),
+            _args.out_one(out),
             "out",
             x is not None,
         )
@@ -481,13 +384,6 @@ def _host_indices_check(indices: Any, input: Any) -> Callable[[], None] | None:
 
 
 # -- GridSampler3D(Backward) ---------------------------------------------------
-
-
-def _layout(layout: str) -> int:
-    try:
-        return _LAYOUTS[layout]
-    except (KeyError, TypeError):
-        raise ValueError(f"layout must be 'NCDHW' or 'NDHWC', got {layout!r}") from None
 
 
 def _sampled_shape(x: DeviceArray | None, grid: DeviceArray | None, channels_last: bool) -> tuple[int, ...]:
@@ -588,17 +484,17 @@ def grid_sampler3d(
     %(raises_device)s
     %(raises_arguments)s
     """
-    interp = _mode("interpolation_mode", interpolation_mode, _INTERPOLATION)
-    pad = _mode("padding_mode", padding_mode, _PADDING)
-    corners = _flag("align_corners", align_corners)
-    fmt = _layout(layout)
+    interp = _args.mode("interpolation_mode", interpolation_mode, _args.INTERPOLATION)
+    pad = _args.mode("padding_mode", padding_mode, _args.PADDING)
+    corners = _args.flag("align_corners", align_corners)
+    fmt = _args.layout(layout)
     with Launch(backend, stream) as call:
         x = call.device("input", input)
         g = call.device("grid", grid)
         out = call.output(
             _sampled_shape(x, g, fmt == _dtypes.ACL_FORMAT_NDHWC),
             x.dtype if x is not None else _FLOAT32,
-            _out_one(out),
+            _args.out_one(out),
             "out",
             x is not None and g is not None and x.ndim == 5 and g.ndim == 5,
         )
@@ -614,15 +510,6 @@ def grid_sampler3d(
             python_names=_GRID_SAMPLER.python_names,
         )
         return call.result(out)
-
-
-def _output_mask(value: Any) -> tuple[bool, ...]:
-    """output_mask as a tuple of bools; its length is the op's rule (checked by phase 1)."""
-    if type(value) is tuple and len(value) == 2 and type(value[0]) is bool and type(value[1]) is bool:
-        return value  # the common case, without the general checks below
-    if isinstance(value, (str, bytes)) or not isinstance(value, (Sequence, np.ndarray)):
-        raise TypeError(f"output_mask must be a sequence of two bools, got {value!r}")
-    return tuple(_flag("output_mask", m) for m in value)
 
 
 @overload
@@ -745,12 +632,12 @@ def grid_sampler3d_backward(
     %(raises_device)s
     %(raises_arguments)s
     """
-    interp = _mode("interpolation_mode", interpolation_mode, _INTERPOLATION)
-    pad = _mode("padding_mode", padding_mode, _PADDING)
-    corners = _flag("align_corners", align_corners)
-    fmt = _layout(layout)
-    mask = _output_mask(output_mask)
-    out_input, out_grid = _out_pair(out)
+    interp = _args.mode("interpolation_mode", interpolation_mode, _args.INTERPOLATION)
+    pad = _args.mode("padding_mode", padding_mode, _args.PADDING)
+    corners = _args.flag("align_corners", align_corners)
+    fmt = _args.layout(layout)
+    mask = _args.output_mask(output_mask)
+    out_input, out_grid = _args.out_pair(out)
     with Launch(backend, stream) as call:
         g = call.device("grad_output", grad_output)
         x = call.device("input", input)

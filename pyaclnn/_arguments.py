@@ -1,0 +1,154 @@
+"""The functional layer's arguments: Python values normalised into what the C API takes.
+
+Only values that cannot be passed to C at all are rejected here (with the
+argument's name); the operators' own rules (lengths, ranges, modes) are checked
+by their phase 1, so both backends report them alike.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from . import _operators as _ops
+from . import dtypes as _dtypes
+from ._array import DeviceArray
+from .errors import ArgumentOverflowError
+
+__all__ = [
+    "IntOrSeq",
+    "OutPair",
+    "PoolInts",
+    "INTERPOLATION",
+    "PADDING",
+    "LAYOUTS",
+    "int_tuple",
+    "int64",
+    "pool_ints",
+    "mode",
+    "flag",
+    "out_one",
+    "out_pair",
+    "layout",
+    "output_mask",
+]
+
+IntOrSeq = int | Sequence[int]
+#: ``out=`` of the calls with two outputs: an array for each, or None to allocate it.
+OutPair = tuple[DeviceArray | None, DeviceArray | None]
+#: kernel_size, stride, padding, dilation as normalised by :func:`int_tuple`.
+PoolInts = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...]]
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+# Modes by name, in the C API's order (3-D sampling has no bicubic: the op rejects the C API's 2).
+INTERPOLATION = {name: i for i, name in enumerate(_ops.INTERPOLATION_MODES)}
+PADDING = {name: i for i, name in enumerate(_ops.PADDING_MODES)}
+LAYOUTS = {"NCDHW": _dtypes.ACL_FORMAT_NCDHW, "NDHWC": _dtypes.ACL_FORMAT_NDHWC}
+
+
+def int_tuple(name: str, value: IntOrSeq) -> tuple[int, ...]:
+    """``value`` (an int or a sequence of ints) as a tuple, lengths as given.
+
+    Lengths and ranges are the operator's rules and are checked by its phase 1;
+    only values that cannot be passed to C at all are rejected here.
+
+    Raises
+    ------
+    TypeError
+        If ``value`` is not an int or a sequence of ints (bools are not ints here).
+    ValueError
+        If a value does not fit in int64.
+    """
+    if type(value) is int and INT64_MIN <= value <= INT64_MAX:
+        return (value,)  # the common cases, without the general checks below
+    if type(value) is tuple:
+        for v in value:  # a loop, not all() over a generator: this runs four times per max-pool call
+            if type(v) is not int or not INT64_MIN <= v <= INT64_MAX:
+                break
+        else:
+            return value
+    items = (value,) if not isinstance(value, (Sequence, np.ndarray)) or isinstance(value, str) else value
+    if isinstance(value, np.ndarray) and value.ndim != 1:
+        raise TypeError(
+            f"{name} must be an int or a 1-D sequence of ints, got an array of shape {value.shape}"
+        )
+    result = []
+    for item in items:
+        if isinstance(item, (bool, np.bool_)) or not isinstance(item, (int, np.integer)):
+            raise TypeError(f"{name} must be an int or a sequence of ints, got {value!r}")
+        result.append(int64(name, item))
+    return tuple(result)
+
+
+def int64(name: str, value: int | np.integer) -> int:
+    if not INT64_MIN <= int(value) <= INT64_MAX:
+        raise ArgumentOverflowError(f"{name} value {int(value)} does not fit in int64")
+    return operator.index(value)
+
+
+def pool_ints(kernel_size: IntOrSeq, stride: IntOrSeq, padding: IntOrSeq, dilation: IntOrSeq) -> PoolInts:
+    """The four pooling parameters as tuples of ints (see :func:`int_tuple`)."""
+    return (
+        int_tuple("kernel_size", kernel_size),
+        int_tuple("stride", stride),
+        int_tuple("padding", padding),
+        int_tuple("dilation", dilation),
+    )
+
+
+def mode(name: str, value: str | int, names: dict[str, int]) -> int:
+    if isinstance(value, str):
+        try:
+            return names[value]
+        except KeyError:
+            valid = ", ".join(repr(n) for n in names)
+            raise ValueError(f"{name} must be one of {valid} or the C API's integer, got {value!r}") from None
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be a str or an int, got {value!r}")
+    return int64(name, value)
+
+
+def flag(name: str, value: Any) -> bool:
+    if type(value) is bool:
+        return value  # the common case, without the general check below
+    if not isinstance(value, (bool, np.bool_, int, np.integer)):
+        raise TypeError(f"{name} must be a bool, got {value!r}")
+    return bool(value)
+
+
+def out_one(out: Any) -> DeviceArray | None:
+    """``out`` of a call with one output: a DeviceArray or None."""
+    if out is None or isinstance(out, DeviceArray):
+        return out
+    raise TypeError(f"out must be a pyaclnn.DeviceArray or None, got {type(out).__name__}")
+
+
+def out_pair(out: Any) -> tuple[DeviceArray | None, DeviceArray | None]:
+    """``out`` of a call with two outputs: None, or a pair of DeviceArrays or None."""
+    if out is None:
+        return None, None
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        raise TypeError(f"out must be a pair (DeviceArray or None, DeviceArray or None), got {out!r}")
+    first, second = out
+    if first is not None and second is not None and first is second:
+        raise ValueError("out: both outputs would be written into the same DeviceArray")
+    return out_one(first), out_one(second)
+
+
+def layout(layout: str) -> int:
+    try:
+        return LAYOUTS[layout]
+    except (KeyError, TypeError):
+        raise ValueError(f"layout must be 'NCDHW' or 'NDHWC', got {layout!r}") from None
+
+
+def output_mask(value: Any) -> tuple[bool, ...]:
+    """output_mask as a tuple of bools; its length is the op's rule (checked by phase 1)."""
+    if type(value) is tuple and len(value) == 2 and type(value[0]) is bool and type(value[1]) is bool:
+        return value  # the common case, without the general checks below
+    if isinstance(value, (str, bytes)) or not isinstance(value, (Sequence, np.ndarray)):
+        raise TypeError(f"output_mask must be a sequence of two bools, got {value!r}")
+    return tuple(flag("output_mask", m) for m in value)
