@@ -6,15 +6,16 @@ operator on a stream and returns arrays of the kind it was given: NumPy in,
 NumPy out (the call waits to copy back); any DeviceArray in, DeviceArrays out
 (the call returns once the work is queued).
 
-For type checkers each function is overloaded on that rule: NumPy arrays in
-(and no ``out=``) give ``numpy.ndarray`` results of the input's dtype; any
-DeviceArray input, or an ``out=``, gives ``DeviceArray`` results.
+For type checkers each function is overloaded on that rule in functional.pyi,
+generated from the signatures here by scripts/generate_interface.py: NumPy
+arrays in (and no ``out=``) give ``numpy.ndarray`` results of the input's
+dtype; any DeviceArray input, or an ``out=``, gives ``DeviceArray`` results.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar, overload
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -31,10 +32,9 @@ from .runtime import DeviceArray, Launch, Stream
 #: What the functions take as an array input: a NumPy array (uploaded for the call) or a DeviceArray.
 #: (Not NumPy's ``ArrayLike``: lists, scalars and other array-likes are not accepted.)
 ArrayIn = npt.NDArray[Any] | DeviceArray
-# For the overloads: an ``out=`` that gives at least one array (DeviceArray results), or none.
-_OutGiven = tuple[DeviceArray, DeviceArray | None] | tuple[DeviceArray | None, DeviceArray]
-_NoOut = tuple[None, None] | None
-_S = TypeVar("_S", bound=np.generic)  # the scalar type of a NumPy input, and of the result
+#: An integer result (max-pool indices); to type checkers an ``ArrayIn`` whose NumPy form has an
+#: integer dtype (functional.pyi).
+Indices = ArrayIn
 
 _FLOAT32 = np.dtype(np.float32)
 _INT32 = np.dtype(np.int32)
@@ -54,14 +54,7 @@ __all__ = [
 ]
 
 
-# -- argument normalisation ----------------------------------------------------
-
-
 # -- MaxPool3dWithArgmax(Backward) ---------------------------------------------
-# Each call has @overload stubs, one per way to get DeviceArrays back (a
-# DeviceArray in any array position, or out= given), and one for NumPy in ->
-# NumPy out. They repeat the signature by nature: a type checker reads them,
-# nothing runs them, and tests/test_typing.py checks what they promise.
 
 
 def _pool_output_shape(x: DeviceArray | None, params: PoolInts, ceil_mode: bool) -> tuple[int, ...]:
@@ -69,48 +62,6 @@ def _pool_output_shape(x: DeviceArray | None, params: PoolInts, ceil_mode: bool)
     return _ops.PLACEHOLDER_SHAPE if x is None else _ops.pooled_shape(x.shape, *params, ceil_mode)
 
 
-@overload
-def max_pool3d_with_argmax(
-    input: npt.NDArray[_S],
-    kernel_size: IntOrSeq,
-    stride: IntOrSeq = ...,
-    padding: IntOrSeq = ...,
-    dilation: IntOrSeq = ...,
-    ceil_mode: bool = ...,
-    *,
-    indices_dtype: npt.DTypeLike = ...,
-    out: _NoOut = ...,
-    backend: str | None = ...,
-    stream: Stream | None = ...,
-) -> tuple[npt.NDArray[_S], npt.NDArray[np.integer[Any]]]: ...
-@overload
-def max_pool3d_with_argmax(
-    input: DeviceArray,
-    kernel_size: IntOrSeq,
-    stride: IntOrSeq = ...,
-    padding: IntOrSeq = ...,
-    dilation: IntOrSeq = ...,
-    ceil_mode: bool = ...,
-    *,
-    indices_dtype: npt.DTypeLike = ...,
-    out: OutPair | None = ...,
-    backend: str | None = ...,
-    stream: Stream | None = ...,
-) -> tuple[DeviceArray, DeviceArray]: ...
-@overload
-def max_pool3d_with_argmax(
-    input: ArrayIn,
-    kernel_size: IntOrSeq,
-    stride: IntOrSeq = ...,
-    padding: IntOrSeq = ...,
-    dilation: IntOrSeq = ...,
-    ceil_mode: bool = ...,
-    *,
-    indices_dtype: npt.DTypeLike = ...,
-    out: _OutGiven,
-    backend: str | None = ...,
-    stream: Stream | None = ...,
-) -> tuple[DeviceArray, DeviceArray]: ...
 @_docstrings.fill
 def max_pool3d_with_argmax(
     input: ArrayIn,
@@ -124,7 +75,7 @@ def max_pool3d_with_argmax(
     out: OutPair | None = None,
     backend: str | None = None,
     stream: Stream | None = None,
-) -> tuple[ArrayIn, ArrayIn]:
+) -> tuple[ArrayIn, Indices]:
     """3-D max pooling with the position of each maximum (``aclnnMaxPool3dWithArgmax``).
 
     Parameters
@@ -212,81 +163,6 @@ def _int32_indices(call: Launch, indices: DeviceArray) -> DeviceArray:
     return call.temporary(runtime.to_device(host.astype(np.int32), backend=call.backend))
 
 
-@overload
-def max_pool3d_with_argmax_backward(
-    grad_output: npt.NDArray[Any],
-    input: npt.NDArray[_S],
-    indices: npt.NDArray[Any],
-    kernel_size: IntOrSeq,
-    stride: IntOrSeq = ...,
-    padding: IntOrSeq = ...,
-    dilation: IntOrSeq = ...,
-    ceil_mode: bool = ...,
-    *,
-    out: None = ...,
-    backend: str | None = ...,
-    stream: Stream | None = ...,
-) -> npt.NDArray[_S]: ...
-@overload
-def max_pool3d_with_argmax_backward(
-    grad_output: DeviceArray,
-    input: ArrayIn,
-    indices: ArrayIn,
-    kernel_size: IntOrSeq,
-    stride: IntOrSeq = ...,
-    padding: IntOrSeq = ...,
-    dilation: IntOrSeq = ...,
-    ceil_mode: bool = ...,
-    *,
-    out: DeviceArray | None = ...,
-    backend: str | None = ...,
-    stream: Stream | None = ...,
-) -> DeviceArray: ...
-@overload
-def max_pool3d_with_argmax_backward(
-    grad_output: ArrayIn,
-    input: DeviceArray,
-    indices: ArrayIn,
-    kernel_size: IntOrSeq,
-    stride: IntOrSeq = ...,
-    padding: IntOrSeq = ...,
-    dilation: IntOrSeq = ...,
-    ceil_mode: bool = ...,
-    *,
-    out: DeviceArray | None = ...,
-    backend: str | None = ...,
-    stream: Stream | None = ...,
-) -> DeviceArray: ...
-@overload
-def max_pool3d_with_argmax_backward(
-    grad_output: ArrayIn,
-    input: ArrayIn,
-    indices: DeviceArray,
-    kernel_size: IntOrSeq,
-    stride: IntOrSeq = ...,
-    padding: IntOrSeq = ...,
-    dilation: IntOrSeq = ...,
-    ceil_mode: bool = ...,
-    *,
-    out: DeviceArray | None = ...,
-    backend: str | None = ...,
-    stream: Stream | None = ...,
-) -> DeviceArray: ...
-@overload
-def max_pool3d_with_argmax_backward(
-    grad_output: ArrayIn,
-    input: ArrayIn,
-    indices: ArrayIn,
-    kernel_size: IntOrSeq,
-    stride: IntOrSeq = ...,
-    padding: IntOrSeq = ...,
-    dilation: IntOrSeq = ...,
-    ceil_mode: bool = ...,
-    *,
-    out: DeviceArray,
-    backend: str | None = ...,
-    stream: Stream | None = ...,
-) -> DeviceArray: ...
 @_docstrings.fill
 def max_pool3d_with_argmax_backward(
     grad_output: ArrayIn,
@@ -393,58 +269,6 @@ def _sampled_shape(x: DeviceArray | None, grid: DeviceArray | None, channels_las
     return _ops.sampled_shape(x.shape, grid.shape, channels_last)
 
 
-@overload
-def grid_sampler3d(
-    input: npt.NDArray[_S],
-    grid: npt.NDArray[Any],
-    interpolation_mode: str | int = ...,
-    padding_mode: str | int = ...,
-    align_corners: bool = ...,
-    *,
-    layout: str = ...,
-    out: None = ...,
-    backend: str | None = ...,
-    stream: Stream | None = ...,
-) -> npt.NDArray[_S]: ...
-@overload
-def grid_sampler3d(
-    input: DeviceArray,
-    grid: ArrayIn,
-    interpolation_mode: str | int = ...,
-    padding_mode: str | int = ...,
-    align_corners: bool = ...,
-    *,
-    layout: str = ...,
-    out: DeviceArray | None = ...,
-    backend: str | None = ...,
-    stream: Stream | None = ...,
-) -> DeviceArray: ...
-@overload
-def grid_sampler3d(
-    input: ArrayIn,
-    grid: DeviceArray,
-    interpolation_mode: str | int = ...,
-    padding_mode: str | int = ...,
-    align_corners: bool = ...,
-    *,
-    layout: str = ...,
-    out: DeviceArray | None = ...,
-    backend: str | None = ...,
-    stream: Stream | None = ...,
-) -> DeviceArray: ...
-@overload
-def grid_sampler3d(
-    input: ArrayIn,
-    grid: ArrayIn,
-    interpolation_mode: str | int = ...,
-    padding_mode: str | int = ...,
-    align_corners: bool = ...,
-    *,
-    layout: str = ...,
-    out: DeviceArray,
-    backend: str | None = ...,
-    stream: Stream | None = ...,
-) -> DeviceArray: ...
 @_docstrings.fill
 def grid_sampler3d(
     input: ArrayIn,
@@ -512,81 +336,6 @@ def grid_sampler3d(
         return call.result(out)
 
 
-@overload
-def grid_sampler3d_backward(
-    grad_output: npt.NDArray[Any],
-    input: npt.NDArray[_S],
-    grid: npt.NDArray[Any],
-    interpolation_mode: str | int = ...,
-    padding_mode: str | int = ...,
-    align_corners: bool = ...,
-    output_mask: Sequence[bool] = ...,
-    *,
-    layout: str = ...,
-    out: _NoOut = ...,
-    backend: str | None = ...,
-    stream: Stream | None = ...,
-) -> tuple[npt.NDArray[_S] | None, npt.NDArray[_S] | None]: ...
-@overload
-def grid_sampler3d_backward(
-    grad_output: DeviceArray,
-    input: ArrayIn,
-    grid: ArrayIn,
-    interpolation_mode: str | int = ...,
-    padding_mode: str | int = ...,
-    align_corners: bool = ...,
-    output_mask: Sequence[bool] = ...,
-    *,
-    layout: str = ...,
-    out: OutPair | None = ...,
-    backend: str | None = ...,
-    stream: Stream | None = ...,
-) -> tuple[DeviceArray | None, DeviceArray | None]: ...
-@overload
-def grid_sampler3d_backward(
-    grad_output: ArrayIn,
-    input: DeviceArray,
-    grid: ArrayIn,
-    interpolation_mode: str | int = ...,
-    padding_mode: str | int = ...,
-    align_corners: bool = ...,
-    output_mask: Sequence[bool] = ...,
-    *,
-    layout: str = ...,
-    out: OutPair | None = ...,
-    backend: str | None = ...,
-    stream: Stream | None = ...,
-) -> tuple[DeviceArray | None, DeviceArray | None]: ...
-@overload
-def grid_sampler3d_backward(
-    grad_output: ArrayIn,
-    input: ArrayIn,
-    grid: DeviceArray,
-    interpolation_mode: str | int = ...,
-    padding_mode: str | int = ...,
-    align_corners: bool = ...,
-    output_mask: Sequence[bool] = ...,
-    *,
-    layout: str = ...,
-    out: OutPair | None = ...,
-    backend: str | None = ...,
-    stream: Stream | None = ...,
-) -> tuple[DeviceArray | None, DeviceArray | None]: ...
-@overload
-def grid_sampler3d_backward(
-    grad_output: ArrayIn,
-    input: ArrayIn,
-    grid: ArrayIn,
-    interpolation_mode: str | int = ...,
-    padding_mode: str | int = ...,
-    align_corners: bool = ...,
-    output_mask: Sequence[bool] = ...,
-    *,
-    layout: str = ...,
-    out: _OutGiven,
-    backend: str | None = ...,
-    stream: Stream | None = ...,
-) -> tuple[DeviceArray | None, DeviceArray | None]: ...
 @_docstrings.fill
 def grid_sampler3d_backward(
     grad_output: ArrayIn,

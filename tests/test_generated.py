@@ -1,4 +1,5 @@
-"""The backend interface is derived from include/decl (scripts/generate_interface.py) and current."""
+"""The generated files are derived from include/decl, the operator table and functional.py's
+signatures (scripts/generate_interface.py), and current."""
 
 from __future__ import annotations
 
@@ -25,12 +26,26 @@ def _generator() -> ModuleType:
     return module
 
 
-def test_the_generated_interface_is_current():
+@pytest.mark.parametrize("name", ["backends/_interface.py", "aclnn.py", "functional.pyi"])
+def test_each_generated_file_is_current(name):
     generator = _generator()
-    current = generator.OUTPUT.read_text(encoding="utf-8")
-    assert current == generator.render(current), (
-        "pyaclnn/backends/_interface.py is stale: run python scripts/generate_interface.py"
+    path = ROOT / "pyaclnn" / name
+    assert path in generator.RENDERERS
+    current = path.read_text(encoding="utf-8")
+    assert current == generator.RENDERERS[path](current), (
+        f"pyaclnn/{name} is stale: run python scripts/generate_interface.py"
     )
+
+
+def test_a_change_of_a_functional_signature_makes_the_stub_stale(monkeypatch, tmp_path):
+    generator = _generator()
+    changed = tmp_path / "functional.py"
+    text = generator.FUNCTIONAL.read_text(encoding="utf-8")
+    changed.write_text(text.replace("    ceil_mode: bool = False,\n", "    ceil_mode: int = False,\n", 1))
+    monkeypatch.setattr(generator, "FUNCTIONAL", changed)
+    stub = generator.render_functional_stub("")
+    assert "    ceil_mode: int = ...," in stub
+    assert stub != generator.FUNCTIONAL_STUB.read_text(encoding="utf-8")
 
 
 def test_the_check_mode_exits_zero_when_current():

@@ -125,6 +125,7 @@ def test_the_wheel_holds_the_package_its_data_and_the_licence_only(wheel):
     for name in (
         "pyaclnn/__init__.py",
         "pyaclnn/py.typed",
+        "pyaclnn/functional.pyi",  # the typed interface of the calls (generated)
         "pyaclnn/selftest_golden.npz",
         "pyaclnn/include/decl/acl_types.h",
         "pyaclnn/backends/npu/_ffi.py",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -82,3 +83,30 @@ def test_numpy_result_is_not_a_device_array(tmp_path: Path) -> None:
     assert result.returncode == 1, result.stdout + result.stderr
     assert 'wrong_script.py:7: error: "ndarray[' in result.stdout, result.stdout
     assert 'has no attribute "numpy"  [attr-defined]' in result.stdout, result.stdout
+
+
+@needs_mypy
+def test_the_implementation_behind_the_generated_stub_type_checks(tmp_path: Path) -> None:
+    # Type checkers read functional.pyi (generated from functional.py's signatures), so the
+    # package's own mypy run never sees functional.py's body: check it in a copy without the stub.
+    copy = tmp_path / "pyaclnn"
+    shutil.copytree(
+        ROOT / "pyaclnn", copy, ignore=shutil.ignore_patterns("__pycache__", "*.so", "functional.pyi")
+    )
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--config-file",
+            str(ROOT / "pyproject.toml"),
+            "--follow-imports=silent",
+            "--no-error-summary",
+            str(copy / "functional.py"),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
