@@ -8,7 +8,7 @@ collection until each of those parts exists.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TypeVar
 
 from pyaclnn import _optable
@@ -37,3 +37,12 @@ def per_operator(table: Mapping[str, _T], what: str) -> Mapping[str, _T]:
             + (f"; entries for unknown operator(s) {unknown}" if unknown else "")
         )
     return table
+
+
+def covering(names: Iterable[str], what: str) -> list[str]:
+    """``names`` (case names that start with an operator's Python name) once every operator has one."""
+    names = list(names)
+    missing = [op for op in NAMES if not any(n == op or n.startswith(op + " ") for n in names)]
+    if missing:
+        raise LookupError(f"{what}: no case for operator(s) {missing} of include/decl/aclnn_ops.h")
+    return names

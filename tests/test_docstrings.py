@@ -88,6 +88,9 @@ MISTAKES = [
 ]
 
 
+operators.covering((m[0] for m in MISTAKES), "the docstrings' mistakes")
+
+
 @pytest.mark.parametrize(
     "name, call, expected", MISTAKES, ids=[f"{m[0]}-{i}" for i, m in enumerate(MISTAKES)]
 )
