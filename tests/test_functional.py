@@ -186,7 +186,8 @@ def test_grid_sampler3d_seed_example(backend, torch):
     grid = np.array([-1, -1, 0, -1, 1, -1, -1, 0, 0, 0, 1, 0], np.float32).reshape(1, 1, 2, 2, 3)
     g = np.ones((1, 1, 1, 2, 2), np.float32)
     dx, dgrid = pyaclnn.grid_sampler3d_backward(g, x, grid, backend=backend)
-    # Worked by hand from op-semantics.md section 5: each point has one in-bounds corner, e.g.
+    # Worked by hand (docs/operator-semantics.md, GridSampler3DBackward: math): each point has
+    # one in-bounds corner, e.g.
     # (x, y, z) = (-1, -1, 0) unnormalizes to (-0.5, -0.5, 0) and reaches voxel (0, 0) with 0.5 * 0.5.
     np.testing.assert_allclose(dx.ravel(), [0.25, 0, 0, 0.5, 0, 0, 0.125, 0.5, 0], rtol=1e-6)
     t_dx, t_dgrid = torch.ops.aten.grid_sampler_3d_backward(

@@ -123,7 +123,8 @@ def _strided(rng, shape, dtype, layout, fill=None):
 
 
 def test_seed_example_matches_hand_computed_values():
-    # Expected values worked out by hand from op-semantics.md §5 (unnormalize
+    # Expected values worked out by hand (docs/operator-semantics.md,
+    # GridSampler3D: coordinates and GridSampler3DBackward: math; unnormalize
     # with align_corners=False: i = ((c+1)*S-1)/2, multipliers W/2=1.5, H/2=1.5,
     # D/2=0.5; only in-bounds corners count) and confirmed with
     # torch.ops.aten.grid_sampler_3d_backward in fp64.

@@ -1,7 +1,7 @@
 """Large sizes: int32 plane limits, requests larger than memory, and the kernels' memory bound.
 
 * A max-pool plane with D*H*W above INT32_MAX is rejected with the status of
-  op-semantics.md (forward 561103, backward 161002) before anything is
+  docs/operator-semantics.md (forward 561103, backward 161002) before anything is
   allocated: zero-stride views stand in for the huge arrays, and neither the
   process RSS nor the backend's device allocations grow.
 * A request larger than the (emulated) device memory fails with
@@ -99,7 +99,7 @@ GRID_HUGE_SCRIPT = """
 
 @pytest.mark.parametrize("name", ["numpy", "npu"])
 def test_grid_sampler_on_a_huge_broadcast_input_never_crashes(name, emulator_home):
-    """The grid sampler has no plane limit (op-semantics.md section 4): the emulator reads the
+    """The grid sampler has no plane limit (docs/operator-semantics.md, GridSampler3D): the emulator reads the
     zero-stride input lazily and answers; the numpy kernel copies the input into a channels-last
     table (16 GiB here), so under a 4 GiB address-space limit it must fail cleanly."""
     out = _child(GRID_HUGE_SCRIPT, {"PYACLNN_BACKEND": name, "PYACLNN_ASCEND_HOME": str(emulator_home)})

@@ -1,4 +1,4 @@
-"""Every phase-1 check of op-semantics.md, in order, with its status code, on each backend.
+"""Every phase-1 check of docs/operator-semantics.md, in order, with its status code, on each backend.
 
 Each case starts from a valid call and breaks one rule; the test asserts the
 status and that the message names the argument. Run through the low-level API,

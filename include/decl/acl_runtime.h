@@ -1,5 +1,5 @@
 /* ACL runtime calls (libascendcl.so, or libacl_rt.so on CANN >= 8.5).
- * Prototypes as in shared/reference/acl-abi.md sections 3 and 10, checked
+ * Prototypes as CANN's acl/acl_rt.h declares them (8.1.RC1 and current), checked
  * against hicann/runtime include/external/acl/acl_rt.h (events ~l.1703-1810,
  * aclrtStreamWaitEvent ~l.2872). Read by cffi's
  * cdef() and by the C/C++ wrapper include/acl/acl.h.

@@ -1,6 +1,7 @@
 /* Status codes: aclError (acl_base.h), runtime (rt_error_codes.h) and
- * aclnnStatus (aclnn/opdev/op_errno.h). Source: shared/reference/acl-abi.md
- * section 7. cffi reads these #defines as integer constants; pyaclnn's status
+ * aclnnStatus (aclnn/opdev/op_errno.h), as CANN defines them: hicann/runtime
+ * include/external/acl/acl_base_rt.h and include/external/acl/error_codes/rt_error_codes.h,
+ * hicann/opbase include/nnopbase/opdev/op_errno.h. cffi reads these #defines as integer constants; pyaclnn's status
  * name table is parsed from this file.
  */
 

@@ -3,7 +3,9 @@
  * This file is read verbatim by cffi's cdef() (ABI mode) and included by the
  * C/C++ wrappers in include/acl and include/aclnnop, so it holds plain
  * declarations only: no #include, no guards, explicit enum values.
- * Source of every value: shared/reference/acl-abi.md section 6.
+ * Source of every value: CANN's acl/acl_base.h and acl/acl_rt.h (hicann/runtime
+ * include/external/acl/acl_base_rt.h and acl_rt.h) and aclnn/acl_meta.h (hicann/opbase
+ * include/nnopbase/aclnn/acl_meta.h).
  */
 
 typedef int aclError;

@@ -1,5 +1,6 @@
 /* aclnn meta API (libnnopbase.so): descriptors, arrays, executors.
- * Prototypes as in shared/reference/acl-abi.md section 4. Strides and offset
+ * Prototypes as in CANN's aclnn/acl_meta.h (hicann/opbase
+ * include/nnopbase/aclnn/acl_meta.h). Strides and offset
  * of aclCreateTensor count elements; tensorData is the 32-byte aligned
  * device address of the storage base.
  */

@@ -1,6 +1,6 @@
 """Phase-1 checks of the four operators, in the NPU's order and with its status codes.
 
-Source: shared/reference/op-semantics.md (sections 1-5), for Atlas A2/A3
+Rules: docs/operator-semantics.md (each operator's check order), for Atlas A2/A3
 (DAV_2201). The functions take descriptor-like objects (anything with
 ``shape``, ``data_type`` and ``format``; ``None`` is a null pointer) and
 parameter sequences, and either raise :class:`CheckFailed` (the op's status
@@ -163,7 +163,7 @@ def pool_params(
     dilation: Sequence[int],
     ceil_mode: bool,
 ) -> PoolParams:
-    """Rules of op-semantics.md section 1 (lengths and values), all 161002."""
+    """docs/operator-semantics.md, Pooling parameters: lengths and values (all 161002)."""
     k = _expand("kernelSize", kernel_size, (1, 3))
     if any(v <= 0 for v in k):
         raise _fail(f"kernelSize {list(kernel_size)} has a value <= 0; every value must be > 0")
@@ -201,13 +201,13 @@ def pool_output_shape(
     """The forward's output shape for an input of ``shape`` (rank kept): what ``out`` must be.
 
     An axis where no window fits has size 0, so the output is empty: the op
-    takes that empty ``out`` and succeeds doing nothing (op-semantics.md §2,
-    step 6), and the backward rejects such a gradOutput (§3, tiling check 5).
+    takes that empty ``out`` and succeeds doing nothing (docs/operator-semantics.md,
+    MaxPool3dWithArgmax: check order, step 6), and the backward rejects such a gradOutput (its step 11).
 
     Raises
     ------
     CheckFailed
-        161002 for parameters §1 rejects.
+        161002 for parameters that the pooling-parameter rules reject.
     """
     params = pool_params(kernel_size, stride, padding, dilation, ceil_mode)
     return tuple(shape[:-3]) + _output_spatial(shape[-3:], params)
@@ -298,7 +298,8 @@ def max_pool3d_with_argmax(
     out: TensorLike | None,
     indices: TensorLike | None,
 ) -> MaxPoolPlan | None:
-    """aclnnMaxPool3dWithArgmaxGetWorkspaceSize checks (op-semantics.md section 2)."""
+    """aclnnMaxPool3dWithArgmaxGetWorkspaceSize checks (docs/operator-semantics.md,
+    MaxPool3dWithArgmax: check order)."""
     _require(
         [
             ("self", self),
@@ -354,7 +355,8 @@ def max_pool3d_with_argmax_backward(
     ceil_mode: bool,
     grad_input: TensorLike | None,
 ) -> MaxPoolPlan | None:
-    """aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize checks (op-semantics.md section 3).
+    """aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize checks (docs/operator-semantics.md,
+    MaxPool3dWithArgmaxBackward: check order).
 
     Beyond the L2 layer, the tiling rules are applied here too (gradOutput's N, C
     and D, H, W must equal what pooling self gives, and padding must fit the
@@ -505,7 +507,8 @@ def grid_sampler3d(
     align_corners: bool,
     out: TensorLike | None,
 ) -> GridPlan | None:
-    """aclnnGridSampler3DGetWorkspaceSize checks (op-semantics.md section 4)."""
+    """aclnnGridSampler3DGetWorkspaceSize checks (docs/operator-semantics.md,
+    GridSampler3D: check order)."""
     _require([("input", input), ("grid", grid), ("out", out)])
     input, grid, out = _given(input), _given(grid), _given(out)
     _dtype_in("input", input, GRID_DTYPES)
@@ -551,7 +554,8 @@ def grid_sampler3d_backward(
     input_grad: TensorLike | None,
     grid_grad: TensorLike | None,
 ) -> GridPlan | None:
-    """aclnnGridSampler3DBackwardGetWorkspaceSize checks (op-semantics.md section 5)."""
+    """aclnnGridSampler3DBackwardGetWorkspaceSize checks (docs/operator-semantics.md,
+    GridSampler3DBackward: check order)."""
     if output_mask is None:
         return None
     _require(

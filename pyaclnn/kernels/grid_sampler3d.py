@@ -1,7 +1,8 @@
 """NumPy math of aclnnGridSampler3D and aclnnGridSampler3DBackward.
 
 Pure NumPy: no ACL types, no descriptors. The numpy backend validates the
-arguments the way the device does (op-semantics.md §4-5) and then calls these
+arguments the way the device does (docs/operator-semantics.md, GridSampler3D and
+GridSampler3DBackward) and then calls these
 kernels with NCDHW arrays of any strides (a channels-last tensor arrives as an
 ``np.moveaxis`` view of its NDHWC storage); the kernels write into the output
 views they are given and never modify their inputs.

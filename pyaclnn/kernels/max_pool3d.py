@@ -1,7 +1,8 @@
 """NumPy math of aclnnMaxPool3dWithArgmax and aclnnMaxPool3dWithArgmaxBackward.
 
 Pure NumPy: no ACL types, no descriptors. The numpy backend validates the
-arguments the way the device does (op-semantics.md §1-3) and then calls these
+arguments the way the device does (docs/operator-semantics.md, Pooling parameters,
+MaxPool3dWithArgmax and MaxPool3dWithArgmaxBackward) and then calls these
 kernels with NCDHW arrays of any strides; the kernels write into the output
 views they are given and never modify their inputs.
 

@@ -1,5 +1,6 @@
 /* Emulated aclnnGridSampler3D and aclnnGridSampler3DBackward (libopapi.so /
- * libopapi_cv.so). Checks follow op-semantics.md §4 and §5 in order, with
+ * libopapi_cv.so). Checks follow docs/operator-semantics.md (GridSampler3D and
+ * GridSampler3DBackward: check order) in order, with
  * the codes given there (161002 where the document leaves it unconfirmed);
  * the math is gs_impl.h, in float for float32/float16/bfloat16 data and in
  * double for double data, rounded once on store.

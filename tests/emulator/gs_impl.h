@@ -1,6 +1,7 @@
 /* Grid-sampler math, instantiated twice by gridsampler.c: GS_T float (for
  * float32, float16 and bfloat16 data) and GS_T double (for double data).
- * Follows op-semantics.md §5 "Math": unnormalize, padding with gradient
+ * Follows docs/operator-semantics.md (GridSampler3D: coordinates, GridSampler3DBackward:
+ * math): unnormalize, padding with gradient
  * multipliers, the -100 sentinel for non-finite or huge coordinates,
  * trilinear weights, nearest with round-half-to-even. */
 

@@ -1,5 +1,6 @@
 /* Emulated aclnnMaxPool3dWithArgmax and aclnnMaxPool3dWithArgmaxBackward
- * (libopapi.so / libopapi_nn.so). Checks follow op-semantics.md §1-§3 in
+ * (libopapi.so / libopapi_nn.so). Checks follow docs/operator-semantics.md (Pooling
+ * parameters, MaxPool3dWithArgmax and MaxPool3dWithArgmaxBackward: check order) in
  * order, with the codes given there; the math is plain loops.
  *
  * Device rules: Atlas A2/A3 by default (int32 indices only; forward

@@ -58,7 +58,7 @@ typedef struct {
     int64_t k[3], s[3], p[3], d[3];
 } emu_pool_params;
 
-/* §1 of op-semantics.md: lengths, signs, padding <= kernel / 2. */
+/* docs/operator-semantics.md, Pooling parameters: lengths and values. */
 aclnnStatus emu_pool_params_parse(const char *api, const aclIntArray *kernel, const aclIntArray *stride,
                                   const aclIntArray *padding, const aclIntArray *dilation, emu_pool_params *out);
 int64_t emu_pool_out_size(int64_t len, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode);

@@ -17,7 +17,7 @@
  * finishes, and waiters re-check their condition.
  *
  * Contexts and devices, as hicann/runtime 681ef76 checks them (paths of that
- * repository; /work/research_cann_runtime.md has the quotes):
+ * repository):
  * - streams and events belong to the device current when they were created;
  * - with no current device in the calling thread (no aclrtSetDevice there),
  *   aclrtCreateStream, aclrtDestroyStream, aclrtSynchronizeStream (even of a
