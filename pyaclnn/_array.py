@@ -19,7 +19,7 @@ from . import _context, _decl, acl
 from . import backends as _backends
 from . import dtypes as _dtypes
 from ._pool import Block, MemoryPool
-from ._stream import Stream
+from ._stream import Stream, thread_default
 
 _H2D = _decl.constant("ACL_MEMCPY_HOST_TO_DEVICE")
 _D2H = _decl.constant("ACL_MEMCPY_DEVICE_TO_HOST")
@@ -320,7 +320,7 @@ class DeviceArray:
         self._check_open()
         if stream is None:
             stream = self._stream if self._stream is not None and not self._stream.closed else None
-            stream = stream or _context.context(self.backend).default_stream(self.device)
+            stream = stream or thread_default(_context.context(self.backend), self.device)
         self._use_on(stream)
         if self.nbytes:
             stream._enqueue(acl.rt.memset_async, self.ptr, self.nbytes, 0, self.nbytes, stream.handle)
@@ -521,7 +521,7 @@ def to_device(
     x = np.asarray(x)
     if stream is None:
         ctx = _context.context(backend)
-        stream = ctx.default_stream(ctx.device if device is None else _context._device_id(device, ctx))
+        stream = thread_default(ctx, ctx.device if device is None else _context._device_id(device, ctx))
     if x.size == 0:  # the arrays check that device (if given) is the stream's
         return DeviceArray(x.shape, x.dtype, backend=stream.backend, stream=stream, device=device)
     storage, strides, offset = _covering_storage(x)

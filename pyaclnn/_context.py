@@ -50,7 +50,7 @@ class _ThreadState(threading.local):
         self.bound: int | None = None  # the device aclrtSetDevice last bound in this thread (None: none)
         self.device = 0  # the thread's current device, as pyaclnn's API shows it
         self.devices: set[int] = set()  # devices this thread has bound
-        self.streams: dict[int, Stream] = {}  # the thread's default stream per device
+        self.streams: dict[int, Stream] = {}  # its default stream per device (_stream.thread_default)
 
 
 class _NoGuard:
@@ -175,19 +175,6 @@ class _Context:
                         self.name, forget_descriptor=forget, device=device, on_device=self.on_device
                     )
         return pool
-
-    def default_stream(self, device: int | None = None) -> Stream:
-        """The calling thread's default stream on ``device`` (its current device), created on first use."""
-        tls = self.tls
-        if device is None:
-            device = tls.device
-        stream = tls.streams.get(device)
-        if stream is None or not stream._state.open:
-            from ._stream import Stream
-
-            stream = Stream(self.name, device=device)
-            tls.streams[device] = stream
-        return stream
 
     def track(self, opened: weakref.WeakSet[Any], owned: Any) -> None:
         """Add ``owned`` (a new Stream or Event) to ``opened`` (``streams`` or ``events``)."""

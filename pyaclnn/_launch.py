@@ -27,7 +27,7 @@ from . import _context, acl
 from . import dtypes as _dtypes
 from ._array import DeviceArray, to_device
 from ._operators import Operator
-from ._stream import Stream
+from ._stream import Stream, thread_default
 from .errors import AclError, AclnnError, make_error
 
 
@@ -52,7 +52,7 @@ class Launch:
         ctx = self.ctx = _context.context(backend)
         self.backend = ctx.name
         if stream is None:
-            stream = ctx.default_stream()  # open by construction
+            stream = thread_default(ctx)  # open by construction
         else:
             if not isinstance(stream, Stream) or stream.backend != self.backend:
                 raise ValueError(

@@ -377,7 +377,19 @@ class ExternalStream(Stream):
 
 def default_stream(backend: str | None = None) -> Stream:
     """The calling thread's default stream on ``backend``, created on first use."""
-    return _context.context(backend).default_stream()
+    return thread_default(_context.context(backend))
+
+
+def thread_default(ctx: _context._Context, device: int | None = None) -> Stream:
+    """The calling thread's default stream of ``ctx`` on ``device`` (its current device), created
+    on first use (and again after it was closed)."""
+    tls = ctx.tls
+    if device is None:
+        device = tls.device
+    stream = tls.streams.get(device)
+    if stream is None or not stream._state.open:
+        stream = tls.streams[device] = Stream(ctx.name, device=device)
+    return stream
 
 
 def _destroy_event(ctx: _context._Context, device: int, handle: Any) -> None:
@@ -432,7 +444,7 @@ class Event(_Owned):
         if None), replacing an earlier record; returns the event."""
         self._check_open()
         if stream is None:
-            stream = self._ctx.default_stream(self.device)
+            stream = thread_default(self._ctx, self.device)
         else:
             self._check_peer("stream", stream, Stream)
         stream._enqueue(acl.rt.record_event, self.handle, stream.handle)
