@@ -86,7 +86,7 @@ def pyaclnn_calls(backend: str, executor_cache: bool = True) -> dict[str, Callab
     import pyaclnn
 
     stream = pyaclnn.Stream(backend)
-    stream.executors.enabled = executor_cache
+    stream._state.executors.enabled = executor_cache
 
     rng = np.random.default_rng(0)
     x = rng.standard_normal(POOL_SHAPE, dtype=np.float32)

@@ -182,7 +182,7 @@ class DeviceArray:
         (the outputs of a call)."""
         array = cls.__new__(cls)
         strides, size = _contiguous_layout(shape)
-        array._setup(ctx, shape, dtype, strides, 0, size, stream, stream._pool)
+        array._setup(ctx, shape, dtype, strides, 0, size, stream, stream._state.pool)
         return array
 
     def _setup(
@@ -259,7 +259,7 @@ class DeviceArray:
         self._check_open()
         stream = self._stream
         if stream is not None:
-            stream._wait_queued()
+            stream._state.wait_queued()
         storage = np.empty(self.storage_size, dtype=self.dtype)
         if self.nbytes:
             # as bytes: the buffer protocol has no format for bfloat16
@@ -323,15 +323,17 @@ class DeviceArray:
             stream = stream or thread_default(_context.context(self.backend), self.device)
         self._use_on(stream)
         if self.nbytes:
-            stream._enqueue(acl.rt.memset_async, self.ptr, self.nbytes, 0, self.nbytes, stream.handle)
+            state = stream._state
+            state.enqueue(acl.rt.memset_async, self.ptr, self.nbytes, 0, self.nbytes, state.handle)
 
     def _use_on(self, stream: Stream) -> None:
         """Order work queued on ``stream`` from now on after the work that used this array elsewhere."""
         previous = self._stream
         if previous is not stream:
-            state = previous._state if previous is not None else None
-            if previous is not None and state is not None and state.open and state.queued != state.done:
-                stream._wait_for(previous)
+            if previous is not None:
+                state = previous._state
+                if state.open and state.queued != state.done:
+                    stream._state.wait_for(state)
             self._stream = stream
 
     def close(self) -> None:
@@ -346,7 +348,7 @@ class DeviceArray:
             self._block = None
             try:
                 if self._stream is not None:
-                    self._stream._wait_queued()
+                    self._stream._state.wait_queued()
             finally:
                 self._pool.forget_foreign(block)
             return
@@ -420,7 +422,7 @@ def _pool_of(ctx: _context._Context, stream: Stream | None, device: int | None) 
     if stream is not None:
         if device is not None and device != stream.device:
             raise ValueError(f"device {device} differs from the device {stream.device} of stream {stream!r}")
-        return stream._pool
+        return stream._state.pool
     return ctx.device_pool(ctx.device if device is None else _context._device_id(device, ctx))
 
 
@@ -537,7 +539,8 @@ def to_device(
     )
     try:
         host = np.ascontiguousarray(storage).view(np.uint8)
-        stream._enqueue(acl.rt.memcpy_async, array.ptr, array.nbytes, host, host.nbytes, _H2D, stream.handle)
+        state = stream._state
+        state.enqueue(acl.rt.memcpy_async, array.ptr, array.nbytes, host, host.nbytes, _H2D, state.handle)
     except BaseException:
         array.close()
         raise

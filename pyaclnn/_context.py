@@ -6,8 +6,9 @@ device 0 until set); each device has its own memory pool and each thread its
 own default stream per device.
 
 Ownership: device memory belongs to its device's :class:`~pyaclnn._pool.MemoryPool`,
-every stream handle to one :class:`~pyaclnn._stream.Stream`, every event handle
-to one :class:`~pyaclnn._stream.Event`, cached parameter arrays to the context.
+every stream handle to one :class:`~pyaclnn._stream.Stream` (to the private
+state behind it), every event handle to one :class:`~pyaclnn._stream.Event`,
+cached parameter arrays to the context.
 :func:`finalize`, also run at exit, closes the streams and events, waits for the
 device, frees the pool's memory and the cached arrays, then resets the device
 and finalizes ACL, in the order the C API expects.
@@ -440,7 +441,7 @@ def synchronize(backend: str | None = None) -> None:
     for stream in ctx.open_streams():
         try:
             if stream.device == ctx.device:
-                stream._synchronize()  # one closed meanwhile by another thread has no work left
+                stream._state.synchronize()  # one closed meanwhile by another thread has no work left
         except AclError as exc:
             first = first or exc
     try:

@@ -1,7 +1,12 @@
 """Repeatable executors of recent calls on one stream, so a repeated call skips phase 1.
 
 This module owns the whole protocol: the key of a call, the launch of its two
-phases (:meth:`ExecutorCache.launch`), and every way an entry leaves.
+phases (:meth:`ExecutorCache.launch`), and every way an entry leaves. A cache
+works with objects, never with callbacks into the layers above: the state of
+its stream (:class:`pyaclnn._stream.StreamState`: the handle, the lock, the
+workspace, the counts of work and the one enqueue that counts) and, per launch,
+a :class:`Call` value (the operator's record, the arguments of phase 1, the
+outputs to zero-fill).
 
 A call with the same descriptors, parameter arrays and scalars as an earlier
 call on the same stream would get the same plan from phase 1. So after phase
@@ -21,9 +26,10 @@ Rules that keep that true:
   not cached (``cacheable=False``).
 * One cache per stream, used by launches under the stream's lock: an executor
   never runs on two streams or threads at once, which CANN does not promise to
-  support. :func:`forget` takes only the cache's own lock, so it never waits
-  for a stream (no lock-order cycle with threads whose garbage collection
-  frees blocks inside a launch).
+  support. A launch is queued with the state's ``enqueue_held``, the one
+  place the stream's count of work changes. :func:`forget` takes only the
+  cache's own lock, so it never waits for a stream (no lock-order cycle with
+  threads whose garbage collection frees blocks inside a launch).
 * A dropped executor may still have launches queued on the stream: it is
   destroyed at once only if the stream has run everything launched so far;
   otherwise after an event recorded behind those launches has completed
@@ -36,17 +42,18 @@ Rules that keep that true:
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
 import weakref
-from collections.abc import Callable
-from contextlib import AbstractContextManager
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from . import acl
 from ._decl import constant
 from .errors import AclError
+
+if TYPE_CHECKING:
+    from ._stream import StreamState
 
 _LIMIT = 32  # entries per stream; the oldest goes first
 _COMPLETE = constant("ACL_EVENT_RECORDED_STATUS_COMPLETE")
@@ -78,23 +85,50 @@ def _live(backend: str) -> list[ExecutorCache]:
         return list(_caches.get(backend, ()))
 
 
+class Call:
+    """One operator call as the cache launches it: a value, made by the caller and read here.
+
+    ``op`` is the operator's record (its ``phase1`` and ``phase2`` functions of
+    the low-level API), ``args`` what phase 1 takes, ``cacheable`` whether
+    every handle in ``args`` outlives a cache entry (false with per-call
+    parameter arrays), ``outputs`` the arrays zero-filled on the stream when
+    phase 1 finds nothing to compute (empty tensors: any object with ``ptr`` and
+    ``nbytes``), and ``admit``, if not None, the caller's check of what the host
+    holds: it runs once phase 1 has accepted the call (or its plan is cached)
+    and may raise to stop it before anything is queued.
+    """
+
+    __slots__ = ("op", "args", "cacheable", "outputs", "admit")
+
+    def __init__(
+        self,
+        op: Any,
+        args: tuple[Any, ...],
+        cacheable: bool,
+        outputs: Sequence[Any],
+        admit: Callable[[], None] | None = None,
+    ) -> None:
+        self.op = op
+        self.args = args
+        self.cacheable = cacheable
+        self.outputs = outputs
+        self.admit = admit
+
+
 class ExecutorCache:
     """Repeatable executors of one stream: key -> (executor, workspace size).
 
-    Launches use it under their stream's lock; its own (re-entrant) lock guards
-    only its dict and the executors waiting to be destroyed, so the pool can
-    drop entries without taking stream locks. Executors are destroyed outside
-    that lock.
+    Launches take the stream's lock (``state.lock``); the cache's own
+    (re-entrant) lock guards only its dict and the executors waiting to be
+    destroyed, so the pool can drop entries without taking stream locks.
+    Executors are destroyed outside that lock.
     """
 
     __slots__ = (
         "backend",
         "state",
-        "stream",
         "enabled",
         "generation",
-        "launch_lock",
-        "_on_device",
         "_inflight",
         "_entries",
         "_lock",
@@ -103,24 +137,12 @@ class ExecutorCache:
         "__weakref__",
     )
 
-    def __init__(
-        self,
-        backend: str,
-        state: Any,
-        enabled: bool,
-        launch_lock: Any,
-        on_device: Callable[[], AbstractContextManager[None]] | None = None,
-    ) -> None:
-        self.backend = backend
-        # The stream's state: its handle, and the counts of work queued and known done.
+    def __init__(self, state: StreamState, enabled: bool) -> None:
+        self.backend = state.backend
+        # The stream's state: its handle, lock, workspace, counts of work and the enqueue that counts.
         self.state = state
-        self.stream = state.handle  # the aclrtStream the launches go to
         self.enabled = enabled
         self.generation = 0  # bumped by forget() and clear(): a plan made before may hold a dead handle
-        self.launch_lock = launch_lock  # the stream's lock, held by every launch
-        # Binds the stream's device around the ACL calls made outside a launch (an entry
-        # dropped by a descriptor freed in another thread, or on another device).
-        self._on_device = on_device or contextlib.nullcontext
         self._entries: dict[tuple[Any, ...], tuple[Any, int]] = {}
         self._inflight: Any = None  # the cached executor a launch is queuing right now
         self._lock = threading.RLock()  # re-entrant: a collection inside may free descriptors
@@ -128,72 +150,73 @@ class ExecutorCache:
         # Dropped executors whose launches may still be queued: (launches then, event or None, executors).
         self._waiting: list[tuple[int, Any, list[Any]]] = []
         with _caches_lock:
-            _caches.setdefault(backend, weakref.WeakSet()).add(self)
+            _caches.setdefault(self.backend, weakref.WeakSet()).add(self)
 
     def __len__(self) -> int:
         return len(self._entries)
 
     # -- one call -----------------------------------------------------------------
-    def launch(
-        self,
-        phase1: Callable[..., tuple[int, Any]],
-        phase2: Callable[..., None],
-        args: tuple[Any, ...],
-        cacheable: bool,
-        workspace: Callable[[int], int],
-        nothing_to_do: Callable[[], None],
-        admit: Callable[[], None] | None = None,
-    ) -> None:
-        """Enqueue one call on the stream: phase 2 of a cached plan, or phases 1 and 2.
+    def launch(self, call: Call) -> None:
+        """Enqueue ``call`` on the stream: phase 2 of a cached plan, or phases 1 and 2.
 
-        The caller holds the stream's lock. ``workspace(size)`` gives the device
-        buffer of at least ``size`` bytes; ``nothing_to_do()`` runs when phase 1
-        finds nothing to compute (empty tensors); ``admit()``, if given, runs once
-        phase 1 has accepted the call (or its plan is cached) and may raise to stop
-        it before anything is queued. Nothing here waits for the stream.
+        Under the stream's lock; the caller has bound the stream's device. Nothing
+        here waits for the stream. ValueError if the stream is closed.
         """
-        if not self.state.open:
-            raise ValueError("stream is closed")
-        key = (phase2, args) if cacheable and self.enabled else None
-        entry = self._entries.get(key) if key is not None else None
-        if entry is not None and key is not None:  # (entry implies key; said for type checkers)
-            executor, size = entry
-            if admit is not None:
-                admit()
-            # Another thread may drop the entry at any time (a descriptor freed): marked in
-            # flight, the executor outlives this launch; dropped before the mark, it is
-            # not launched (planned afresh below).
-            self._inflight = executor
-            if self._entries.get(key) is entry:
-                try:
-                    phase2(workspace(size), size, executor, self.stream, backend=self.backend)
-                except BaseException:
+        state = self.state
+        with state.lock:
+            if not state.open:
+                raise ValueError("stream is closed")
+            phase2 = call.op.phase2
+            key = (phase2, call.args) if call.cacheable and self.enabled else None
+            generation = self.generation
+            entry = self._entries.get(key) if key is not None else None
+            if entry is not None and key is not None:  # (entry implies key; said for type checkers)
+                executor, size = entry
+                if call.admit is not None:
+                    call.admit()
+                # Another thread may drop the entry at any time (forget(), a descriptor freed):
+                # marked in flight, the executor outlives this launch; dropped before the mark, it
+                # is not launched (planned afresh below). Only forget() drops entries without the
+                # stream's lock, and it bumps the generation before it drops: an unchanged
+                # generation spares the second look-up.
+                self._inflight = executor
+                if self.generation == generation or self._entries.get(key) is entry:
+                    try:
+                        state.enqueue_held(phase2, state.workspace(size), size, executor, state.handle)
+                    except BaseException:
+                        self._inflight = None
+                        self.discard(key)  # the executor may be what failed: plan again next time
+                        raise
                     self._inflight = None
-                    self.discard(key)  # the executor may be what failed: plan again next time
-                    raise
-                self.state.queued += 1
+                    return
                 self._inflight = None
-                return
-            self._inflight = None
+            self._plan_and_launch(call, key)
+
+    def _plan_and_launch(self, call: Call, key: tuple[Any, ...] | None) -> None:
+        """Phase 1, then phase 2 on its executor (kept under ``key``, if any, when repeatable)."""
+        state = self.state
+        phase2 = call.op.phase2
         generation = self.generation
-        size, executor = phase1(*args, backend=self.backend)
-        if executor is None:
-            nothing_to_do()
+        size, executor = call.op.phase1(*call.args, backend=self.backend)
+        if executor is None:  # nothing to compute: the outputs are zeros
+            for output in call.outputs:
+                nbytes = output.nbytes
+                if nbytes:
+                    state.enqueue_held(acl.rt.memset_async, output.ptr, nbytes, 0, nbytes, state.handle)
             return
         cached = key is not None and self._make_repeatable(executor, phase2)
         try:
-            if admit is not None:
-                admit()
-            buffer = workspace(size)
+            if call.admit is not None:
+                call.admit()
+            buffer = state.workspace(size)
         except BaseException:
             self._abandon(executor, cached, consumed=False)
             raise
         try:
-            phase2(buffer, size, executor, self.stream, backend=self.backend)
+            state.enqueue_held(phase2, buffer, size, executor, state.handle)
         except BaseException:
             self._abandon(executor, cached, consumed=True)
             raise
-        self.state.queued += 1
         if cached and key is not None:  # (cached implies key)
             self._put(key, (executor, size), generation)
 
@@ -255,7 +278,7 @@ class ExecutorCache:
 
     def clear(self) -> None:
         """Drop every entry (under the stream's lock: a hit being launched keeps its executor)."""
-        with self.launch_lock, self._lock:
+        with self.state.lock, self._lock:
             self.generation += 1
             dropped = list(self._entries.values())
             self._entries.clear()
@@ -271,7 +294,7 @@ class ExecutorCache:
         with self._lock:
             ready = [w for w in self._waiting if w[0] <= launches]
             self._waiting = [w for w in self._waiting if w[0] > launches]
-        with self._on_device():
+        with self.state.on_device():
             self._bury(ready)
 
     def close(self) -> None:
@@ -279,21 +302,23 @@ class ExecutorCache:
         self.enabled = False  # a launch racing the close must not put one back
         self.clear()
         self.idle(self.state.queued)
+        with _caches_lock:  # nothing is left for forget() and clear_all() to drop
+            _caches.get(self.backend, weakref.WeakSet()).discard(self)
 
     def _drop(self, entries: list[tuple[Any, int]]) -> None:
         """Destroy the executors of ``entries`` once no queued launch can still use them."""
         executors = [executor for executor, _ in entries]
         if not executors and not self._waiting:
             return
-        with self._on_device():
+        state = self.state
+        with state.on_device():
             inflight = self._inflight
             if inflight is not None and any(e is inflight for e in executors):
                 # Its launch is being queued: the launch after those counted so far.
                 executors = [e for e in executors if e is not inflight]
                 with self._lock:
-                    self._waiting.append((self.state.queued + 1, None, [inflight]))
+                    self._waiting.append((state.queued + 1, None, [inflight]))
             if executors:
-                state = self.state
                 launches = state.queued
                 if launches <= state.done:
                     self._destroy(executors)
@@ -303,13 +328,13 @@ class ExecutorCache:
                     # collection inside another stream's launch). Without one, the executors
                     # wait for the stream's next synchronize or its close.
                     event = None
-                    if self.launch_lock.acquire(blocking=False):
+                    if state.lock.acquire(blocking=False):
                         try:
                             if state.open and not state.closing:
                                 launches = state.queued
                                 event = self._event_behind_launches()
                         finally:
-                            self.launch_lock.release()
+                            state.lock.release()
                     with self._lock:
                         self._waiting.append((launches, event, executors))
             self._poll()
@@ -320,7 +345,7 @@ class ExecutorCache:
         except AclError:
             return None  # no event: destroyed at the next synchronize instead
         try:
-            acl.rt.record_event(event, self.stream, backend=self.backend)
+            acl.rt.record_event(event, self.state.handle, backend=self.backend)
         except AclError:
             _quiet(acl.rt.destroy_event, event, backend=self.backend)
             return None

@@ -26,6 +26,7 @@ import numpy as np
 from . import _context, acl
 from . import dtypes as _dtypes
 from ._array import DeviceArray, to_device
+from ._executors import Call
 from ._operators import Operator
 from ._stream import Stream, thread_default
 from .errors import AclError, AclnnError, make_error
@@ -58,7 +59,7 @@ class Launch:
                 raise ValueError(
                     f"stream must be a pyaclnn.Stream of backend {self.backend!r}, got {stream!r}"
                 )
-            if stream.closed:
+            if not stream._state.open:
                 raise ValueError("stream is closed")
         self.stream = stream
         self.device_id = device = stream.device
@@ -233,25 +234,16 @@ class Launch:
         arguments it names. With ``ASCEND_LAUNCH_BLOCKING=1`` the call then waits
         for the stream, so a device error surfaces here.
         """
-        stream = self.stream
+        # Per-call parameter arrays die with the call: a plan holding them must not be kept.
+        call = Call(op, args, self._arrays is None, outputs, admit)
         try:
-            with stream.lock:
-                stream.executors.launch(
-                    op.phase1,
-                    op.phase2,
-                    args,
-                    # per-call parameter arrays die with the call: a plan holding them must not be kept
-                    self._arrays is None,
-                    stream.workspace,
-                    lambda: _fill_zero(outputs, stream),
-                    admit,
-                )
+            self.stream._state.executors.launch(call)
         except AclnnError as exc:
             if python_names is None:
                 raise
             raise _in_python_terms(exc, python_names) from None
         if self.ctx.launch_blocking:
-            stream.synchronize()
+            self.stream.synchronize()
 
     def result(self, array: DeviceArray) -> np.ndarray | DeviceArray:
         """What the caller gets for output ``array``: itself for DeviceArray calls, else a NumPy copy."""
@@ -310,8 +302,3 @@ def _not_an_array(name: str, x: Any) -> str:
             "or a DeviceArray"
         )
     return f"{name} must be a NumPy array or a pyaclnn.DeviceArray, got {kind}"
-
-
-def _fill_zero(outputs: Sequence[DeviceArray], stream: Stream) -> None:
-    for array in outputs:
-        array.fill_zero(stream)

@@ -33,7 +33,7 @@ no cached executor outlives a descriptor it uses.
 The lock discipline, for the pool, its fences and the streams and executors it
 works with (any thread may call any of them, at any time):
 
-* Locks are taken in one order only: a stream's lock (``_StreamState.lock``,
+* Locks are taken in one order only: a stream's lock (``StreamState.lock``,
   held by each enqueue and by a close), then the pool's lock, then an executor
   cache's own lock. The pool never takes a stream's lock; an executor cache
   takes its stream's lock only without blocking, so a garbage collection that

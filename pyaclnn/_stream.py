@@ -1,7 +1,9 @@
 """Streams and events: where work is queued, and how the host and other streams wait for it.
 
-A :class:`Stream` owns one ``aclrtStream``, its workspace buffer and its
-executor cache. Work queued on it runs after the host has moved on; the host
+A :class:`Stream` is a handle with a few methods; what pyaclnn keeps for it
+(the lock, the counts of work queued and known done, the workspace buffer, the
+executor cache) is one private :class:`StreamState`, which every enqueue goes
+through. Work queued on a stream runs after the host has moved on; the host
 waits with :meth:`Stream.synchronize` (or :meth:`DeviceArray.numpy`, which
 waits for the stream of the array), another stream with :meth:`Stream.wait_event`.
 An :class:`Event` marks a point in a stream's work, for waiting and timing.
@@ -9,87 +11,201 @@ An :class:`Event` marks a point in a stream's work, for waiting and timing.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import threading
 import weakref
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
 from . import _context, _decl, _executors, acl
 from . import backends as _backends
-from ._pool import Block, MemoryPool
+from ._pool import Block
 from .errors import AclError, make_error
 
 _COMPLETE = _decl.constant("ACL_EVENT_RECORDED_STATUS_COMPLETE")
 _numbers = itertools.count(1)  # names streams in messages: "stream #3"
 
 
-class _StreamState:
-    """What a Stream shares with its finalizer, its pool and its executor cache.
+class StreamState:
+    """Everything behind one Stream: its handle, lock, counts of work, workspace and executor cache.
 
-    ``queued`` counts the work pyaclnn queued on the stream, ``done`` how much of
-    it a synchronize has seen finish: equal means nothing of pyaclnn's is pending.
-    Both change under ``lock`` (the stream's), with the enqueue they count, so a
-    count read under it never runs ahead of what the runtime was given.
-    ``closing`` is set (under the pool's lock) while a close waits for the stream:
-    the pool then records no fence on it. A plain flag ``open`` rather than
-    ``finalize.alive`` (a property doing a dict look-up): the launch path asks it
-    several times per call.
+    The Stream is what users hold; this is what its finalizer, the memory pool
+    (a key of its free lists) and the executor cache share, and it never refers
+    back to the Stream, so the Stream can be collected while work is queued.
+
+    Work joins the stream one way: :meth:`enqueue` (an upload, a fill, an event
+    record or wait) or a launch of the executor cache, both through
+    :meth:`enqueue_held`, the one place ``queued`` changes. ``queued`` counts the
+    work pyaclnn queued on the stream, ``done`` how much of it a wait has seen
+    finish (:meth:`_finished`, only after the wait returned): equal means nothing
+    of pyaclnn's is pending. Both change under ``lock``, with the enqueue they
+    count, so a count read under it never runs ahead of what the runtime was given.
+
+    ``lock`` is held by every enqueue and launch (from taking the workspace until
+    the launch that uses it, so threads sharing a stream never see a buffer
+    another one is about to replace) and by a close; re-entrant, since a launch
+    takes it again inside. ``closing`` is set (under the pool's lock) while a
+    close waits for the stream: the pool then records no fence on it. A plain
+    flag ``open`` rather than ``finalize.alive`` (a property doing a dict
+    look-up): the launch path asks it several times per call.
     """
 
-    __slots__ = ("handle", "name", "workspace", "open", "closing", "queued", "done", "lock")
+    __slots__ = (
+        "handle",
+        "name",
+        "backend",
+        "device",
+        "pool",
+        "lock",
+        "open",
+        "closing",
+        "queued",
+        "done",
+        "executors",
+        "_ctx",
+        "_workspace",
+    )
 
-    def __init__(self, handle: Any, name: str) -> None:
-        self.handle = handle
+    def __init__(self, ctx: _context._Context, device: int, handle: Any, name: str) -> None:
+        self.handle = handle  # the aclrtStream: passed to ACL calls, never kept by others
         self.name = name  # for messages after the Stream object is gone
-        self.workspace: Block | None = None
+        self.backend = ctx.name
+        self.device = device
+        self.pool = ctx.device_pool(device)
+        self.lock = threading.RLock()
         self.open = True
         self.closing = False
         self.queued = 0
         self.done = 0
-        # Held from taking the workspace until the launch that uses it, so threads
-        # sharing a stream never see a buffer another one is about to replace; and
-        # by every enqueue with its count. Re-entrant: a launch takes it again inside.
-        self.lock = threading.RLock()
+        self._ctx = ctx
+        self._workspace: Block | None = None
+        # Repeatable executors of recent calls on this stream; launched under ``lock``.
+        self.executors = _executors.ExecutorCache(self, _executors.enabled_by_environment())
 
+    def on_device(self) -> AbstractContextManager[None]:
+        """A guard binding the stream's device to the calling thread (CANN's contexts are per thread)."""
+        return self._ctx.on_device(self.device)
 
-def _close_stream(
-    backend: str,
-    state: _StreamState,
-    executors: _executors.ExecutorCache,
-    pool: MemoryPool,
-    ctx: _context._Context,
-    device: int,
-    destroy: bool = True,
-) -> None:
-    """Wait for the stream, give back what pyaclnn holds for it, and destroy the handle if pyaclnn's.
+    # -- the one enqueue path -----------------------------------------------------
+    def enqueue(self, call: Callable[..., Any], *args: Any) -> None:
+        """Queue one ACL call on the stream (``call(*args, backend=...)``) and count it.
 
-    Nothing is given back before the wait returned: a wait that raised (a device
-    error, KeyboardInterrupt) leaves the stream open, and the next close finishes.
-    """
-    with state.lock:  # no launch, record or copy joins the stream while it closes
-        if not state.open:
-            return
-        with ctx.on_device(device):
-            pool.stream_closing(state, True)
+        Under the stream's lock, with its device bound to the calling thread;
+        ValueError if the stream is closed.
+        """
+        with self.lock:
+            if not self.open:
+                raise ValueError("stream is closed")
+            with self._ctx.on_device(self.device):
+                self.enqueue_held(call, *args)
+
+    def enqueue_held(self, call: Callable[..., Any], *args: Any) -> None:
+        """:meth:`enqueue` for a caller that holds the lock, has checked the stream is open and
+        has bound its device (a launch): the one place work is counted."""
+        call(*args, backend=self.backend)
+        self.queued += 1
+
+    def wait_for(self, other: StreamState) -> None:
+        """Order later work here after the work queued on ``other`` so far (an event between them)."""
+        # The event belongs to the device current at its creation and can only be recorded on a
+        # stream of that device: ``other``'s. The wait may be on another device's stream.
+        with self._ctx.on_device(other.device):
+            event = acl.rt.create_event(backend=self.backend)
             try:
-                acl.rt.synchronize_stream(state.handle, backend=backend)
-            except AclError as exc:
-                pool.stream_closing(state, False)
-                raise _device_error(exc, state.name) from None
-            except BaseException:
-                pool.stream_closing(state, False)
-                raise
-            state.open = False
-            state.done = state.queued
-            executors.close()
-            if state.workspace is not None:
-                pool.release(state.workspace)  # idle: the stream has finished
-                state.workspace = None
-            pool.stream_idle(state)
-            if destroy:
-                acl.rt.destroy_stream(state.handle, backend=backend)
+                other.enqueue(acl.rt.record_event, event, other.handle)
+                self.enqueue(acl.rt.stream_wait_event, self.handle, event)
+            finally:
+                # CANN lets an event be destroyed while pending; the queued wait still holds.
+                acl.rt.destroy_event(event, backend=self.backend)
+
+    def workspace(self, size: int) -> int:
+        """Device pointer to at least ``size`` bytes of workspace (0 for size 0), reused across launches.
+
+        The caller holds the lock. A buffer outgrown goes back to the pool on this
+        stream, so only work queued after the launches that used it can reuse it.
+        """
+        if size <= 0:
+            return 0
+        block = self._workspace
+        if block is None or size > block.nbytes:
+            if block is not None:
+                self._workspace = None
+                self.pool.release(block, self)
+            self._workspace = block = self.pool.acquire(size, self)
+        return block.ptr
+
+    # -- waits and the bookkeeping after them -------------------------------------
+    def synchronize(self) -> bool:
+        """Wait for the stream; False (nothing done) if it is closed, so all its work has finished.
+
+        Only once the wait returned is the work counted as done and what was
+        released to the stream handed to other streams: a wait that raised (a
+        device error, KeyboardInterrupt) changed nothing. A device error drops
+        the cached plans (the one that failed is among them).
+        """
+        with self.lock:
+            if not self.open:
+                return False
+            queued = self.queued
+        pool = self.pool
+        token = pool.stream_synchronizing(self)
+        try:
+            with self._ctx.on_device(self.device):
+                acl.rt.synchronize_stream(self.handle, backend=self.backend)
+        except BaseException as exc:
+            pool.stream_unsynchronized(token)
+            if isinstance(exc, AclError):
+                if not self.open:  # closed meanwhile by another thread: its close waited
+                    return False
+                self.executors.clear()
+                raise _device_error(exc, self.name) from None
+            raise
+        with self.lock:
+            self._finished(queued)
+        self.executors.idle(queued)
+        pool.stream_synchronized(token)
+        return True
+
+    def wait_queued(self) -> None:
+        """Wait for the work pyaclnn queued here, if any is pending (the read path of DeviceArray)."""
+        if self.open and self.queued != self.done:
+            self.synchronize()
+
+    def _finished(self, queued: int) -> None:
+        """A wait that returned saw the work up to count ``queued`` finish (caller holds the lock)."""
+        if queued > self.done:
+            self.done = queued
+
+    def close(self, destroy: bool = True) -> None:
+        """Wait for the stream, give back what pyaclnn holds for it, and destroy the handle if ``destroy``.
+
+        Nothing is given back before the wait returned: a wait that raised (a device
+        error, KeyboardInterrupt) leaves the stream open, and the next close finishes.
+        """
+        with self.lock:  # no launch, record or copy joins the stream while it closes
+            if not self.open:
+                return
+            pool = self.pool
+            with self._ctx.on_device(self.device):
+                pool.stream_closing(self, True)
+                try:
+                    acl.rt.synchronize_stream(self.handle, backend=self.backend)
+                except AclError as exc:
+                    pool.stream_closing(self, False)
+                    raise _device_error(exc, self.name) from None
+                except BaseException:
+                    pool.stream_closing(self, False)
+                    raise
+                self.open = False
+                self._finished(self.queued)
+                self.executors.close()
+                if self._workspace is not None:
+                    pool.release(self._workspace)  # idle: the stream has finished
+                    self._workspace = None
+                pool.stream_idle(self)
+                if destroy:
+                    acl.rt.destroy_stream(self.handle, backend=self.backend)
 
 
 def _device_error(exc: AclError, where: str) -> AclError:
@@ -154,58 +270,42 @@ class _Owned:
 
 
 class Stream(_Owned):
-    """An ACL stream with its own workspace buffer (``aclrtCreateStream``).
+    """An ACL stream (``aclrtCreateStream``).
 
     Work queued on a stream runs in order, asynchronously to the host; work on
     different streams may run concurrently. Give each thread its own stream
-    for parallelism (threads sharing one are serialized on its lock). The
-    stream also keeps the repeatable executors of its recent calls
-    (``executors``, see :mod:`pyaclnn._executors`). ``close()`` waits for the
-    stream, destroys those executors, gives the workspace back and destroys
-    the stream.
+    for parallelism (threads sharing one are serialized on its lock). What
+    pyaclnn keeps for the stream (its workspace buffer, the repeatable
+    executors of its recent calls, see :mod:`pyaclnn._executors`, and the
+    counts of its work) is behind it, in one private object. ``close()`` waits
+    for the stream, destroys those executors, gives the workspace back and
+    destroys the stream.
     """
 
     _kind = "stream"
     _owns_handle = True  # closing destroys the handle: pyaclnn created it
+    _state: StreamState
 
     def __init__(self, backend: str | None = None, *, device: int | None = None) -> None:
         ctx = _context.context(backend)
+        device = ctx.device if device is None else _context._device_id(device, ctx)
+        with ctx.on_device(device):  # a stream belongs to the device current at its creation
+            handle = acl.rt.create_stream(backend=ctx.name)
+        self._setup(ctx, device, handle)
+
+    def _setup(self, ctx: _context._Context, device: int, handle: Any) -> None:
         self.backend = ctx.name
-        self.device = ctx.device if device is None else _context._device_id(device, ctx)
-        with ctx.on_device(self.device):  # a stream belongs to the device current at its creation
-            self.handle = self._create_handle(ctx)
-        self._setup(ctx)
-
-    def _create_handle(self, ctx: _context._Context) -> Any:
-        return acl.rt.create_stream(backend=ctx.name)
-
-    def _setup(self, ctx: _context._Context) -> None:
+        self.device = device
         self.number = next(_numbers)
-        self._state = _StreamState(self.handle, f"pyaclnn stream #{self.number}")
-        self._ctx = ctx
-        self._pool = ctx.device_pool(self.device)
-        self.lock = self._state.lock  # see _StreamState
-        # Repeatable executors of recent calls on this stream, used under self.lock.
-        self.executors = _executors.ExecutorCache(
-            self.backend,
-            self._state,
-            _executors.enabled_by_environment(),
-            self.lock,
-            functools.partial(ctx.on_device, self.device),
-        )
-        self._finalizer = weakref.finalize(
-            self,
-            _close_stream,
-            self.backend,
-            self._state,
-            self.executors,
-            self._pool,
-            ctx,
-            self.device,
-            destroy=self._owns_handle,
-        )
+        state = self._state = StreamState(ctx, device, handle, f"pyaclnn stream #{self.number}")
+        self._finalizer = weakref.finalize(self, state.close, self._owns_handle)
         self._finalizer.atexit = False  # the context's exit hook closes streams in order
         ctx.track(ctx.streams, self)
+
+    @property
+    def handle(self) -> Any:
+        """The ``aclrtStream``."""
+        return self._state.handle
 
     @property
     def closed(self) -> bool:
@@ -228,55 +328,8 @@ class Stream(_Owned):
         ValueError
             If the stream is closed.
         """
-        if not self._synchronize():
+        if not self._state.synchronize():
             self._check_open()  # raises
-
-    def _synchronize(self) -> bool:
-        """Wait for the stream; False (nothing done) if it is closed, so all its work has finished."""
-        state = self._state
-        with state.lock:
-            if not state.open:
-                return False
-            queued = state.queued
-        pool = self._pool
-        token = pool.stream_synchronizing(state)
-        try:
-            with self._ctx.on_device(self.device):
-                acl.rt.synchronize_stream(self.handle, backend=self.backend)
-        except BaseException as exc:
-            pool.stream_unsynchronized(token)
-            if isinstance(exc, AclError):
-                if not state.open:  # closed meanwhile by another thread: its close waited
-                    return False
-                self.executors.clear()  # the plan that failed is among them
-                raise _device_error(exc, state.name) from None
-            raise
-        with state.lock:
-            if queued > state.done:
-                state.done = queued
-        self.executors.idle(queued)
-        pool.stream_synchronized(token)
-        return True
-
-    def _wait_queued(self) -> None:
-        """Wait for the work pyaclnn queued here, if any is pending (the read path of DeviceArray)."""
-        state = self._state
-        if state.open and state.queued != state.done:
-            self._synchronize()
-
-    def _enqueue(self, call: Callable[..., Any], *args: Any) -> None:
-        """Queue one ACL call on this stream (``call(*args, backend=...)``) and count it.
-
-        The one way work other than a launch joins the stream: under the stream's
-        lock, with its device bound to the calling thread.
-        """
-        state = self._state
-        with state.lock:
-            if not state.open:
-                self._check_open()  # raises
-            with self._ctx.on_device(self.device):
-                call(*args, backend=self.backend)
-            state.queued += 1
 
     def record_event(self, event: Event | None = None) -> Event:
         """Record ``event`` (a new one if None) after the work queued so far; return it."""
@@ -291,39 +344,8 @@ class Stream(_Owned):
         """
         self._check_open()
         self._check_peer("event", event, Event)
-        self._enqueue(acl.rt.stream_wait_event, self.handle, event.handle)
-
-    def _wait_for(self, other: Stream) -> None:
-        """Order later work here after the work queued on ``other`` so far (an event between them)."""
-        # The event belongs to the device current at its creation and can only be recorded on a
-        # stream of that device: ``other``'s. The wait may be on another device's stream.
-        with self._ctx.on_device(other.device):
-            handle = acl.rt.create_event(backend=self.backend)
-            try:
-                other._enqueue(acl.rt.record_event, handle, other.handle)
-                self._enqueue(acl.rt.stream_wait_event, self.handle, handle)
-            finally:
-                # CANN lets an event be destroyed while pending; the queued wait still holds.
-                acl.rt.destroy_event(handle, backend=self.backend)
-
-    def workspace(self, size: int) -> int:
-        """Device pointer to at least ``size`` bytes of workspace (0 for size 0), reused across calls.
-
-        A buffer outgrown goes back to the pool on this stream, so only work
-        queued after the launches that used it can reuse it.
-        """
         state = self._state
-        if not state.open:
-            self._check_open()  # raises
-        if size <= 0:
-            return 0
-        block = state.workspace
-        if block is None or size > block.nbytes:
-            if block is not None:
-                state.workspace = None
-                self._pool.release(block, state)
-            state.workspace = block = self._pool.acquire(size, state)
-        return block.ptr
+        state.enqueue(acl.rt.stream_wait_event, state.handle, event.handle)
 
     def __repr__(self) -> str:
         closed = " closed" if self.closed else ""
@@ -354,10 +376,8 @@ class ExternalStream(Stream):
 
     def __init__(self, handle: Any, *, device: int | None = None, backend: str | None = None) -> None:
         ctx = _context.context(backend)
-        self.backend = ctx.name
-        self.device = ctx.device if device is None else _context._device_id(device, ctx)
-        self.handle = _backends.get(ctx.name).adopt_stream(handle)
-        self._setup(ctx)
+        device = ctx.device if device is None else _context._device_id(device, ctx)
+        self._setup(ctx, device, _backends.get(ctx.name).adopt_stream(handle))
 
     @classmethod
     def from_torch(cls, stream: Any, *, backend: str | None = None) -> ExternalStream:
@@ -447,7 +467,8 @@ class Event(_Owned):
             stream = thread_default(self._ctx, self.device)
         else:
             self._check_peer("stream", stream, Stream)
-        stream._enqueue(acl.rt.record_event, self.handle, stream.handle)
+        state = stream._state
+        state.enqueue(acl.rt.record_event, self.handle, state.handle)
         self.stream = stream
         return self
 

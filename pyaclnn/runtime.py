@@ -5,7 +5,8 @@ The runtime layer of pyaclnn, in modules by job:
 * :mod:`pyaclnn._context`: per-backend process state (initialisation, device
   binding, cached parameter arrays, shutdown), :func:`finalize`,
   :func:`synchronize`, :func:`set_deterministic`, devices (:class:`Device`, :func:`set_device`);
-* :mod:`pyaclnn._stream`: :class:`Stream`, :class:`ExternalStream` and :class:`Event`;
+* :mod:`pyaclnn._stream`: :class:`Stream`, :class:`ExternalStream` and :class:`Event`, and the
+  private state behind each stream (its lock, counts of work, workspace and executor cache);
 * :mod:`pyaclnn._array`: :class:`DeviceArray`, :func:`to_device`, :func:`empty`, :func:`zeros`;
 * :mod:`pyaclnn._pool`: the stream-ordered memory pool;
 * :mod:`pyaclnn._executors`: the per-stream executor cache and the launch protocol of a call's two phases;

@@ -87,7 +87,7 @@ def test_a_device_error_surfaces_at_the_next_wait_naming_the_operator_and_the_st
         with pytest.raises(pyaclnn.AclError) as error:
             grad_input.numpy()
         _assert_device_error(error.value, stream)
-        assert len(stream.executors) == 0, "the plan that failed must be dropped"
+        assert len(stream._state.executors) == 0, "the plan that failed must be dropped"
         stream.synchronize()  # reported once: the stream goes on
         x, out, indices = _pool_case()
         good = pyaclnn.max_pool3d_with_argmax_backward(
@@ -228,11 +228,11 @@ def test_an_executor_dropped_while_its_launch_is_queued_is_destroyed_after_it(ba
         with pyaclnn.max_pool3d_with_argmax_backward(*inputs, 2, backend=backend, stream=stream) as first:
             first.numpy()  # closed: the next call's output gets its block, so the call is the same
         second = pyaclnn.max_pool3d_with_argmax_backward(*inputs, 2, backend=backend, stream=stream)
-        assert len(stream.executors) == 1
+        assert len(stream._state.executors) == 1
         live = _live_executors(backend)
         previous = runtime.context(backend).deterministic
         pyaclnn.set_deterministic(not previous, backend=backend)  # drops every cached plan
-        assert len(stream.executors) == 0
+        assert len(stream._state.executors) == 0
         assert _live_executors(backend) == live, "destroyed while its launch was still queued"
         stream.synchronize()
         assert _live_executors(backend) == live - 1

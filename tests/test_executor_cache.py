@@ -94,7 +94,7 @@ def test_a_repeated_call_skips_phase_1_and_reads_the_new_data(backend, stream, t
             with got:
                 np.testing.assert_array_equal(got.numpy(), _pool_backward_oracle(torch, grad, x, idx))
     assert len(calls) == 1, "the same descriptors and parameters must reuse the first call's executor"
-    assert len(stream.executors) == 1
+    assert len(stream._state.executors) == 1
 
 
 def test_grid_sampler_backward_hits_give_the_oracle_values(backend, stream, torch, monkeypatch):
@@ -135,11 +135,11 @@ def test_a_plan_dies_before_its_descriptors(backend, stream, torch):
     grad = rng.standard_normal(GRAD_SHAPE, dtype=np.float32)
     arrays = [pyaclnn.to_device(a, backend=backend, stream=stream) for a in (grad, x, idx)]
     pyaclnn.max_pool3d_with_argmax_backward(*arrays, 2, backend=backend, stream=stream).close()
-    assert len(stream.executors) == 1 and _live_executors(backend) == base + 1
+    assert len(stream._state.executors) == 1 and _live_executors(backend) == base + 1
     for array in arrays:
         array.close()
     pyaclnn.memory_pool(backend).free_all_blocks()
-    assert len(stream.executors) == 0
+    assert len(stream._state.executors) == 0
     stream.synchronize()  # a dropped plan's executor is destroyed once its launches have run
     # (other streams' plans on freed blocks may go too, hence <=)
     assert _live_executors(backend) <= base
@@ -163,7 +163,7 @@ def test_a_failed_launch_on_a_cached_plan_leaves_no_plan(backend, stream, torch)
     )
     di = pyaclnn.to_device(idx, backend=backend, stream=stream)
     pyaclnn.max_pool3d_with_argmax_backward(dg, dx, di, 2, backend=backend, stream=stream).close()
-    assert len(stream.executors) == 1
+    assert len(stream._state.executors) == 1
     bad = idx.copy()
     bad[0, 0, 0, 0, 0] = 64  # one past the 4x4x4 plane: found by the kernel, which the hit runs
     di.close()
@@ -172,7 +172,7 @@ def test_a_failed_launch_on_a_cached_plan_leaves_no_plan(backend, stream, torch)
     with pytest.raises(pyaclnn.AclError, match="outside its") as info:
         stream.synchronize()  # the device error surfaces at the next wait
     assert info.value.status == _decl.constant("ACL_ERROR_RT_VECTOR_CORE_EXCEPTION")
-    assert len(stream.executors) == 0  # the failed plan is no longer used
+    assert len(stream._state.executors) == 0  # the failed plan is no longer used
     # A wait that raised changed no bookkeeping: the next one (the error was reported
     # once) counts the launches done, and so destroys the dropped executor.
     stream.synchronize()
@@ -191,9 +191,9 @@ def test_set_deterministic_and_closing_the_stream_destroy_the_plans(backend, mon
     arrays = [pyaclnn.to_device(a, backend=backend) for a in (np.ones(GRAD_SHAPE, np.float32), x, idx)]
     stream = pyaclnn.Stream(backend)
     pyaclnn.max_pool3d_with_argmax_backward(*arrays, 2, backend=backend, stream=stream).close()
-    assert len(stream.executors) == 1
+    assert len(stream._state.executors) == 1
     pyaclnn.set_deterministic(True, backend=backend)
-    assert len(stream.executors) == 0
+    assert len(stream._state.executors) == 0
     stream.synchronize()  # a dropped plan's executor is destroyed once its launches have run
     assert _live_executors(backend) == base
     for _ in range(2):
@@ -214,7 +214,7 @@ def test_the_environment_can_turn_the_cache_off(backend, monkeypatch, torch):
     with pyaclnn.Stream(backend) as stream:
         for _ in range(3):
             pyaclnn.max_pool3d_with_argmax_backward(*arrays, 2, backend=backend, stream=stream).close()
-        assert not stream.executors.enabled and len(stream.executors) == 0
+        assert not stream._state.executors.enabled and len(stream._state.executors) == 0
     assert len(calls) == 3 and _live_executors(backend) == base
 
 
@@ -224,7 +224,7 @@ def test_a_call_with_its_own_parameter_arrays_is_not_cached(backend, stream, mon
     base = _live_executors(backend)  # what earlier tests left on other streams
     monkeypatch.setattr(_context, "_ARRAY_CACHE_LIMIT", 0)  # the context's array cache takes nothing
     _repeat_pool_backward(backend, stream, torch, seed=7, times=2)
-    assert len(stream.executors) == 0 and _live_executors(backend) == base
+    assert len(stream._state.executors) == 0 and _live_executors(backend) == base
 
 
 def test_dropping_plans_never_waits_for_a_launch(backend, stream, torch):
@@ -242,7 +242,7 @@ def test_dropping_plans_never_waits_for_a_launch(backend, stream, torch):
     holding, done_holding = threading.Event(), threading.Event()
 
     def launch_in_progress():
-        with stream.lock:
+        with stream._state.lock:
             holding.set()
             done_holding.wait(30)
 
@@ -254,7 +254,7 @@ def test_dropping_plans_never_waits_for_a_launch(backend, stream, torch):
         freeing.start()
         freeing.join(10)
         assert not freeing.is_alive(), "free_all_blocks waited for the stream's lock"
-        assert len(stream.executors) == 0
+        assert len(stream._state.executors) == 0
     finally:
         done_holding.set()
         holder.join()
@@ -275,5 +275,5 @@ def test_without_repeatable_executors_every_call_plans_and_nothing_leaks(backend
     calls = _count_phase1(monkeypatch, backend, "aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize")
     base = _live_executors(backend)
     _repeat_pool_backward(backend, stream, torch, seed=9, times=3)
-    assert len(calls) == 3 and len(refusals) == 1 and len(stream.executors) == 0
+    assert len(calls) == 3 and len(refusals) == 1 and len(stream._state.executors) == 0
     assert _live_executors(backend) == base

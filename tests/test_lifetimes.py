@@ -436,7 +436,7 @@ def test_close_and_garbage_collection_free_device_arrays_and_streams(backend):
     a = pyaclnn.to_device(np.arange(24, dtype=np.float32).reshape(2, 3, 4), backend=backend)
     a.descriptor(ACL_FORMAT_ND)  # a cached aclTensor
     s = pyaclnn.Stream(backend)
-    s.workspace(4096)  # the stream's workspace buffer
+    s._state.workspace(4096)  # the stream's workspace buffer
     assert counts(backend) != base and in_use(backend) > base_in_use
     a.close()
     s.close()
@@ -448,7 +448,7 @@ def test_close_and_garbage_collection_free_device_arrays_and_streams(backend):
     b = pyaclnn.zeros((5, 5), backend=backend)
     b.descriptor(ACL_FORMAT_ND)
     t = pyaclnn.Stream(backend)
-    t.workspace(100)
+    t._state.workspace(100)
     t.cycle = t
     b.cycle = b
     assert in_use(backend) > base_in_use
@@ -476,7 +476,7 @@ EXIT_SCRIPT = textwrap.dedent(
     kept = [pyaclnn.to_device(np.ones((2, 3), np.float32)) for _ in range(3)]
     kept[0].descriptor(2)
     streams = [pyaclnn.Stream() for _ in range(2)]
-    streams[0].workspace(1024)
+    streams[0]._state.workspace(1024)
     out, idx = pyaclnn.max_pool3d_with_argmax(pyaclnn.to_device(np.ones((1, 1, 2, 2, 2), np.float32)), 2)
     cycle = pyaclnn.zeros((4,)); cycle.me = cycle
     print("ok", pyaclnn.get_backend(), flush=True)

@@ -124,7 +124,7 @@ def test_an_external_stream_runs_the_ops_and_is_never_destroyed_by_pyaclnn(backe
         sampled = pyaclnn.grid_sampler3d(x, grid, align_corners=True, backend=backend, stream=stream)
         np.testing.assert_allclose(sampled, x, atol=1e-5)
         np.testing.assert_array_equal(out.numpy(), expected)
-        stream.workspace(64)  # pyaclnn's own buffer for it, given back at close
+        stream._state.workspace(64)  # pyaclnn's own buffer for it, given back at close
     out.close()
     indices.close()
     stream.close()
