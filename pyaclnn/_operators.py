@@ -116,7 +116,7 @@ def check_plane_size(op: Operator, shape: Sequence[int]) -> None:
 
     Made before anything is allocated for the call (the outputs would be as large).
     """
-    if len(shape) in (4, 5) and shape[-1] * shape[-2] * shape[-3] > _checks.INT32_MAX:
+    if len(shape) in (4, 5):
         try:
             _checks.plane_size_limit(shape, op.name == "MaxPool3dWithArgmax")
         except _checks.CheckFailed as exc:
