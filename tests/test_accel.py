@@ -1,4 +1,8 @@
-"""The compiled CPU kernels (pyaclnn.kernels._accel) against the NumPy kernels, bit for bit.
+"""The compiled CPU kernels (pyaclnn.kernels._accel) against the reference kernels, bit for bit.
+
+The compiled kernels run as the numpy backend runs them, through its kernel
+choice (pyaclnn.backends.numpy._kernels) with a plan; the reference is
+pyaclnn.kernels.max_pool3d, the plain NumPy specification.
 
 Max-pool backward sums every (n, c) plane in float32 in the C order of
 grad_output in both implementations, so the comparisons are exact
@@ -9,8 +13,7 @@ agree and every other cell bit for bit (``nan_sign_free``).
 
 The tests that need the library skip, naming the reason, only when it cannot
 be built (no compiler, a failed build); with PYACLNN_REQUIRE_ACCEL=1 (CI) they
-fail instead. PYACLNN_ACCEL=0 in the environment does not turn them off: they
-switch it per call to get the NumPy reference.
+fail instead. PYACLNN_ACCEL=0 in the environment does not turn them off.
 """
 
 from __future__ import annotations
@@ -25,9 +28,11 @@ import numpy as np
 import pytest
 from reproducible import seed
 
+from pyaclnn.backends.numpy import _kernels
+from pyaclnn.dtypes import compute_dtype
 from pyaclnn.kernels import _accel
-from pyaclnn.kernels import max_pool3d as mp
-from pyaclnn.kernels.max_pool3d import IndexOutOfPlaneError, max_pool3d_with_argmax_backward
+from pyaclnn.kernels import max_pool3d as reference
+from pyaclnn.kernels.checks import IndexOutOfPlaneError, MaxPoolPlan, PoolParams
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F16 = np.dtype(np.float16)
@@ -77,17 +82,29 @@ def compiled(monkeypatch) -> _Recorder:
     return recorder
 
 
+def pool_plan(x_shape, out_shape, dtype, params=None, index_dtype=np.int32) -> MaxPoolPlan:
+    """The plan of a max-pool call on 5-D arrays of these shapes (as the checks would make
+    it, without their dtype rules: float64 and int64 indices too). Shared with
+    tests/test_accel_pool_forward.py."""
+    k, s, p, d, ceil = params or ((1, 1, 1), (1, 1, 1), (0, 0, 0), (1, 1, 1), False)
+    return MaxPoolPlan(
+        PoolParams(tuple(k), tuple(s), tuple(p), tuple(d), bool(ceil)),
+        True,
+        tuple(x_shape),
+        tuple(out_shape),
+        compute_dtype(np.dtype(dtype)),
+        np.dtype(index_dtype),
+    )
+
+
+def max_pool3d_with_argmax_backward(go: np.ndarray, idx: np.ndarray, gi: np.ndarray) -> str:
+    """The backward as the numpy backend runs it (the compiled kernel where it takes the call)."""
+    return _kernels.max_pool3d_with_argmax_backward(pool_plan(gi.shape, go.shape, gi.dtype), go, idx, gi)
+
+
 def _numpy_backward(go: np.ndarray, idx: np.ndarray, gi: np.ndarray) -> None:
-    """The NumPy reference kernel, whatever the environment says."""
-    saved = os.environ.get("PYACLNN_ACCEL")
-    os.environ["PYACLNN_ACCEL"] = "0"
-    try:
-        max_pool3d_with_argmax_backward(go, idx, gi)
-    finally:
-        if saved is None:
-            del os.environ["PYACLNN_ACCEL"]
-        else:
-            os.environ["PYACLNN_ACCEL"] = saved
+    """The reference kernel."""
+    reference.max_pool3d_with_argmax_backward(go, idx, gi)
 
 
 def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
@@ -185,16 +202,18 @@ def test_indices_from_the_forward_on_several_threads(compiled, dtype, monkeypatc
     """Large enough to use the worker threads; any thread count gives the same bits."""
     rng = np.random.default_rng(11)
     x = rng.standard_normal((2, 8, 8, 24, 24), dtype=np.float32).astype(dtype)
-    out_shape = (2, 8) + mp.pool_output_shape(x.shape[2:], (3,) * 3, (1,) * 3, (1,) * 3, (1,) * 3, True)
+    out_shape = (2, 8) + reference.pool_output_shape(
+        x.shape[2:], (3,) * 3, (1,) * 3, (1,) * 3, (1,) * 3, True
+    )
     o, idx = np.empty(out_shape, dtype), np.empty(out_shape, np.int32)
-    mp.max_pool3d_with_argmax(x, (3,) * 3, (1,) * 3, (1,) * 3, (1,) * 3, True, o, idx)
+    reference.max_pool3d_with_argmax(x, (3,) * 3, (1,) * 3, (1,) * 3, (1,) * 3, True, o, idx)
     go = rng.standard_normal(out_shape, dtype=np.float32).astype(dtype)
-    reference = _compare(go, idx, x.shape, dtype)
+    expected = _compare(go, idx, x.shape, dtype)
     for threads in ("1", "3", "7"):
         monkeypatch.setenv("PYACLNN_NUM_THREADS", threads)
         got = np.empty(x.shape, dtype)
         max_pool3d_with_argmax_backward(go, idx, got)
-        assert _same_bits(got, reference)
+        assert _same_bits(got, expected)
 
 
 def test_concurrent_calls_from_several_python_threads(compiled):

@@ -1,4 +1,8 @@
-"""The compiled max-pool forward against the NumPy kernel, bit for bit.
+"""The compiled max-pool forward against the reference kernel, bit for bit.
+
+The compiled kernel runs through the numpy backend's kernel choice
+(pyaclnn.backends.numpy._kernels) with a plan; the reference is
+pyaclnn.kernels.max_pool3d.
 
 Both scan each window's in-bounds cells in d, h, w order from -inf and the
 first in-bounds cell, and a cell wins when greater or NaN, so the outputs
@@ -11,13 +15,24 @@ their first cell past the plane, as PyTorch reports it).
 from __future__ import annotations
 
 import itertools
-import os
 
 import numpy as np
 import pytest
 from reproducible import seed
-from test_accel import BF16, DTYPES, F16, F32, INDEX_DTYPES, _output, _same_bits, _strided, library_or_skip
+from test_accel import (
+    BF16,
+    DTYPES,
+    F16,
+    F32,
+    INDEX_DTYPES,
+    _output,
+    _same_bits,
+    _strided,
+    library_or_skip,
+    pool_plan,
+)
 
+from pyaclnn.backends.numpy import _kernels
 from pyaclnn.kernels import _accel
 from pyaclnn.kernels import max_pool3d as mp
 
@@ -41,19 +56,17 @@ def compiled(monkeypatch):
 
 
 def _pool(x, params, index_dtype, accel: bool, out_kind: str = "contiguous"):
-    """(out, indices) of the forward of ``x``; the NumPy kernel when not ``accel``."""
+    """(out, indices) of the forward of ``x``: as the numpy backend runs it when ``accel``,
+    else the reference kernel."""
     k, s, p, d, ceil = params
     shape = x.shape[:2] + mp.pool_output_shape(x.shape[2:], k, s, p, d, ceil)
     out, indices = _output(shape, x.dtype, out_kind), _output(shape, index_dtype, out_kind)
-    saved = os.environ.get("PYACLNN_ACCEL")
-    os.environ["PYACLNN_ACCEL"] = "1" if accel else "0"
-    try:
+    if accel:
+        _kernels.max_pool3d_with_argmax(
+            pool_plan(x.shape, shape, x.dtype, params, index_dtype), x, out, indices
+        )
+    else:
         mp.max_pool3d_with_argmax(x, k, s, p, d, ceil, out, indices)
-    finally:
-        if saved is None:
-            del os.environ["PYACLNN_ACCEL"]
-        else:
-            os.environ["PYACLNN_ACCEL"] = saved
     return out, indices
 
 

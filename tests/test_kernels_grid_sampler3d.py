@@ -1,4 +1,10 @@
-"""The grid-sampler kernels against PyTorch CPU (torch.ops.aten.grid_sampler_3d*).
+"""The grid-sampler kernels against PyTorch CPU (torch.ops.aten.grid_sampler_3d*), and the
+tuned paths against the reference.
+
+The reference (pyaclnn.kernels.grid_sampler3d) and the tuned NumPy paths
+(pyaclnn.kernels._tuned.grid_sampler3d) take the same arguments; the ``kernels``
+fixture runs a test on each. The tuned paths' chunking and threads are tested
+on them alone, calls a plan never makes (empty tensors) on the reference alone.
 
 fp32/fp64 are compared with PyTorch in the same dtype. fp16/bf16 are compared
 with PyTorch's fp32 result on the upcast inputs, rounded once to the dtype
@@ -15,9 +21,19 @@ import numpy as np
 import pytest
 
 from pyaclnn.kernels import grid_sampler3d as gs
+from pyaclnn.kernels._tuned import grid_sampler3d as tuned
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 DTYPES = [np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16), BF16]
+IMPLEMENTATIONS = {"reference": gs, "tuned": tuned}
+
+
+@pytest.fixture(params=list(IMPLEMENTATIONS))
+def kernels(request):
+    """The reference or the tuned NumPy kernels (the same signatures)."""
+    return IMPLEMENTATIONS[request.param]
+
+
 MODES = list(
     itertools.product([gs.BILINEAR, gs.NEAREST], [gs.ZEROS, gs.BORDER, gs.REFLECTION], [False, True])
 )
@@ -122,7 +138,7 @@ def _strided(rng, shape, dtype, layout, fill=None):
 # --------------------------------------------------------------------------
 
 
-def test_seed_example_matches_hand_computed_values():
+def test_seed_example_matches_hand_computed_values(kernels):
     # Expected values worked out by hand (docs/operator-semantics.md,
     # GridSampler3D: coordinates and GridSampler3DBackward: math; unnormalize
     # with align_corners=False: i = ((c+1)*S-1)/2, multipliers W/2=1.5, H/2=1.5,
@@ -133,7 +149,7 @@ def test_seed_example_matches_hand_computed_values():
     grid = np.array([-1, -1, 0, -1, 1, -1, -1, 0, 0, 0, 1, 0], np.float32).reshape(1, 1, 2, 2, 3)
     gi = np.full(inp.shape, np.nan, np.float32)
     gg = np.full(grid.shape, np.nan, np.float32)
-    gs.grid_sampler3d_backward(go, inp, grid, gs.BILINEAR, gs.ZEROS, False, gi, gg)
+    kernels.grid_sampler3d_backward(go, inp, grid, gs.BILINEAR, gs.ZEROS, False, gi, gg)
     np.testing.assert_array_equal(gi[0, 0, 0], [[0.25, 0, 0], [0.5, 0, 0], [0.125, 0.5, 0]])
     np.testing.assert_array_equal(
         gg[0, 0],
@@ -158,7 +174,7 @@ def _random_case(seed):
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
 @pytest.mark.parametrize("interp,padding,align", MODES)
 @pytest.mark.parametrize("variant", range(3))
-def test_forward_and_backward_match_torch(torch, dtype, interp, padding, align, variant):
+def test_forward_and_backward_match_torch(kernels, torch, dtype, interp, padding, align, variant):
     seed = zlib.crc32(repr((dtype.name, interp, padding, align, variant)).encode())
     rng, n, c, in_dims, out_dims = _random_case(seed)
     layouts = ["c", "cl", "step"]
@@ -175,8 +191,8 @@ def test_forward_and_backward_match_torch(torch, dtype, interp, padding, align, 
     out = _strided(rng, (n, c, *out_dims), dtype, lay_out, fill=np.nan)
     gi = _strided(rng, inp.shape, dtype, lay_out, fill=np.nan)
     gg = _strided(rng, grid.shape, dtype, lay_out, fill=np.nan)  # 'cl': a permuted view
-    gs.grid_sampler3d(inp, grid, interp, padding, align, out)
-    gs.grid_sampler3d_backward(go, inp, grid, interp, padding, align, gi, gg)
+    kernels.grid_sampler3d(inp, grid, interp, padding, align, out)
+    kernels.grid_sampler3d_backward(go, inp, grid, interp, padding, align, gi, gg)
 
     r_out, r_gi, r_gg = _torch_results(torch, go, inp, grid, interp, padding, align)
     assert_matches(out, r_out, dtype, "out")
@@ -195,20 +211,20 @@ def test_forward_and_backward_match_torch(torch, dtype, interp, padding, align, 
 @pytest.mark.parametrize("interp,padding,align", MODES)
 def test_fp32_case_spanning_several_chunks_threads_and_batches(torch, monkeypatch, interp, padding, align):
     # Small chunks on the thread pool, and two batch items sharing the buffers.
-    monkeypatch.setattr(gs, "_CHUNK_POINTS", 256)
-    monkeypatch.setattr(gs, "_GATHER_BYTES", 1 << 12)  # several gathers per chunk
-    monkeypatch.setattr(gs, "_PARALLEL_MIN_POINTS", 0)
+    monkeypatch.setattr(tuned, "_CHUNK_POINTS", 256)
+    monkeypatch.setattr(tuned, "_GATHER_BYTES", 1 << 12)  # several gathers per chunk
+    monkeypatch.setattr(tuned, "PARALLEL_MIN_POINTS", 0)
     rng = np.random.default_rng(7)
     n, c, in_dims, out_dims = 2, 3, (5, 9, 11), (6, 9, 13)
-    assert np.prod(out_dims) > 2 * gs._chunk_points(c)
+    assert np.prod(out_dims) > 2 * tuned._chunk_points(c)
     inp = rng.standard_normal((n, c, *in_dims)).astype(np.float32)
     grid = _special_grid(rng, n, out_dims, in_dims, align).astype(np.float32)
     go = rng.standard_normal((n, c, *out_dims)).astype(np.float32)
     out = np.empty(go.shape, np.float32)
     gi = np.empty(inp.shape, np.float32)
     gg = np.empty(grid.shape, np.float32)
-    gs.grid_sampler3d(inp, grid, interp, padding, align, out)
-    gs.grid_sampler3d_backward(go, inp, grid, interp, padding, align, gi, gg)
+    tuned.grid_sampler3d(inp, grid, interp, padding, align, out)
+    tuned.grid_sampler3d_backward(go, inp, grid, interp, padding, align, gi, gg)
     r_out, r_gi, r_gg = _torch_results(torch, go, inp, grid, interp, padding, align)
     assert_matches(out, r_out, np.dtype(np.float32), "out")
     assert_matches(gi, r_gi, np.dtype(np.float32), "input_grad")
@@ -218,14 +234,14 @@ def test_fp32_case_spanning_several_chunks_threads_and_batches(torch, monkeypatc
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
 @pytest.mark.parametrize("mask", [(True, False), (False, True)])
 @pytest.mark.parametrize("interp", [gs.BILINEAR, gs.NEAREST])
-def test_backward_with_one_output_not_requested(torch, dtype, mask, interp):
+def test_backward_with_one_output_not_requested(kernels, torch, dtype, mask, interp):
     rng = np.random.default_rng(11)
     inp = rng.standard_normal((2, 3, 4, 5, 3)).astype(dtype)
     grid = _special_grid(rng, 2, (3, 2, 4), (4, 5, 3), False).astype(dtype)
     go = rng.standard_normal((2, 3, 3, 2, 4)).astype(dtype)
     gi = np.full(inp.shape, np.nan, dtype) if mask[0] else None
     gg = np.full(grid.shape, np.nan, dtype) if mask[1] else None
-    gs.grid_sampler3d_backward(go, inp, grid, interp, gs.BORDER, False, gi, gg)
+    kernels.grid_sampler3d_backward(go, inp, grid, interp, gs.BORDER, False, gi, gg)
     _, r_gi, r_gg = _torch_results(torch, go, inp, grid, interp, gs.BORDER, False)
     if mask[0]:
         assert_matches(gi, r_gi, dtype, "input_grad")
@@ -233,7 +249,7 @@ def test_backward_with_one_output_not_requested(torch, dtype, mask, interp):
         assert_matches(gg, r_gg, dtype, "grid_grad")
 
 
-def test_nearest_rounds_half_to_even(torch):
+def test_nearest_rounds_half_to_even(kernels, torch):
     # Unnormalized x = 0.5, 1.5, 2.5, 3.5 (align_corners=False, W=5): ties go to
     # the even cell 0, 2, 2, 4.
     inp = np.arange(5, dtype=np.float32).reshape(1, 1, 1, 1, 5) * 10
@@ -241,13 +257,13 @@ def test_nearest_rounds_half_to_even(torch):
     grid = np.zeros((1, 1, 1, 4, 3), np.float32)
     grid[0, 0, 0, :, 0] = xs
     out = np.empty((1, 1, 1, 1, 4), np.float32)
-    gs.grid_sampler3d(inp, grid, gs.NEAREST, gs.ZEROS, False, out)
+    kernels.grid_sampler3d(inp, grid, gs.NEAREST, gs.ZEROS, False, out)
     np.testing.assert_array_equal(out.ravel(), [0, 20, 20, 40])
     r_out, r_gi, _ = _torch_results(torch, np.ones_like(out), inp, grid, gs.NEAREST, gs.ZEROS, False)
     np.testing.assert_array_equal(out, r_out)
     gi = np.empty_like(inp)
     gg = np.full(grid.shape, np.nan, np.float32)
-    gs.grid_sampler3d_backward(np.ones_like(out), inp, grid, gs.NEAREST, gs.ZEROS, False, gi, gg)
+    kernels.grid_sampler3d_backward(np.ones_like(out), inp, grid, gs.NEAREST, gs.ZEROS, False, gi, gg)
     np.testing.assert_array_equal(gi.ravel(), [1, 0, 2, 0, 1])
     np.testing.assert_array_equal(gi, r_gi)
     np.testing.assert_array_equal(gg, 0)
@@ -280,13 +296,13 @@ def _nonfinite_case(dtype, align):
 @pytest.mark.parametrize("padding", [gs.ZEROS, gs.BORDER, gs.REFLECTION])
 @pytest.mark.parametrize("interp", [gs.BILINEAR, gs.NEAREST])
 @pytest.mark.parametrize("align", [False, True])
-def test_nonfinite_and_huge_coordinates(torch, dtype, padding, interp, align):
+def test_nonfinite_and_huge_coordinates(kernels, torch, dtype, padding, interp, align):
     inp, grid, go = _nonfinite_case(dtype, align)
     out = np.full(go.shape, np.nan, dtype)
     gi = np.full(inp.shape, np.nan, dtype)
     gg = np.full(grid.shape, np.nan, dtype)
-    gs.grid_sampler3d(inp, grid, interp, padding, align, out)
-    gs.grid_sampler3d_backward(go, inp, grid, interp, padding, align, gi, gg)
+    kernels.grid_sampler3d(inp, grid, interp, padding, align, out)
+    kernels.grid_sampler3d_backward(go, inp, grid, interp, padding, align, gi, gg)
     r_out, r_gi, r_gg = _torch_results(torch, go, inp, grid, interp, padding, align)
 
     coords = grid[0, 0, 0].astype(np.float64)  # (points, 3)
@@ -315,7 +331,7 @@ def test_nonfinite_and_huge_coordinates(torch, dtype, padding, interp, align):
 
 
 @pytest.mark.parametrize("padding", [gs.ZEROS, gs.BORDER, gs.REFLECTION])
-def test_nonfinite_coordinate_on_a_size_one_axis_with_align_corners_contributes_nothing(padding):
+def test_nonfinite_coordinate_on_a_size_one_axis_with_align_corners_contributes_nothing(kernels, padding):
     # align_corners with S = 1 turns +-inf into inf * 0 = NaN before padding:
     # the device sentinel drops the point (PyTorch's reflection would put it at 0).
     inp = np.full((1, 1, 1, 2, 2), 3.0, np.float32)
@@ -324,8 +340,8 @@ def test_nonfinite_coordinate_on_a_size_one_axis_with_align_corners_contributes_
     out = np.empty(go.shape, np.float32)
     gi = np.empty(inp.shape, np.float32)
     gg = np.full(grid.shape, np.nan, np.float32)
-    gs.grid_sampler3d(inp, grid, gs.BILINEAR, padding, True, out)
-    gs.grid_sampler3d_backward(go, inp, grid, gs.BILINEAR, padding, True, gi, gg)
+    kernels.grid_sampler3d(inp, grid, gs.BILINEAR, padding, True, out)
+    kernels.grid_sampler3d_backward(go, inp, grid, gs.BILINEAR, padding, True, gi, gg)
     np.testing.assert_array_equal(out.ravel(), [0.0, 3.0])
     # Only the finite point lands, at the centre of the 2x2 plane.
     np.testing.assert_array_equal(gi.ravel(), [0.25] * 4)
@@ -358,7 +374,7 @@ def _grid_away_from_boundaries(rng, size, npts, padding, align):
 
 @pytest.mark.parametrize("padding", [gs.ZEROS, gs.BORDER, gs.REFLECTION])
 @pytest.mark.parametrize("align", [False, True])
-def test_grid_grad_matches_central_differences_of_the_forward(padding, align):
+def test_grid_grad_matches_central_differences_of_the_forward(kernels, padding, align):
     rng = np.random.default_rng(5)
     in_dims = (3, 4, 5)
     out_dims = (2, 2, 3)
@@ -375,11 +391,11 @@ def test_grid_grad_matches_central_differences_of_the_forward(padding, align):
 
     def loss(g):
         out = np.empty(weight.shape)
-        gs.grid_sampler3d(inp, g, gs.BILINEAR, padding, align, out)
+        kernels.grid_sampler3d(inp, g, gs.BILINEAR, padding, align, out)
         return float(np.sum(out * weight))
 
     gg = np.empty(grid.shape)
-    gs.grid_sampler3d_backward(weight, inp, grid, gs.BILINEAR, padding, align, None, gg)
+    kernels.grid_sampler3d_backward(weight, inp, grid, gs.BILINEAR, padding, align, None, gg)
     eps = 1e-6
     fd = np.empty(grid.shape)
     for j in np.ndindex(grid.shape):
@@ -405,7 +421,7 @@ def test_grid_grad_matches_central_differences_of_the_forward(padding, align):
         (2, 3, (0, 2, 2), (1, 2, 2)),
     ],
 )
-def test_empty_tensors(n, c, in_dims, out_dims):
+def test_the_reference_writes_every_element_of_empty_tensors(n, c, in_dims, out_dims):
     rng = np.random.default_rng(0)
     inp = rng.standard_normal((n, c, *in_dims)).astype(np.float32)
     grid = rng.uniform(-1, 1, (n, *out_dims, 3)).astype(np.float32)
@@ -427,25 +443,25 @@ def test_backward_with_points_split_into_cached_groups(torch, monkeypatch, inter
     # Large grids scatter inputGrad group by group into per-channel planes
     # that persist across groups, as many channels per pass over the points as
     # the memory bound allows; force those paths on a small case.
-    monkeypatch.setattr(gs, "_MAX_CACHED_POINTS", 64)
-    monkeypatch.setattr(gs, "_SCATTER_CHUNK", 16)
-    monkeypatch.setattr(gs, "_channels_per_pass", lambda channels, room, plane_bytes: channels_per_pass)
-    monkeypatch.setattr(gs, "_CHUNK_POINTS", 32)  # several gridGrad chunks per group of points
-    monkeypatch.setattr(gs, "_PARALLEL_MIN_POINTS", 0)  # on the worker threads, as large grids are
+    monkeypatch.setattr(tuned, "_MAX_CACHED_POINTS", 64)
+    monkeypatch.setattr(tuned, "_SCATTER_CHUNK", 16)
+    monkeypatch.setattr(tuned, "_channels_per_pass", lambda channels, room, plane_bytes: channels_per_pass)
+    monkeypatch.setattr(tuned, "_CHUNK_POINTS", 32)  # several gridGrad chunks per group of points
+    monkeypatch.setattr(tuned, "PARALLEL_MIN_POINTS", 0)  # on the worker threads, as large grids are
     rng = np.random.default_rng(13)
     inp = rng.standard_normal((2, 3, 4, 5, 6)).astype(np.float32)
     grid = _special_grid(rng, 2, (5, 6, 7), (4, 5, 6), False).astype(np.float32)
     go = rng.standard_normal((2, 3, 5, 6, 7)).astype(np.float32)
     gi = np.full(inp.shape, np.nan, np.float32)
     gg = np.full(grid.shape, np.nan, np.float32)
-    gs.grid_sampler3d_backward(go, inp, grid, interp, gs.ZEROS, False, gi, gg)
+    tuned.grid_sampler3d_backward(go, inp, grid, interp, gs.ZEROS, False, gi, gg)
     _, r_gi, r_gg = _torch_results(torch, go, inp, grid, interp, gs.ZEROS, False)
     assert_matches(gi, r_gi, np.dtype(np.float32), "input_grad")
     assert_matches(gg, r_gg, np.dtype(np.float32), "grid_grad")
 
 
 @pytest.mark.parametrize("interp,padding,align", MODES)
-def test_nonfinite_input_values_propagate_like_torch(torch, interp, padding, align):
+def test_nonfinite_input_values_propagate_like_torch(kernels, torch, interp, padding, align):
     # NaN/inf cells spread only through in-bounds corners: out-of-bounds
     # corners read the zero padding and never meet them.
     rng = np.random.default_rng(17)
@@ -456,8 +472,8 @@ def test_nonfinite_input_values_propagate_like_torch(torch, interp, padding, ali
     out = np.empty(go.shape, np.float32)
     gi = np.empty(inp.shape, np.float32)
     gg = np.empty(grid.shape, np.float32)
-    gs.grid_sampler3d(inp, grid, interp, padding, align, out)
-    gs.grid_sampler3d_backward(go, inp, grid, interp, padding, align, gi, gg)
+    kernels.grid_sampler3d(inp, grid, interp, padding, align, out)
+    kernels.grid_sampler3d_backward(go, inp, grid, interp, padding, align, gi, gg)
     r_out, r_gi, r_gg = _torch_results(torch, go, inp, grid, interp, padding, align)
     assert np.isnan(r_out).any() or np.isinf(r_out).any()
     for ours, ref in ((out, r_out), (gi, r_gi), (gg, r_gg)):
@@ -470,9 +486,8 @@ def test_nonfinite_input_values_propagate_like_torch(torch, interp, padding, ali
 
 @pytest.mark.parametrize("interp", [0, 1])
 def test_results_do_not_depend_on_the_thread_count(monkeypatch, interp):
-    monkeypatch.setenv("PYACLNN_ACCEL", "0")  # the NumPy kernels, on the shared worker threads
-    monkeypatch.setattr(gs, "_CHUNK_POINTS", 256)
-    monkeypatch.setattr(gs, "_PARALLEL_MIN_POINTS", 0)
+    monkeypatch.setattr(tuned, "_CHUNK_POINTS", 256)
+    monkeypatch.setattr(tuned, "PARALLEL_MIN_POINTS", 0)
     rng = np.random.default_rng(11)
     inp = rng.standard_normal((2, 3, 4, 5, 6)).astype(np.float32)
     grid = rng.uniform(-1.2, 1.2, (2, 5, 6, 7, 3)).astype(np.float32)
@@ -481,9 +496,41 @@ def test_results_do_not_depend_on_the_thread_count(monkeypatch, interp):
     for threads in ("1", "2", "5"):
         monkeypatch.setenv("PYACLNN_NUM_THREADS", threads)
         out, gi, gg = (np.empty(a.shape, np.float32) for a in (go, inp, grid))
-        gs.grid_sampler3d(inp, grid, interp, 0, False, out)
-        gs.grid_sampler3d_backward(go, inp, grid, interp, 0, False, gi, gg)
+        tuned.grid_sampler3d(inp, grid, interp, 0, False, out)
+        tuned.grid_sampler3d_backward(go, inp, grid, interp, 0, False, gi, gg)
         results.append((out, gi, gg))
     for got in results[1:]:
         for a, b in zip(got, results[0]):
             np.testing.assert_array_equal(a, b)
+
+
+# --------------------------------------------------------------------------
+# The tuned paths against the reference
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("interp,padding,align", MODES)
+def test_the_tuned_paths_match_the_reference(dtype, interp, padding, align):
+    """The same coordinates, so the same cells and weights: equal to float32 rounding
+    (another summation order), NaN and infinities where the reference has them."""
+    rng = np.random.default_rng(zlib.crc32(repr((dtype.name, interp, padding, align)).encode()))
+    n, c, in_dims, out_dims = 2, 3, (4, 5, 6), (3, 4, 5)
+    inp = rng.standard_normal((n, c, *in_dims)).astype(dtype)
+    inp.reshape(-1)[[3, 50]] = [np.nan, np.inf]
+    grid = _special_grid(rng, n, out_dims, in_dims, align).astype(dtype)
+    with np.errstate(over="ignore"):  # 1e30 is inf in float16
+        grid.reshape(-1, 3)[:3, 0] = [np.nan, np.inf, 1e30]
+    go = rng.standard_normal((n, c, *out_dims)).astype(dtype)
+    results = []
+    for impl in (gs, tuned):
+        out, gi, gg = (np.full(a.shape, 7, dtype) for a in (go, inp, grid))
+        impl.grid_sampler3d(inp, grid, interp, padding, align, out)
+        impl.grid_sampler3d_backward(go, inp, grid, interp, padding, align, gi, gg)
+        results.append((out, gi, gg))
+    for what, ours, ref in zip(("out", "input_grad", "grid_grad"), results[1], results[0]):
+        o, r = ours.astype(np.float64), ref.astype(np.float64)
+        np.testing.assert_array_equal(np.isnan(o), np.isnan(r), err_msg=what)
+        np.testing.assert_array_equal(o[np.isinf(r)], r[np.isinf(r)], err_msg=what)
+        finite = np.isfinite(r)
+        assert_matches(ours[finite], ref[finite].astype(_compute_dtype(dtype)), dtype, what)

@@ -1,4 +1,12 @@
-"""The NumPy max-pool kernels against PyTorch CPU (torch.ops.aten.*)."""
+"""The NumPy max-pool kernels against PyTorch CPU (torch.ops.aten.*), and the tuned paths
+against the reference bit for bit.
+
+The reference (pyaclnn.kernels.max_pool3d) and the tuned NumPy paths
+(pyaclnn.kernels._tuned.max_pool3d) take the same arguments; the ``kernels``
+fixture runs a test on each. The tuned paths' chunking, threads and float16
+rounding are tested on them alone; calls a plan never makes (empty tensors)
+on the reference alone.
+"""
 
 from __future__ import annotations
 
@@ -8,20 +16,22 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from pyaclnn.kernels import max_pool3d as mp
-from pyaclnn.kernels.max_pool3d import (
-    IndexOutOfPlaneError,
-    max_pool3d_with_argmax,
-    max_pool3d_with_argmax_backward,
-    pool_output_shape,
-    pool_output_size,
-)
+from pyaclnn.kernels import max_pool3d as reference
+from pyaclnn.kernels._tuned import max_pool3d as tuned
+from pyaclnn.kernels.max_pool3d import IndexOutOfPlaneError, pool_output_shape, pool_output_size
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F16 = np.dtype(np.float16)
 F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)
 _LAYOUTS = ["contiguous", "transposed", "stepped", "negative"]
+IMPLEMENTATIONS = {"reference": reference, "tuned": tuned}
+
+
+@pytest.fixture(params=list(IMPLEMENTATIONS))
+def kernels(request):
+    """The reference or the tuned NumPy kernels (the same signatures)."""
+    return IMPLEMENTATIONS[request.param]
 
 
 # --------------------------------------------------------------------------
@@ -233,13 +243,13 @@ def test_pool_output_shape_matches_pytorch_over_random_parameters(torch):
 # --------------------------------------------------------------------------
 
 
-def test_forward_matches_the_documented_example():
+def test_forward_matches_the_documented_example(kernels):
     x = np.array([0.0850, -0.5147, -0.0212, -0.5654, -0.3222, 0.5847, 1.7510, 0.9954], np.float32).reshape(
         1, 1, 2, 2, 2
     )
     out = np.zeros((1, 1, 1, 1, 1), np.float32)
     idx = np.zeros((1, 1, 1, 1, 1), np.int32)
-    max_pool3d_with_argmax(x, (2, 2, 2), (2, 2, 2), (0, 0, 0), (1, 1, 1), False, out, idx)
+    kernels.max_pool3d_with_argmax(x, (2, 2, 2), (2, 2, 2), (0, 0, 0), (1, 1, 1), False, out, idx)
     assert out.item() == np.float32(1.7510)
     assert idx.item() == 6
 
@@ -249,7 +259,7 @@ def test_forward_matches_the_documented_example():
     _forward_cases(60, seed=20260101),
 )
 def test_forward_matches_pytorch(
-    torch, case, shape, k, s, p, d, ceil_mode, dtype, index_dtype, layout, out_layout, kind
+    kernels, torch, case, shape, k, s, p, d, ceil_mode, dtype, index_dtype, layout, out_layout, kind
 ):
     rng = np.random.default_rng(case)
     x = _layout(_values(rng, shape, kind).astype(dtype), layout, rng)
@@ -258,7 +268,7 @@ def test_forward_matches_pytorch(
     out = _empty_out(want_vals.shape, dtype, out_layout)
     idx = _empty_out(want_vals.shape, index_dtype, out_layout)
 
-    max_pool3d_with_argmax(x, k, s, p, d, ceil_mode, out, idx)
+    kernels.max_pool3d_with_argmax(x, k, s, p, d, ceil_mode, out, idx)
 
     np.testing.assert_array_equal(idx, want_idx.astype(index_dtype))
     np.testing.assert_array_equal(out, want_vals)  # NaN == NaN here
@@ -267,51 +277,51 @@ def test_forward_matches_pytorch(
 
 @pytest.mark.parametrize("shape, k, s, p, d, ceil_mode", _NAMED_FORWARD)
 @pytest.mark.parametrize("kind", ["normal", "ties", "nan"])
-def test_forward_named_cases_match_pytorch(torch, shape, k, s, p, d, ceil_mode, kind):
+def test_forward_named_cases_match_pytorch(kernels, torch, shape, k, s, p, d, ceil_mode, kind):
     rng = np.random.default_rng(7)
     x = _values(rng, shape, kind).astype(np.float32)
     want_vals, want_idx = _torch_forward(torch, x, k, s, p, d, ceil_mode)
     out = np.empty(want_vals.shape, np.float32)
     idx = np.empty(want_vals.shape, np.int64)
-    max_pool3d_with_argmax(x, k, s, p, d, ceil_mode, out, idx)
+    kernels.max_pool3d_with_argmax(x, k, s, p, d, ceil_mode, out, idx)
     np.testing.assert_array_equal(idx, want_idx)
     np.testing.assert_array_equal(out, want_vals)
 
 
-def test_ties_pick_the_first_maximum_in_scan_order(torch):
+def test_ties_pick_the_first_maximum_in_scan_order(kernels, torch):
     # All equal: every window must report its first in-bounds cell.
     x = np.ones((1, 1, 5, 5, 5), np.float32)
     out = np.empty((1, 1, 3, 3, 3), np.float32)
     idx = np.empty((1, 1, 3, 3, 3), np.int64)
-    max_pool3d_with_argmax(x, (3, 3, 3), (2, 2, 2), (1, 1, 1), (1, 1, 1), False, out, idx)
+    kernels.max_pool3d_with_argmax(x, (3, 3, 3), (2, 2, 2), (1, 1, 1), (1, 1, 1), False, out, idx)
     _, want = _torch_forward(torch, x, (3, 3, 3), (2, 2, 2), (1, 1, 1), (1, 1, 1), False)
     np.testing.assert_array_equal(idx, want)
     assert idx[0, 0, 1, 1, 1] == 1 * 25 + 1 * 5 + 1  # window (1..3)^3 starts at (1, 1, 1)
 
 
-def test_nan_picks_the_last_nan_and_beats_larger_numbers():
+def test_nan_picks_the_last_nan_and_beats_larger_numbers(kernels):
     x = np.zeros((1, 1, 2, 2, 2), np.float32)
     x.reshape(-1)[[1, 2, 5]] = [np.nan, 5.0, np.nan]
     x.reshape(-1)[7] = 9.0  # a larger number after the last NaN does not win
     out = np.empty((1, 1, 1, 1, 1), np.float32)
     idx = np.empty((1, 1, 1, 1, 1), np.int32)
-    max_pool3d_with_argmax(x, (2, 2, 2), (2, 2, 2), (0, 0, 0), (1, 1, 1), False, out, idx)
+    kernels.max_pool3d_with_argmax(x, (2, 2, 2), (2, 2, 2), (0, 0, 0), (1, 1, 1), False, out, idx)
     assert np.isnan(out.item())
     assert idx.item() == 5
 
 
-def test_all_minus_inf_window_reports_its_first_in_bounds_cell(torch):
+def test_all_minus_inf_window_reports_its_first_in_bounds_cell(kernels, torch):
     x = np.full((1, 1, 4, 4, 4), -np.inf, np.float32)
     out = np.empty((1, 1, 3, 3, 3), np.float32)
     idx = np.empty((1, 1, 3, 3, 3), np.int64)
-    max_pool3d_with_argmax(x, (3, 3, 3), (2, 2, 2), (1, 1, 1), (1, 1, 1), True, out, idx)
+    kernels.max_pool3d_with_argmax(x, (3, 3, 3), (2, 2, 2), (1, 1, 1), (1, 1, 1), True, out, idx)
     _, want_idx = _torch_forward(torch, x, (3, 3, 3), (2, 2, 2), (1, 1, 1), (1, 1, 1), True)
     assert np.all(out == -np.inf)
     np.testing.assert_array_equal(idx, want_idx)
     assert idx[0, 0, 0, 0, 0] == 0  # the padded corner window starts at cell (0, 0, 0)
 
 
-def test_window_entirely_in_padding_reports_what_pytorch_reports(torch):
+def test_window_entirely_in_padding_reports_what_pytorch_reports(kernels, torch):
     # D = 1, kD = 3, dD = 2, pD = 1: the only depth window reads cells -1, 1, 3.
     # PyTorch answers -inf and the cell one dilation right of the window start,
     # which lies outside the plane; the kernel mirrors that.
@@ -320,28 +330,28 @@ def test_window_entirely_in_padding_reports_what_pytorch_reports(torch):
     want_vals, want_idx = _torch_forward(torch, x, *args)
     out = np.empty(want_vals.shape, np.float32)
     idx = np.empty(want_vals.shape, np.int64)
-    max_pool3d_with_argmax(x, *args, out, idx)
+    kernels.max_pool3d_with_argmax(x, *args, out, idx)
     np.testing.assert_array_equal(out, want_vals)
     np.testing.assert_array_equal(idx, want_idx)
     assert np.all(out == -np.inf) and np.all(idx >= 49)
     # Such indices are then refused by the backward.
     with pytest.raises(IndexOutOfPlaneError):
-        max_pool3d_with_argmax_backward(out, idx, np.empty(x.shape, np.float32))
+        kernels.max_pool3d_with_argmax_backward(out, idx, np.empty(x.shape, np.float32))
 
 
-def test_forward_copies_signed_zeros_exactly():
+def test_forward_copies_signed_zeros_exactly(kernels):
     # -0 and +0 compare equal: the first one wins and its sign must survive.
     x = np.array([-0.0, 0.0, 0.0, -0.0], np.float32).reshape(1, 1, 1, 1, 4)
     out = np.empty((1, 1, 1, 1, 2), np.float32)
     idx = np.empty((1, 1, 1, 1, 2), np.int64)
-    max_pool3d_with_argmax(x, (1, 1, 2), (1, 1, 2), (0, 0, 0), (1, 1, 1), False, out, idx)
+    kernels.max_pool3d_with_argmax(x, (1, 1, 2), (1, 1, 2), (0, 0, 0), (1, 1, 1), False, out, idx)
     np.testing.assert_array_equal(idx.ravel(), [0, 2])
     np.testing.assert_array_equal(np.signbit(out.ravel()), [True, False])
 
 
 def _force_threads(monkeypatch, threads: int) -> None:
-    """Make every call use ``threads`` worker threads, however small."""
-    monkeypatch.setattr(mp, "_PARALLEL_MIN_WORK", 0)
+    """Make every call of the tuned kernels use ``threads`` worker threads, however small."""
+    monkeypatch.setattr(tuned, "PARALLEL_MIN_WORK", 0)
     monkeypatch.setenv("PYACLNN_NUM_THREADS", str(threads))
 
 
@@ -353,7 +363,7 @@ def test_forward_is_the_same_whatever_the_chunking(torch, monkeypatch, chunk_byt
     # depth rows (1 and 2 of its 3), 6000 takes two planes at a time, which
     # does not divide N*C = 15. "transposed" cannot merge N and C, so it
     # chunks over C inside each n.
-    monkeypatch.setattr(mp, "_FORWARD_CHUNK_BYTES", chunk_bytes)
+    monkeypatch.setattr(tuned, "_FORWARD_CHUNK_BYTES", chunk_bytes)
     _force_threads(monkeypatch, threads)
     rng = np.random.default_rng(3)
     x = _layout(_values(rng, (3, 5, 5, 6, 7), "ties").astype(np.float32), layout, rng)
@@ -361,17 +371,18 @@ def test_forward_is_the_same_whatever_the_chunking(torch, monkeypatch, chunk_byt
     want_vals, want_idx = _torch_forward(torch, x, *args)
     out = np.empty(want_vals.shape, np.float32)
     idx = np.empty(want_vals.shape, np.int32)
-    max_pool3d_with_argmax(x, *args, out, idx)
+    tuned.max_pool3d_with_argmax(x, *args, out, idx)
     np.testing.assert_array_equal(idx, want_idx)
     np.testing.assert_array_equal(out, want_vals)
 
 
 @pytest.mark.parametrize("shape", [(0, 2, 4, 4, 4), (2, 0, 4, 4, 4)])
-def test_forward_of_an_empty_batch_writes_nothing(shape):
+def test_the_reference_forward_of_an_empty_batch_writes_nothing(shape):
+    """Never a plan (phase 1 has nothing to compute), but the reference is plain NumPy."""
     x = np.ones(shape, np.float32)
     out = np.empty((*shape[:2], 2, 2, 2), np.float32)
     idx = np.empty(out.shape, np.int32)
-    max_pool3d_with_argmax(x, (2, 2, 2), (2, 2, 2), (0, 0, 0), (1, 1, 1), False, out, idx)
+    reference.max_pool3d_with_argmax(x, (2, 2, 2), (2, 2, 2), (0, 0, 0), (1, 1, 1), False, out, idx)
     assert out.size == 0 and idx.size == 0
 
 
@@ -380,11 +391,11 @@ def test_forward_of_an_empty_batch_writes_nothing(shape):
 # --------------------------------------------------------------------------
 
 
-def test_backward_matches_the_documented_example():
+def test_backward_matches_the_documented_example(kernels):
     idx = np.array([6], np.int32).reshape(1, 1, 1, 1, 1)
     go = np.array([0.4757], np.float32).reshape(1, 1, 1, 1, 1)
     gi = np.full((1, 1, 2, 2, 2), 3.0, np.float32)
-    max_pool3d_with_argmax_backward(go, idx, gi)
+    kernels.max_pool3d_with_argmax_backward(go, idx, gi)
     np.testing.assert_array_equal(gi.ravel(), np.float32([0, 0, 0, 0, 0, 0, 0.4757, 0]))
 
 
@@ -415,13 +426,13 @@ def _backward_cases(count: int, seed: int):
     return cases
 
 
-def _check_backward(torch, grad_output, indices, input_shape, args, out_layout="contiguous"):
+def _check_backward(kernels, torch, grad_output, indices, input_shape, args, out_layout="contiguous"):
     """Run the kernel on the given (possibly strided) inputs and compare."""
     dtype = grad_output.dtype
     go_before, idx_before = grad_output.copy(), indices.copy()
     want = _torch_backward(torch, grad_output, indices, input_shape, *args)
     gi = _empty_out(input_shape, dtype, out_layout)
-    max_pool3d_with_argmax_backward(grad_output, indices, gi)
+    kernels.max_pool3d_with_argmax_backward(grad_output, indices, gi)
     if dtype in (F32, F64):
         np.testing.assert_allclose(gi, want, rtol=1e-5, atol=1e-6)
     else:
@@ -436,7 +447,7 @@ def _check_backward(torch, grad_output, indices, input_shape, args, out_layout="
     _backward_cases(50, seed=4242),
 )
 def test_backward_matches_pytorch(
-    torch, case, shape, k, s, p, d, ceil_mode, dtype, index_dtype, layout, out_layout
+    kernels, torch, case, shape, k, s, p, d, ceil_mode, dtype, index_dtype, layout, out_layout
 ):
     rng = np.random.default_rng(case + 1000)
     # Ties make windows share maxima, so positions receive several gradients.
@@ -446,6 +457,7 @@ def test_backward_matches_pytorch(
     # indices get another layout than grad_output.
     idx_layout = _LAYOUTS[(_LAYOUTS.index(layout) + 1) % len(_LAYOUTS)]
     _check_backward(
+        kernels,
         torch,
         _layout(go, layout, rng),
         _layout(idx.astype(index_dtype), idx_layout, rng),
@@ -457,30 +469,30 @@ def test_backward_matches_pytorch(
 
 @pytest.mark.parametrize("shape, k, s, p, d, ceil_mode", _NAMED_FORWARD)
 @pytest.mark.parametrize("dtype", [F32, F16, BF16])
-def test_backward_named_cases_match_pytorch(torch, shape, k, s, p, d, ceil_mode, dtype):
+def test_backward_named_cases_match_pytorch(kernels, torch, shape, k, s, p, d, ceil_mode, dtype):
     rng = np.random.default_rng(11)
     x = _values(rng, shape, "ties").astype(np.float32)
     _, idx = _torch_forward(torch, x, k, s, p, d, ceil_mode)
     go = rng.standard_normal(idx.shape).astype(dtype)
-    _check_backward(torch, go, idx.astype(np.int32), shape, (k, s, p, d, ceil_mode))
+    _check_backward(kernels, torch, go, idx.astype(np.int32), shape, (k, s, p, d, ceil_mode))
 
 
-def test_backward_moves_inf_and_nan_like_any_value(torch):
+def test_backward_moves_inf_and_nan_like_any_value(kernels, torch):
     idx = np.array([0, 0, 3, 5], np.int64).reshape(1, 1, 1, 1, 4)
     go = np.array([np.inf, 1.0, np.nan, -np.inf], np.float32).reshape(1, 1, 1, 1, 4)
     gi = np.empty((1, 1, 1, 2, 3), np.float32)
-    max_pool3d_with_argmax_backward(go, idx, gi)
+    kernels.max_pool3d_with_argmax_backward(go, idx, gi)
     np.testing.assert_array_equal(gi.ravel(), [np.inf, 0, 0, np.nan, 0, -np.inf])
 
 
 @pytest.mark.parametrize("dtype", [F16, BF16])
-def test_backward_accumulates_low_precision_in_float32(dtype):
+def test_backward_accumulates_low_precision_in_float32(kernels, dtype):
     # 1 + 64 * 2^-12: each 2^-12 alone vanishes next to 1 in float16 or
     # bfloat16, but the float32 sum 1.015625 is representable in both.
     go = np.array([1.0] + [2.0**-12] * 64, np.float32).astype(dtype).reshape(1, 1, 1, 1, 65)
     idx = np.zeros(go.shape, np.int32)
     gi = np.empty((1, 1, 1, 1, 3), dtype)
-    max_pool3d_with_argmax_backward(go, idx, gi)
+    kernels.max_pool3d_with_argmax_backward(go, idx, gi)
     np.testing.assert_array_equal(gi.astype(np.float32).ravel(), [1.015625, 0, 0])
 
 
@@ -491,9 +503,9 @@ def test_backward_is_the_same_whatever_the_chunking(torch, monkeypatch, chunk_by
     # A plane takes 2352 bytes of scratch (126 gradients, 210 cells): 1 and
     # 1500 scatter one plane 1 and 2 output depth rows at a time, 5000 takes
     # two planes at a time.
-    monkeypatch.setattr(mp, "_BACKWARD_CHUNK_BYTES", chunk_bytes)
+    monkeypatch.setattr(tuned, "_BACKWARD_CHUNK_BYTES", chunk_bytes)
     # With threads, also take the one-np.add.at-per-plane path meant for large planes.
-    monkeypatch.setattr(mp, "_PLANE_AT_MIN", 1 if threads > 1 else 1 << 30)
+    monkeypatch.setattr(tuned, "_PLANE_AT_MIN", 1 if threads > 1 else 1 << 30)
     _force_threads(monkeypatch, threads)
     rng = np.random.default_rng(5)
     shape = (3, 5, 6, 5, 7)
@@ -502,12 +514,12 @@ def test_backward_is_the_same_whatever_the_chunking(torch, monkeypatch, chunk_by
     _, idx = _torch_forward(torch, x, *args)
     go = rng.standard_normal(idx.shape).astype(dtype)
     # Transposed arrays cannot merge N and C: chunks run over C inside each n.
-    _check_backward(torch, _layout(go, "transposed", rng), idx, shape, args, "contiguous")
-    _check_backward(torch, go, idx, shape, args, "transposed")
+    _check_backward(tuned, torch, _layout(go, "transposed", rng), idx, shape, args, "contiguous")
+    _check_backward(tuned, torch, go, idx, shape, args, "transposed")
 
 
 @pytest.mark.parametrize("dtype", [F16, BF16])
-def test_backward_rounds_sums_once_when_few_positions_are_touched(dtype):
+def test_backward_rounds_sums_once_when_few_positions_are_touched(kernels, dtype):
     # 8 gradients into a 64-cell plane: only the touched cells are written.
     # Cell 0 gets three gradients, cell 7 two; cell 5 gets -0, which becomes
     # +0 once added to the zero the plane starts from.
@@ -515,7 +527,7 @@ def test_backward_rounds_sums_once_when_few_positions_are_touched(dtype):
     go = np.array([1.0, 2.0**-9, 2.0**-9, 4.0, -0.0, np.nan, 1.0, 2.5], np.float32)
     go = go.astype(dtype).reshape(idx.shape)
     gi = np.full((1, 1, 4, 4, 4), 3.0, dtype)
-    max_pool3d_with_argmax_backward(go, idx, gi)
+    kernels.max_pool3d_with_argmax_backward(go, idx, gi)
     want = np.zeros(64, np.float32)
     for i, v in zip(idx.ravel(), go.astype(np.float32).ravel()):
         want[i] += v
@@ -525,7 +537,7 @@ def test_backward_rounds_sums_once_when_few_positions_are_touched(dtype):
     assert np.isnan(gi.ravel()[7])
 
 
-def test_out_of_plane_index_names_the_first_bad_position_and_writes_nothing():
+def test_out_of_plane_index_names_the_first_bad_position_and_writes_nothing(kernels):
     shape = (2, 3, 16, 16, 16)  # D*H*W = 4096
     idx = np.zeros((2, 3, 2, 4, 5), np.int64)
     idx[0, 1, 0, 2, 3] = 4096
@@ -533,7 +545,7 @@ def test_out_of_plane_index_names_the_first_bad_position_and_writes_nothing():
     go = np.ones(idx.shape, np.float32)
     gi = np.full(shape, 5.0, np.float32)
     with pytest.raises(IndexOutOfPlaneError) as err:
-        max_pool3d_with_argmax_backward(go, idx, gi)
+        kernels.max_pool3d_with_argmax_backward(go, idx, gi)
     assert isinstance(err.value, ValueError)
     assert str(err.value).startswith(
         "indices[0, 1, 0, 2, 3] = 4096 is outside its (n, c) plane of D*H*W = 4096 elements"
@@ -542,30 +554,32 @@ def test_out_of_plane_index_names_the_first_bad_position_and_writes_nothing():
     assert np.all(gi == 5.0)
 
 
-def test_negative_index_is_out_of_plane_too():
+def test_negative_index_is_out_of_plane_too(kernels):
     idx = np.zeros((1, 2, 1, 1, 3), np.int32)
     idx[0, 1, 0, 0, 1] = -7
     gi = np.full((1, 2, 2, 2, 2), 5.0, np.float16)
     with pytest.raises(IndexOutOfPlaneError, match=re.escape("indices[0, 1, 0, 0, 1] = -7 is outside")):
-        max_pool3d_with_argmax_backward(np.ones(idx.shape, np.float16), idx, gi)
+        kernels.max_pool3d_with_argmax_backward(np.ones(idx.shape, np.float16), idx, gi)
     assert np.all(gi == 5.0)
 
 
-def test_backward_with_no_gradients_zero_fills_grad_input():
+def test_the_reference_backward_with_no_gradients_zero_fills_grad_input():
     gi = np.full((1, 2, 3, 3, 3), 5.0, np.float32)
     empty = np.empty((1, 2, 0, 2, 2))
-    max_pool3d_with_argmax_backward(empty.astype(np.float32), empty.astype(np.int32), gi)
+    reference.max_pool3d_with_argmax_backward(empty.astype(np.float32), empty.astype(np.int32), gi)
     assert np.all(gi == 0)
 
 
-def test_backward_of_an_empty_batch_writes_nothing():
+def test_the_reference_backward_of_an_empty_batch_writes_nothing():
     gi = np.empty((0, 2, 3, 3, 3), np.float32)
     go = np.empty((0, 2, 2, 2, 2), np.float32)
-    max_pool3d_with_argmax_backward(go, go.astype(np.int64), gi)
+    reference.max_pool3d_with_argmax_backward(go, go.astype(np.int64), gi)
     assert gi.size == 0
 
 
 def test_float32_to_float16_by_integer_rounding_equals_numpys_cast():
+    """The tuned backward rounds its float16 sums by integer arithmetic (NumPy's cast
+    converts one element at a time, half the speed): the same bits as the cast."""
     # Every float16, the float32 midpoints between neighbours (ties to even)
     # and their float32 neighbours, the subnormal and overflow edges, and
     # random bit patterns (NaN included).
@@ -589,7 +603,52 @@ def test_float32_to_float16_by_integer_rounding_equals_numpys_cast():
     ).astype(np.float32)
     with np.errstate(over="ignore"):
         want = values.astype(np.float16).view(np.uint16)
-    got = mp._float_to_half_bits(values)
+    got = tuned._float_to_half_bits(values)
     nan = np.isnan(values)
     np.testing.assert_array_equal(got[~nan], want[~nan])
     assert np.isnan(got[nan].view(np.float16)).all()
+
+
+# --------------------------------------------------------------------------
+# The tuned paths against the reference
+# --------------------------------------------------------------------------
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a).view(np.uint8)
+
+
+@pytest.mark.parametrize("dtype", [F32, F16, BF16, F64], ids=str)
+def test_the_tuned_paths_give_the_references_bits(dtype):
+    """Forward and backward over random parameters, ties, NaN and -inf: every output bit,
+    every index, every rounded sum."""
+    rng = np.random.default_rng(20261203)
+    done = 0
+    while done < 60:
+        shape, k, s, p, d, ceil_mode = _random_case(rng)
+        x = _values(rng, shape, ("normal", "ties", "nan", "neginf")[done % 4]).astype(dtype)
+        out_shape = shape[:2] + pool_output_shape(shape[2:], k, s, p, d, ceil_mode)
+        results = []
+        for impl in (reference, tuned):
+            out, idx = np.empty(out_shape, dtype), np.empty(out_shape, np.int32)
+            impl.max_pool3d_with_argmax(x, k, s, p, d, ceil_mode, out, idx)
+            results.append((out, idx))
+        (ref_out, ref_idx), (out, idx) = results
+        assert np.array_equal(_bits(out), _bits(ref_out)) and np.array_equal(idx, ref_idx), (
+            shape,
+            k,
+            s,
+            p,
+            d,
+        )
+        if (
+            ref_idx < np.prod(shape[2:])
+        ).all():  # windows over padding only give indices the backward refuses
+            go = rng.standard_normal(out_shape).astype(dtype)
+            grads = []
+            for impl in (reference, tuned):
+                gi = np.full(shape, 7, dtype)
+                impl.max_pool3d_with_argmax_backward(go, ref_idx, gi)
+                grads.append(gi)
+            assert np.array_equal(_bits(grads[0]), _bits(grads[1])), (shape, k, s, p, d)
+        done += 1

@@ -1,4 +1,4 @@
-"""The kernels' one worker pool (pyaclnn.kernels._workers): thread count, shares, fork."""
+"""The kernels' one worker-pool policy and pool (pyaclnn.kernels._workers): thread count, shares, fork."""
 
 from __future__ import annotations
 
@@ -25,11 +25,30 @@ def test_the_default_thread_count_is_the_usable_cores_at_most_8(monkeypatch, env
     assert _workers.thread_count() == max(1, min(len(os.sched_getaffinity(0)), 8))
 
 
-@pytest.mark.parametrize("fast", [True, False], ids=["bytes-mapping", "os.environ"])
-def test_environment_values_are_read_at_every_call(monkeypatch, fast):
-    """The fast reader sees every change made through os.environ, stripped; "" when unset."""
-    if not fast:
-        monkeypatch.setattr(_env, "_DATA", None)
+def test_threads_for_gives_one_thread_below_the_work_that_pays_and_the_count_from_it(monkeypatch):
+    monkeypatch.setenv("PYACLNN_NUM_THREADS", "3")
+    assert _workers.threads_for(99, 100) == 1
+    assert _workers.threads_for(100, 100) == 3
+    monkeypatch.setenv("PYACLNN_NUM_THREADS", "many")  # not even read below the threshold
+    assert _workers.threads_for(0, 1) == 1
+
+
+def test_the_kernels_take_their_thread_counts_from_threads_for():
+    """One policy: the tuned NumPy paths and the compiled kernels' Python entries ask
+    threads_for, and nothing else in the kernels reads the thread count."""
+    import inspect
+
+    from pyaclnn.kernels import _accel
+    from pyaclnn.kernels._tuned import grid_sampler3d, max_pool3d
+
+    for module in (_accel, grid_sampler3d, max_pool3d):
+        source = inspect.getsource(module)
+        assert "threads_for(" in source, module.__name__
+        assert "thread_count(" not in source and "PYACLNN_NUM_THREADS" not in source, module.__name__
+
+
+def test_environment_values_are_read_at_every_call(monkeypatch):
+    """The reader sees every change made through os.environ, stripped; "" when unset."""
     name = "PYACLNN_TEST_ENV_VALUE"
     monkeypatch.delenv(name, raising=False)
     assert _env.value(name) == ""
@@ -43,9 +62,8 @@ def test_environment_values_are_read_at_every_call(monkeypatch, fast):
     assert _env.value(name) == ""
 
 
-@pytest.mark.parametrize("parallel", [False, True])
-def test_run_shared_gives_every_block_to_exactly_one_share(monkeypatch, parallel):
-    monkeypatch.setenv("PYACLNN_NUM_THREADS", "3")
+@pytest.mark.parametrize("threads", [1, 3])
+def test_run_shared_gives_every_block_to_exactly_one_share(threads):
     seen: list[int] = []
     lock = threading.Lock()
 
@@ -53,12 +71,11 @@ def test_run_shared_gives_every_block_to_exactly_one_share(monkeypatch, parallel
         with lock:
             seen.extend(share)
 
-    _workers.run_shared(work, list(range(10)), parallel)
+    _workers.run_shared(work, list(range(10)), threads)
     assert sorted(seen) == list(range(10))
 
 
-def test_a_failing_share_is_raised_after_all_shares_stopped(monkeypatch):
-    monkeypatch.setenv("PYACLNN_NUM_THREADS", "2")
+def test_a_failing_share_is_raised_after_all_shares_stopped():
     done: list[int] = []
 
     def work(share: list[int]) -> None:
@@ -67,14 +84,13 @@ def test_a_failing_share_is_raised_after_all_shares_stopped(monkeypatch):
         done.extend(share)
 
     with pytest.raises(RuntimeError, match="block 1"):
-        _workers.run_shared(work, [0, 1], True)
+        _workers.run_shared(work, [0, 1], 2)
     assert done == [0]
 
 
-def test_the_pipeline_runs_every_chunk_and_re_raises_the_first_failure(monkeypatch):
-    monkeypatch.setenv("PYACLNN_NUM_THREADS", "2")
+def test_the_pipeline_runs_every_chunk_and_re_raises_the_first_failure():
     results = [0] * 6
-    pipe = _workers.Pipeline(True, 1)
+    pipe = _workers.Pipeline(2, 1)
 
     def fill(i: int) -> None:
         results[i] = i + 1
@@ -101,7 +117,7 @@ def test_a_forked_child_gets_a_fresh_pool(monkeypatch):
         code = 1
         try:
             seen: list[int] = []
-            _workers.run_shared(seen.extend, [1, 2, 3, 4], True)
+            _workers.run_shared(seen.extend, [1, 2, 3, 4], 2)
             code = 0 if sorted(seen) == [1, 2, 3, 4] else 2
         finally:
             os._exit(code)

@@ -7,8 +7,11 @@
 * A request larger than the (emulated) device memory fails with
   pyaclnn.AclOutOfMemoryError (a MemoryError) and a clear message, frees
   what the call had allocated, and the next call works.
-* One call of each NumPy kernel on a moderately large case allocates at most
-  about twice its output (+ 16 MiB), measured with tracemalloc.
+* One call of each tuned NumPy kernel (what the numpy backend runs on a large
+  call the compiled kernels do not take) on a moderately large case allocates
+  at most about twice its output (+ 16 MiB), measured with tracemalloc. The
+  reference kernels, the specification, have no such bound; the backend runs
+  them only on small calls (pyaclnn.backends.numpy._kernels.TUNED_MIN_ELEMENTS).
 """
 
 from __future__ import annotations
@@ -24,8 +27,9 @@ import pytest
 
 import pyaclnn
 from pyaclnn import AclnnError, AclOutOfMemoryError, backends, constants, runtime
-from pyaclnn.kernels import grid_sampler3d as kgrid
-from pyaclnn.kernels import max_pool3d as kpool
+from pyaclnn.backends.numpy import _kernels
+from pyaclnn.kernels._tuned import grid_sampler3d as kgrid
+from pyaclnn.kernels._tuned import max_pool3d as kpool
 
 HUGE = (1, 2, 2048, 2048, 1024)  # D*H*W = 2**32 per plane
 _PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -235,8 +239,9 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_a_kernel_allocates_at_most_twice_its_output(case):
+def test_a_tuned_kernel_allocates_at_most_twice_its_output(case):
     fn, output_bytes, sane = CASES[case]()
+    assert output_bytes >= _kernels.TUNED_MIN_ELEMENTS  # a call the backend gives the tuned kernel
     peak = _peak_extra(fn)
     assert sane(), "the kernel did not write its output"
     assert peak <= 2 * output_bytes + SLACK, (

@@ -1,25 +1,21 @@
-"""Environment variables read at every call, at a fifth of ``os.environ.get``'s cost.
+"""Environment variables the kernels and the numpy backend read at every call.
 
-``os.environ.get`` encodes the key and decodes the value through several
-Python calls (about 1.3 us here); the bytes mapping behind it answers the same
-question five times faster and sees every change made through ``os.environ``
-(``monkeypatch.setenv`` included). That matters on the path of a launch,
-which runs cache-cold after the previous kernel: the kernels read
-``PYACLNN_ACCEL`` and ``PYACLNN_NUM_THREADS``, and the numpy backend's
-streams their simulated latencies, on every call. POSIX only: elsewhere
-``os.environ``'s keys are not bytes, and it is read as usual.
+One reader, so that every such variable is read the same way (stripped; "" when
+unset) and where it is read is easy to find. It is ``os.environ.get`` itself:
+the earlier fast path through the private bytes mapping behind ``os.environ``
+is gone. Measured (benchmarks/README.md is not where this lives; the figures
+are in the commit that made the change): 0.25 us for a set variable and 0.67 us
+for an unset one, against about 30 us of host work per numpy-backend launch;
+a launch reads at most two (the stream's simulated kernel time, and
+``PYACLNN_ACCEL`` where a compiled kernel could take the call), and
+``PYACLNN_NUM_THREADS`` only for calls large enough to use threads.
 """
 
 from __future__ import annotations
 
 import os
 
-_DATA: dict[bytes, bytes] | None = getattr(os.environ, "_data", None) if os.name == "posix" else None
-
 
 def value(name: str) -> str:
     """The value of environment variable ``name``, stripped; "" when unset."""
-    if _DATA is None:
-        return os.environ.get(name, "").strip()
-    raw = _DATA.get(name.encode())
-    return raw.decode(errors="surrogateescape").strip() if raw else ""
+    return os.environ.get(name, "").strip()

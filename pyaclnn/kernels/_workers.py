@@ -1,8 +1,19 @@
-"""The kernels' worker threads: one thread count, one executor, fork-safe.
+"""The kernels' worker threads: one policy for how many, one executor, fork-safe.
 
-NumPy releases the GIL inside its loops, so the kernels split a call into
-chunks that write disjoint parts of the outputs and run them on these threads;
-the result never depends on the number of threads. Two ways of using them:
+The policy: :func:`threads_for` decides how many threads a call of a fast
+kernel uses, the tuned NumPy paths (:mod:`pyaclnn.kernels._tuned`) and the
+compiled kernels (:mod:`pyaclnn.kernels._accel`, whose C library runs them on
+its own pthreads) alike. Each kernel states the work of a call and the work
+from which a second thread pays for waking it; below that the call runs in
+the calling thread, otherwise on :func:`thread_count` threads:
+``PYACLNN_NUM_THREADS`` if set, else the usable cores, at most 8, read at each
+call that may use them, so tests may change it. The reference kernels
+(:mod:`pyaclnn.kernels.max_pool3d`, :mod:`pyaclnn.kernels.grid_sampler3d`) use
+no threads.
+
+NumPy releases the GIL inside its loops, so the tuned paths split a call into
+chunks that write disjoint parts of the outputs and run them on the executor
+here; the result never depends on the number of threads. Two ways of using it:
 
 - :func:`run_shared`: ``work`` runs on shares of a list of blocks, the calling
   thread taking the first share (the max-pool kernels);
@@ -10,8 +21,9 @@ the result never depends on the number of threads. Two ways of using them:
   hands each to a worker, with a bound on the chunks in flight (the
   grid-sampler kernels).
 
-The thread count is ``PYACLNN_NUM_THREADS`` if set, else the usable cores,
-at most 8; it is read at each call, so tests may change it.
+(The numpy backend's stream workers, one thread per emulated stream, are the
+device's streams, not kernel threads: a kernel runs on its stream's worker and
+takes its helpers from here.)
 """
 
 from __future__ import annotations
@@ -49,6 +61,12 @@ def thread_count() -> int:
     return max(1, min(cores, MAX_DEFAULT_THREADS))
 
 
+def threads_for(work: int, least: int) -> int:
+    """The threads a kernel call of ``work`` uses, where a second thread pays off from
+    ``least`` of the same units on: 1 below it, else :func:`thread_count`."""
+    return 1 if work < least else thread_count()
+
+
 def submit(workers: int, fn: Callable[..., Any], *args: Any) -> Future[Any]:
     """Run ``fn(*args)`` on the shared executor, which gets at least ``workers`` threads.
 
@@ -76,14 +94,14 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_after_fork)
 
 
-def run_shared(work: Callable[[list[Any]], None], blocks: list[Any], parallel: bool) -> None:
-    """Run ``work`` on shares of ``blocks``: on :func:`thread_count` threads if ``parallel``.
+def run_shared(work: Callable[[list[Any]], None], blocks: list[Any], threads: int) -> None:
+    """Run ``work`` on shares of ``blocks``, on up to ``threads`` threads (:func:`threads_for`).
 
     The calling thread takes the first share; the call returns only once every
     share has finished (none still writes into the outputs), then re-raises
     the first failure.
     """
-    threads = min(thread_count(), len(blocks)) if parallel else 1
+    threads = min(threads, len(blocks))
     if threads <= 1:
         work(blocks)
         return
@@ -104,14 +122,14 @@ class Pipeline:
     the GIL) and hands it over; the worker's gathers and products release the
     GIL. Every chunk writes its own slice of the outputs. ``max_pending``
     chunks (at least one per thread) may be in flight, which bounds the
-    scratch memory. Without ``parallel``, or with one thread, everything runs
+    scratch memory. With one thread (:func:`threads_for`) everything runs
     inline. Workers run with NumPy's errors ignored (its error state is per
     thread), as the kernels themselves do.
     """
 
-    def __init__(self, parallel: bool, max_pending: int = 0) -> None:
-        self.threads = thread_count()
-        self.parallel = parallel and self.threads > 1
+    def __init__(self, threads: int, max_pending: int = 0) -> None:
+        self.threads = threads
+        self.parallel = threads > 1
         self.max_pending = max(self.threads, max_pending)
         self.pending: deque[Future[None]] = deque()
 

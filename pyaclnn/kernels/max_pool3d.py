@@ -1,95 +1,55 @@
-"""NumPy math of aclnnMaxPool3dWithArgmax and aclnnMaxPool3dWithArgmaxBackward.
+"""Reference math of aclnnMaxPool3dWithArgmax and aclnnMaxPool3dWithArgmaxBackward.
 
-Pure NumPy: no ACL types, no descriptors. The numpy backend validates the
-arguments the way the device does (docs/operator-semantics.md, Pooling parameters,
-MaxPool3dWithArgmax and MaxPool3dWithArgmaxBackward) and then calls these
-kernels with NCDHW arrays of any strides; the kernels write into the output
-views they are given and never modify their inputs.
+Plain NumPy, written to read as the specification (docs/operator-semantics.md,
+Pooling parameters, MaxPool3dWithArgmax and MaxPool3dWithArgmaxBackward): no ACL
+types, no descriptors, no threads, no tuning. The arguments are
+what a plan of :mod:`pyaclnn.kernels.checks` describes (NCDHW arrays of any
+strides, valid parameters, ``out`` sized by :func:`pool_output_shape`); the
+kernels write into the output views they are given and never modify their
+inputs.
 
-The forward follows PyTorch ``max_pool3d_with_indices`` on CPU: the in-bounds
-cells of a window are scanned in d, h, w order starting from -inf and the first
-in-bounds cell, and a cell wins when it is greater than the running maximum or
-NaN. So ties go to the first maximum, a window holding NaN gives NaN and the
-index of its last NaN, and an all -inf window gives -inf and its first
-in-bounds cell.
+The numpy backend runs faster implementations of the same math where it can
+(``pyaclnn.backends.numpy._kernels`` chooses: the compiled kernels of
+:mod:`pyaclnn.kernels._accel`, the tuned NumPy of :mod:`pyaclnn.kernels._tuned`);
+each is checked against these (tests/test_accel*.py, tests/test_kernels_*.py).
 
-The backward is PyTorch's ``max_pool3d_with_indices_backward`` with float32
-accumulation for float16/bfloat16 (float64 for float64), rounded once.
+Forward, as PyTorch ``max_pool3d_with_indices`` on CPU: every window starts
+from -inf and its first in-bounds cell, then scans its in-bounds cells in d, h,
+w order, and a cell wins when it is greater than the running maximum or NaN.
+So ties go to the first maximum, a window holding NaN gives NaN and the index
+of its last NaN, an all -inf window gives -inf and its first in-bounds cell,
+and a window over padding only gives -inf and the cell its start reaches by
+whole dilations (which lies past the plane). Each output is the exact value
+of its input cell.
+
+Backward, as PyTorch ``max_pool3d_with_indices_backward``: grad_input = 0 plus
+each gradient added at its index, in the C order of grad_output, summed in
+float32 for float16/bfloat16/float32 (float64 for float64) and rounded once.
 """
 
 from __future__ import annotations
 
-import functools
 import itertools
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 
 from ..dtypes import compute_dtype
-from . import _accel, _workers
+from . import _workers
+from .checks import IndexOutOfPlaneError, check_indices, pool_output_size
 
 __all__ = [
     "IndexOutOfPlaneError",
-    "check_indices",
     "max_pool3d_with_argmax",
     "max_pool3d_with_argmax_backward",
     "pool_output_shape",
     "pool_output_size",
 ]
 
-# Scratch budget of one worker's chunk of (n, c) planes (phases, running
-# maximum, argmax and mask in the forward; flat indices, values and float32
-# accumulator in the backward). Smaller chunks stay in cache, larger ones pay
-# NumPy's per-call overhead less often: 4 MiB measured best on the benchmark
-# shapes. _chunk_budget also caps it by the output's size.
-_FORWARD_CHUNK_BYTES = 4 << 20
-_BACKWARD_CHUNK_BYTES = 4 << 20
-# Planes with at least this many gradients get one np.add.at call each.
-_PLANE_AT_MIN = 4096
 
-_INT32_MAX = int(np.iinfo(np.int32).max)
-
-
-class IndexOutOfPlaneError(ValueError):
-    """An argmax index given to the backward lies outside its (n, c) input plane."""
-
-
-# --------------------------------------------------------------------------
-# Output shape
-# --------------------------------------------------------------------------
-
-
-def pool_output_size(
-    length: int, kernel: int, stride: int, padding: int, dilation: int, ceil_mode: bool
-) -> int:
-    """Pooled length of one axis.
-
-    Parameters
-    ----------
-    length : int
-        Input length L of the axis.
-    kernel, stride, padding, dilation : int
-        Window size k, step s, padding p on each side and dilation d.
-    ceil_mode : bool
-        Round the window count up instead of down.
-
-    Returns
-    -------
-    int
-        ``floor((L + 2p - d(k-1) - 1 + (s-1 if ceil_mode else 0)) / s) + 1``
-        (division rounding toward -inf), minus one when ``ceil_mode`` would make
-        the last window start inside the right padding, i.e. when
-        ``(out-1)*s >= L + p``. May be <= 0; the caller decides whether that is
-        an error.
-    """
-    numerator = length + 2 * padding - dilation * (kernel - 1) - 1
-    if ceil_mode:
-        numerator += stride - 1
-    out = numerator // stride + 1  # Python's // floors toward -inf, as required
-    if ceil_mode and (out - 1) * stride >= length + padding:
-        out -= 1
-    return out
+# benchmarks/bench_kernels.py and bench_floor.py still read the kernels' thread count here;
+# remove once they ask pyaclnn.kernels._workers. These kernels use no threads.
+_thread_count = _workers.thread_count
 
 
 def pool_output_shape(
@@ -100,10 +60,8 @@ def pool_output_shape(
     dilation: Sequence[int],
     ceil_mode: bool,
 ) -> tuple[int, int, int]:
-    """(Do, Ho, Wo) of an input volume (D, H, W); see :func:`pool_output_size`.
-
-    Every parameter is a 3-tuple ordered (depth, height, width).
-    """
+    """(Do, Ho, Wo) of an input volume (D, H, W): :func:`pyaclnn.kernels.checks.pool_output_size`
+    per axis. Every parameter is a 3-tuple ordered (depth, height, width)."""
     d, h, w = (
         pool_output_size(int(n), int(k), int(s), int(p), int(dl), bool(ceil_mode))
         for n, k, s, p, dl in zip(spatial, kernel_size, stride, padding, dilation, strict=True)
@@ -111,392 +69,33 @@ def pool_output_shape(
     return d, h, w
 
 
-# --------------------------------------------------------------------------
-# Chunking over (n, c) planes
-# --------------------------------------------------------------------------
+def _window_cells(
+    length: int, out_len: int, kernel: int, stride: int, padding: int, dilation: int
+) -> np.ndarray:
+    """(out_len, offsets) input coordinates of the windows' cells along one axis, for the
+    kernel offsets, in order, whose cell lies inside the input for some window.
 
-
-def _merge_planes(a: np.ndarray) -> np.ndarray | None:
-    """(N, C, ...) as an (N*C, ...) view, or None if that needs a copy."""
-    n_count, c_count = a.shape[:2]
-    if n_count == 1 or c_count == 1 or a.strides[0] == a.strides[1] * c_count:
-        merged: np.ndarray = a.reshape(n_count * c_count, *a.shape[2:])  # the two axes merge: a view
-        return merged
-    return None
-
-
-def _plane_blocks(arrays: Sequence[np.ndarray], planes: int) -> Iterator[tuple[np.ndarray, ...]]:
-    """Yield 4-D views (planes, D, H, W) of the 5-D arrays, chunk by chunk.
-
-    Chunks run over the flattened N*C planes when every array allows that
-    without a copy, else over C inside each n.
+    The other offsets read padding in every window, and padding never wins, so
+    leaving them out changes no result (and a kernel far larger than the input
+    costs no more than one its size).
     """
-    n_count, c_count = arrays[0].shape[:2]
-    merged = [_merge_planes(a) for a in arrays]
-    if all(m is not None for m in merged):
-        for start in range(0, n_count * c_count, planes):
-            yield tuple(m[start : start + planes] for m in merged)  # type: ignore[index]
-    else:
-        for n in range(n_count):
-            for start in range(0, c_count, planes):
-                yield tuple(a[n, start : start + planes] for a in arrays)
+    first = max(0, -(-(padding - (out_len - 1) * stride) // dilation))  # ceil: the first that reaches in
+    end = min(kernel, (length - 1 + padding) // dilation + 1)  # one past the last
+    start = np.arange(out_len) * stride - padding
+    return start[:, None] + np.arange(first, max(first, end)) * dilation
 
 
-# --------------------------------------------------------------------------
-# Widening
-# --------------------------------------------------------------------------
-
-# float16 -> float32 by table: NumPy's float16 casts are scalar and slow.
-_HALF_TO_FLOAT: np.ndarray | None = None
-
-
-def _widen(values: np.ndarray, out: np.ndarray) -> None:
-    """Exact copy of ``values`` into the float32/float64 buffer ``out``."""
-    global _HALF_TO_FLOAT
-    if values.dtype == np.float16 and out.dtype == np.float32:
-        if _HALF_TO_FLOAT is None:
-            _HALF_TO_FLOAT = np.arange(1 << 16, dtype=np.uint16).view(np.float16).astype(np.float32)
-        # mode="clip" cannot clip a uint16 here; unlike "raise" it writes
-        # straight into ``out`` instead of through a temporary copy.
-        np.take(_HALF_TO_FLOAT, values.view(np.uint16), out=out, mode="clip")
-    else:
-        np.copyto(out, values, casting="unsafe")
+def _first_cell(out_len: int, stride: int, padding: int, dilation: int) -> np.ndarray:
+    """The first cell of every window along one axis that is not left of the input:
+    the window's start moved right by whole dilations (it may lie past the end)."""
+    start = np.arange(out_len) * stride - padding
+    first: np.ndarray = start + -(np.minimum(start, 0) // dilation) * dilation
+    return first
 
 
-def _round_into(values: np.ndarray, dtype: np.dtype, bits: np.ndarray, where: np.ndarray) -> None:
-    """bits[where] = float32 ``values`` rounded to nearest even in the 16-bit
-    float ``dtype``, as bits (``bits`` is a uint16 view of the output)."""
-    if dtype == np.float16:
-        rounded = _float_to_half_bits(values)
-    else:
-        rounded = values.astype(dtype).view(np.uint16)  # ml_dtypes' bfloat16 cast is fast
-    bits[where] = rounded
-
-
-def _float_to_half_bits(values: np.ndarray) -> np.ndarray:
-    """float32 -> float16 bits, rounded to nearest even, exactly as NumPy's
-    cast but about twice as fast: NumPy converts one element at a time.
-
-    Results in float16's normal range come from integer arithmetic on the
-    float32 bits (rebias the exponent, round the 13 dropped bits to even, a
-    carry that overflows the largest float16 lands on inf); everything else
-    (zeros, subnormals, overflow, inf, NaN) is rare in sums of gradients and
-    goes through NumPy.
-    """
-    u = values.view(np.uint32)
-    magnitude = u & np.uint32(0x7FFFFFFF)
-    sign = u ^ magnitude
-    # Unsigned wrap-around: one comparison finds both ends of the range
-    # [2^-14, 2^16).
-    odd = (magnitude - np.uint32(0x38800000)) >= np.uint32(0x47800000 - 0x38800000)
-    half = magnitude >> 13
-    half &= 1  # the kept last bit: ties round to even
-    half += magnitude
-    half += np.uint32(0xC8000FFF)  # exponent bias 127 -> 15, plus 0xFFF
-    half >>= 13
-    sign >>= 16
-    half |= sign
-    out = half.astype(np.uint16)
-    if odd.any():
-        rare = np.flatnonzero(odd)
-        with np.errstate(over="ignore"):  # overflow to inf is the right answer
-            out[rare] = values[rare].astype(np.float16).view(np.uint16)
-    result: np.ndarray = out
-    return result
-
-
-# --------------------------------------------------------------------------
-# Worker threads
-# --------------------------------------------------------------------------
-
-# Below this many element operations a call runs in the calling thread only.
-_PARALLEL_MIN_WORK = 1 << 20
-
-# The shared worker threads (pyaclnn.kernels._workers).
-_thread_count = _workers.thread_count
-
-
-def _chunk_budget(limit: int, output_bytes: int) -> int:
-    """Scratch bytes per worker: ``limit``, but with all workers together
-    holding no more than about the output's size (or 256 KiB, which small
-    calls may use whatever their size)."""
-    return min(limit, max(1 << 18, output_bytes // _thread_count()))
-
-
-def _run_shared(work: Callable[[list[Any]], None], blocks: list[Any], amount: int) -> None:
-    """Run ``work`` on shares of ``blocks``, in parallel when ``amount`` of work is worth it.
-
-    Every block writes its own part of the outputs, so the result does not
-    depend on the number of threads.
-    """
-    _workers.run_shared(work, blocks, amount >= _PARALLEL_MIN_WORK)
-
-
-# --------------------------------------------------------------------------
-# Forward
-# --------------------------------------------------------------------------
-
-# One pooling axis: (kernel, stride, padding, dilation).
-_Axis = tuple[int, int, int, int]
-
-
-def _first_inside(out_len: int, axis: _Axis) -> np.ndarray:
-    """Kernel offset of the first in-bounds cell of every window along an axis.
-
-    Like PyTorch, a window start left of 0 moves right by whole dilations.
-    """
-    _, s, p, d = axis
-    start = np.arange(out_len, dtype=np.int64) * s - p
-    return -(np.minimum(start, 0) // d)  # ceil(max(0, -start) / d)
-
-
-def _outer_sum(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """(len a, len b, len c) array of a[i] + b[j] + c[k]."""
-    total: np.ndarray = a[:, None, None] + b[None, :, None] + c[None, None, :]
-    return total
-
-
-def _reaching_offsets(axis: _Axis, length: int, out_len: int) -> _Axis:
-    """The same axis with the kernel cut to the offsets that can reach the input.
-
-    Offset j of window o reads padded cell o*s + j*d. Offsets with
-    j*d >= length + p lie right of the input for every window, and offsets
-    with j*d < p - (out_len - 1)*s left of it: both only ever see padding,
-    which never wins (past a window's first in-bounds offset, its answer when
-    it holds nothing else). Dropping the first j0 of them and lowering the padding
-    by j0*d names the same cells in the same order, so a kernel far larger
-    than the input costs no more than one the size of the input.
-    """
-    k, s, p, d = axis
-    first = max(0, p - (out_len - 1) * s) // d
-    # Keep each window's first in-bounds offset (ceil(p/d) at most), which is its
-    # answer when it holds only padding.
-    end = min(k, max(-(-(length + p) // d), -(-p // d) + 1))
-    return (end - first, s, p - first * d, d)
-
-
-class _ForwardPlan:
-    """Geometry of one forward call.
-
-    The padded input of a chunk is split by stride phase: phase (rd, rh, rw)
-    holds the padded cells (rd + sd*i, rh + sh*j, rw + sw*k), with -inf in the
-    padding. The window of output (od, oh, ow) then reads, for every kernel
-    offset, the cell (od, oh, ow) + q of one phase, where q is the offset's
-    shift. Laying the outputs out with the phases' row pitch (Hq, Wq) turns
-    that into one contiguous 1-D slice per plane and offset, so every NumPy
-    call is a long unit-stride loop. The columns past (Ho, Wo) are scratch
-    that is never read back.
-
-    A chunk is a few whole (n, c) planes, or ``rows`` output depth rows of
-    one plane when a plane alone would exceed the scratch budget.
-    """
-
-    def __init__(
-        self,
-        spatial: tuple[int, int, int],
-        out_spatial: tuple[int, int, int],
-        axes: tuple[_Axis, _Axis, _Axis],
-        compute: np.dtype,
-        index_dtype: np.dtype,
-        rows: int,
-    ) -> None:
-        self.spatial = spatial
-        self.out_spatial = out_spatial
-        self.axes = axes
-        self.compute = compute
-        self.index_dtype = index_dtype
-        self.rows = rows
-        strides = (spatial[1] * spatial[2], spatial[2], 1)
-
-        # Phase lengths: enough for the padding and for a ceil-mode window
-        # that reaches past it, rounded up to whole strides.
-        phase_len = [
-            -(-max(n + 2 * p, (o - 1) * s + (k - 1) * d + 1) // s)
-            for n, o, (k, s, p, d) in zip(spatial, out_spatial, axes)
-        ]
-        _, hq, wq = phase_len
-        self.pitched = (rows, hq, wq)  # a chunk's outputs, laid out with the phase pitch
-        self.pitched_size = rows * hq * wq
-
-        # Per kernel offset in d, h, w scan order: phase, flat shift inside the
-        # phase, and flat offset from the window start in the unpadded plane.
-        self.offsets: list[tuple[tuple[int, int, int], int, int]] = []
-        for j in itertools.product(*(range(ax[0]) for ax in axes)):
-            reach = [jj * ax[3] for jj, ax in zip(j, axes)]
-            phase = tuple(r % ax[1] for r, ax in zip(reach, axes))
-            q = [r // ax[1] for r, ax in zip(reach, axes)]
-            shift = (q[0] * hq + q[1]) * wq + q[2]
-            offset = sum(r * st for r, st in zip(reach, strides))
-            self.offsets.append((phase, shift, offset))  # type: ignore[arg-type]
-        self.phases = sorted({phase for phase, _, _ in self.offsets})
-        # Phase depth rows a chunk reads: its own plus the deepest shift.
-        self.phase_rows = min(phase_len[0], rows + (axes[0][0] - 1) * axes[0][3] // axes[0][1])
-        self.phase_grid = (self.phase_rows, hq, wq)
-        max_shift = max(shift for _, shift, _ in self.offsets)
-        self.phase_size = max(self.phase_rows * hq * wq, self.pitched_size + max_shift)
-
-        # The running argmax is the offset's number in scan order (a "code"),
-        # in the narrowest type that holds it: less memory traffic per pass.
-        count = len(self.offsets)
-        self.code_dtype = np.dtype(np.uint8 if count <= 256 else np.uint16 if count <= 65536 else np.int32)
-        self.code_offset = np.array([offset for _, _, offset in self.offsets], index_dtype)
-
-        # Initial argmax of every output depth row: the first in-bounds cell
-        # of each window (pitched grid).
-        k1, k2 = axes[1][0], axes[2][0]
-        firsts = [_first_inside(n, ax) for n, ax in zip((out_spatial[0], hq, wq), axes)]
-        self.first_code = _outer_sum(firsts[0] * k1 * k2, firsts[1] * k2, firsts[2]).astype(self.code_dtype)
-        self.window_start = _outer_sum(
-            *(
-                (np.arange(o, dtype=np.int64) * ax[1] - ax[2]) * st
-                for o, ax, st in zip(out_spatial, axes, strides)
-            )
-        )
-        # Per phase and axis, the phase cells that hold input: (first, end,
-        # first input cell), in whole-plane phase coordinates.
-        self.copy_ranges: dict[tuple[int, int, int], list[tuple[int, int, int]]] = {}
-        for phase in self.phases:
-            ranges = []
-            for r, n, (_, s, p, _) in zip(phase, spatial, axes):
-                q0 = max(0, -((r - p) // s))  # ceil((p - r) / s): first phase cell inside
-                q1 = max(q0, (n - 1 + p - r) // s + 1)
-                ranges.append((q0, q1, q0 * s + r - p))
-            self.copy_ranges[phase] = ranges
-
-    def bytes_per_plane(self) -> int:
-        """Scratch of one plane (or ``rows`` output rows of it) in one chunk."""
-        phases = len(self.phases) * self.phase_size * self.compute.itemsize
-        outputs = self.pitched_size * (
-            self.compute.itemsize + 2 * self.code_dtype.itemsize + self.index_dtype.itemsize + 1
-        )
-        return phases + outputs
-
-    def allocate(self, planes: int) -> _ForwardScratch:
-        return _ForwardScratch(self, planes)
-
-
-# Plans whose outputs are at most this many cells per plane are kept for the
-# next call with the same geometry: building one costs ~50 us, which is most
-# of a small call; larger plans hold output-sized arrays and are rebuilt.
-_CACHED_PLAN_OUTPUTS = 1 << 15
-
-
-def _forward_plan(*geometry: Any) -> _ForwardPlan:
-    """``_ForwardPlan(*geometry)``, from the cache when its outputs are small."""
-    do, ho, wo = geometry[1]  # out_spatial
-    if do * ho * wo <= _CACHED_PLAN_OUTPUTS:
-        return _cached_forward_plan(*geometry)
-    return _ForwardPlan(*geometry)
-
-
-@functools.lru_cache(maxsize=64)
-def _cached_forward_plan(*args: Any) -> _ForwardPlan:
-    plan = _ForwardPlan(*args)
-    for shared in (plan.first_code, plan.window_start, plan.code_offset):
-        shared.setflags(write=False)  # shared by every call with this geometry
-    return plan
-
-
-class _ForwardScratch:
-    """Buffers of one worker of a forward call: the phases of a chunk and the
-    running maximum, argmax code and mask."""
-
-    def __init__(self, plan: _ForwardPlan, planes: int) -> None:
-        self.plan = plan
-        # Padding cells stay -inf for the whole call; chunks overwrite the rest.
-        self.phase_buf = {
-            phase: np.full((planes, plan.phase_size), -np.inf, plan.compute) for phase in plan.phases
-        }
-        self.best = np.empty((planes, plan.pitched_size), plan.compute)
-        self.sel = np.empty((planes, plan.pitched_size), plan.code_dtype)
-        self.scratch = np.empty((planes, plan.pitched_size), plan.code_dtype)
-        self.offset = np.empty((planes, *plan.pitched), plan.index_dtype)
-        self.mask = np.empty((planes, plan.pitched_size), np.bool_)
-
-    def load(self, xc: np.ndarray, row0: int) -> None:
-        """Copy the input a chunk needs into the phases: planes ``xc``
-        (planes, D, H, W), output depth rows from ``row0``."""
-        plan = self.plan
-        count = xc.shape[0]
-        depth_rows, hq, wq = plan.phase_grid
-        for phase, buf in self.phase_buf.items():
-            grid = buf[:count, : depth_rows * hq * wq].reshape(count, depth_rows, hq, wq)
-            (d0, d1, first_d), *rest = plan.copy_ranges[phase]
-            sd = plan.axes[0][1]
-            # Depth rows of this chunk that hold input; the others are padding.
-            lo = min(max(d0 - row0, 0), depth_rows)
-            hi = max(min(d1 - row0, depth_rows), lo)
-            if plan.rows < plan.out_spatial[0]:  # rows move between chunks: reset the padding
-                grid[:, :lo] = -np.inf
-                grid[:, hi:] = -np.inf
-            if hi == lo:
-                continue
-            start = first_d + (row0 + lo - d0) * sd
-            target: list[slice] = [slice(None), slice(lo, hi)]
-            source: list[slice] = [slice(None), slice(start, start + (hi - lo - 1) * sd + 1, sd)]
-            for (q0, q1, first), ax in zip(rest, plan.axes[1:]):
-                target.append(slice(q0, q1))
-                source.append(slice(first, first + (q1 - q0 - 1) * ax[1] + 1 if q1 > q0 else first, ax[1]))
-            _widen(xc[tuple(source)], grid[tuple(target)])
-
-    def run(self, count: int, row0: int, rows: int, nan_rule: bool) -> tuple[np.ndarray, np.ndarray]:
-        """Pool the loaded chunk; returns the maxima (a view of the pitched
-        buffer) and the flat offsets of the argmax from the window starts."""
-        plan = self.plan
-        size = plan.pitched_size
-        best = self.best[:count]
-        sel = self.sel[:count]
-        scratch = self.scratch[:count]
-        mask = self.mask[:count]
-        best.fill(-np.inf)
-        grid = sel.reshape(count, *plan.pitched)
-        grid[:, :rows] = plan.first_code[row0 : row0 + rows]
-        for code, (phase, shift, _) in enumerate(plan.offsets):
-            v = self.phase_buf[phase][:count, shift : shift + size]
-            np.greater(v, best, out=mask)
-            if nan_rule:
-                # A NaN always takes over, so the last NaN in scan order wins.
-                np.logical_or(mask, np.isnan(v), out=mask)
-            # Codes grow in scan order and every window starts from its
-            # smallest in-bounds one, so max(sel, mask*code) is the masked
-            # store (np.copyto with where= is an order of magnitude slower).
-            np.multiply(mask, plan.code_dtype.type(code), out=scratch)
-            np.maximum(sel, scratch, out=sel)
-            # np.maximum propagates NaN, and nothing compares greater than a
-            # NaN best, so a later number never replaces it.
-            np.maximum(best, v, out=best)
-        _, ho, wo = plan.out_spatial
-        valid = (slice(None), slice(0, rows), slice(0, ho), slice(0, wo))
-        offset = self.offset[:count, :rows, :ho, :wo]
-        np.take(plan.code_offset, grid[valid], out=offset)
-        return best.reshape(count, *plan.pitched)[valid], offset
-
-    def pool(self, xc: np.ndarray, oc: np.ndarray, ic: np.ndarray, row0: int) -> None:
-        """Pool one chunk: planes ``xc`` of the input into ``oc`` and ``ic``,
-        which hold the output depth rows from ``row0`` of those planes."""
-        count, rows = oc.shape[:2]
-        self.load(xc, row0)
-        best, offset = self.run(count, row0, rows, nan_rule=False)
-        if np.isnan(best).any():
-            # Rare: redo the chunk with the full NaN rule, which the fast path
-            # skips (it keeps the offset of the largest number).
-            best, offset = self.run(count, row0, rows, nan_rule=True)
-        np.add(offset, self.plan.window_start[row0 : row0 + rows], out=ic, casting="unsafe")
-        np.copyto(oc, best, casting="unsafe")
-        # np.maximum may hand back +0 for (-0, +0), or another NaN than the
-        # chosen one: copy those outputs exactly from the input.
-        fix = best == 0
-        np.logical_or(fix, np.isnan(best), out=fix)
-        if fix.any():
-            where = np.nonzero(fix)
-            oc[where] = _gather_planes(xc, where[0], ic[where].astype(np.int64))
-
-
-def _gather_planes(xc: np.ndarray, plane: np.ndarray, flat: np.ndarray) -> np.ndarray:
-    """xc[plane, flat unravelled over (D, H, W)] for matching index arrays."""
-    _, _, height, width = xc.shape
-    gathered: np.ndarray = xc[plane, flat // (height * width), (flat // width) % height, flat % width]
-    return gathered
+def _outer(d: np.ndarray, h: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-axis arrays shaped to broadcast over (Do, Ho, Wo)."""
+    return d[:, None, None], h[None, :, None], w[None, None, :]
 
 
 def max_pool3d_with_argmax(
@@ -516,113 +115,53 @@ def max_pool3d_with_argmax(
     x : ndarray, shape (N, C, D, H, W)
         float32, float16, bfloat16 or float64; any strides. Not modified.
     kernel_size, stride, padding, dilation : 3-tuples of int
-        Already validated: k > 0, s > 0, 0 <= p <= k // 2, d > 0.
+        Valid (docs/operator-semantics.md, Pooling parameters): k > 0, s > 0, 0 <= p <= k // 2, d > 0.
     ceil_mode : bool
-        Output-size rounding, see :func:`pool_output_size`; the kernel takes
-        (Do, Ho, Wo) from ``out``, which the plan already sized with it.
+        Output-size rounding; ``out`` is already sized with it
+        (:func:`pool_output_shape`), so the kernel takes (Do, Ho, Wo) from there.
     out : ndarray, shape (N, C, Do, Ho, Wo)
-        Writable array (or view) of ``x``'s dtype; receives the window maxima.
+        Writable, of ``x``'s dtype; receives the window maxima.
     indices : ndarray, shape (N, C, Do, Ho, Wo)
-        Writable int32 or int64 array (or view); receives d*H*W + h*W + w of
-        each maximum inside its unpadded (n, c) plane.
-
-    The arguments are not validated: the op's checks
-    (:func:`pyaclnn.kernels.checks.max_pool3d_with_argmax`) give the plan whose
-    5-D shapes and parameters callers pass here.
-
-    Notes
-    -----
-    Padding cells are -inf and never chosen. Ties go to the first maximum in
-    d, h, w order; a window holding NaN gives NaN and the index of its last
-    NaN; an all -inf window gives -inf and its first in-bounds cell.
-    Comparisons run in float32 (float64 for float64 input), which is exact,
-    and every output is an exact copy of an input value.
-
-    The kernel loops over the kD*kH*kW kernel offsets on chunks of (n, c)
-    planes small enough to stay in cache (see ``_ForwardPlan``), on up to
-    ``PYACLNN_NUM_THREADS`` threads (default: the usable cores, at most 8).
-    The compiled kernel (:func:`pyaclnn.kernels._accel.max_pool3d`) takes the
-    call first when it can, with the same bits; this one is the reference.
+        Writable int32 or int64; receives d*H*W + h*W + w of each maximum inside
+        its unpadded (n, c) plane.
     """
-    n_count, c_count, depth, height, width = x.shape
-    spatial = (depth, height, width)
-    axes: tuple[_Axis, _Axis, _Axis] = tuple(  # type: ignore[assignment]
-        (int(k), int(s), int(p), int(d))
-        for k, s, p, d in zip(kernel_size, stride, padding, dilation, strict=True)
-    )
-    out_spatial: tuple[int, int, int] = out.shape[2:]  # the plan's output shape (ceil_mode included)
-    if out.size == 0 or x.size == 0:
-        return
-    if _accel.max_pool3d(x, tuple(zip(*axes)), out, indices):
-        return
-
-    compute = compute_dtype(x.dtype)
-    index_dtype = np.dtype(np.int32 if depth * height * width <= _INT32_MAX else np.int64)
-    axes = tuple(_reaching_offsets(ax, n, o) for ax, n, o in zip(axes, spatial, out_spatial))  # type: ignore[assignment]
-    plan = _forward_plan(spatial, out_spatial, axes, compute, index_dtype, out_spatial[0])
-    per_plane = plan.bytes_per_plane()
-    budget = _chunk_budget(_FORWARD_CHUNK_BYTES, out.nbytes + indices.nbytes)
-    if per_plane <= budget:
-        planes = min(n_count * c_count, budget // per_plane)
-        blocks = [(xc, oc, ic, 0) for xc, oc, ic in _plane_blocks((x, out, indices), planes)]
-    else:
-        # A plane alone is too big: chunks of output depth rows of one plane.
-        planes = 1
-        row_bytes = max(1, per_plane // out_spatial[0])
-        rows = max(1, min(out_spatial[0], budget // row_bytes))
-        plan = _forward_plan(spatial, out_spatial, axes, compute, index_dtype, rows)
-        blocks = [
-            (xc, oc[:, r : r + rows], ic[:, r : r + rows], r)
-            for xc, oc, ic in _plane_blocks((x, out, indices), 1)
-            for r in range(0, out_spatial[0], rows)
-        ]
-
-    def work(share: list[tuple[Any, ...]]) -> None:
-        scratch = plan.allocate(planes)
-        for xc, oc, ic, row0 in share:
-            scratch.pool(xc, oc, ic, row0)
-
-    _run_shared(work, blocks, out.size * len(plan.offsets))
+    del ceil_mode  # it sized ``out``
+    n, c, depth, height, width = x.shape
+    out_spatial = out.shape[2:]
+    ct = compute_dtype(x.dtype)
+    # Per axis: the cells of each window, and the first in-bounds one, where a window starts.
+    axes = list(zip((depth, height, width), out_spatial, kernel_size, stride, padding, dilation))
+    cells = [_window_cells(n, o, k, s, p, d) for n, o, k, s, p, d in axes]
+    firsts = [_first_cell(o, s, p, d) for _, o, _, s, p, d in axes]
+    zf, yf, xf = _outer(*firsts)
+    best = np.full(out.shape, -np.inf, ct)
+    arg = np.broadcast_to((zf * height + yf) * width + xf, out.shape).astype(np.int64)
+    seen = np.zeros(out_spatial, bool)  # windows holding an input cell
+    sizes = (depth, height, width)
+    for offsets in itertools.product(*(range(axis_cells.shape[1]) for axis_cells in cells)):
+        at = [axis_cells[:, j] for axis_cells, j in zip(cells, offsets)]  # the cell each window reads
+        inside = _outer(*((0 <= v) & (v < size) for v, size in zip(at, sizes)))
+        z, y, w = _outer(*(np.clip(v, 0, size - 1) for v, size in zip(at, sizes)))
+        in_bounds = inside[0] & inside[1] & inside[2]
+        seen |= in_bounds
+        v = np.where(in_bounds, x[:, :, z, y, w].astype(ct), -np.inf)  # padding: -inf, never wins
+        take = (v > best) | np.isnan(v)
+        best = np.where(take, v, best)
+        arg = np.where(take, (z * height + y) * width + w, arg)
+    indices[...] = arg
+    # The maxima as the exact input values (sign of zero, NaN payloads); -inf for padding only.
+    plane = depth * height * width
+    hit = np.broadcast_to(seen, out.shape)
+    values = np.full(out.shape, -np.inf, x.dtype)
+    if hit.any():
+        cell = np.where(hit, arg, 0).reshape(n, c, -1)
+        values[hit] = np.take_along_axis(x.reshape(n, c, plane), cell, axis=2).reshape(out.shape)[hit]
+    out[...] = values
 
 
-# --------------------------------------------------------------------------
-# Backward
-# --------------------------------------------------------------------------
-
-
-def check_indices(indices: np.ndarray, plane: int) -> None:
-    """Raise IndexOutOfPlaneError naming the first index outside [0, plane)."""
-    if indices.size == 0:
-        return
-    if indices.dtype.kind == "i" and plane <= np.iinfo(indices.dtype).max:
-        # One pass: negative numbers read as unsigned are larger than any plane.
-        unsigned = indices.view(indices.dtype.str.replace("i", "u"))
-        per_plane = max(1, indices[0, 0].size)
-        blocks = list(_plane_blocks((unsigned,), max(1, (1 << 20) // per_plane)))
-        highest: list[int] = []
-
-        def work(share: list[tuple[np.ndarray, ...]]) -> None:
-            highest.extend(int(b.max()) for (b,) in share if b.size)
-
-        _run_shared(work, blocks, indices.size)
-        if max(highest) < plane:
-            return
-    elif int(indices.min()) >= 0 and int(indices.max()) < plane:
-        return
-    bad = (indices < 0) | (indices >= plane)
-    raise _out_of_plane(indices, int(np.argmax(bad)), plane)  # argmax: the first in C order
-
-
-def _out_of_plane(indices: np.ndarray, flat: int, plane: int) -> IndexOutOfPlaneError:
-    """The error naming ``indices`` at C-order position ``flat``, outside [0, plane)."""
-    position = np.unravel_index(flat, indices.shape)
-    where = ", ".join(str(int(i)) for i in position)
-    return IndexOutOfPlaneError(
-        f"indices[{where}] = {int(indices[position])} is outside its (n, c) plane of "
-        f"D*H*W = {plane} elements; every index must be in [0, {plane})"
-    )
-
-
+@np.errstate(
+    all="ignore"
+)  # inf - inf and sums beyond float16 are part of the math (the device raises nothing)
 def max_pool3d_with_argmax_backward(
     grad_output: np.ndarray, indices: np.ndarray, grad_input: np.ndarray
 ) -> None:
@@ -636,221 +175,21 @@ def max_pool3d_with_argmax_backward(
         int32 or int64, any strides: flat positions d*H*W + h*W + w inside each
         (n, c) plane of the input, as the forward produces. Not modified.
     grad_input : ndarray, shape (N, C, D, H, W)
-        Writable array (or view) of ``grad_output``'s dtype, fully overwritten:
-        zeros plus the sum of the gradients sent to each position.
+        Writable, of ``grad_output``'s dtype, fully overwritten: zeros plus the
+        sum of the gradients sent to each position.
 
     Raises
     ------
     IndexOutOfPlaneError
-        If an index is outside [0, D*H*W); raised before anything is written,
-        naming the first bad position in C order. Nothing else is validated:
-        the op's checks (:func:`pyaclnn.kernels.checks.max_pool3d_with_argmax_backward`)
-        give the plan whose 5-D shapes callers pass here.
-
-    Notes
-    -----
-    float16/bfloat16 gradients are summed in float32 and rounded once
-    (float32 in float32, float64 in float64); the summation order is the
-    C order of ``grad_output``, as in PyTorch.
-
-    When the compiled kernels are available (:mod:`pyaclnn.kernels._accel`),
-    float32/float16/bfloat16 calls run there, with the same bits. Otherwise
-    chunks of (n, c) planes are scattered with ``np.add.at`` on up to
-    ``PYACLNN_NUM_THREADS`` threads (default: the usable cores, at most 8);
-    each chunk owns its part of ``grad_input``, so the result does not depend
-    on the thread count.
+        If an index is outside [0, D*H*W), before anything is written, naming
+        the first bad position in C order (:func:`pyaclnn.kernels.checks.check_indices`).
     """
-    n_count, c_count, depth, height, width = grad_input.shape
+    n, c, depth, height, width = grad_input.shape
     plane = depth * height * width
-    # The one place that hands a call to the compiled kernel (pyaclnn.kernels._accel),
-    # which checks every index first as check_indices does; this function stays the reference.
-    try:
-        if _accel.max_pool3d_backward(grad_output, indices, grad_input):
-            return
-    except _accel.BadIndex as exc:
-        raise _out_of_plane(indices, exc.position, plane) from None
-    if grad_input.size == 0:
-        return
     check_indices(indices, plane)
-    if grad_output.size == 0:
-        grad_input[...] = 0
-        return
-
-    out_spatial = grad_output.shape[2:]
-    row = out_spatial[1] * out_spatial[2]  # gradients per output depth row
-    acc_dtype = compute_dtype(grad_input.dtype)
-    # float16/bfloat16 chunks of whole planes written flat take
-    # scatter_compact, which rounds only touched cells.
-    compact = grad_input.dtype.itemsize == 2 and grad_output.dtype == grad_input.dtype
-    # Scratch per gradient: int64 flat index and widened value; for
-    # scatter_compact also an int32 slot, a partial sum and the rounding
-    # temporaries. Per cell: the accumulator, and scatter_compact's int32 owner.
-    per_out = 8 + acc_dtype.itemsize + (32 if compact else 0)
-    acc_bytes = plane * (acc_dtype.itemsize + (4 if compact else 0))
-    budget = _chunk_budget(_BACKWARD_CHUNK_BYTES, grad_input.nbytes)
-    per_plane = out_spatial[0] * row * per_out + acc_bytes
-    if per_plane <= budget:
-        planes, rows = min(n_count * c_count, budget // per_plane), out_spatial[0]
-    else:
-        # A plane alone is too big: scatter its gradients a few depth rows at a
-        # time (the accumulator still spans the whole plane).
-        planes = 1
-        rows = max(1, min(out_spatial[0], max(0, budget - acc_bytes) // max(1, row * per_out)))
-    blocks = list(_plane_blocks((grad_output, indices, grad_input), planes))
-    compact = compact and rows == out_spatial[0]
-
-    def work(share: list[tuple[np.ndarray, ...]]) -> None:
-        scratch = _BackwardScratch(planes, plane, rows * row, acc_dtype)
-        for goc, ic, gic in share:
-            if compact and gic.flags.c_contiguous:
-                scratch.scatter_compact(goc, ic, gic)
-            else:
-                scratch.scatter(goc, ic, gic, rows)
-
-    _run_shared(work, blocks, grad_output.size * 4)
-
-
-class _BackwardScratch:
-    """Buffers of one worker of a backward call."""
-
-    def __init__(self, planes: int, plane: int, per_chunk: int, acc_dtype: np.dtype) -> None:
-        self.plane = plane
-        self.acc_dtype = acc_dtype
-        self.flat = np.empty(planes * per_chunk, np.int64)
-        self.values = np.empty(planes * per_chunk, acc_dtype)
-        self.acc: np.ndarray | None = None
-        self.owner: np.ndarray | None = None
-        self.slot: np.ndarray | None = None
-        self.sums: np.ndarray | None = None
-        self.order: np.ndarray | None = None
-        self.prefer_dense = False
-        self.plane_start = (np.arange(planes, dtype=np.int64) * plane).reshape(planes, 1, 1, 1)
-        self.planes = planes
-
-    def scatter(self, goc: np.ndarray, ic: np.ndarray, gic: np.ndarray, rows: int) -> None:
-        """grad_input chunk = zeros + scatter-add of the grad_output chunk,
-        taking ``rows`` output depth rows at a time."""
-        count, depth = goc.shape[:2]
-        in_place = gic.dtype == self.acc_dtype and gic.flags.c_contiguous
-        if in_place:
-            acc = gic.reshape(-1)
-        else:
-            if self.acc is None:
-                self.acc = np.empty(self.planes * self.plane, self.acc_dtype)
-            acc = self.acc[: count * self.plane]
-        acc.fill(0)
-        for row0 in range(0, depth, rows):
-            g, i = goc[:, row0 : row0 + rows], ic[:, row0 : row0 + rows]
-            self._add(g, i, acc)
-        if in_place:
-            return
-        # NumPy rounds to float16 slowly (scalar code): when few cells are
-        # nonzero, zero-fill and round only those (a zero sum is +0 either way).
-        if gic.dtype == np.float16 and gic.flags.c_contiguous:
-            touched = acc != 0  # NumPy finds nonzero bools much faster than floats
-            if 3 * np.count_nonzero(touched) >= acc.size:
-                np.copyto(gic, acc.reshape(gic.shape), casting="unsafe")
-                return
-            nonzero = np.flatnonzero(touched)
-            gflat = gic.reshape(-1)
-            gflat.fill(0)
-            gflat[nonzero] = acc[nonzero].astype(np.float16)
-            return
-        np.copyto(gic, acc.reshape(gic.shape), casting="unsafe")
-
-    def scatter_compact(self, goc: np.ndarray, ic: np.ndarray, gic: np.ndarray) -> None:
-        """Like :meth:`scatter` for a C-contiguous float16/bfloat16 chunk of
-        whole planes: only touched cells are written after a fast zero fill,
-        and only sums are rounded.
-
-        Few repeats (windows that do not overlap): every touched position
-        elects one of its gradients (whichever fancy assignment keeps), so a
-        position whose gradients all name the same elected one is hit once and
-        simply receives its gradient's bits. The gradients of positions hit
-        several times are summed in float32 in a buffer indexed by the elected
-        number, in C order, and rounded once. Fancy indexing releases the GIL,
-        np.add.at does not, so this also runs well on several threads.
-
-        Many repeats (overlapping windows): the gradients are summed into a
-        float32 plane and the sum is read back, rounded and written at every
-        gradient's position, which costs less than scanning the plane for the
-        touched cells. A worker that meets many repeats skips the election
-        from then on.
-        """
-        count = goc.shape[0]
-        size = goc.size
-        flat = self.flat[:size]
-        np.add(ic, self.plane_start[:count], out=flat.reshape(ic.shape))
-        grads = goc.reshape(-1)
-        # As 16-bit integers: NumPy copies those fast, while fancy indexing of
-        # ml_dtypes' bfloat16 goes element by element through the dtype.
-        gbits = gic.reshape(-1).view(np.uint16)
-        gbits.fill(0)
-        if not self.prefer_dense:
-            if self.owner is None:
-                self.owner = np.empty(self.planes * self.plane, np.int32)
-                self.order = np.arange(self.flat.size, dtype=np.int32)
-                self.slot = np.empty(self.flat.size, np.int32)
-            assert self.order is not None and self.slot is not None
-            owner = self.owner[: count * self.plane]
-            order = self.order[:size]
-            slot = self.slot[:size]
-            owner[flat] = order
-            # mode="clip" never clips here (flat is in range) but skips the
-            # bounds check.
-            np.take(owner, flat, out=slot, mode="clip")
-            repeated = slot != order
-            repeats = int(np.count_nonzero(repeated))
-            if 4 * repeats < size:
-                bits = grads.view(np.uint16)
-                gbits[flat] = bits
-                negative_zero = bits == 0x8000  # 0 + (-0) leaves +0 behind
-                if negative_zero.any():
-                    gbits[flat[negative_zero]] = 0
-                if not repeats:
-                    return
-                owner[flat[repeated]] = -1
-                involved = owner[flat] == -1  # every gradient of a repeated position
-                where, slots = flat[involved], slot[involved]
-                values = self.values[: where.size]
-                _widen(grads[involved], values)
-                if self.sums is None:
-                    self.sums = np.empty(self.flat.size, self.acc_dtype)
-                sums = self.sums
-                sums[slots] = 0
-                np.add.at(sums, slots, values)
-                _round_into(sums[slots], gic.dtype, gbits, where)
-                return
-            self.prefer_dense = True
-        values = self.values[:size]
-        _widen(goc, values.reshape(goc.shape))
-        if self.acc is None:
-            self.acc = np.empty(self.planes * self.plane, self.acc_dtype)
-        acc = self.acc[: count * self.plane]
-        acc.fill(0)
-        np.add.at(acc, flat, values)
-        np.take(acc, flat, out=values, mode="clip")
-        _round_into(values, gic.dtype, gbits, flat)
-
-    def _add(self, goc: np.ndarray, ic: np.ndarray, acc: np.ndarray) -> None:
-        """acc (count * plane cells, contiguous) += scatter of one slice of
-        gradients."""
-        count = goc.shape[0]
-        size = goc.size
-        if goc.dtype == self.acc_dtype and goc.flags.c_contiguous:
-            values = goc.reshape(-1)
-        else:
-            values = self.values[:size]
-            _widen(goc, values.reshape(goc.shape))
-        per = size // count
-        if per >= _PLANE_AT_MIN and ic.dtype == np.int64 and ic.flags.c_contiguous:
-            planes_acc = acc.reshape(count, -1)
-            # Large planes with int64 indices: one np.add.at per plane spares
-            # building the chunk-wide indices.
-            for j in range(count):
-                np.add.at(planes_acc[j], ic[j].reshape(-1), values[j * per : (j + 1) * per])
-            return
-        flat = self.flat[:size]
-        # Indices of the whole chunk as one 1-D range, computed in int64.
-        np.add(ic, self.plane_start[:count], out=flat.reshape(ic.shape))
-        np.add.at(acc, flat, values)
+    acc = np.zeros((n, c, plane), compute_dtype(grad_input.dtype))
+    # Each (n, c) plane as one stretch of a flat accumulator; np.add.at adds in index order,
+    # which is the C order of grad_output.
+    flat = indices.astype(np.int64) + (np.arange(n * c).reshape(n, c, 1, 1, 1) * plane)
+    np.add.at(acc.reshape(-1), flat.reshape(-1), grad_output.astype(acc.dtype).reshape(-1))
+    grad_input[...] = acc.reshape(grad_input.shape)  # rounded once

@@ -1,10 +1,17 @@
 """Optional compiled CPU kernels of the numpy backend, reached through cffi.
 
-The pure NumPy kernels (:mod:`pyaclnn.kernels.max_pool3d`,
-:mod:`pyaclnn.kernels.grid_sampler3d`) stay the reference and the fallback:
-they call :func:`max_pool3d_backward`, :func:`grid_sampler3d` or
-:func:`grid_sampler3d_backward` here first, and these return False whenever
-the compiled kernel cannot take the call.
+The numpy backend's kernel choice (``pyaclnn.backends.numpy._kernels``) calls
+:func:`max_pool3d`, :func:`max_pool3d_backward`, :func:`grid_sampler3d` or
+:func:`grid_sampler3d_backward` here first; each returns False when the
+compiled kernel cannot take the call (library off or absent, a dtype it has no
+code for, no scratch memory, a plane too large for its int32 cells), and the
+tuned NumPy path (:mod:`pyaclnn.kernels._tuned`) runs instead. The pure NumPy
+kernels (:mod:`pyaclnn.kernels.max_pool3d`, :mod:`pyaclnn.kernels.grid_sampler3d`)
+are the reference these are checked against. The arguments are those of a
+plan of :mod:`pyaclnn.kernels.checks` (non-empty, 5-D, one float dtype, valid
+parameters and modes) and are not checked again, here or in C. How many
+threads a call uses is :func:`pyaclnn.kernels._workers.threads_for`'s decision;
+the C library runs them on its own pthreads.
 
 How the library is built and opened
 -----------------------------------
@@ -118,6 +125,7 @@ from typing import Any
 import numpy as np
 
 from .. import _env, _workers
+from ..grid_sampler3d import NEAREST
 
 __all__ = [
     "BadIndex",
@@ -132,7 +140,7 @@ __all__ = [
 ]
 
 SOURCE = Path(__file__).with_name("pyaclnn_accel.c")
-ABI = 3  # PYACLNN_ACCEL_ABI of the C source
+ABI = 4  # PYACLNN_ACCEL_ABI of the C source
 
 CDEF = """
 int pyaclnn_accel_abi(void);
@@ -153,7 +161,8 @@ int pyaclnn_grid_sampler3d_backward(intptr_t grad, const int64_t *grad_strides, 
                                     intptr_t input_grad, const int64_t *input_grad_strides,
                                     intptr_t grid_grad, const int64_t *grid_grad_strides,
                                     const int64_t *in_shape, const int64_t *out_spatial, int dtype,
-                                    int interp, int padding, int align, int threads, int64_t budget);
+                                    int interp, int padding, int align, int threads, int scatter_threads,
+                                    int64_t budget);
 int pyaclnn_grid_sampler3d(intptr_t input, const int64_t *input_strides, intptr_t grid,
                            const int64_t *grid_strides, intptr_t out, const int64_t *out_strides,
                            const int64_t *in_shape, const int64_t *out_spatial, int dtype, int interp,
@@ -170,12 +179,15 @@ KERNELS = (
     "grid_sampler3d_backward",
 )
 
-# Below this many elements (gradients plus grad_input cells) one thread does
-# the call: waking the workers costs tens of microseconds.
-_PARALLEL_MIN_ELEMENTS = 1 << 16
+# The work from which a second thread pays off (pyaclnn.kernels._workers.threads_for):
+# waking the library's workers costs tens of microseconds. Max pooling: elements
+# (inputs plus outputs); the grid sampler: points times (channels + 1) for the
+# coordinates (8192 per batch item in the backward's pass over the points), points
+# times channels for the backward's scatter, per batch item.
+PARALLEL_MIN_ELEMENTS = 1 << 16
+PARALLEL_MIN_POINT_WORK = 8192
 
 _RC_OK, _RC_BAD_INDEX = 0, 1
-_INT32_MAX = 2**31 - 1
 # The max-pool backward's out-parameter, one per thread (calls may run in several at once).
 _out_param = threading.local()
 _NO_STRIDES = (0,) * 5  # of an output not wanted
@@ -374,6 +386,7 @@ def accel_status() -> dict[str, Any]:
 # Kernels
 # --------------------------------------------------------------------------
 
+# The dtypes the library takes: its DT_* codes (pyaclnn_accel.c), the one list of them.
 _FLOAT_CODES = {"float32": 0, "float16": 1, "bfloat16": 2}
 # dtype -> its code or None, filled as dtypes come: ``dtype.name`` is Python code in
 # NumPy, and every microsecond here runs cache-cold after the previous kernel.
@@ -394,48 +407,16 @@ def _address(a: np.ndarray) -> int:
     return int(a.__array_interface__["data"][0])
 
 
-def _prelude(
-    data: tuple[np.ndarray, ...], outputs: tuple[np.ndarray | None, ...], threads: int | None
-) -> tuple[Any, int, int] | None:
-    """(library, dtype code, thread count) when the compiled kernels take a call, else None.
-
-    They take it when every array of ``data`` and every output given (not None)
-    shares the first array's dtype, one the library handles, and the outputs
-    are writable; and when the library is on and loaded. ``threads`` None means
-    :func:`pyaclnn.kernels._workers.thread_count`.
-    """
-    dtype = data[0].dtype
+def _prelude(dtype: np.dtype) -> tuple[Any, int] | None:
+    """(library, dtype code) when the compiled kernels take a call on ``dtype`` (the plan's
+    one float dtype), else None: the library is on and loaded and has a code for it."""
     code = _float_code(dtype)
     if code is None:
         return None
-    for a in data:
-        if a.dtype != dtype:
-            return None
-    for out in outputs:
-        if out is not None and (out.dtype != dtype or not out.flags.writeable):
-            return None
     lib = library()
     if lib is None:
         return None
-    return lib, code, _workers.thread_count() if threads is None else threads
-
-
-def _pool_prelude(
-    data: np.ndarray, output: np.ndarray, indices: np.ndarray, threads: int | None, write_indices: bool
-) -> tuple[Any, int, int] | None:
-    """:func:`_prelude` for the max-pool kernels, whose indices must also be native
-    int32 or int64 (and writable when ``write_indices``); a call of fewer than
-    _PARALLEL_MIN_ELEMENTS elements runs on one thread."""
-    index_type = indices.dtype
-    if index_type.kind != "i" or index_type.itemsize not in (4, 8) or not index_type.isnative:
-        return None
-    if write_indices and not indices.flags.writeable:
-        return None
-    ready = _prelude((data,), (output,), threads)
-    if ready is None:
-        return None
-    lib, code, threads = ready
-    return lib, code, 1 if data.size + output.size < _PARALLEL_MIN_ELEMENTS else threads
+    return lib, code
 
 
 def max_pool3d(
@@ -443,32 +424,27 @@ def max_pool3d(
     params: tuple[tuple[int, int, int], ...],
     out: np.ndarray,
     indices: np.ndarray,
-    threads: int | None = None,
 ) -> bool:
     """Run the compiled max-pool forward if it handles this call.
 
     The arrays are as :func:`pyaclnn.kernels.max_pool3d.max_pool3d_with_argmax`
-    receives them (5-D, ``out`` and ``indices`` of the plan's output shape,
-    neither empty); ``params`` is (kernel_size, stride, padding, dilation);
-    ``threads`` as for :func:`_prelude`.
+    receives them for a plan (5-D, ``out`` and ``indices`` of the plan's output
+    shape, native int32 or int64 indices); ``params`` is (kernel_size, stride,
+    padding, dilation).
 
     Returns
     -------
     bool
-        True when done (``out`` and ``indices`` written); False when the NumPy
-        kernel must run (compiled kernels off or absent, float64, indices
-        that are not native int32/int64 or not writable, no scratch memory).
+        True when done (``out`` and ``indices`` written); False when another
+        kernel must run (compiled kernels off or absent, float64, no scratch
+        memory, or a plane whose cells, counted one dilation past each end,
+        do not fit the library's int32).
     """
-    # The kernel keeps cells in int32, up to the first cell of a window over
-    # padding only, which may lie one dilation past each end of the plane.
-    depth, height, width = x.shape[2:]
-    reach = (depth + params[3][0]) * (height + params[3][1]) * (width + params[3][2])
-    if reach > _INT32_MAX:
-        return False
-    ready = _pool_prelude(x, out, indices, threads, write_indices=True)
+    ready = _prelude(x.dtype)
     if ready is None:
         return False
-    lib, code, threads = ready
+    lib, code = ready
+    threads = _workers.threads_for(x.size + out.size, PARALLEL_MIN_ELEMENTS)
     rc = lib.pyaclnn_max_pool3d(
         _address(x),
         x.strides,
@@ -486,21 +462,18 @@ def max_pool3d(
     return bool(rc == _RC_OK)
 
 
-def max_pool3d_backward(
-    grad_output: np.ndarray, indices: np.ndarray, grad_input: np.ndarray, threads: int | None = None
-) -> bool:
+def max_pool3d_backward(grad_output: np.ndarray, indices: np.ndarray, grad_input: np.ndarray) -> bool:
     """Run the compiled max-pool backward if it handles this call.
 
     The arrays are as :func:`pyaclnn.kernels.max_pool3d.max_pool3d_with_argmax_backward`
-    receives them, already checked to be 5-D with matching N, C and shapes;
-    ``threads`` as for :func:`_prelude`.
+    receives them for a plan (5-D, matching shapes, native int32 or int64 indices).
 
     Returns
     -------
     bool
-        True when done (``grad_input`` written); False when the NumPy kernel
-        must run (compiled kernels off or absent, a dtype it does not take, no
-        memory for its scratch).
+        True when done (``grad_input`` written); False when another kernel
+        must run (compiled kernels off or absent, float64, no memory for its
+        scratch).
 
     Raises
     ------
@@ -508,10 +481,11 @@ def max_pool3d_backward(
         With the C-order position of the first index outside its plane;
         nothing was written.
     """
-    ready = _pool_prelude(grad_output, grad_input, indices, threads, write_indices=False)
+    ready = _prelude(grad_output.dtype)
     if ready is None:
         return False
-    lib, code, threads = ready
+    lib, code = ready
+    threads = _workers.threads_for(grad_output.size + grad_input.size, PARALLEL_MIN_ELEMENTS)
     try:
         bad = _out_param.bad
     except AttributeError:  # the thread's first call; ffi.new is two Python calls, cold on every call
@@ -542,72 +516,75 @@ def grid_sampler3d_backward(
     data: tuple[np.ndarray, np.ndarray, np.ndarray],
     modes: tuple[int, int, bool],
     outputs: tuple[np.ndarray | None, np.ndarray | None],
-    threads: int | None = None,
 ) -> bool:
     """Run the compiled grid-sampler backward if it handles this call.
 
     The arguments of :func:`pyaclnn.kernels.grid_sampler3d.grid_sampler3d_backward`
-    (already validated), grouped as the library treats them: ``data``
-    (grad_output, input, grid) is read, ``modes`` (interpolation_mode,
-    padding_mode, align_corners) passed on, ``outputs`` (input_grad, grid_grad;
-    None when not wanted) written; ``threads`` as for :func:`_prelude`.
+    for a plan, grouped as the library treats them: ``data`` (grad_output,
+    input, grid) is read, ``modes`` (interpolation_mode, padding_mode,
+    align_corners) passed on, ``outputs`` (input_grad, grid_grad; None when not
+    wanted, at least one given) written.
 
     Returns
     -------
     bool
-        True when done (the given outputs written); False when the NumPy
-        kernel must run (compiled kernels off or absent, float64 or another
-        dtype it does not take, no memory for its scratch).
+        True when done (the given outputs written); False when another kernel
+        must run (compiled kernels off or absent, float64, no memory for its
+        scratch).
     """
-    ready = _prelude(data, outputs, threads)
+    grad_output, input, grid = data
+    ready = _prelude(input.dtype)
     if ready is None:
         return False
-    lib, code, threads = ready
-    grad_output, input, grid = data
+    lib, code = ready
     input_grad, grid_grad = outputs
-    interpolation_mode, padding_mode, align_corners = modes
-    n, c, d, h, w = input.shape
+    channels = input.shape[1]
     points = grid.shape[1] * grid.shape[2] * grid.shape[3]
-    want_in = input_grad is not None and input_grad.size > 0
-    want_grid = grid_grad is not None and grid_grad.size > 0
-    # The cases with nothing to compute, as the NumPy kernel fills them.
-    if want_grid and (interpolation_mode == 1 or c == 0 or d * h * w == 0):
-        grid_grad[...] = 0  # type: ignore[index]
-        want_grid = False
-    if want_in and (points == 0 or c == 0):
-        input_grad[...] = 0  # type: ignore[index]
-        want_in = False
-    if not (want_in or want_grid):
-        return True
-    out_bytes = (input_grad.nbytes if want_in else 0) + (grid_grad.nbytes if want_grid else 0)  # type: ignore[union-attr]
+    wants_grid = grid_grad is not None and modes[0] != NEAREST
+    point_threads = _workers.threads_for(
+        points * (channels + 1 if wants_grid else 1), PARALLEL_MIN_POINT_WORK
+    )
+    scatter_threads = (
+        _workers.threads_for(points * channels, PARALLEL_MIN_ELEMENTS) if input_grad is not None else 1
+    )
+    out_bytes = sum(a.nbytes for a in outputs if a is not None)
     # Scratch: the per-point cache (up to 32 bytes a point) plus the scatter
     # blocks, within twice the outputs.
     budget = 2 * out_bytes - 32 * points
-    wanted = (input_grad if want_in else None, grid_grad if want_grid else None)
-    return _run_grid(lib.pyaclnn_grid_sampler3d_backward, data, wanted, code, modes, threads, budget)
+    return _run_grid(
+        lib.pyaclnn_grid_sampler3d_backward,
+        data,
+        outputs,
+        code,
+        modes,
+        point_threads,
+        scatter_threads,
+        budget,
+    )
 
 
 def grid_sampler3d(
     data: tuple[np.ndarray, np.ndarray],
     modes: tuple[int, int, bool],
     out: np.ndarray,
-    threads: int | None = None,
 ) -> bool:
     """Run the compiled grid-sampler forward if it handles this call.
 
     The arguments of :func:`pyaclnn.kernels.grid_sampler3d.grid_sampler3d`
-    (already validated), grouped as for :func:`grid_sampler3d_backward`:
-    ``data`` is (input, grid).
+    for a plan, grouped as for :func:`grid_sampler3d_backward`: ``data`` is
+    (input, grid).
 
     Returns
     -------
     bool
-        True when done (``out`` written); False when the NumPy kernel must run.
+        True when done (``out`` written); False when another kernel must run.
     """
-    ready = _prelude(data, (out,), threads)
+    input, grid = data
+    ready = _prelude(input.dtype)
     if ready is None:
         return False
-    lib, code, threads = ready
+    lib, code = ready
+    threads = _workers.threads_for(out.size + out.size // max(1, input.shape[1]), PARALLEL_MIN_ELEMENTS)
     return _run_grid(lib.pyaclnn_grid_sampler3d, data, (out,), code, modes, threads)
 
 

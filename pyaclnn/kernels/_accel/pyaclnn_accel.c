@@ -8,7 +8,12 @@
  * header.
  *
  * Arrays arrive as NumPy hands them over: a pointer to the logical first
- * element and one byte stride per axis (any sign, any layout).
+ * element and one byte stride per axis (any sign, any layout). The arguments
+ * are those of a plan of pyaclnn/kernels/checks.py (non-empty arrays, valid
+ * parameters and modes, a dtype code of the Python side's table) and are not
+ * checked again here; how many threads a call uses is the Python side's
+ * decision (pyaclnn/kernels/_workers.py, threads_for), capped here only by the
+ * work there is to share out.
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime under -std=c11 */
 #include <math.h>
@@ -30,15 +35,12 @@
 #endif
 
 /* Version of the exported interface; the loader refuses a library of another one. */
-#define PYACLNN_ACCEL_ABI 3
+#define PYACLNN_ACCEL_ABI 4
 
+/* The dtypes the kernels take (pyaclnn/kernels/_accel/__init__.py, _FLOAT_CODES, maps them). */
 enum { DT_FLOAT32 = 0, DT_FLOAT16 = 1, DT_BFLOAT16 = 2 };
-enum { RC_OK = 0, RC_BAD_INDEX = 1, RC_NO_MEMORY = -1, RC_BAD_ARGUMENT = -2 };
-
-/* Whether ``dtype`` is one of the DT_* codes the kernels take. */
-static inline int known_dtype(int dtype) {
-    return dtype == DT_FLOAT32 || dtype == DT_FLOAT16 || dtype == DT_BFLOAT16;
-}
+/* RC_UNSUPPORTED: a call the kernel cannot take (the Python side runs another kernel). */
+enum { RC_OK = 0, RC_BAD_INDEX = 1, RC_NO_MEMORY = -1, RC_UNSUPPORTED = -3 };
 
 API int pyaclnn_accel_abi(void) { return PYACLNN_ACCEL_ABI; }
 
@@ -727,26 +729,20 @@ static void backward_task(void *ctx) {
  * grad_output, rounded once per cell.
  *
  * Returns RC_OK; RC_BAD_INDEX with *bad = the C-order position of the first
- * index outside [0, D*H*W), before anything is written; RC_NO_MEMORY (after
- * grad_input may have been partly written) or RC_BAD_ARGUMENT.
+ * index outside [0, D*H*W), before anything is written; or RC_NO_MEMORY (after
+ * grad_input may have been partly written).
  */
 API int pyaclnn_max_pool3d_backward(intptr_t grad, const int64_t *grad_strides, int dtype, intptr_t index,
                                     const int64_t *index_strides, int index_size, intptr_t grad_input,
                                     const int64_t *grad_input_strides, const int64_t *out_shape,
                                     const int64_t *in_spatial, int threads, int64_t *bad) {
-    if (!known_dtype(dtype) || (index_size != 4 && index_size != 8)) return RC_BAD_ARGUMENT;
-    pool_backward t;
-    memset(&t, 0, sizeof t);
-    t.grad = (const char *)grad;
-    t.index = (const char *)index;
-    t.grad_input = (char *)grad_input;
+    pool_backward t = {.grad = (const char *)grad, .index = (const char *)index, .grad_input = (char *)grad_input,
+                       .dtype = dtype, .index_size = index_size};
     memcpy(t.gs, grad_strides, sizeof t.gs);
     memcpy(t.is, index_strides, sizeof t.is);
     memcpy(t.gis, grad_input_strides, sizeof t.gis);
     memcpy(t.out, out_shape, sizeof t.out);
     memcpy(t.in, in_spatial, sizeof t.in);
-    t.dtype = dtype;
-    t.index_size = index_size;
     t.plane = t.in[0] * t.in[1] * t.in[2];
     t.planes = t.out[0] * t.out[1];
     if (t.planes == 0 || t.plane == 0) return RC_OK; /* nothing to write (as the NumPy kernel) */
@@ -979,18 +975,15 @@ static void forward_task(void *ctx) {
  *
  * dtype: DT_FLOAT32/16/BF16 of input and out; index_size 4 or 8; in_shape
  * (N, C, D, H, W); out_spatial (Do, Ho, Wo); params k[3], s[3], p[3], d[3]
- * (validated: k, s, d > 0, 0 <= p). Returns RC_OK, RC_NO_MEMORY (out
- * partly written) or RC_BAD_ARGUMENT.
+ * (valid: k, s, d > 0, 0 <= p). Returns RC_OK, RC_NO_MEMORY (out partly
+ * written) or RC_UNSUPPORTED for a plane whose cells, one dilation past each
+ * end included (where a window over padding only starts), do not fit int32.
  */
 API int pyaclnn_max_pool3d(intptr_t input, const int64_t *input_strides, int dtype, intptr_t out,
                            const int64_t *out_strides, intptr_t index, const int64_t *index_strides, int index_size,
                            const int64_t *in_shape, const int64_t *out_spatial, const int64_t *params, int threads) {
-    if (!known_dtype(dtype) || (index_size != 4 && index_size != 8)) return RC_BAD_ARGUMENT;
-    pool_forward t;
-    memset(&t, 0, sizeof t);
-    t.input = (const char *)input;
-    t.out = (char *)out;
-    t.index = (char *)index;
+    pool_forward t = {.input = (const char *)input, .out = (char *)out, .index = (char *)index, .dtype = dtype,
+                      .size = dtype == DT_FLOAT32 ? 4 : 2, .index_size = index_size};
     memcpy(t.xs, input_strides, sizeof t.xs);
     memcpy(t.os, out_strides, sizeof t.os);
     memcpy(t.is, index_strides, sizeof t.is);
@@ -1001,11 +994,9 @@ API int pyaclnn_max_pool3d(intptr_t input, const int64_t *input_strides, int dty
         t.s[a] = params[3 + a];
         t.p[a] = params[6 + a];
         t.d[a] = params[9 + a];
-        if (t.k[a] <= 0 || t.s[a] <= 0 || t.d[a] <= 0 || t.p[a] < 0) return RC_BAD_ARGUMENT;
     }
-    t.dtype = dtype;
-    t.size = dtype == DT_FLOAT32 ? 4 : 2;
-    t.index_size = index_size;
+    /* cells are int32 inside (take_max_loops), up to one dilation past each end */
+    if ((t.in[2] + t.d[0]) * (t.in[3] + t.d[1]) * (t.in[4] + t.d[2]) > INT32_MAX) return RC_UNSUPPORTED;
     const int64_t rows = t.in[0] * t.in[1] * t.o[0];
     if (rows == 0 || t.o[1] * t.o[2] == 0 || t.in[2] * t.in[3] * t.in[4] == 0) return RC_OK;
     if (threads > rows) threads = (int)rows;
@@ -1387,14 +1378,10 @@ static void gs_scatter_task(void *ctx) {
 }
 
 /* The part of a grid-sampler call that the forward and the backward share:
- * t zeroed, then input and grid, the shapes, dtype and modes. Nonzero for an
- * argument the library does not take (nothing else is validated here). */
-static int gs_setup(grid_backward *t, intptr_t input, const int64_t *input_strides, intptr_t grid,
-                    const int64_t *grid_strides, const int64_t *in_shape, const int64_t *out_spatial, int dtype,
-                    int interp, int padding, int align) {
-    if (!known_dtype(dtype) || interp < 0 || interp > 1 ||
-        padding < 0 || padding > 2)
-        return 1;
+ * t zeroed, then input and grid, the shapes, dtype and modes. */
+static void gs_setup(grid_backward *t, intptr_t input, const int64_t *input_strides, intptr_t grid,
+                     const int64_t *grid_strides, const int64_t *in_shape, const int64_t *out_spatial, int dtype,
+                     int interp, int padding, int align) {
     memset(t, 0, sizeof *t);
     t->input = (const char *)input;
     t->grid = (const char *)grid;
@@ -1405,7 +1392,18 @@ static int gs_setup(grid_backward *t, intptr_t input, const int64_t *input_strid
     t->P = t->Do * t->Ho * t->Wo;
     t->dtype = dtype, t->interp = interp, t->padding = padding, t->align = align;
     t->wp = t->W + 2, t->hwp = (t->H + 2) * t->wp, t->mp = (t->D + 2) * t->hwp;
-    return 0;
+}
+
+/* gridGrad of nearest interpolation, which has no gradient with respect to the grid: zeros. */
+static void gs_zero_grid_grad(const grid_backward *t, char *grid_grad) {
+    for (int64_t n = 0; n < t->N; n++)
+        for (int64_t d = 0; d < t->Do; d++)
+            for (int64_t h = 0; h < t->Ho; h++)
+                for (int64_t w = 0; w < t->Wo; w++)
+                    for (int64_t k = 0; k < 3; k++)
+                        store_float(grid_grad + n * t->ggs[0] + d * t->ggs[1] + h * t->ggs[2] + w * t->ggs[3] +
+                                        k * t->ggs[4],
+                                    t->dtype, 0.0f);
 }
 
 /*
@@ -1413,38 +1411,37 @@ static int gs_setup(grid_backward *t, intptr_t input, const int64_t *input_strid
  *
  * in_shape (N, C, D, H, W) of input (and inputGrad), out_spatial (Do, Ho, Wo)
  * of gradOutput and grid; strides in bytes. input_grad or grid_grad 0: not
- * wanted (the caller has filled the outputs that need no computing: gridGrad
- * of nearest, empty cases). budget: scratch bytes allowed beyond the per-point
- * cache, which sets how many channels one scatter block takes.
+ * wanted (at least one is given); gridGrad of nearest is written as zeros.
+ * threads: of the pass over the points; scatter_threads: of inputGrad's
+ * scatter. budget: scratch bytes allowed beyond the per-point cache, which
+ * sets how many channels one scatter block takes.
  *
- * Returns RC_OK, RC_NO_MEMORY (outputs may be partly written) or RC_BAD_ARGUMENT.
+ * Returns RC_OK or RC_NO_MEMORY (outputs may be partly written).
  */
 API int pyaclnn_grid_sampler3d_backward(intptr_t grad, const int64_t *grad_strides, intptr_t input,
                                         const int64_t *input_strides, intptr_t grid, const int64_t *grid_strides,
                                         intptr_t input_grad, const int64_t *input_grad_strides, intptr_t grid_grad,
                                         const int64_t *grid_grad_strides, const int64_t *in_shape,
                                         const int64_t *out_spatial, int dtype, int interp, int padding, int align,
-                                        int threads, int64_t budget) {
+                                        int threads, int scatter_threads, int64_t budget) {
     grid_backward t;
-    if (gs_setup(&t, input, input_strides, grid, grid_strides, in_shape, out_spatial, dtype, interp, padding, align))
-        return RC_BAD_ARGUMENT;
+    gs_setup(&t, input, input_strides, grid, grid_strides, in_shape, out_spatial, dtype, interp, padding, align);
     t.grad = (const char *)grad;
     t.input_grad = (char *)input_grad;
     t.grid_grad = interp == GS_NEAREST ? NULL : (char *)grid_grad;
     memcpy(t.gs, grad_strides, sizeof t.gs);
     if (input_grad) memcpy(t.igs, input_grad_strides, sizeof t.igs);
     if (grid_grad) memcpy(t.ggs, grid_grad_strides, sizeof t.ggs);
+    if (grid_grad && !t.grid_grad) gs_zero_grid_grad(&t, (char *)grid_grad); /* nearest: no gradient */
     if (!t.input_grad && !t.grid_grad) return RC_OK;
-    if (t.P == 0 || t.C == 0 || t.N == 0) return RC_OK;
-    if (threads < 1) threads = 1;
-    if (threads > MAX_THREADS) threads = MAX_THREADS;
+    if (scatter_threads > MAX_THREADS) scatter_threads = MAX_THREADS;
     /* Channels per scatter block: 4 (measured on the benchmark shapes, both
      * layouts: 1, 2, 8 and 16 were slower: one point's weights serve 4
      * channels, and 4 accumulator planes still stay close to the caches), fewer
      * when the blocks of all threads would not fit the budget. The block size
      * changes no result: each (cell, channel) sums in the same order. */
     const int64_t per_channel = (int64_t)(interp == GS_NEAREST ? 1 : 2) * t.mp * (int64_t)sizeof(float);
-    int64_t cb = budget / ((int64_t)threads * per_channel);
+    int64_t cb = budget / ((int64_t)scatter_threads * per_channel);
     if (cb > 4) cb = 4;
     if (cb > t.C) cb = t.C;
     if (cb < 1) cb = 1;
@@ -1457,13 +1454,11 @@ API int pyaclnn_grid_sampler3d_backward(intptr_t grad, const int64_t *grad_strid
     t.base = (int64_t *)cache;
     t.wts = wts_bytes ? (float *)(cache + base_bytes) : NULL; /* none for nearest */
     atomic_init(&t.failed, 0);
-    const int point_threads = t.P * (t.grid_grad ? t.C + 1 : 1) >= 8192 ? threads : 1;
-    int scatter_threads = threads < t.blocks ? threads : (int)t.blocks;
-    if (t.P * t.C < 65536) scatter_threads = 1;
+    if (scatter_threads > t.blocks) scatter_threads = (int)t.blocks;
     for (int64_t n = 0; n < t.N && !atomic_load(&t.failed); n++) {
         t.n = n;
         atomic_init(&t.next, 0);
-        run_parallel(gs_points_task, &t, point_threads);
+        run_parallel(gs_points_task, &t, threads);
         if (t.input_grad && !atomic_load(&t.failed)) {
             atomic_init(&t.next, 0);
             run_parallel(gs_scatter_task, &t, scatter_threads);
@@ -1569,19 +1564,16 @@ static void gs_forward_task(void *ctx) {
 /*
  * Grid sampling (aclnnGridSampler3D) into ``out`` (N, C, Do, Ho, Wo), any
  * strides (bytes). in_shape (N, C, D, H, W), out_spatial (Do, Ho, Wo).
- * Returns RC_OK, RC_NO_MEMORY (out may be partly written) or RC_BAD_ARGUMENT.
+ * Returns RC_OK or RC_NO_MEMORY (out may be partly written).
  */
 API int pyaclnn_grid_sampler3d(intptr_t input, const int64_t *input_strides, intptr_t grid,
                                const int64_t *grid_strides, intptr_t out, const int64_t *out_strides,
                                const int64_t *in_shape, const int64_t *out_spatial, int dtype, int interp,
                                int padding, int align, int threads) {
     grid_backward t;
-    if (gs_setup(&t, input, input_strides, grid, grid_strides, in_shape, out_spatial, dtype, interp, padding, align))
-        return RC_BAD_ARGUMENT;
+    gs_setup(&t, input, input_strides, grid, grid_strides, in_shape, out_spatial, dtype, interp, padding, align);
     t.out = (char *)out;
     memcpy(t.os, out_strides, sizeof t.os);
-    if (t.N == 0 || t.C == 0 || t.P == 0) return RC_OK;
-    if (t.N * t.P * (t.C + 1) < 65536) threads = 1;
     atomic_init(&t.next, 0);
     atomic_init(&t.failed, 0);
     run_parallel(gs_forward_task, &t, threads);
