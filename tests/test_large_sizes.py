@@ -11,7 +11,7 @@
   call the compiled kernels do not take) on a moderately large case allocates
   at most about twice its output (+ 16 MiB), measured with tracemalloc. The
   reference kernels, the specification, have no such bound; the backend runs
-  them only on small calls (pyaclnn.backends.numpy._kernels.TUNED_MIN_ELEMENTS).
+  one only on small calls (pyaclnn.backends.numpy._kernels.TUNED_MIN_ELEMENTS).
 """
 
 from __future__ import annotations
@@ -241,7 +241,7 @@ CASES = {
 @pytest.mark.parametrize("case", list(CASES))
 def test_a_tuned_kernel_allocates_at_most_twice_its_output(case):
     fn, output_bytes, sane = CASES[case]()
-    assert output_bytes >= _kernels.TUNED_MIN_ELEMENTS  # a call the backend gives the tuned kernel
+    assert output_bytes >= 4 * _kernels.TUNED_MIN_ELEMENTS  # a call the backend gives the tuned kernel
     peak = _peak_extra(fn)
     assert sane(), "the kernel did not write its output"
     assert peak <= 2 * output_bytes + SLACK, (

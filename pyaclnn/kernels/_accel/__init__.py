@@ -49,8 +49,13 @@ Environment
 ``CC``
     The C compiler (default: Python's configured one, else ``cc``).
 
-Bit-for-bit agreement with the NumPy kernels
---------------------------------------------
+Agreement with the reference and the tuned NumPy kernels
+--------------------------------------------------------
+Max pooling agrees with the reference (and the tuned path, which gives the
+reference's bits) bit for bit; the grid sampler's inputGrad with the tuned
+path bit for bit, and every grid output with the reference to float32
+rounding (tests/test_accel*.py).
+
 Max-pool backward: the same accumulation order, so the same bits. Both sum
 the gradients of each (n, c) plane in float32 (in place for float32) in the C
 order of ``grad_output``, starting from +0, and round once (float16: to
@@ -59,8 +64,8 @@ nearest even, as NumPy and F16C; bfloat16: to nearest even with NaN -> quiet
 choice to the implementation: when a cell adds two NaNs of different sign or
 payload, which one survives depends on the compiler's operand order (each side
 gives a NaN); and a NaN gradient alone in its cell keeps its exact payload in
-one NumPy float16/bfloat16 path, while here it goes through the float32 sum
-(quietened; bfloat16 NaN canonical), as NumPy's other paths do. float64 stays
+one tuned float16/bfloat16 path, while here it goes through the float32 sum
+(quietened; bfloat16 NaN canonical), as the reference does. float64 stays
 with NumPy.
 
 Max-pool forward: the same scan, so the same bits. Each window's in-bounds
@@ -68,7 +73,7 @@ cells in d, h, w order from -inf and its first in-bounds cell, a cell winning
 when greater (in float32: float16 and bfloat16 widen exactly) or NaN; the
 output is the winner's exact bits (a 16-bit NaN is read again from the input
 for its payload), a window over padding only gives -inf and its first cell
-(past the plane), as the NumPy kernel. The inner loop runs over a row of
+(past the plane), as the reference. The inner loop runs over a row of
 outputs for one kernel offset, on the input row split by stride phase so
 that the loads are contiguous (AVX2 build chosen at load); rows of (n, c,
 output depth) are shared out to the threads, so their number changes no
@@ -90,24 +95,24 @@ and the scatter are one parallel task, so a call wakes the worker threads
 once.
 
 Grid sampler, backward inputGrad: the same accumulation order, so the same
-bits, in both layouts. Each (cell, channel) sums in float32 from +0, as the
-NumPy kernel's complex (x0, x1) pairs do: the contributions of the points
+bits as the tuned path, in both layouts. Each (cell, channel) sums in float32
+from +0, as the tuned path's complex (x0, x1) pairs do: the contributions of the points
 whose x0 corner is the cell apart from those whose x1 corner is, each in the
 order (chunk of 8192 points, corner pair (z, y), point), and the two sums
 added at the end; corner weights are ``(wx * wy) * wz``. The compiled kernel
 takes blocks of 4 channels (fewer when they would not fit twice the
 outputs), one block per thread at a time, each thread owning its channels of
 inputGrad: the thread count and block size change no bit. Nearest adds the
-gradients in point order. Coordinates follow ``_source_index`` operation for
-operation (float32, no FMA contraction under ``-std=c11``), so the cells hit
+gradients in point order. Coordinates follow the reference's
+``_source_index`` operation for operation (float32, no FMA contraction under ``-std=c11``), so the cells hit
 and the weights are the same bits, NaN/inf/huge coordinates included.
 
 Grid sampler, gridGrad and the bilinear forward: float32 tolerance. Both
 contract over the channels (gridGrad: the 8 corner dots ``sum_c V * gOut``;
-forward: ``sum_k w_k * V_k``); NumPy does it with ``einsum`` and a batched
-``matmul`` whose summation order (pairwise, SIMD lanes, BLAS) is its own,
-while the C loop sums in channel (corner) order; the rest of gridGrad's
-formula is the NumPy kernel's, in its order. Each grid point is computed by
+forward: ``sum_k w_k * V_k``); the tuned path does it with ``einsum`` and a
+batched ``matmul`` whose summation order (pairwise, SIMD lanes, BLAS) is its
+own, while the C loop sums in channel (corner) order; the rest of gridGrad's
+formula is the tuned path's, in its order. Each grid point is computed by
 one thread, so these too are independent of the thread count. The nearest
 forward copies one value: same bits. 16-bit outputs are rounded once (the
 max-pool conversions; inputGrad rows through F16C where present, the other
@@ -508,7 +513,7 @@ def max_pool3d_backward(grad_output: np.ndarray, indices: np.ndarray, grad_input
     )
     if rc == _RC_BAD_INDEX:
         raise BadIndex(int(bad[0]))
-    # Out of scratch memory: the NumPy kernel overwrites all of grad_input again.
+    # Out of scratch memory: another kernel overwrites all of grad_input again.
     return bool(rc == _RC_OK)
 
 
