@@ -225,6 +225,7 @@ def test_selftest_json_counts_a_failure_and_maps_an_infinite_error_to_null(monke
 
 def test_selftest_against_the_golden_outputs_catches_a_kernel_the_reference_shares(monkeypatch):
     """On the numpy backend the device *is* the reference kernels: only PyTorch's outputs see this bug."""
+    from pyaclnn.backends.numpy import _kernels as device_kernels
     from pyaclnn.kernels import grid_sampler3d as kernels
 
     real = kernels.grid_sampler3d
@@ -235,6 +236,13 @@ def test_selftest_against_the_golden_outputs_catches_a_kernel_the_reference_shar
         out *= out.dtype.type(1.001)
 
     monkeypatch.setattr(kernels, "grid_sampler3d", off_by_1e_3)
+    # The backend's device runs the reference too (it would choose a faster kernel), so the
+    # bug is in both the device and the reference selftest compares it to.
+    monkeypatch.setattr(
+        device_kernels,
+        "grid_sampler3d",
+        lambda plan, x, grid, out: kernels.grid_sampler3d(x, grid, *device_kernels._modes(plan), out),
+    )
     code, out = _selftest("--backend", "numpy", "-k", "grid_sampler3d fwd bilinear zeros")
     assert code == 1
     row = next(line for line in out.splitlines() if line.startswith("grid_sampler3d fwd bilinear zeros "))

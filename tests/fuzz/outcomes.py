@@ -162,7 +162,9 @@ def judge(
             check_error(got.error, names, context)
             counts[(category, "error")] += 1
             return
-        assert_same(got.result, reference({k: host(v) for k, v in args.items()}), context, exact=True)
+        # The backend chooses a compiled or tuned kernel; they agree with the reference bit for
+        # bit for max pooling and to rounding for the grid sampler (``exact`` says which).
+        assert_same(got.result, reference({k: host(v) for k, v in args.items()}), context, exact=exact)
         counts[(category, "result")] += 1
         return
     # npu over the emulator: the numpy backend on the same call is the reference
