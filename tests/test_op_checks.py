@@ -451,3 +451,64 @@ def test_the_pooled_output_of_an_axis_without_a_window_is_empty():
     from pyaclnn.kernels import checks
 
     assert checks.pool_output_shape((1, 2, 1, 5, 5), [3], [1], [0], [1], False) == (1, 2, 0, 3, 3)
+
+
+def test_a_max_pool_plan_carries_the_indices_dtype_and_the_plane_limit():
+    from types import SimpleNamespace
+
+    from pyaclnn.kernels import checks
+
+    def t(shape, dtype=constants.ACL_FLOAT):
+        return SimpleNamespace(shape=shape, data_type=dtype, format=constants.ACL_FORMAT_ND)
+
+    plan = checks.max_pool3d_with_argmax(
+        t((1, 2, 4, 4, 4)),
+        [2],
+        [2],
+        [0],
+        [1],
+        False,
+        t((1, 2, 2, 2, 2)),
+        t((1, 2, 2, 2, 2), constants.ACL_INT32),
+    )
+    assert plan.index_dtype == np.int32 and plan.plane == 64
+    assert checks.PLANE_LIMIT == np.iinfo(plan.index_dtype).max  # every index of a plan fits its dtype
+
+
+def test_the_pooled_size_formula_has_one_home():
+    """The checks state it; the reference kernel module re-exports it for its callers."""
+    from pyaclnn.kernels import checks
+    from pyaclnn.kernels import max_pool3d as reference
+
+    assert reference.pool_output_size is checks.pool_output_size
+    params = checks.pool_params([3], [2], [1], [1], True)
+    assert params.pooled((5, 6, 7)) == reference.pool_output_shape(
+        (5, 6, 7), (3,) * 3, (2,) * 3, (1,) * 3, (1,) * 3, True
+    )
+
+
+def test_the_null_pointer_rule_follows_the_operator_table():
+    """Every pointer parameter of every operator, in C order, is refused as null by its check
+    (the grid backward's outputMask excepted: null there is a successful no-op)."""
+    from types import SimpleNamespace
+
+    from pyaclnn import _optable
+    from pyaclnn.kernels import checks
+
+    tensor = SimpleNamespace(
+        shape=(1, 1, 1, 1, 1), data_type=constants.ACL_FLOAT, format=constants.ACL_FORMAT_ND
+    )
+    values = {
+        _optable.INT_ARRAY: (1,),
+        _optable.BOOL_ARRAY: (True, True),
+        _optable.INT: 0,
+        _optable.BOOL: False,
+    }
+    for spec in _optable.operators():
+        args = [values.get(p.kind, tensor) for p in spec.params]
+        for i, param in enumerate(spec.params):
+            if param.kind in (_optable.INT, _optable.BOOL) or param.c_name == "outputMask":
+                continue
+            with pytest.raises(checks.CheckFailed) as info:
+                getattr(checks, spec.python_name)(*args[:i], None, *args[i + 1 :])
+            assert info.value.status == NULLPTR and info.value.message.startswith(param.c_name), spec.name
