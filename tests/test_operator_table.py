@@ -162,6 +162,25 @@ def test_a_new_declaration_lacks_its_hand_written_parts_until_they_exist():
         operators.per_operator({n: 0 for n in operators.NAMES[:-1]}, "a test's cases")
 
 
+def test_the_numpy_backend_refuses_a_declaration_without_its_check_and_kernel(monkeypatch):
+    """Its phase methods are made from the table: a new prototype without its check or kernel
+    stops the backend's import with a message naming the missing part."""
+    from pyaclnn.backends.numpy import _ops
+
+    foo = _optable._spec(
+        "Foo3d",
+        _prototype("aclnnFoo3dGetWorkspaceSize", f"const aclTensor *self, aclTensor *out, {TAIL}"),
+        _prototype("aclnnFoo3d", PHASE2),
+    )
+    table = (*_optable.operators(), foo)
+    monkeypatch.setattr(_optable, "operators", lambda: table)
+    with pytest.raises(LookupError, match=r"declares aclnnFoo3d, but the numpy backend lacks its check"):
+        _ops._phase1("aclnnFoo3dGetWorkspaceSize")
+    monkeypatch.setattr(_ops._checks, "foo3d", lambda *args: None, raising=False)
+    with pytest.raises(LookupError, match=r"lacks its entry of KERNELS \(pyaclnn/backends/numpy/_kernels"):
+        _ops._phase1("aclnnFoo3dGetWorkspaceSize")
+
+
 def test_lists_derived_from_the_table_hold_exactly_its_operators():
     assert aclnn.__all__ == ["init", "finalize"] + [
         f for n in operators.NAMES for f in (f"{n}_get_workspace_size", n)

@@ -64,8 +64,18 @@ _TENSORS = (_optable.TENSOR, _optable.OUTPUT)
 def _phase1(api: str) -> Callable[..., tuple[int, int, Any]]:
     """The phase-1 method of the operator whose ``aclnn*GetWorkspaceSize`` is ``api``."""
     spec = next(s for s in _optable.operators() if s.phase1_api == api)
-    check = getattr(_checks, spec.python_name)
-    kernel = KERNELS[spec.python_name]
+    check = getattr(_checks, spec.python_name, None)
+    kernel = KERNELS.get(spec.python_name)
+    if check is None or kernel is None:
+        missing = (
+            "its check (pyaclnn/kernels/checks.py)"
+            if check is None
+            else "its entry of KERNELS (pyaclnn/backends/numpy/_kernels.py)"
+        )
+        raise LookupError(
+            f"include/decl/{_optable.DECL_FILE} declares {spec.phase2_api}, but the numpy backend lacks "
+            f"{missing} for {spec.python_name} (docs/adding-an-operator.md)"
+        )
     names = [p.c_name for p in spec.params]
 
     def method(self: OperatorsMixin, *args: Any) -> tuple[int, int, Any]:
