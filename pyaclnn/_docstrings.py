@@ -61,8 +61,9 @@ ArgumentOverflowError
 AclnnError
     161001 for a missing input, 161002 for a rule of the op (dtype, rank,
     format, parameter lengths and values, shapes), with the argument and rule
-    named; the operator's message names the C argument and ends with
-    ``(in Python: <argument>)``.""",
+    named; the operator's message names the C arguments, the one at fault
+    first, and ends with their Python names, ``(in Python: <argument>, ...)``,
+    where one differs.""",
     "raises_device": """\
 AclError
     From the device (or its emulation) at the next wait on the stream

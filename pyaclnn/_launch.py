@@ -18,7 +18,7 @@ destroyed (a launch has captured them).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -28,6 +28,7 @@ from . import dtypes as _dtypes
 from ._array import DeviceArray, to_device
 from ._executors import Call
 from ._operators import Operator
+from ._optable import Param
 from ._stream import Stream, thread_default
 from .errors import AclError, AclnnError, make_error
 
@@ -222,7 +223,6 @@ class Launch:
         *args: Any,
         outputs: Sequence[DeviceArray],
         admit: Callable[[], None] | None = None,
-        python_names: Mapping[str, str] | None = None,
     ) -> None:
         """Enqueue both phases of ``op`` on the call's stream (phase 1 skipped on an executor-cache hit).
 
@@ -230,18 +230,16 @@ class Launch:
         compute (empty tensors). ``admit()`` runs once phase 1 has accepted the
         call and may raise to stop it before anything is queued (a check of what
         the host holds). An error of the operator keeps its text and gets the
-        Python names (``python_names``: C argument -> Python parameter) of the C
-        arguments it names. With ``ASCEND_LAUNCH_BLOCKING=1`` the call then waits
-        for the stream, so a device error surfaces here.
+        Python name of the argument it is about (:func:`_in_python_terms`). With
+        ``ASCEND_LAUNCH_BLOCKING=1`` the call then waits for the stream, so a
+        device error surfaces here.
         """
         # Per-call parameter arrays die with the call: a plan holding them must not be kept.
         call = Call(op, args, self._arrays is None, outputs, admit)
         try:
             self.stream._state.executors.launch(call)
         except AclnnError as exc:
-            if python_names is None:
-                raise
-            raise _in_python_terms(exc, python_names) from None
+            raise _in_python_terms(exc, op.spec.params) from None
         if self.ctx.launch_blocking:
             self.stream.synchronize()
 
@@ -280,10 +278,17 @@ def _may_overlap(a: DeviceArray, b: DeviceArray) -> bool:
 _WORDS = re.compile(r"[A-Za-z_]\w*")
 
 
-def _in_python_terms(exc: AclnnError, names: Mapping[str, str]) -> AclError:
-    """``exc`` with the Python parameters of the C arguments its message names appended."""
-    named = dict.fromkeys(names[word] for word in _WORDS.findall(exc.message) if word in names)
-    if not named:
+def _in_python_terms(exc: AclnnError, params: Sequence[Param]) -> AclError:
+    """``exc`` with the Python names of the C parameters its message names appended, in the
+    order it names them, where any of them differs from its C name.
+
+    Every one is listed, not only the renamed ones: the checks name the argument at
+    fault first (``"padding [2]: ... <= kernelSize/2"`` is padding's fault), and a
+    list of the renamed alone would point at kernel_size.
+    """
+    python = {p.c_name: p.python_name for p in params}
+    named = dict.fromkeys(python[word] for word in _WORDS.findall(exc.message) if word in python)
+    if all(name in python and python[name] == name for name in named):
         return exc
     return make_error(exc.status, f"{exc.message} (in Python: {', '.join(named)})", exc.api)
 

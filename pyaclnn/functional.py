@@ -138,7 +138,6 @@ def max_pool3d_with_argmax(
             values.descriptor(_dtypes.ACL_FORMAT_ND),
             indices.descriptor(_dtypes.ACL_FORMAT_ND),
             outputs=(values, indices),
-            python_names=_MAX_POOL.python_names,
         )
         if wanted == device_dtype:
             return call.result(values), call.result(indices)
@@ -238,7 +237,6 @@ def max_pool3d_with_argmax_backward(
             ceil,
             grad_input.descriptor(nd),
             outputs=(grad_input,),
-            python_names=_MAX_POOL_BACKWARD.python_names,
             admit=_host_indices_check(indices, input),
         )
         return call.result(grad_input)
@@ -331,7 +329,6 @@ def grid_sampler3d(
             corners,
             out.descriptor(fmt),
             outputs=(out,),
-            python_names=_GRID_SAMPLER.python_names,
         )
         return call.result(out)
 
@@ -410,7 +407,6 @@ def grid_sampler3d_backward(
             input_grad.descriptor(fmt),
             grid_grad.descriptor(_dtypes.ACL_FORMAT_ND),
             outputs=(input_grad, grid_grad),
-            python_names=_GRID_SAMPLER_BACKWARD.python_names,
         )
         wanted = mask if len(mask) == 2 else (False, False)
         return (call.result(input_grad) if wanted[0] else None, call.result(grid_grad) if wanted[1] else None)
