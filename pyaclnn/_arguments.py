@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -20,6 +20,9 @@ from .errors import ArgumentOverflowError
 
 __all__ = [
     "IntOrSeq",
+    "InterpolationMode",
+    "PaddingMode",
+    "Layout",
     "OutPair",
     "PoolInts",
     "INTERPOLATION",
@@ -37,6 +40,11 @@ __all__ = [
 ]
 
 IntOrSeq = int | Sequence[int]
+# The modes and layouts by name, for type checkers ("trilinear" is caught before it runs); the
+# integers of the C API stay accepted. tests/test_typing.py checks them against the names below.
+InterpolationMode = Literal["bilinear", "nearest"] | int
+PaddingMode = Literal["zeros", "border", "reflection"] | int
+Layout = Literal["NCDHW", "NDHWC"]
 #: ``out=`` of the calls with two outputs: an array for each, or None to allocate it.
 OutPair = tuple[DeviceArray | None, DeviceArray | None]
 #: kernel_size, stride, padding, dilation as normalised by :func:`int_tuple`.

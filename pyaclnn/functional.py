@@ -24,7 +24,7 @@ from . import _arguments as _args
 from . import _docstrings, runtime
 from . import _operators as _ops
 from . import dtypes as _dtypes
-from ._arguments import IntOrSeq, OutPair, PoolInts
+from ._arguments import InterpolationMode, IntOrSeq, Layout, OutPair, PaddingMode, PoolInts
 from ._arguments import int_tuple as int_tuple  # the selftest and users of 0.x reach it here
 from .errors import ACLNN_ERR_PARAM_INVALID, AclnnError
 from .runtime import DeviceArray, Launch, Stream
@@ -271,11 +271,11 @@ def _sampled_shape(x: DeviceArray | None, grid: DeviceArray | None, channels_las
 def grid_sampler3d(
     input: ArrayIn,
     grid: ArrayIn,
-    interpolation_mode: str | int = "bilinear",
-    padding_mode: str | int = "zeros",
+    interpolation_mode: InterpolationMode = "bilinear",
+    padding_mode: PaddingMode = "zeros",
     align_corners: bool = False,
     *,
-    layout: str = "NCDHW",
+    layout: Layout = "NCDHW",
     out: DeviceArray | None = None,
     backend: str | None = None,
     stream: Stream | None = None,
@@ -338,12 +338,12 @@ def grid_sampler3d_backward(
     grad_output: ArrayIn,
     input: ArrayIn,
     grid: ArrayIn,
-    interpolation_mode: str | int = "bilinear",
-    padding_mode: str | int = "zeros",
+    interpolation_mode: InterpolationMode = "bilinear",
+    padding_mode: PaddingMode = "zeros",
     align_corners: bool = False,
     output_mask: Sequence[bool] = (True, True),
     *,
-    layout: str = "NCDHW",
+    layout: Layout = "NCDHW",
     out: OutPair | None = None,
     backend: str | None = None,
     stream: Stream | None = None,

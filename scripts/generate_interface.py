@@ -305,8 +305,11 @@ from typing import Any, TypeVar, overload
 import numpy as np
 import numpy.typing as npt
 
+from ._arguments import InterpolationMode as InterpolationMode
 from ._arguments import IntOrSeq as IntOrSeq
+from ._arguments import Layout as Layout
 from ._arguments import OutPair as OutPair
+from ._arguments import PaddingMode as PaddingMode
 from ._arguments import int_tuple as int_tuple
 from .runtime import DeviceArray, Stream
 

@@ -110,3 +110,42 @@ def test_the_implementation_behind_the_generated_stub_type_checks(tmp_path: Path
         timeout=600,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@needs_mypy
+def test_a_mode_or_layout_that_does_not_exist_fails_type_checking(tmp_path: Path) -> None:
+    script = tmp_path / "wrong_modes.py"
+    script.write_text(
+        textwrap.dedent(
+            """\
+            import numpy as np
+
+            import pyaclnn
+
+            x = np.zeros((1, 1, 2, 2, 2), np.float32)
+            grid = np.zeros((1, 1, 1, 1, 3), np.float32)
+            pyaclnn.grid_sampler3d(x, grid, "bilinear", "border", layout="NDHWC")
+            pyaclnn.grid_sampler3d(x, grid, 0, 1)
+            pyaclnn.grid_sampler3d(x, grid, "trilinear")
+            pyaclnn.grid_sampler3d(x, grid, padding_mode="mirror")
+            pyaclnn.grid_sampler3d_backward(x, x, grid, layout="ndhwc")
+            """
+        )
+    )
+    result = _mypy(script)
+    assert result.returncode == 1, result.stdout + result.stderr
+    lines = sorted({int(line.split(":")[1]) for line in result.stdout.splitlines() if ": error:" in line})
+    assert lines == [9, 10, 11], result.stdout  # the names and integers of lines 7-8 are right
+
+
+def test_the_typed_modes_and_layouts_are_the_accepted_names() -> None:
+    from typing import get_args
+
+    from pyaclnn import _arguments
+
+    def names(alias: object) -> set[str]:
+        return {a for part in get_args(alias) for a in (get_args(part) or (part,)) if isinstance(a, str)}
+
+    assert names(_arguments.InterpolationMode) == set(_arguments.INTERPOLATION)
+    assert names(_arguments.PaddingMode) == set(_arguments.PADDING)
+    assert names(_arguments.Layout) == set(_arguments.LAYOUTS)
