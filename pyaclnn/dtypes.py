@@ -1,7 +1,9 @@
 """aclDataType / aclFormat values and their NumPy counterparts.
 
 The numeric values come from include/decl/acl_types.h; this module only pairs
-them with NumPy dtypes. bfloat16 is ``ml_dtypes.bfloat16``.
+them with NumPy dtypes. :data:`bfloat16` is ``ml_dtypes.bfloat16`` itself, the scalar
+type (what ``np.float16`` is to NumPy): ``bfloat16(1.5)`` makes a value, and it is
+accepted wherever a dtype is, as ``np.dtype(bfloat16)`` is the bfloat16 dtype.
 
 ml_dtypes takes most of a second to import, so it is imported on first need
 only: the attribute ``bfloat16`` (a module ``__getattr__``), ``to_numpy(ACL_BF16)``,
@@ -68,7 +70,7 @@ _DATA_TYPE_NAMES = {code: name for name, code in DATA_TYPES.items()}
 _FORMAT_NAMES = {code: name for name, code in FORMATS.items()}
 # aclDataTypeSize(ACL_BF16) must not import ml_dtypes.
 _BF16_ITEMSIZE = 2
-bfloat16: np.dtype  # declared for type checkers; __getattr__ provides it
+bfloat16: type[np.generic]  # declared for type checkers; __getattr__ provides it
 _bfloat16: np.dtype | None = None  # set, with the ACL_BF16 table entries, by _load_bfloat16
 
 
@@ -94,7 +96,7 @@ def _may_be_bfloat16(dtype: Any) -> bool:
 
 def __getattr__(name: str) -> Any:
     if name == "bfloat16":
-        return _load_bfloat16()
+        return _load_bfloat16().type
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

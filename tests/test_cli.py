@@ -422,11 +422,11 @@ def test_importing_pyaclnn_does_not_load_ml_dtypes_cffi_or_torch():
 def test_bfloat16_is_still_there_and_loads_ml_dtypes_on_first_use():
     code = (
         "import sys, numpy as np, pyaclnn; before = 'ml_dtypes' in sys.modules; "
-        "import ml_dtypes; print(before, pyaclnn.bfloat16 == np.dtype(ml_dtypes.bfloat16))"
+        "import ml_dtypes; print(before, pyaclnn.bfloat16 is ml_dtypes.bfloat16)"
     )
     proc = _python(code, env=_env())
     assert proc.stdout.split() == ["False", "True"], proc.stderr
-    assert "bfloat16" in pyaclnn.__all__ and pyaclnn.bfloat16.itemsize == 2
+    assert "bfloat16" in pyaclnn.__all__ and np.dtype(pyaclnn.bfloat16).itemsize == 2
 
 
 def test_float32_work_does_not_load_ml_dtypes_and_the_name_bfloat16_still_resolves():

@@ -454,3 +454,17 @@ def test_operator_errors_keep_their_text_and_name_the_python_argument(backend, c
     _, indices = pyaclnn.max_pool3d_with_argmax(x, 2, backend=backend)
     with pytest.raises(AclnnError, match=words):
         call(x, indices, backend)
+
+
+def test_bfloat16_is_the_scalar_type_and_is_accepted_wherever_a_dtype_is(backend):
+    import ml_dtypes
+
+    bf16 = np.dtype(ml_dtypes.bfloat16)
+    assert pyaclnn.bfloat16 is ml_dtypes.bfloat16  # what np.float16 is to NumPy
+    assert float(pyaclnn.bfloat16(1.5)) == 1.5
+    assert pyaclnn.empty((2, 3), pyaclnn.bfloat16, backend=backend).dtype == bf16
+    zeros = pyaclnn.zeros((2, 3), pyaclnn.bfloat16, backend=backend)
+    assert zeros.dtype == bf16 and not zeros.numpy().any()
+    x = np.arange(8, dtype=np.float32).reshape(1, 1, 2, 2, 2).astype(pyaclnn.bfloat16)
+    out, indices = pyaclnn.max_pool3d_with_argmax(x, 2, backend=backend)
+    assert out.dtype == bf16 and float(out.reshape(-1)[0]) == 7.0 and int(indices.reshape(-1)[0]) == 7
