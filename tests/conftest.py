@@ -13,6 +13,16 @@ import pytest
 os.environ.setdefault("PYACLNN_EMU_HAZARD_FATAL", "1")
 
 
+def pytest_report_header(config):
+    """Which emulator the npu tests load: under PYACLNN_EMU_SANITIZE a sanitized one (say so, and where)."""
+    from emulator_build import SANITIZE_VAR, build_dir, sanitizers
+
+    chosen = sanitizers()
+    if chosen:
+        return f"CANN emulator: sanitized ({SANITIZE_VAR}={','.join(chosen)}) in {build_dir()}"
+    return f"CANN emulator: plain build in {build_dir()}"
+
+
 @pytest.fixture
 def hazards_expected(monkeypatch):
     """For a test that provokes hazards on purpose: they are counted and printed, not fatal."""

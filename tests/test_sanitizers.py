@@ -1,0 +1,140 @@
+"""The sanitizer switch of the emulator's build (tests/emulator_build.py, docs/reliability.md section 5).
+
+``PYACLNN_EMU_SANITIZE`` must select a tree of its own with the sanitizer
+flags, and the suite's emulator must be the one it selects. These tests read
+the configure command and fake the build: the real sanitized build and the
+suite under it are the recipe of docs/reliability.md, too slow for every run.
+Only the last test looks at a real sanitized tree, when the suite runs under
+the switch.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import emulator_build
+import pytest
+
+SANITIZE = emulator_build.SANITIZE_VAR
+
+
+def _flags(command: list[str], name: str) -> str:
+    """The value of ``-D<name>=...`` in a CMake command ("" when absent)."""
+    prefix = f"-D{name}="
+    return next((arg[len(prefix) :] for arg in command if arg.startswith(prefix)), "")
+
+
+def test_without_the_variable_the_plain_tree_is_built_without_sanitizers():
+    for environ in ({}, {SANITIZE: ""}, {SANITIZE: " , "}):
+        assert emulator_build.sanitizers(environ) == ()
+        assert emulator_build.build_dir(environ) == emulator_build.BUILD_DIR
+        command = emulator_build.configure_command("cmake", environ)
+        assert not any("sanitize" in arg for arg in command), command
+        assert _flags(command, "CMAKE_BUILD_TYPE") == "Release"
+        assert command[command.index("-B") + 1] == str(emulator_build.BUILD_DIR)
+
+
+def test_address_and_undefined_select_their_own_tree_and_flags():
+    environ = {SANITIZE: "address,undefined"}
+    tree = emulator_build.build_dir(environ)
+    assert tree == emulator_build.BUILD_DIR / "asan-ubsan" != emulator_build.BUILD_DIR
+    command = emulator_build.configure_command("cmake", environ)
+    assert command[command.index("-B") + 1] == str(tree)
+    cflags = _flags(command, "CMAKE_C_FLAGS").split()
+    assert cflags == [
+        "-fsanitize=address,undefined",
+        "-fno-omit-frame-pointer",
+        "-fno-sanitize-recover=undefined",
+    ]
+    assert _flags(command, "CMAKE_CXX_FLAGS").split() == cflags
+    for linker in ("CMAKE_SHARED_LINKER_FLAGS", "CMAKE_EXE_LINKER_FLAGS"):
+        assert _flags(command, linker) == "-fsanitize=address,undefined"
+    assert _flags(command, "CMAKE_BUILD_TYPE") == "RelWithDebInfo"  # -g: reports name source lines
+    # The same set spelled otherwise is the same tree.
+    for spelling in ("undefined,address", " address , undefined ", "address,address,undefined"):
+        assert emulator_build.build_dir({SANITIZE: spelling}) == tree
+
+
+def test_one_sanitizer_alone_gets_a_tree_and_only_its_flags():
+    asan = {SANITIZE: "address"}
+    assert emulator_build.build_dir(asan) == emulator_build.BUILD_DIR / "asan"
+    assert _flags(emulator_build.configure_command("cmake", asan), "CMAKE_C_FLAGS").split() == [
+        "-fsanitize=address",
+        "-fno-omit-frame-pointer",
+    ]
+    ubsan = {SANITIZE: "undefined"}
+    assert emulator_build.build_dir(ubsan) == emulator_build.BUILD_DIR / "ubsan"
+    assert "-fno-sanitize-recover=undefined" in _flags(
+        emulator_build.configure_command("cmake", ubsan), "CMAKE_C_FLAGS"
+    )
+
+
+def test_an_unknown_sanitizer_is_refused_by_name():
+    with pytest.raises(ValueError, match=r"PYACLNN_EMU_SANITIZE='address,thread': unknown sanitizer thread"):
+        emulator_build.sanitizers({SANITIZE: "address,thread"})
+
+
+def _fake_build(built: list[Path]):
+    """A stand-in for the CMake build: records the tree and lays out both homes in it."""
+
+    def build(environ) -> None:
+        tree = emulator_build.build_dir(environ)
+        built.append(tree)
+        for home, libs in emulator_build.LAYOUTS.values():
+            (tree / home / "include" / "decl").mkdir(parents=True, exist_ok=True)
+            (tree / home / "lib64").mkdir(parents=True, exist_ok=True)
+            for lib in libs:
+                (tree / home / "lib64" / lib).touch()
+
+    return build
+
+
+@pytest.fixture
+def fake_build(monkeypatch, tmp_path) -> list[Path]:
+    """emulator_home over a fake build in tmp_path; the list of trees it built."""
+    built: list[Path] = []
+    monkeypatch.setattr(emulator_build, "BUILD_DIR", tmp_path)
+    monkeypatch.setattr(emulator_build, "_build", _fake_build(built))
+    monkeypatch.setattr(emulator_build, "_built_in_this_process", set())
+    monkeypatch.setattr(emulator_build, "_asan_loaded", lambda: True)
+    return built
+
+
+def test_emulator_home_gives_the_tree_the_variable_selects(fake_build, monkeypatch, tmp_path):
+    monkeypatch.delenv(SANITIZE, raising=False)
+    assert emulator_build.emulator_home("classic") == tmp_path / "emulator-home"
+    monkeypatch.setenv(SANITIZE, "address,undefined")
+    assert emulator_build.emulator_home("classic") == tmp_path / "asan-ubsan" / "emulator-home"
+    assert emulator_build.emulator_home("split") == tmp_path / "asan-ubsan" / "emulator-home-split"
+    assert fake_build == [tmp_path, tmp_path / "asan-ubsan"]  # each tree built once in the process
+
+
+def test_an_asan_build_without_asan_preloaded_is_refused_before_building(fake_build, monkeypatch):
+    monkeypatch.setattr(emulator_build, "_asan_loaded", lambda: False)
+    monkeypatch.setenv(SANITIZE, "address,undefined")
+    with pytest.raises(RuntimeError, match=r"ASan's runtime is not loaded.*LD_PRELOAD=.*libasan\.so"):
+        emulator_build.emulator_home("classic")
+    assert fake_build == []
+    monkeypatch.setenv(SANITIZE, "undefined")  # UBSan's runtime needs no preload
+    assert emulator_build.emulator_home("classic").parent.name == "ubsan"
+
+
+def test_the_suite_loads_the_emulator_of_the_selected_tree(emulator_home):
+    # The fixture every npu test uses: under the switch it is the sanitized tree.
+    assert emulator_home.parent == emulator_build.build_dir()
+
+
+@pytest.mark.skipif(
+    not emulator_build.sanitizers(), reason=f"{SANITIZE} is not set: no sanitized tree to look at"
+)
+@pytest.mark.skipif(shutil.which("readelf") is None, reason="readelf is not installed")
+def test_the_sanitized_emulator_links_the_sanitizer_runtimes(emulator_home):
+    wanted = {"address": "libasan", "undefined": "libubsan"}
+    for lib in sorted((emulator_home / "lib64").glob("*.so")):
+        dynamic = subprocess.run(
+            ["readelf", "-d", str(lib)], capture_output=True, text=True, check=True
+        ).stdout
+        for sanitizer in emulator_build.sanitizers():
+            assert f"[{wanted[sanitizer]}.so" in dynamic, f"{lib} does not need {wanted[sanitizer]}"
