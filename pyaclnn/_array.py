@@ -19,7 +19,7 @@ from . import _context, _decl, acl
 from . import backends as _backends
 from . import dtypes as _dtypes
 from ._pool import Block, MemoryPool
-from ._stream import Stream, thread_default
+from ._stream import Stream, current
 
 _H2D = _decl.constant("ACL_MEMCPY_HOST_TO_DEVICE")
 _D2H = _decl.constant("ACL_MEMCPY_DEVICE_TO_HOST")
@@ -316,11 +316,11 @@ class DeviceArray:
 
     def fill_zero(self, stream: Stream | None = None) -> None:
         """Set the whole storage to zero: ``aclrtMemsetAsync`` on ``stream`` (by default the
-        array's stream, else the calling thread's default stream)."""
+        array's stream, else the calling thread's current stream)."""
         self._check_open()
         if stream is None:
             stream = self._stream if self._stream is not None and not self._stream.closed else None
-            stream = stream or thread_default(_context.context(self.backend), self.device)
+            stream = stream or current(_context.context(self.backend), self.device)
         self._use_on(stream)
         if self.nbytes:
             state = stream._state
@@ -463,7 +463,7 @@ def zeros(
     device: int | None = None,
 ) -> DeviceArray:
     """A zero-filled contiguous DeviceArray; the fill is queued on ``stream`` (default: the thread's
-    default stream of the array's device)."""
+    current stream of the array's device)."""
     array = empty(shape, dtype, backend=backend, stream=stream, device=device)
     try:
         array.fill_zero(stream)
@@ -495,7 +495,7 @@ def to_device(
     """Copy ``x`` to device memory: a block of the pool, ``aclrtMemcpyAsync`` on ``stream``.
 
     The copy is queued in order with the stream's work (by default the calling
-    thread's default stream) and has completed when this returns: from
+    thread's current stream) and has completed when this returns: from
     pageable host memory ``aclrtMemcpyAsync`` returns only then (CANN's
     documented behaviour), so ``x`` may change afterwards.
 
@@ -523,7 +523,7 @@ def to_device(
     x = np.asarray(x)
     if stream is None:
         ctx = _context.context(backend)
-        stream = thread_default(ctx, ctx.device if device is None else _context._device_id(device, ctx))
+        stream = current(ctx, None if device is None else _context._device_id(device, ctx))
     if x.size == 0:  # the arrays check that device (if given) is the stream's
         return DeviceArray(x.shape, x.dtype, backend=stream.backend, stream=stream, device=device)
     storage, strides, offset = _covering_storage(x)

@@ -52,6 +52,10 @@ class _ThreadState(threading.local):
         self.device = 0  # the thread's current device, as pyaclnn's API shows it
         self.devices: set[int] = set()  # devices this thread has bound
         self.streams: dict[int, Stream] = {}  # its default stream per device (_stream.thread_default)
+        # The stream a ``with stream:`` block made current, per device, and what each open block
+        # replaced: (device, the current stream before it or None, the current device before it).
+        self.current: dict[int, Stream] = {}
+        self.entered: list[tuple[int, Stream | None, int]] = []
 
 
 class _NoGuard:

@@ -29,7 +29,7 @@ from ._array import DeviceArray, to_device
 from ._executors import Call
 from ._operators import Operator
 from ._optable import Param
-from ._stream import Stream, thread_default
+from ._stream import Stream, current
 from .errors import AclError, AclnnError, make_error
 
 
@@ -54,7 +54,9 @@ class Launch:
         ctx = self.ctx = _context.context(backend)
         self.backend = ctx.name
         if stream is None:
-            stream = thread_default(ctx)  # open by construction
+            stream = current(ctx)
+            if not stream._state.open:  # made current by a `with` block, closed since
+                raise ValueError(f"the current stream is closed ({stream!r})")
         else:
             if not isinstance(stream, Stream) or stream.backend != self.backend:
                 raise ValueError(

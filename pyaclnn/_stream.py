@@ -5,8 +5,14 @@ A :class:`Stream` is a handle with a few methods; what pyaclnn keeps for it
 executor cache) is one private :class:`StreamState`, which every enqueue goes
 through. Work queued on a stream runs after the host has moved on; the host
 waits with :meth:`Stream.synchronize` (or :meth:`DeviceArray.numpy`, which
-waits for the stream of the array), another stream with :meth:`Stream.wait_event`.
-An :class:`Event` marks a point in a stream's work, for waiting and timing.
+waits for the stream of the array), another stream with :meth:`Stream.wait_event`
+or :meth:`Stream.wait_stream`. An :class:`Event` marks a point in a stream's
+work, for waiting and timing.
+
+Calls that name no stream go to the calling thread's *current* stream of the
+device (:func:`current`): the stream of the innermost ``with stream:`` block of
+that thread, else the thread's default stream (:func:`thread_default`), as in
+CuPy and torch.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ from ._pool import Block
 from .errors import AclError, make_error
 
 _COMPLETE = _decl.constant("ACL_EVENT_RECORDED_STATUS_COMPLETE")
+_SYNC = _decl.constant("ACL_EVENT_SYNC")  # can be waited on
+_TIME_LINE = _decl.constant("ACL_EVENT_TIME_LINE")  # records a timestamp
 _numbers = itertools.count(1)  # names streams in messages: "stream #3"
 
 
@@ -65,6 +73,7 @@ class StreamState:
         "executors",
         "_ctx",
         "_workspace",
+        "_probe",
     )
 
     def __init__(self, ctx: _context._Context, device: int, handle: Any, name: str) -> None:
@@ -80,6 +89,9 @@ class StreamState:
         self.done = 0
         self._ctx = ctx
         self._workspace: Block | None = None
+        # The event of the last query() and the count of work it follows: asked again while
+        # nothing new was queued, so a polling loop sees it complete (destroyed by close()).
+        self._probe: tuple[int, Any] | None = None
         # Repeatable executors of recent calls on this stream; launched under ``lock``.
         self.executors = _executors.ExecutorCache(self, _executors.enabled_by_environment())
 
@@ -177,6 +189,28 @@ class StreamState:
         if queued > self.done:
             self.done = queued
 
+    def query(self) -> bool:
+        """Whether the work queued so far is done (see :meth:`Stream.query`); the host does not wait."""
+        with self.lock:
+            if not self.open:
+                raise ValueError("stream is closed")
+            if self.queued == self.done:
+                return True
+            with self._ctx.on_device(self.device):
+                probe = self._probe
+                if probe is None or probe[0] != self.queued:
+                    event = acl.rt.create_event_with_flag(_SYNC, backend=self.backend)
+                    try:
+                        self.enqueue_held(acl.rt.record_event, event, self.handle)
+                    except BaseException:
+                        acl.rt.destroy_event(event, backend=self.backend)
+                        raise
+                    if probe is not None:  # CANN lets a pending event be destroyed
+                        acl.rt.destroy_event(probe[1], backend=self.backend)
+                    probe = self._probe = (self.queued, event)
+                status = acl.rt.query_event_status(probe[1], backend=self.backend)
+            return bool(status == _COMPLETE)
+
     def close(self, destroy: bool = True) -> None:
         """Wait for the stream, give back what pyaclnn holds for it, and destroy the handle if ``destroy``.
 
@@ -199,6 +233,9 @@ class StreamState:
                     raise
                 self.open = False
                 self._finished(self.queued)
+                if self._probe is not None:
+                    acl.rt.destroy_event(self._probe[1], backend=self.backend)
+                    self._probe = None
                 self.executors.close()
                 if self._workspace is not None:
                     pool.release(self._workspace)  # idle: the stream has finished
@@ -331,6 +368,48 @@ class Stream(_Owned):
         if not self._state.synchronize():
             self._check_open()  # raises
 
+    def __enter__(self) -> Stream:
+        """Make this the calling thread's current stream, and its device the current device,
+        until the block ends; calls that name no stream go here. The stream stays open."""
+        self._check_open()
+        ctx = self._state._ctx
+        tls = ctx.tls
+        previous_device = tls.device
+        ctx.bind(self.device)  # first: if binding fails, nothing was changed
+        tls.entered.append((self.device, tls.current.get(self.device), previous_device))
+        tls.current[self.device] = self
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Give back the current stream and device the block replaced."""
+        ctx = self._state._ctx
+        tls = ctx.tls
+        device, previous, previous_device = tls.entered.pop()
+        if previous is None:
+            tls.current.pop(device, None)
+        else:
+            tls.current[device] = previous
+        ctx.bind(previous_device)
+
+    def wait_stream(self, other: Stream) -> None:
+        """Make work queued on this stream from now on wait for the work queued on ``other`` so
+        far (an event recorded there). The host does not wait; ``other`` may be on another device."""
+        self._check_open()
+        self._check_peer("other", other, Stream, same_device=False)
+        self._state.wait_for(other._state)
+
+    def query(self) -> bool:
+        """True if all work queued on this stream so far is done; the host does not wait.
+
+        Certain once a wait has seen all of it (nothing queued since). Otherwise
+        asked through an event recorded now, which completes only after that
+        work: False while any of it runs, and for the moment the device takes
+        to reach the event itself (ask again, as in a polling loop). Nothing
+        counts as done here: only a wait changes the stream's bookkeeping.
+        """
+        self._check_open()
+        return self._state.query()
+
     def record_event(self, event: Event | None = None) -> Event:
         """Record ``event`` (a new one if None) after the work queued so far; return it."""
         if event is None:
@@ -400,6 +479,25 @@ def default_stream(backend: str | None = None) -> Stream:
     return thread_default(_context.context(backend))
 
 
+def current_stream(backend: str | None = None, device: int | None = None) -> Stream:
+    """The calling thread's current stream on ``device`` (its current device by default).
+
+    The stream of the innermost ``with stream:`` block of this thread for that
+    device, else the thread's default stream (:func:`default_stream`).
+    """
+    ctx = _context.context(backend)
+    return current(ctx, None if device is None else _context._device_id(device, ctx))
+
+
+def current(ctx: _context._Context, device: int | None = None) -> Stream:
+    """The calling thread's current stream of ``ctx`` on ``device`` (its current device): the one
+    a ``with stream:`` block made current, else the default stream. It may have been closed since
+    (the caller's check of the stream says so)."""
+    tls = ctx.tls
+    stream = tls.current.get(tls.device if device is None else device)
+    return stream if stream is not None else thread_default(ctx, device)
+
+
 def thread_default(ctx: _context._Context, device: int | None = None) -> Stream:
     """The calling thread's default stream of ``ctx`` on ``device`` (its current device), created
     on first use (and again after it was closed)."""
@@ -418,20 +516,30 @@ def _destroy_event(ctx: _context._Context, device: int, handle: Any) -> None:
 
 
 class Event(_Owned):
-    """A point in a stream's work, for waiting and timing (``aclrtCreateEvent``).
+    """A point in a stream's work, for waiting and timing (``aclrtCreateEventWithFlag``).
 
     ``record(stream)`` places it after the work queued on ``stream`` so far;
     ``synchronize()`` waits for that work, ``query()`` asks whether it is done,
-    ``elapsed_time(end)`` gives the device time in milliseconds between this
-    event and ``end``, and ``Stream.wait_event(event)`` makes another stream
-    wait for it. ``close()`` (or the context manager) destroys it; CANN allows
-    that while it is still pending. Any thread may call its methods.
+    ``wait(stream)`` (or ``Stream.wait_event(event)``) makes a stream wait for
+    it, and ``elapsed_time(end)`` gives the device time in milliseconds between
+    this event and ``end``. ``close()`` (or the context manager) destroys it;
+    CANN allows that while it is still pending. Any thread may call its methods.
 
     Parameters
     ----------
+    enable_timing : bool, optional
+        Whether the event records a timestamp for :meth:`elapsed_time`
+        (``ACL_EVENT_TIME_LINE``). True by default, as CuPy's events and
+        pyaclnn's before this parameter; torch's default is False.
+    blocking : bool, optional
+        Accepted for torch's signature: CANN has no flag for it (torch_npu
+        ignores it too), and :meth:`synchronize` always blocks the calling
+        thread until the event completes.
     flags : int, optional
-        ``ACL_EVENT_*`` flags for ``aclrtCreateEventWithFlag``; by default
-        ``aclrtCreateEvent`` (an event for both waiting and timing).
+        ``ACL_EVENT_*`` flags for ``aclrtCreateEventWithFlag``, instead of the
+        two above. The event can be waited on (``ACL_EVENT_SYNC``) otherwise.
+    device : int, optional
+        The device whose streams record it (the thread's current one by default).
     backend : {"numpy", "npu"}, optional
         The active backend by default.
     """
@@ -439,17 +547,23 @@ class Event(_Owned):
     _kind = "event"
 
     def __init__(
-        self, *, flags: int | None = None, device: int | None = None, backend: str | None = None
+        self,
+        enable_timing: bool = True,
+        blocking: bool = False,
+        *,
+        flags: int | None = None,
+        device: int | None = None,
+        backend: str | None = None,
     ) -> None:
         ctx = _context.context(backend)
+        if flags is None:
+            flags = _SYNC | (_TIME_LINE if enable_timing else 0)
         self.backend = ctx.name
         self.device = ctx.device if device is None else _context._device_id(device, ctx)
+        self.blocking = bool(blocking)
         self._ctx = ctx
         with ctx.on_device(self.device):
-            if flags is None:
-                self.handle = acl.rt.create_event(backend=ctx.name)
-            else:
-                self.handle = acl.rt.create_event_with_flag(flags, backend=ctx.name)
+            self.handle = acl.rt.create_event_with_flag(flags, backend=ctx.name)
         self.stream: Stream | None = None  # where it was last recorded
         self._finalizer = weakref.finalize(self, _destroy_event, ctx, self.device, self.handle)
         self._finalizer.atexit = False  # the context's exit hook closes events in order
@@ -460,17 +574,21 @@ class Event(_Owned):
         return not self._finalizer.alive
 
     def record(self, stream: Stream | None = None) -> Event:
-        """Record after the work queued on ``stream`` so far (the calling thread's default stream
-        if None), replacing an earlier record; returns the event."""
+        """Record after the work queued on ``stream`` so far (the calling thread's current stream
+        of the event's device if None), replacing an earlier record; returns the event."""
         self._check_open()
         if stream is None:
-            stream = thread_default(self._ctx, self.device)
-        else:
-            self._check_peer("stream", stream, Stream)
+            stream = current(self._ctx, self.device)
+        self._check_peer("stream", stream, Stream)
         state = stream._state
         state.enqueue(acl.rt.record_event, self.handle, state.handle)
         self.stream = stream
         return self
+
+    def wait(self, stream: Stream | None = None) -> None:
+        """Make work queued on ``stream`` (the calling thread's current stream of the event's
+        device if None) from now on wait for this event; the host does not wait."""
+        (current(self._ctx, self.device) if stream is None else stream).wait_event(self)
 
     def synchronize(self) -> None:
         """Wait until the recorded work is done (``aclrtSynchronizeEvent``); at once if never recorded."""

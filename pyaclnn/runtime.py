@@ -33,7 +33,7 @@ from ._context import (
 )
 from ._interop import from_torch
 from ._launch import Launch
-from ._stream import Event, ExternalStream, Stream, default_stream
+from ._stream import Event, ExternalStream, Stream, current_stream, default_stream
 
 __all__ = [
     "Device",
@@ -43,6 +43,7 @@ __all__ = [
     "Launch",
     "Stream",
     "context",
+    "current_stream",
     "default_stream",
     "device_count",
     "empty",
