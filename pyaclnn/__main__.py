@@ -251,11 +251,30 @@ def info(as_json: bool = False, out: TextIO | None = None) -> int:
 BENCHMARKS = ("bench_kernels.py", "bench_overhead.py", "bench_pipeline.py")
 
 
+def _benchmark_places() -> list[Path]:
+    """Where the benchmark scripts may be: next to the package (a checkout), then the working directory."""
+    places = [Path(__file__).resolve().parent.parent / "benchmarks"]
+    try:
+        places.append(Path.cwd() / "benchmarks")
+    except OSError:  # the working directory was removed: only the checkout's place is left
+        pass
+    return places
+
+
 def _benchmarks_dir() -> Path | None:
-    for candidate in (Path(__file__).resolve().parent.parent / "benchmarks", Path.cwd() / "benchmarks"):
-        if candidate.is_dir():
-            return candidate
-    return None
+    return next((place for place in _benchmark_places() if place.is_dir()), None)
+
+
+def _scripts_elsewhere() -> str:
+    """Where the benchmark scripts are when they are not here, naming the places tried."""
+    places = [str(p) for p in _benchmark_places()]
+    tried = (
+        f"neither {places[0]} nor {places[1]} exists" if len(places) == 2 else f"{places[0]} does not exist"
+    )
+    return (
+        "the benchmark scripts are in benchmarks/ of the pyaclnn source tree, "
+        f"not in the installed package ({tried})"
+    )
 
 
 def _have_torch() -> bool:
@@ -264,10 +283,38 @@ def _have_torch() -> bool:
 
 def _bench_parser() -> argparse.ArgumentParser:
     # allow_abbrev=False: an abbreviated script option (e.g. --js) must reach the scripts untouched.
-    parser = argparse.ArgumentParser(prog="python -m pyaclnn bench", add_help=False, allow_abbrev=False)
+    # add_help=False: -h/--help is handled by main() (bench_help), since a script option may follow "--".
+    parser = argparse.ArgumentParser(
+        prog="python -m pyaclnn bench",
+        usage="%(prog)s [-h] [--json DIR] [--strict] [--] [OPTIONS OF THE SCRIPTS]",
+        description=f"Run {', '.join(BENCHMARKS[:-1])} and {BENCHMARKS[-1]} of a source checkout, "
+        "one process each; they compare against PyTorch CPU, which they need.",
+        add_help=False,
+        allow_abbrev=False,
+    )
+    parser.add_argument("-h", "--help", action="store_true", help="show this help message and exit")
     parser.add_argument("--json", metavar="DIR", type=Path, help="write DIR/<benchmark>.json, one per script")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a benchmark misses its target")
     return parser
+
+
+def bench_help(out: TextIO | None = None) -> int:
+    """Print the help of ``python -m pyaclnn bench``; needs neither PyTorch nor the scripts.
+
+    Returns
+    -------
+    int
+        0.
+    """
+    parser = _bench_parser()
+    directory = _benchmarks_dir()
+    where = f"The scripts: {directory}." if directory else f"Needs a source checkout: {_scripts_elsewhere()}."
+    parser.epilog = (
+        "Other options (e.g. --quick) go to every script, and so does --help after -- "
+        f"(python -m pyaclnn bench -- --help shows the scripts' options). {where}"
+    )
+    parser.print_help(out or sys.stdout)
+    return EXIT_OK
 
 
 def _script_args(script: str, rest: Sequence[str], json_dir: Path | None, strict: bool) -> list[str]:
@@ -287,29 +334,33 @@ def bench(extra: Sequence[str] = (), directory: Path | None = None) -> int:
     ----------
     extra : sequence of str
         ``--json DIR`` (one ``DIR/<script>.json`` per script), ``--strict``
-        (a missed target is a failure), and options for the scripts.
+        (a missed target is a failure), and options for the scripts,
+        ``-h``/``--help`` included (the command line's own help is
+        :func:`bench_help`).
     directory : Path, optional
         Where the scripts are.
 
     Returns
     -------
     int
-        0 when all ran and succeeded; 2 when torch or a script is missing;
+        0 when all ran and succeeded; 2 when torch, the scripts' directory
+        (outside a source checkout) or a script is missing;
         else the first failing script's exit status (1 for a missed target
         with ``--strict``, or for a JSON file a script did not write).
     """
     options, rest = _bench_parser().parse_known_args(list(extra))
-    if not _have_torch():
-        print(
-            "bench: the benchmarks compare against PyTorch CPU, which is not installed (pip install torch)",
-            file=sys.stderr,
-        )
-        return EXIT_USAGE
+    if options.help:  # only here when given after "--": the scripts' help
+        rest.append("--help")
+    # The scripts first: without a checkout, installing torch would not help.
     directory = directory or _benchmarks_dir()
     if directory is None:
         print(
-            "bench: no benchmarks/ directory: the benchmarks ship with the source tree, not the wheel; "
-            "run this from a checkout of pyaclnn",
+            f"bench: needs a source checkout: {_scripts_elsewhere()}; run it from a checkout", file=sys.stderr
+        )
+        return EXIT_USAGE
+    if not _have_torch():
+        print(
+            "bench: the benchmarks compare against PyTorch CPU, which is not installed (pip install torch)",
             file=sys.stderr,
         )
         return EXIT_USAGE
@@ -340,10 +391,15 @@ def _run_benchmark(path: Path, rest: Sequence[str], json_dir: Path | None, stric
 # -- entry point ---------------------------------------------------------------------
 
 
+def _plain(text: str) -> str:
+    """``text`` without reStructuredText's inline-literal backticks: --help is read as plain text."""
+    return text.replace("``", "")
+
+
 def _parser() -> argparse.ArgumentParser:
     from . import selftest
 
-    parser = argparse.ArgumentParser(prog="python -m pyaclnn", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m pyaclnn", description=_plain(__doc__.splitlines()[0]))
     parser.add_argument("--version", action="version", version=f"pyaclnn {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="{info,selftest,bench}")
     info_parser = sub.add_parser("info", help="version, backend, CANN libraries, devices")
@@ -365,7 +421,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] == ["bench"]:
         # Everything after "bench" (e.g. --quick) belongs to the scripts; argparse would take it as its own.
         rest = argv[1:]
-        return bench(rest[1:] if rest[:1] == ["--"] else rest)
+        if rest[:1] == ["--"]:
+            return bench(rest[1:])
+        if "-h" in rest or "--help" in rest:  # the help of bench itself, even without a checkout or torch
+            return bench_help()
+        return bench(rest)
     parser = _parser()
     args = parser.parse_args(argv)
     try:
