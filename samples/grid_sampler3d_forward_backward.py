@@ -19,6 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 
 import pyaclnn
+from pyaclnn.backends.npu import LibraryNotFoundError
 
 MODES = {"interpolation_mode": "bilinear", "padding_mode": "border", "align_corners": True}
 
@@ -49,4 +50,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except LibraryNotFoundError as exc:  # no usable CANN (--backend npu without it): one line, exit 1
+        # The library's message: what failed on its first line, how to fix it on its last; the lines
+        # between list the places searched, which `python -m pyaclnn info` shows as well.
+        first, *rest = str(exc).splitlines() or [type(exc).__name__]
+        hint = f" {rest[-1]}" if rest else ""
+        where = " (`python -m pyaclnn info` lists the places)." if first.endswith(":") else ""
+        sys.exit(f"{sys.argv[0]}: {first.rstrip(':')}{where}{hint}")

@@ -28,6 +28,7 @@ import numpy as np
 import pyaclnn
 from pyaclnn import acl, aclnn
 from pyaclnn.acl import rt
+from pyaclnn.backends.npu import LibraryNotFoundError
 from pyaclnn.constants import (
     ACL_FLOAT,
     ACL_FORMAT_ND,
@@ -142,4 +143,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except LibraryNotFoundError as exc:  # no usable CANN (--backend npu without it): one line, exit 1
+        # The library's message: what failed on its first line, how to fix it on its last; the lines
+        # between list the places searched, which `python -m pyaclnn info` shows as well.
+        first, *rest = str(exc).splitlines() or [type(exc).__name__]
+        hint = f" {rest[-1]}" if rest else ""
+        where = " (`python -m pyaclnn info` lists the places)." if first.endswith(":") else ""
+        sys.exit(f"{sys.argv[0]}: {first.rstrip(':')}{where}{hint}")

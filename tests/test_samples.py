@@ -279,3 +279,28 @@ def test_cpp_samples_build_standalone_against_a_split_layout_home(tmp_path):
         )
         assert proc.returncode == 0, proc.stderr
         assert proc.stdout == _python_output(name)
+
+
+# -- without CANN -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in SAMPLES.glob("*.py")))
+def test_a_sample_on_npu_without_cann_says_so_in_one_line(name, tmp_path):
+    env = _env("numpy", None)  # PYACLNN_BACKEND=numpy: --backend npu must still win
+    env.update(PYACLNN_ASCEND_HOME=str(tmp_path / "no-cann"), HOME=str(tmp_path))
+    from pyaclnn.backends.npu import discover
+
+    if discover(env).chosen is not None:
+        pytest.skip("a CANN install exists at a default location of this machine")
+    proc = subprocess.run(
+        [sys.executable, str(SAMPLES / name), "--backend", "npu"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stdout == ""
+    assert len(proc.stderr.splitlines()) == 1, proc.stderr  # no traceback, no list of places
+    assert proc.stderr.startswith(f"{SAMPLES / name}: CANN's shared libraries were not found."), proc.stderr
+    assert "python -m pyaclnn info" in proc.stderr and "set PYACLNN_ASCEND_HOME" in proc.stderr
