@@ -1,6 +1,6 @@
 """selftest takes its operators from the operator table (pyaclnn/_optable.py): every operator
-of the table has selftest's inputs, call, reference and cases, and one missing is an error,
-not a silently shorter matrix."""
+of the table has selftest's inputs, call, reference and cases (one Operator entry in
+pyaclnn/selftest/operators.py), and one missing is an error, not a silently shorter matrix."""
 
 from __future__ import annotations
 
@@ -17,6 +17,13 @@ def test_selftest_knows_exactly_the_operators_of_the_table():
     assert sorted(operators.OPERATORS) == sorted(table)
     assert sorted({case.operator for case in selftest.cases()}) == sorted(table)
     assert sorted({case.operator for case in selftest.cases() if case.quick}) == sorted(table)
+
+
+def test_the_matrix_is_each_operators_own_cases_in_table_order():
+    table = [spec.python_name for spec in _optable.operators()]
+    for name, op in operators.OPERATORS.items():
+        assert {case.operator for case in op.cases()} == {name}
+    assert selftest.cases() == [case for name in table for case in operators.OPERATORS[name].cases()]
 
 
 def test_an_operator_added_to_the_table_without_selftest_cases_is_refused(monkeypatch):

@@ -31,9 +31,10 @@ fp16/bf16 are computed in float32 and rounded once on every side, so the
 expected values and a correct device differ by at most one rounding step.
 
 The modules, one job each: :mod:`~pyaclnn.selftest.references` (the reference
-kernels on host arrays), :mod:`~pyaclnn.selftest.operators` (per operator of
-the operator table: inputs, call, reference), :mod:`~pyaclnn.selftest.matrix`
-(:class:`Case` and :func:`cases`), :mod:`~pyaclnn.selftest.compare` (the
+kernels on host arrays), :mod:`~pyaclnn.selftest.operators` (:class:`Case`, and
+per operator of the operator table: inputs, call, reference and cases),
+:mod:`~pyaclnn.selftest.matrix` (:func:`cases`, every operator's cases in table
+order, and :func:`check_coverage`), :mod:`~pyaclnn.selftest.compare` (the
 measure and :data:`TOLERANCES`), :mod:`~pyaclnn.selftest.goldens` (the golden
 file), :mod:`~pyaclnn.selftest.report` (the table and the JSON) and
 :mod:`~pyaclnn.selftest.cli` (:func:`run` and the command line). This package
@@ -45,8 +46,8 @@ from __future__ import annotations
 from .cli import add_arguments, main, run, run_case
 from .compare import TOLERANCES, Arrays, Comparison, Outputs, compare
 from .goldens import GOLDEN_FILE, GOLDEN_MAX_ELEMENTS, golden, golden_sample, inputs_digest
-from .matrix import Case, cases, check_coverage
-from .operators import pool_params
+from .matrix import cases, check_coverage
+from .operators import Case, pool_params
 from .references import (
     reference_grid_sampler3d,
     reference_grid_sampler3d_backward,

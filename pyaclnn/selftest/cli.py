@@ -13,7 +13,8 @@ from typing import Any, TextIO
 from .. import backends as _backends
 from .compare import compare
 from .goldens import compare_golden
-from .matrix import Case, cases
+from .matrix import cases
+from .operators import Case
 from .report import CaseResult, finish
 
 __all__ = ["run_case", "run", "main", "add_arguments"]

@@ -24,7 +24,7 @@ import numpy as np
 from .compare import Arrays, Comparison, Outputs
 
 if TYPE_CHECKING:
-    from .matrix import Case
+    from .operators import Case
 
 __all__ = ["GOLDEN_FILE", "GOLDEN_MAX_ELEMENTS", "golden", "golden_sample", "inputs_digest", "compare_golden"]
 

@@ -10,7 +10,7 @@ from typing import Any, TextIO
 
 from .compare import Comparison
 from .goldens import GOLDEN_FILE
-from .matrix import Case
+from .operators import Case
 
 __all__ = ["CaseResult", "format_table", "finish"]
 
