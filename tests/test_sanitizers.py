@@ -10,8 +10,11 @@ the switch.
 
 from __future__ import annotations
 
+import os
+import resource
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import emulator_build
@@ -138,3 +141,45 @@ def test_the_sanitized_emulator_links_the_sanitizer_runtimes(emulator_home):
         ).stdout
         for sanitizer in emulator_build.sanitizers():
             assert f"[{wanted[sanitizer]}.so" in dynamic, f"{lib} does not need {wanted[sanitizer]}"
+
+
+def test_under_asan_the_tests_asan_cannot_run_are_skipped_with_their_reason():
+    # Skipped before their fixtures run: no emulator is built, no LD_PRELOAD is needed for this.
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "ASAN_OPTIONS")}
+    env[SANITIZE] = "address,undefined"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-rs",
+            "-p",
+            "no:cacheprovider",
+            "tests/test_lifetimes.py",
+            "-k",
+            "test_soak_memory_and_live_objects_stay_flat",
+        ],
+        cwd=emulator_build.REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "8 skipped" in proc.stdout and "passed" not in proc.stdout, proc.stdout
+    assert "not under ASan: ASan keeps freed memory in quarantine" in proc.stdout
+
+
+def test_under_asan_the_fuzz_children_get_no_address_space_limit():
+    code = (
+        "import sys; sys.path.insert(0, 'tests'); import conftest; from fuzz import harness; "
+        "print(harness.CHILD_MEMORY)"
+    )
+    for value, limit in (("", 6 << 30), ("address,undefined", resource.RLIM_INFINITY)):
+        env = dict(os.environ, **{SANITIZE: value})
+        proc = subprocess.run(
+            [sys.executable, "-c", code], cwd=emulator_build.REPO, env=env, capture_output=True, text=True
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert int(proc.stdout) == limit, (value, proc.stdout)
