@@ -33,7 +33,9 @@ mode** (``ffi.dlopen``). Chosen over the alternatives because:
 The library's file name holds a hash of the C source, the compiler command and
 the machine type, so an edited source or another compiler builds a new one;
 concurrent processes serialise on a lock file and publish atomically. The first
-call that builds pays about a second; later processes just open the file.
+call that builds pays a second or two, and says so in one line on stderr
+(``pyaclnn: compiling the C kernels (once, into <cache>) ...``); later processes
+just open the file, silently.
 
 Environment
 -----------
@@ -265,6 +267,9 @@ def build(directory: Path | None = None) -> Path:
     Path
         The shared library.
 
+    Prints one line on stderr when it compiles (a second or two), none when
+    the library is already there.
+
     Raises
     ------
     NoCompiler
@@ -274,6 +279,7 @@ def build(directory: Path | None = None) -> Path:
     """
     import fcntl
     import subprocess
+    import sys
     import tempfile
 
     command = _compiler()
@@ -288,6 +294,8 @@ def build(directory: Path | None = None) -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be building the same file
         if target.is_file():
             return target
+        # A first call that stops for seconds without a word looks hung: say why, once per cache.
+        print(f"pyaclnn: compiling the C kernels (once, into {directory}) ...", file=sys.stderr, flush=True)
         fd, temporary = tempfile.mkstemp(suffix=".so", dir=directory)
         os.close(fd)
         try:
