@@ -49,7 +49,11 @@ Environment
     Where the library is built (default ``$XDG_CACHE_HOME/pyaclnn`` or
     ``~/.cache/pyaclnn``).
 ``CC``
-    The C compiler (default: Python's configured one, else ``cc``).
+    The C compiler (default: Python's configured one, else ``cc``). A ``CC``
+    that is not on PATH or fails to compile is not replaced by another
+    compiler: the NumPy kernels run, and one line on stderr says that CC did
+    not work (the reason is in :func:`accel_status`). Without ``CC`` and
+    without a compiler the NumPy kernels run silently, as documented.
 
 Agreement with the reference and the tuned NumPy kernels
 --------------------------------------------------------
@@ -136,6 +140,7 @@ from ..grid_sampler3d import NEAREST
 
 __all__ = [
     "BadIndex",
+    "CompilerFailed",
     "NoCompiler",
     "accel_status",
     "grid_sampler3d",
@@ -209,7 +214,11 @@ class BadIndex(Exception):
 
 
 class NoCompiler(RuntimeError):
-    """No C compiler on PATH: the compiled kernels cannot be built."""
+    """No C compiler on PATH (or ``$CC`` is not on it): the compiled kernels cannot be built."""
+
+
+class CompilerFailed(RuntimeError):
+    """The C compiler ran and failed; its output is in the message."""
 
 
 class _Loaded:
@@ -228,13 +237,33 @@ _load_lock = threading.Lock()
 # --------------------------------------------------------------------------
 
 
+def _cc() -> str:
+    """``$CC`` as set ("" when unset or blank)."""
+    return os.environ.get("CC", "").strip()
+
+
 def _compiler() -> list[str] | None:
-    """The C compiler command: $CC, else Python's configured CC, else cc; None if not on PATH."""
+    """The C compiler command: $CC, else Python's configured CC, else cc; None if none is on PATH.
+
+    Raises
+    ------
+    NoCompiler
+        ``$CC`` is set but not on PATH: the user named a compiler, so no
+        other one is tried in its place.
+    """
     import shlex
     import shutil
     import sysconfig  # here and below: only building needs them, `import pyaclnn` does not
 
-    for candidate in (os.environ.get("CC", ""), sysconfig.get_config_var("CC") or "", "cc"):
+    if _cc():
+        try:
+            words = shlex.split(_cc())
+        except ValueError as exc:  # e.g. an unclosed quote
+            raise NoCompiler(f"CC={_cc()}: not a command ({exc})") from None
+        if not shutil.which(words[0]):
+            raise NoCompiler(f"CC={_cc()}: {words[0]} is not on PATH")
+        return words
+    for candidate in (sysconfig.get_config_var("CC") or "", "cc"):
         words = shlex.split(candidate)
         if words and shutil.which(words[0]):
             return words
@@ -273,8 +302,8 @@ def build(directory: Path | None = None) -> Path:
     Raises
     ------
     NoCompiler
-        No compiler on PATH.
-    RuntimeError
+        No compiler on PATH, or ``$CC`` is not on it.
+    CompilerFailed
         The compiler failed (its output in the message).
     """
     import fcntl
@@ -306,7 +335,8 @@ def build(directory: Path | None = None) -> Path:
                 text=True,
             )
             if proc.returncode != 0:
-                raise RuntimeError(f"{' '.join(command)} failed ({proc.returncode}): {proc.stdout.strip()}")
+                output = f": {proc.stdout.strip()}" if proc.stdout.strip() else ""
+                raise CompilerFailed(f"{' '.join(command)} failed ({proc.returncode}){output}")
             os.replace(temporary, target)  # other processes see the whole file or none
         finally:
             if os.path.exists(temporary):
@@ -335,9 +365,31 @@ def _load() -> _Loaded:
                 _loaded = _open(build())
             except NoCompiler as exc:
                 _loaded = _Loaded(reason=str(exc))
+                _say_cc_failed(exc)
             except Exception as exc:  # any failure leaves the NumPy kernels in charge, with the reason
                 _loaded = _Loaded(reason=f"build failed: {exc}")
+                if isinstance(exc, CompilerFailed):
+                    _say_cc_failed(exc)
         return _loaded
+
+
+def _say_cc_failed(exc: Exception) -> None:
+    """One line on stderr when the compiler ``$CC`` names did not work (silent without ``$CC``).
+
+    The user chose that compiler: running the NumPy kernels instead without
+    a word would hide that the choice had no effect.
+    """
+    import sys
+
+    if _cc():
+        # The first line only: a compiler's output can run to pages (accel_status has it all).
+        reason = (str(exc).splitlines() or [type(exc).__name__])[0].removeprefix(f"CC={_cc()}: ")
+        print(
+            f"pyaclnn: CC={_cc()} did not work ({reason}): the NumPy kernels run instead "
+            "(unset CC or name a working C compiler)",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def _disabled() -> bool:
