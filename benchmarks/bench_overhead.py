@@ -64,6 +64,12 @@ GRID_INPUT_SHAPE = (1, 1, 2, 2, 2)
 GRID_SHAPE = (1, 1, 1, 1, 3)
 
 
+def progress(step: str) -> None:
+    """One line on stderr as ``step`` starts: a run is quiet for seconds otherwise, and stdout
+    holds only the results (their format stays as it is)."""
+    print(f"  {step} ...", file=sys.stderr, flush=True)
+
+
 def use_emulator() -> str:
     """Build the emulator (if needed) and point the npu backend at it; returns its home.
 
@@ -71,6 +77,8 @@ def use_emulator() -> str:
     """
     sys.path.insert(0, os.path.join(_common.REPO, "tests"))
     from emulator_build import emulator_home
+
+    progress("building the CANN emulator (tests/emulator_build.py; incremental)")
 
     home = str(emulator_home("classic"))
     os.environ["PYACLNN_ASCEND_HOME"] = home
@@ -257,6 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     loops = args.loops or (3 if args.quick else 5)
     if calls < 1 or loops < 1:
         parser.error("--calls and --loops must be at least 1")
+    progress("importing PyTorch")
     torch = _common.import_torch("bench_overhead")
 
     home = use_emulator()
@@ -270,6 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     timings: dict[str, dict[str, float]] = {op: {} for op in OPS}
+    progress("putting the inputs on each backend")
     sources = {
         "npu": pyaclnn_calls("npu"),
         "npu_uncached": pyaclnn_calls("npu", executor_cache=False),
@@ -278,6 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     for op in OPS:
         for source, fns in sources.items():
+            progress(f"timing {op} on {source}")
             timings[op][source] = min(_common.time_loops(fns[op], calls, loops))
 
     rows, ratios = [], {}
@@ -319,6 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     cold: dict[str, dict[str, float]] = {}
     if args.cold > 0:
         for op in OPS:
+            progress(f"timing {op} on cold caches")
             cold[op] = time_cold({source: fns[op] for source, fns in sources.items()}, args.cold)
         print(
             f"\ncold caches: each call after a {COLD_FLUSH_BYTES >> 20} MiB copy and a "
@@ -338,6 +350,7 @@ def main(argv: list[str] | None = None) -> int:
 
     report, layers = None, None
     if args.profile:
+        progress(f"profiling {args.profile} on npu")
         report, layers = profile(sources["npu"][args.profile], calls)
         print(f"\ncProfile of {calls} calls of {args.profile} on npu (top 25 by tottime):")
         print(report)

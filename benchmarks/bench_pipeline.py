@@ -37,7 +37,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common  # noqa: E402
-from bench_overhead import use_emulator  # noqa: E402
+from bench_overhead import progress, use_emulator  # noqa: E402
 
 RATIO_TARGET = 0.4  # default / blocking
 LIMIT_TARGET = 1.25  # default / max(kernel time, host time per call)
@@ -121,6 +121,7 @@ def measure(calls: int, loops: int, kernel_us: int, sync_us: int) -> dict[str, d
                 os.environ["PYACLNN_EMU_KERNEL_US"] = str(kernel)  # the emulator reads it at each launch
                 os.environ["PYACLNN_EMU_SYNC_US"] = str(sync_us)
                 ctx.launch_blocking = blocking  # what ASCEND_LAUNCH_BLOCKING=1 sets at initialisation
+                progress(f"timing {op}, {mode}")
                 results[op][mode] = time_chain(run, calls, loops)
         ctx.launch_blocking = False
     return results

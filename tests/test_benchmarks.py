@@ -42,6 +42,26 @@ def test_benchmark_runs_quick_through_the_command_line(script, torch, emulator_h
     if script == "bench_overhead.py":  # and the calls on cold caches, one row per op
         cold = proc.stdout.split("cold caches:")[1].splitlines()
         assert sum(line.startswith(("max_pool3d", "grid_sampler3d")) for line in cold) == 4, proc.stdout
+    if script in PROGRESS:  # a line on stderr as each measurement starts, not seconds of silence
+        timing = [line for line in proc.stderr.splitlines() if line.startswith("  timing ")]
+        assert timing == [f"  timing {step} ..." for step in PROGRESS[script]], proc.stderr
+        assert "  building the CANN emulator" in proc.stderr
+
+
+OPS = (
+    "max_pool3d_with_argmax",
+    "max_pool3d_with_argmax_backward",
+    "grid_sampler3d",
+    "grid_sampler3d_backward",
+)
+#: The measurements each script announces on stderr, in order (bench_overhead with --cold).
+PROGRESS = {
+    "bench_overhead.py": [
+        *(f"{op} on {source}" for op in OPS for source in ("npu", "npu_uncached", "numpy", "torch")),
+        *(f"{op} on cold caches" for op in OPS),
+    ],
+    "bench_pipeline.py": [f"{op}, {mode}" for op in OPS for mode in ("default", "blocking", "host")],
+}
 
 
 def test_bench_command_passes_options_on(monkeypatch):
