@@ -396,15 +396,34 @@ def _plain(text: str) -> str:
     return text.replace("``", "")
 
 
+def _command_description(command: str) -> str:
+    """The module docstring's paragraph on ``command`` (its line and the indented ones after it),
+    in plain text, for the command's --help."""
+    text: list[str] = []
+    for line in __doc__.splitlines():
+        if text and not line.startswith(" "):
+            break
+        if text or line.startswith(f"{command} "):
+            text.append(line.removeprefix(command))
+    paragraph = _plain(" ".join(" ".join(text).split()))
+    return paragraph[:1].upper() + paragraph[1:]
+
+
 def _parser() -> argparse.ArgumentParser:
     from . import selftest
 
     parser = argparse.ArgumentParser(prog="python -m pyaclnn", description=_plain(__doc__.splitlines()[0]))
     parser.add_argument("--version", action="version", version=f"pyaclnn {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="{info,selftest,bench}")
-    info_parser = sub.add_parser("info", help="version, backend, CANN libraries, devices")
+    info_parser = sub.add_parser(
+        "info", help="version, backend, CANN libraries, devices", description=_command_description("info")
+    )
     info_parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    st = sub.add_parser("selftest", help="check the operators on a backend against the reference kernels")
+    st = sub.add_parser(
+        "selftest",
+        help="check the operators on a backend against the reference kernels",
+        description=_command_description("selftest"),
+    )
     selftest.add_arguments(st)
     # Listed for --help only: main() hands "bench ..." to bench() before parsing.
     sub.add_parser(

@@ -65,6 +65,18 @@ def test_the_top_level_help_names_the_commands_in_plain_words():
     )
 
 
+@pytest.mark.parametrize(
+    ("command", "says"),
+    [
+        ("info", "What pyaclnn runs on: version, active backend and why"),
+        ("selftest", "The four operators on a backend against the NumPy reference kernels"),
+    ],
+)
+def test_a_command_help_says_what_it_does(command, says):
+    proc = _pyaclnn(command, "--help", cwd=ROOT)
+    assert says in " ".join(proc.stdout.split()), proc.stdout
+
+
 def test_bench_help_outside_a_checkout_prints_help_saying_where_the_scripts_are(installed):
     site, cwd = installed
     for flag in ("--help", "-h"):
