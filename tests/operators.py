@@ -2,13 +2,17 @@
 
 A test module that keeps something per operator (a case, a property, a
 reference) writes it as a mapping by the operator's Python name and passes it
-through :func:`per_operator`, so a new operator in include/decl fails at
-collection until each of those parts exists.
+through :func:`per_operator`, or keeps one module per operator in a package and
+reads them with :func:`per_operator_modules`, so a new operator in include/decl
+fails at collection until each of those parts exists.
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from collections.abc import Iterable, Mapping
+from types import ModuleType
 from typing import TypeVar
 
 from pyaclnn import _optable
@@ -37,6 +41,15 @@ def per_operator(table: Mapping[str, _T], what: str) -> Mapping[str, _T]:
             + (f"; entries for unknown operator(s) {unknown}" if unknown else "")
         )
     return table
+
+
+def per_operator_modules(package: str, what: str) -> Mapping[str, ModuleType]:
+    """The modules of ``package`` by name (those not starting with ``_``), in table order, once
+    there is exactly one per operator of the table, named by its Python name (:func:`per_operator`)."""
+    path = importlib.import_module(package).__path__
+    found = [info.name for info in pkgutil.iter_modules(path) if not info.name.startswith("_")]
+    order = sorted(found, key=lambda name: NAMES.index(name) if name in NAMES else len(NAMES))
+    return per_operator({name: importlib.import_module(f"{package}.{name}") for name in order}, what)
 
 
 def covering(names: Iterable[str], what: str) -> list[str]:

@@ -22,8 +22,9 @@ A known, still open bug can be tolerated by the fuzz through ``fuzz.outcomes.KNO
 (counted under ``known:<id>``) while a strict xfail test below pins it; remove the entry
 with the fix.
 
-The machinery lives in the package ``tests/fuzz`` (strategies, outcomes, references,
-properties, low-level property, harness); this module holds the tests only.
+The machinery lives in the package ``tests/fuzz`` (strategies, outcomes, one module per
+operator in ``tests/fuzz/ops`` with its property and reference, the registry of properties,
+low-level property, harness); this module holds the tests only.
 
 Examples per property: 300 by default (split evenly over its categories; Hypothesis stops a
 category early when its space is exhausted), ``PYACLNN_FUZZ_EXAMPLES`` for more.
@@ -34,6 +35,7 @@ counts to that file as one JSON line.
 from __future__ import annotations
 
 import numpy as np
+import operators
 import pytest
 from fuzz.harness import in_child, run_in_child
 from fuzz.lowlevel_property import backward_args, free_handles, grid_args, make_handles
@@ -52,6 +54,17 @@ def test_fuzz(backend_name, name, emulator_home):
     The numpy child also holds npu DeviceArrays and handles (the other backend), and vice versa.
     """
     run_in_child(name, backend_name, emulator_home)
+
+
+def test_the_properties_are_one_module_per_operator_of_the_table(monkeypatch):
+    assert list(PROPERTIES) == [*operators.NAMES, "lowlevel"]
+    real = operators.NAMES
+    monkeypatch.setattr(operators, "NAMES", (*real, "grid_sampler2d"))
+    with pytest.raises(LookupError, match=r"no entry for operator\(s\) \['grid_sampler2d'\]"):
+        operators.per_operator_modules("fuzz.ops", "fuzz properties")
+    monkeypatch.setattr(operators, "NAMES", real[:-1])
+    with pytest.raises(LookupError, match=rf"entries for unknown operator\(s\) \['{real[-1]}'\]"):
+        operators.per_operator_modules("fuzz.ops", "fuzz properties")
 
 
 # -- bugs the fuzz found: regression tests, and strict xfails for those still open ---------------------

@@ -2,8 +2,11 @@
 
 * :mod:`.strategies` -- what is generated (arrays, layouts, bad parameters, markers);
 * :mod:`.outcomes` -- what every call must satisfy, and how an outcome is judged;
-* :mod:`.references` -- the independent reference results (pyaclnn.kernels on host arrays);
-* :mod:`.properties` -- the functional-API properties and the registry of all of them;
+* :mod:`.ops` -- one module per operator of the table, named by its Python name: its
+  functional-API property, its categories and its reference result (pyaclnn.kernels on host
+  arrays); a new operator's fuzz is one new module there;
+* :mod:`.references` -- what those references share (kernel sizes, modes, layouts);
+* :mod:`.properties` -- the registry of all properties, built from the table;
 * :mod:`.lowlevel_property` -- the low-level (acl / aclnn) property and its handles;
 * :mod:`.harness` -- running a property under Hypothesis in a child process, coverage accounting.
 

@@ -2,7 +2,9 @@
 
 Values stay host-side and backend-free until a call: :class:`Dev` and
 :data:`BACKEND` are markers that :func:`realize` turns into a DeviceArray or the
-backend name of the call, so one drawn set of arguments serves both backends.
+backend name of the call, so one drawn set of arguments serves both backends;
+:class:`OtherStream` is one that :func:`with_stream` turns into a stream of the
+other backend (kept until :func:`release_streams`).
 """
 
 from __future__ import annotations
@@ -57,6 +59,35 @@ def realize(value: Any, backend: str, made: list) -> Any:
 
 def host(value: Any) -> Any:
     return value.array if isinstance(value, Dev) else value
+
+
+class OtherStream:
+    """Marker: a pyaclnn.Stream of the other backend, created at call time."""
+
+
+_other_streams: dict[str, pyaclnn.Stream] = {}
+
+
+def with_stream(fn):
+    """``fn`` with an :class:`OtherStream` argument made a live stream of the other backend."""
+
+    def wrapped(**kw):
+        if isinstance(kw.get("stream"), OtherStream):
+            other = other_backend(kw["backend"])
+            s = _other_streams.get(other)
+            if s is None or s.closed:
+                s = _other_streams[other] = pyaclnn.Stream(other)
+            kw["stream"] = s
+        return fn(**kw)
+
+    return wrapped
+
+
+def release_streams() -> None:
+    """Close the other-backend streams :func:`with_stream` made."""
+    for s in _other_streams.values():
+        s.close()
+    _other_streams.clear()
 
 
 FLOATS = [np.float32, np.float16, bfloat16]
