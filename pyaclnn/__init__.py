@@ -27,6 +27,7 @@ from .runtime import (
     default_stream,
     device_count,
     empty,
+    empty_like,
     finalize,
     from_torch,
     get_device,
@@ -36,6 +37,7 @@ from .runtime import (
     synchronize,
     to_device,
     zeros,
+    zeros_like,
 )
 
 if TYPE_CHECKING:  # for type checkers; at run time bfloat16 comes from __getattr__ below
@@ -87,6 +89,7 @@ __all__ = [
     "default_stream",
     "device_count",
     "empty",
+    "empty_like",
     "finalize",
     "from_torch",
     "get_device",
@@ -98,5 +101,6 @@ __all__ = [
     "synchronize",
     "to_device",
     "zeros",
+    "zeros_like",
 ]
 __all__ += _functional.__all__

@@ -22,6 +22,9 @@ from ._pool import Block, MemoryPool
 from ._stream import Stream, current
 
 _H2D = _decl.constant("ACL_MEMCPY_HOST_TO_DEVICE")
+_D2D = _decl.constant("ACL_MEMCPY_DEVICE_TO_DEVICE")
+#: The alignment aclnn operators expect of a tensor's storage base, as aclrtMalloc gives it.
+PTR_ALIGNMENT = 32
 _D2H = _decl.constant("ACL_MEMCPY_DEVICE_TO_HOST")
 
 
@@ -133,8 +136,9 @@ class DeviceArray:
         TypeError
             If ``ptr`` is not an int, or for a dtype ACL has no name for.
         ValueError
-            For negative sizes, strides or offset, a bad device, or (numpy backend)
-            a range that is not inside one allocation of that device.
+            For a ``ptr`` that is not 32-byte aligned, negative sizes, strides or
+            offset, a bad device, or (numpy backend) a range that is not inside one
+            allocation of that device.
         """
         if isinstance(ptr, bool) or not isinstance(ptr, (int, np.integer)):
             raise TypeError(f"ptr must be an int device address, got {type(ptr).__name__}")
@@ -156,6 +160,11 @@ class DeviceArray:
         nbytes = storage * dtype.itemsize
         if nbytes and not 0 < ptr < 1 << 64:
             raise ValueError(f"ptr {ptr:#x} is not a device address")
+        if ptr % PTR_ALIGNMENT:
+            raise ValueError(
+                f"ptr {ptr:#x} is not {PTR_ALIGNMENT}-byte aligned: pass the storage base (as "
+                "aclrtMalloc gives it) and the data's position in it as offset= (in elements)"
+            )
         owning = _backends.get(ctx.name).device_memory(ptr, nbytes) if nbytes else pool.device
         if owning is not None and owning != pool.device:
             where = "is not inside one allocation of" if owning < 0 else f"lies on device {owning}, not"
@@ -326,6 +335,80 @@ class DeviceArray:
             state = stream._state
             state.enqueue(acl.rt.memset_async, self.ptr, self.nbytes, 0, self.nbytes, state.handle)
 
+    def copy_(self, src: np.ndarray | DeviceArray, stream: Stream | None = None) -> DeviceArray:
+        """Copy ``src`` into this array, queued on ``stream``; returns this array (torch's ``copy_``).
+
+        ``src`` has this array's shape and dtype (no broadcasting, no cast). From a
+        NumPy array the copy is ``aclrtMemcpyAsync`` from host memory, which returns
+        once the data has left it, so ``src`` may change afterwards; from a
+        DeviceArray of the same backend and device it is a device-to-device copy,
+        ordered after the work that used ``src``. Both this array and a device
+        ``src`` must be contiguous.
+
+        Parameters
+        ----------
+        src : ndarray or DeviceArray
+        stream : Stream, optional
+            By default the stream of this array's last use, if open, else the calling
+            thread's current stream of its device.
+
+        Raises
+        ------
+        TypeError
+            For a ``src`` that is not an array (a list, a torch tensor), or of another dtype.
+        ValueError
+            For another shape, a closed array or stream, a stream, ``src`` or this array
+            on another backend or device, a non-contiguous destination or device
+            ``src``, or a ``src`` whose memory overlaps this array's.
+        """
+        self._check_open()
+        ctx = _context.context(self.backend)
+        if stream is None:
+            stream = self._stream if self._stream is not None and not self._stream.closed else None
+            stream = stream or current(ctx, self.device)
+        if not isinstance(stream, Stream) or stream.backend != self.backend or stream.device != self.device:
+            raise ValueError(
+                f"stream must be a pyaclnn.Stream of backend {self.backend!r} on device {self.device}, "
+                f"got {stream!r}"
+            )
+        if stream.closed:
+            raise ValueError("stream is closed")
+        dense = _dtypes.contiguous_strides(self.shape)  # an offset is fine: the copy starts there
+        if self.strides != dense:
+            raise ValueError(f"copy_ needs a contiguous destination, got strides {list(self.strides)}")
+        if isinstance(src, DeviceArray):
+            if src.backend != self.backend or src.device != self.device:
+                raise ValueError(
+                    f"src lives on backend {src.backend!r} device {src.device}, this array on "
+                    f"{self.backend!r} device {self.device}: copy through src.numpy()"
+                )
+            src._check_open()
+            if src.strides != _dtypes.contiguous_strides(src.shape):
+                raise ValueError(f"src must be contiguous, got strides {list(src.strides)}")
+        else:
+            src = host_array("src", src)
+        if src.shape != self.shape:
+            raise ValueError(f"src has shape {list(src.shape)}, this array {list(self.shape)}")
+        if src.dtype != self.dtype:
+            raise TypeError(f"src has dtype {src.dtype}, this array {self.dtype}: cast it first")
+        start = self.ptr + self.offset * self.dtype.itemsize
+        nbytes = self.size * self.dtype.itemsize
+        state = stream._state
+        if isinstance(src, DeviceArray):
+            source = src.ptr + src.offset * src.dtype.itemsize
+            if nbytes and source < start + nbytes and start < source + nbytes:
+                raise ValueError("src overlaps this array's memory: copy through a temporary")
+            src._use_on(stream)
+            self._use_on(stream)
+            if nbytes:
+                state.enqueue(acl.rt.memcpy_async, start, nbytes, source, nbytes, _D2D, state.handle)
+        else:
+            host = np.ascontiguousarray(src).reshape(-1).view(np.uint8)
+            self._use_on(stream)
+            if nbytes:
+                state.enqueue(acl.rt.memcpy_async, start, nbytes, host, nbytes, _H2D, state.handle)
+        return self
+
     def _use_on(self, stream: Stream) -> None:
         """Order work queued on ``stream`` from now on after the work that used this array elsewhere."""
         previous = self._stream
@@ -473,6 +556,45 @@ def zeros(
     return array
 
 
+def empty_like(
+    a: DeviceArray | np.ndarray,
+    dtype: Any = None,
+    *,
+    backend: str | None = None,
+    stream: Stream | None = None,
+    device: int | None = None,
+) -> DeviceArray:
+    """An uninitialised contiguous DeviceArray of ``a``'s shape and dtype (or ``dtype``), on
+    ``a``'s backend and device when ``a`` is a DeviceArray (else as :func:`empty`)."""
+    where = _like(a, backend, stream, device)
+    return empty(a.shape, a.dtype if dtype is None else dtype, **where)
+
+
+def zeros_like(
+    a: DeviceArray | np.ndarray,
+    dtype: Any = None,
+    *,
+    backend: str | None = None,
+    stream: Stream | None = None,
+    device: int | None = None,
+) -> DeviceArray:
+    """A zero-filled contiguous DeviceArray of ``a``'s shape and dtype (or ``dtype``), on
+    ``a``'s backend and device when ``a`` is a DeviceArray (else as :func:`zeros`)."""
+    where = _like(a, backend, stream, device)
+    return zeros(a.shape, a.dtype if dtype is None else dtype, **where)
+
+
+def _like(a: Any, backend: str | None, stream: Stream | None, device: int | None) -> dict[str, Any]:
+    """empty_like's and zeros_like's placement: ``a``'s backend and device unless given."""
+    if isinstance(a, DeviceArray):
+        backend = a.backend if backend is None else backend
+        if device is None and stream is None:
+            device = a.device
+    elif not isinstance(a, np.ndarray):
+        raise TypeError(_not_an_array("a", a))
+    return {"backend": backend, "stream": stream, "device": device}
+
+
 def _covering_storage(x: np.ndarray) -> tuple[np.ndarray, tuple[int, ...], int]:
     """The bytes spanned by ``x`` as a 1-D array, and x's strides and offset within it (in elements)."""
     itemsize = x.dtype.itemsize
@@ -487,6 +609,42 @@ def _covering_storage(x: np.ndarray) -> tuple[np.ndarray, tuple[int, ...], int]:
     first = x[tuple(slice(0, 1) for _ in x.shape)]
     span = np.lib.stride_tricks.as_strided(first, shape=(span_size,), strides=(itemsize,), writeable=False)
     return span, strides, 0
+
+
+def host_array(name: str, x: Any) -> np.ndarray:
+    """``x`` if it is a NumPy array of a dtype ACL names: the one rule for host data given to
+    pyaclnn (:func:`to_device`, the operators' inputs, :meth:`DeviceArray.copy_`).
+
+    Raises
+    ------
+    TypeError
+        Naming ``name``: for a list, a torch tensor or anything else that is not an
+        ndarray (a list would silently become float64), and for a dtype without an
+        aclDataType.
+    """
+    if not isinstance(x, np.ndarray):
+        raise TypeError(_not_an_array(name, x))
+    try:
+        _dtypes.from_numpy(x.dtype)
+    except TypeError:
+        raise TypeError(f"{name} has dtype {x.dtype}, which has no aclDataType") from None
+    return x
+
+
+def _not_an_array(name: str, x: Any) -> str:
+    """What to pass instead of ``x``: the message of the TypeError for host data that is no array."""
+    kind = type(x).__name__
+    if hasattr(x, "data_ptr") and hasattr(x, "stride"):
+        return (
+            f"{name} is a {kind} (a torch tensor?): pass pyaclnn.from_torch(tensor) for an NPU tensor, "
+            "or tensor.numpy() for a CPU one"
+        )
+    if isinstance(x, (list, tuple)):
+        return (
+            f"{name} is a {kind}: pass a NumPy array (np.asarray(...) with the dtype you mean) "
+            "or a DeviceArray"
+        )
+    return f"{name} must be a NumPy array or a pyaclnn.DeviceArray, got {kind}"
 
 
 def to_device(
@@ -506,8 +664,11 @@ def to_device(
 
     Parameters
     ----------
-    x : array_like or DeviceArray
+    x : ndarray or DeviceArray
         Data of a dtype ACL names (float32, float16, bfloat16, float64, int32, int64, ...).
+        Lists and torch tensors are refused, as the operators refuse them
+        (:func:`host_array`): ``np.asarray`` with the dtype you mean, or
+        :func:`pyaclnn.from_torch`.
     backend : {"numpy", "npu"}, optional
         Where to put it; the active backend by default.
     stream : Stream, optional
@@ -520,7 +681,7 @@ def to_device(
         if x.backend == name and (device is None or x.device == device):
             return x
         return to_device(x.numpy(), backend=name, stream=stream, device=device)
-    x = np.asarray(x)
+    x = host_array("x", x)
     if stream is None:
         ctx = _context.context(backend)
         stream = current(ctx, None if device is None else _context._device_id(device, ctx))

@@ -24,8 +24,7 @@ from typing import Any
 import numpy as np
 
 from . import _context, acl
-from . import dtypes as _dtypes
-from ._array import DeviceArray, to_device
+from ._array import DeviceArray, host_array, to_device
 from ._executors import Call
 from ._operators import Operator
 from ._optable import Param
@@ -132,13 +131,7 @@ class Launch:
             self.device_results = True
             self._inputs.append((name, x))
             return x
-        if not isinstance(x, np.ndarray):
-            raise TypeError(_not_an_array(name, x))
-        try:
-            _dtypes.from_numpy(x.dtype)
-        except TypeError:
-            raise TypeError(f"{name} has dtype {x.dtype}, which has no aclDataType") from None
-        return self.temporary(to_device(x, backend=self.backend, stream=self.stream))
+        return self.temporary(to_device(host_array(name, x), backend=self.backend, stream=self.stream))
 
     def output(
         self,
@@ -293,19 +286,3 @@ def _in_python_terms(exc: AclnnError, params: Sequence[Param]) -> AclError:
     if all(name in python and python[name] == name for name in named):
         return exc
     return make_error(exc.status, f"{exc.message} (in Python: {', '.join(named)})", exc.api)
-
-
-def _not_an_array(name: str, x: Any) -> str:
-    """What to pass instead of ``x``: the message of the TypeError for an input that is no array."""
-    kind = type(x).__name__
-    if hasattr(x, "data_ptr") and hasattr(x, "stride"):
-        return (
-            f"{name} is a {kind} (a torch tensor?): pass pyaclnn.from_torch(tensor) for an NPU tensor, "
-            "or tensor.numpy() for a CPU one"
-        )
-    if isinstance(x, (list, tuple)):
-        return (
-            f"{name} is a {kind}: pass a NumPy array (np.asarray(...) with the dtype you mean) "
-            "or a DeviceArray"
-        )
-    return f"{name} must be a NumPy array or a pyaclnn.DeviceArray, got {kind}"

@@ -19,7 +19,7 @@ work on a stream and returns; reading the result waits.
 
 from __future__ import annotations
 
-from ._array import DeviceArray, empty, to_device, zeros
+from ._array import DeviceArray, empty, empty_like, to_device, zeros, zeros_like
 from ._context import (
     Device,
     context,
@@ -47,6 +47,7 @@ __all__ = [
     "default_stream",
     "device_count",
     "empty",
+    "empty_like",
     "finalize",
     "from_torch",
     "get_device",
@@ -56,4 +57,5 @@ __all__ = [
     "synchronize",
     "to_device",
     "zeros",
+    "zeros_like",
 ]

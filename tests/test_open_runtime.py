@@ -101,7 +101,7 @@ def test_a_strided_wrapper_with_an_offset_reads_the_view_it_describes(backend):
 
 def test_the_numpy_backend_refuses_a_pointer_it_does_not_know_or_a_range_past_its_end():
     with pytest.raises(ValueError, match="is not inside one allocation"):
-        pyaclnn.DeviceArray.from_ptr(0x1234, (4,), np.float32, backend="numpy")
+        pyaclnn.DeviceArray.from_ptr(0x12340, (4,), np.float32, backend="numpy")  # aligned, unknown
     memory = _Foreign("numpy", np.zeros(4, np.float32))
     with pytest.raises(ValueError, match="is not inside one allocation"):
         pyaclnn.DeviceArray.from_ptr(memory.ptr, (5,), np.float32, backend="numpy")

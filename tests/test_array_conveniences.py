@@ -1,0 +1,131 @@
+"""DeviceArray as CuPy and torch users expect it: ``copy_`` into an existing array (queued),
+``empty_like`` / ``zeros_like``, one rule for host data, and ``from_ptr``'s alignment."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import pyaclnn
+
+X = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+
+
+def test_copy_from_numpy_is_queued_on_the_stream_and_returns_the_array(backend, monkeypatch):
+    s = pyaclnn.Stream(backend)
+    a = pyaclnn.zeros(X.shape, backend=backend, stream=s)
+    host = X.copy()
+    assert a.copy_(host) is a and a.stream is s
+    host[...] = -1  # the copy has left host memory when copy_ returns
+    np.testing.assert_array_equal(a.numpy(), X)
+    # in stream order: a kernel queued before the copy reads the old contents
+    x = pyaclnn.to_device(np.arange(8, dtype=np.float32).reshape(1, 1, 2, 2, 2), backend=backend, stream=s)
+    monkeypatch.setenv("PYACLNN_EMU_KERNEL_US", "200000")
+    out, idx = pyaclnn.max_pool3d_with_argmax(x, 2, backend=backend, stream=s)
+    monkeypatch.delenv("PYACLNN_EMU_KERNEL_US")
+    x.copy_(np.full((1, 1, 2, 2, 2), 100, np.float32))
+    assert float(out.numpy().reshape(-1)[0]) == 7.0 and float(x.numpy().reshape(-1)[0]) == 100.0
+    for arr in (a, x, out, idx):
+        arr.close()
+    s.close()
+
+
+def test_copy_from_a_device_array_on_another_stream_waits_for_its_writer(backend, monkeypatch):
+    a, b = pyaclnn.Stream(backend), pyaclnn.Stream(backend)
+    x = pyaclnn.to_device(np.arange(8, dtype=np.float32).reshape(1, 1, 2, 2, 2), backend=backend, stream=a)
+    monkeypatch.setenv("PYACLNN_EMU_KERNEL_US", "200000")
+    out, idx = pyaclnn.max_pool3d_with_argmax(x, 2, backend=backend, stream=a)  # slow writer of out
+    monkeypatch.delenv("PYACLNN_EMU_KERNEL_US")
+    target = pyaclnn.zeros(out.shape, backend=backend, stream=b)
+    target.copy_(out, stream=b)
+    np.testing.assert_array_equal(target.numpy().reshape(-1), [7.0])  # not the 0 before the kernel
+    for arr in (x, out, idx, target):
+        arr.close()
+    a.close()
+    b.close()
+
+
+@pytest.mark.parametrize(
+    "src, error, words",
+    [
+        ([[1.0, 2.0]], TypeError, r"src is a list: pass a NumPy array"),
+        (np.zeros((3, 2, 4), np.float32), ValueError, r"src has shape \[3, 2, 4\], this array \[2, 3, 4\]"),
+        (np.zeros((2, 3, 4), np.float64), TypeError, r"src has dtype float64, this array float32"),
+        (np.zeros((2, 3, 4), np.str_), TypeError, r"src has dtype <U1, which has no aclDataType"),
+    ],
+)
+def test_copy_refuses_what_does_not_fit_naming_src(backend, src, error, words):
+    a = pyaclnn.zeros(X.shape, backend=backend)
+    with pytest.raises(error, match=words):
+        a.copy_(src)
+    np.testing.assert_array_equal(a.numpy(), 0)  # nothing written
+    a.close()
+
+
+def test_copy_refuses_overlap_and_non_contiguous_memory(backend):
+    base = pyaclnn.to_device(np.arange(16, dtype=np.float32), backend=backend)
+    head = pyaclnn.DeviceArray.from_ptr(base.ptr, (8,), np.float32, backend=backend)
+    tail = pyaclnn.DeviceArray.from_ptr(base.ptr, (8,), np.float32, offset=4, backend=backend)
+    with pytest.raises(ValueError, match=r"src overlaps this array's memory"):
+        tail.copy_(head)
+    strided = pyaclnn.DeviceArray.from_ptr(base.ptr, (8,), np.float32, strides=(2,), backend=backend)
+    with pytest.raises(ValueError, match=r"copy_ needs a contiguous destination"):
+        strided.copy_(np.zeros(8, np.float32))
+    with pytest.raises(ValueError, match=r"src must be contiguous"):
+        head.copy_(strided)
+    np.testing.assert_array_equal(base.numpy(), np.arange(16))
+    for arr in (strided, tail, head, base):
+        arr.close()
+
+
+def test_like_takes_shape_dtype_backend_and_device_from_the_array(backend):
+    a = pyaclnn.to_device(X, backend=backend)
+    z = pyaclnn.zeros_like(a)
+    e = pyaclnn.empty_like(a, np.float16)
+    assert (z.shape, z.dtype, z.backend, z.device) == (X.shape, np.float32, backend, a.device)
+    assert (e.shape, e.dtype, e.backend) == (X.shape, np.float16, backend)
+    assert not z.numpy().any()
+    host = pyaclnn.zeros_like(X, backend=backend)
+    assert host.shape == X.shape and host.dtype == X.dtype and not host.numpy().any()
+    with pytest.raises(TypeError, match=r"a is a list"):
+        pyaclnn.empty_like([1.0], backend=backend)
+    for arr in (a, z, e, host):
+        arr.close()
+
+
+@pytest.mark.parametrize(
+    "value, words",
+    [
+        ([[1.0, 2.0]], r"x is a list: pass a NumPy array"),
+        ((1.0, 2.0), r"x is a tuple: pass a NumPy array"),
+        (2.5, r"x must be a NumPy array or a pyaclnn.DeviceArray, got float"),
+    ],
+)
+def test_to_device_takes_host_data_by_the_rule_the_operators_use(backend, value, words):
+    with pytest.raises(TypeError, match=words):
+        pyaclnn.to_device(value, backend=backend)
+    with pytest.raises(TypeError, match=words.replace("x ", "input ", 1)):
+        pyaclnn.max_pool3d_with_argmax(value, 2, backend=backend)
+
+
+def test_to_device_refuses_a_torch_tensor_naming_from_torch(backend):
+    class FakeTensor:  # what the rule recognises a torch tensor by
+        def data_ptr(self):
+            return 0
+
+        def stride(self):
+            return ()
+
+    with pytest.raises(TypeError, match=r"x is a FakeTensor \(a torch tensor\?\): pass pyaclnn.from_torch"):
+        pyaclnn.to_device(FakeTensor(), backend=backend)
+
+
+def test_from_ptr_refuses_an_unaligned_pointer_naming_ptr(backend):
+    base = pyaclnn.to_device(np.arange(16, dtype=np.float32), backend=backend)
+    assert base.ptr % 32 == 0
+    with pytest.raises(ValueError, match=r"ptr 0x[0-9a-f]+ is not 32-byte aligned: .*offset="):
+        pyaclnn.DeviceArray.from_ptr(base.ptr + 4, (4,), np.float32, backend=backend)
+    view = pyaclnn.DeviceArray.from_ptr(base.ptr, (4,), np.float32, offset=1, backend=backend)
+    np.testing.assert_array_equal(view.numpy(), [1, 2, 3, 4])  # the way to say it
+    view.close()
+    base.close()
