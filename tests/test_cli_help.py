@@ -114,3 +114,18 @@ def test_help_after_the_separator_reaches_the_scripts(tmp_path, monkeypatch, cap
     assert cli.main(["bench", "--", "--quick", "--help"]) == 0
     out = capfd.readouterr().out
     assert out.count("args ['--quick', '--help']") == len(cli.BENCHMARKS), out
+
+
+def test_the_selftest_module_help_is_plain_text_too():
+    # python -m pyaclnn.selftest builds its own parser (selftest/cli.py).
+    proc = subprocess.run(
+        [sys.executable, "-m", "pyaclnn.selftest", "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "selftest" in proc.stdout
+    for markup in RST:
+        assert markup not in proc.stdout, f"{markup!r} in the help:\n{proc.stdout}"

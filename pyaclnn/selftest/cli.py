@@ -19,7 +19,7 @@ from .report import CaseResult, finish
 
 __all__ = ["run_case", "run", "main", "add_arguments"]
 
-_DESCRIPTION = "``python -m pyaclnn selftest``: the four operators on a backend against the NumPy reference"
+_DESCRIPTION = "python -m pyaclnn selftest: the operators on a backend against the NumPy reference"
 
 
 def run_case(case: Case, backend: str) -> CaseResult:
