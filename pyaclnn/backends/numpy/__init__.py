@@ -347,6 +347,16 @@ class NumpyBackend(OperatorsMixin):
     def _bad_event(self, name: str = "event") -> int:
         return self._error(ACL_ERROR_INVALID_RESOURCE_HANDLE, f"{name} is not a live event of this backend")
 
+    def _event_and_stream_status(self, event: Any, stream: Any, api: str) -> int:
+        """ACL_SUCCESS when ``api`` (aclrtRecordEvent, aclrtStreamWaitEvent) may use ``event`` with
+        ``stream``, else the first error in this order: no current device (ACL_ERROR_RT_CONTEXT_NULL),
+        then the event (:meth:`_event_status`), then the stream (:meth:`_stream_status`)."""
+        if self._context(api) < 0:
+            return ACL_ERROR_RT_CONTEXT_NULL
+        if event is None or not self.events.is_live(event):  # as _event_status, inlined: no extra call
+            return self._bad_event()
+        return self._stream_status(stream, api)
+
     def aclrtDestroyEvent(self, event: Any) -> int:
         # A pending record still runs, and queued waits on it still work: they hold its Marker.
         if event is None or not self.events.remove(event):
@@ -355,9 +365,7 @@ class NumpyBackend(OperatorsMixin):
 
     def aclrtRecordEvent(self, event: Any, stream: Any) -> int:
         api = "aclrtRecordEvent"
-        if self._context(api) < 0:
-            return ACL_ERROR_RT_CONTEXT_NULL
-        status = self._event_status(event) or self._stream_status(stream, api)
+        status = self._event_and_stream_status(event, stream, api)
         if status:
             return status
         worker = self._worker(stream)
@@ -431,9 +439,7 @@ class NumpyBackend(OperatorsMixin):
         # The stream must be the current device's; the event may be another device's (the
         # cross-device wait of Atlas A2/A3, Event::Wait in hicann/runtime's event.cc).
         api = "aclrtStreamWaitEvent"
-        if self._context(api) < 0:
-            return ACL_ERROR_RT_CONTEXT_NULL
-        status = self._event_status(event) or self._stream_status(stream, api)
+        status = self._event_and_stream_status(event, stream, api)
         if status:
             return status
         if not event.flags & ACL_EVENT_SYNC:
