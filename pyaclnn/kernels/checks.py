@@ -149,6 +149,11 @@ def _same_dtype(name: str, t: TensorLike, ref_name: str, ref: TensorLike) -> Non
         )
 
 
+def _same_shape(name: str, t: TensorLike, ref_name: str, ref: TensorLike) -> None:
+    if tuple(t.shape) != tuple(ref.shape):
+        raise _fail(f"{name} has shape {list(t.shape)}; it must equal {ref_name}'s shape {list(ref.shape)}")
+
+
 def _same_format(named: Sequence[tuple[str, TensorLike]], self: TensorLike) -> None:
     """Each of the two ``named`` tensors must have self's storage format."""
     together = f"self, {named[0][0]} and {named[1][0]}"
@@ -514,15 +519,8 @@ def max_pool3d_with_argmax_backward(
     )
     params = pool_params(_given(kernel_size), _given(stride), _given(padding), _given(dilation), ceil_mode)
     plane_size_limit(self.shape, forward=False)
-    if tuple(indices.shape) != tuple(grad_output.shape):
-        raise _fail(
-            f"indices has shape {list(indices.shape)}; "
-            f"it must equal gradOutput's shape {list(grad_output.shape)}"
-        )
-    if tuple(grad_input.shape) != tuple(self.shape):
-        raise _fail(
-            f"gradInput has shape {list(grad_input.shape)}; it must equal self's shape {list(self.shape)}"
-        )
+    _same_shape("indices", indices, "gradOutput", grad_output)
+    _same_shape("gradInput", grad_input, "self", self)
     if _numel(grad_output) == 0 or _numel(self) == 0 or _numel(indices) == 0:
         return None
     # Tiling rules (see the docstring).
