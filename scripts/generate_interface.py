@@ -35,7 +35,7 @@ Rules for ``Backend``, C type to Python (the conventions of include/decl):
 * ``const char *`` arguments are ``str | None``; a ``const char *`` result is
   ``str | None`` (``aclGetRecentErrMsg``: ``str``, "" when none);
 * ``void *`` is a ``Pointer`` (int), a ``HostBuffer`` for memcpy's ``dst`` and
-  ``src``; handle types (streams, events, tensors, arrays, executors) are
+  ``src`` and for the host memory ``ptr`` of aclrtHostRegister/Unregister; handle types (streams, events, tensors, arrays, executors) are
   ``Handle``, a returned one ``Handle | None`` (NULL); the executor of phase 1
   is ``Handle | None``;
 * numbers and enums are ``int``, ``bool`` is ``bool``, ``float`` is ``float``;
@@ -207,7 +207,8 @@ def method(result: str, name: str, params: tuple[str, ...]) -> str:
         if base == "char" and stars == "*":
             pytype = "str | None"
         elif base == "void" and stars == "*":
-            pytype = "HostBuffer" if pname in ("dst", "src") else "Pointer"
+            host_side = pname in ("dst", "src") or (pname == "ptr" and name.startswith("aclrtHost"))
+            pytype = "HostBuffer" if host_side else "Pointer"
         elif base in HANDLE_TYPES:
             pytype = "Handle"
         elif base == "bool":

@@ -101,6 +101,10 @@
 #define ACL_ERROR_RT_STREAM_SYNC_TIMEOUT 507046
 #define ACL_ERROR_RT_DEVICE_MEM_ERROR 507053
 #define ACL_ERROR_RT_DRV_INTERNAL_ERROR 507899
+/* aclrtHostRegister / aclrtHostUnregister: in current CANN's rt_error_codes.h (hicann/runtime);
+ * 8.1.RC1's has no code for either case. */
+#define ACL_ERROR_HOST_MEMORY_ALREADY_REGISTERED 507910
+#define ACL_ERROR_HOST_MEMORY_NOT_REGISTERED 507911
 
 #define ACLNN_SUCCESS 0
 #define ACLNN_ERR_PARAM_NULLPTR 161001

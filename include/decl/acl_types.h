@@ -76,6 +76,11 @@ typedef enum {
     ACL_MEM_MALLOC_HUGE1G_ONLY_P2P = 7
 } aclrtMemMallocPolicy;
 
+/* aclrtHostRegister (acl_rt.h, 8.1.RC1 and current): the one type CANN declares. */
+typedef enum {
+    ACL_HOST_REGISTER_MAPPED = 0
+} aclrtHostRegisterType;
+
 typedef enum {
     ACL_MEMCPY_HOST_TO_HOST = 0,
     ACL_MEMCPY_HOST_TO_DEVICE = 1,

@@ -4,7 +4,8 @@
  *
  * pyaclnnEmuLiveCounts fills counts[0..n) with the numbers of live
  * device allocations, host allocations, tensors, int arrays, bool arrays,
- * executors and streams, in that order, and returns how many it wrote.
+ * executors, streams and host registrations (aclrtHostRegister), in that
+ * order, and returns how many it wrote.
  */
 
 int pyaclnnEmuLiveCounts(int64_t *counts, int n);

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import backends as _backends
-from ..constants import ACL_HBM_MEM, ACL_MEM_MALLOC_HUGE_FIRST
+from ..constants import ACL_HBM_MEM, ACL_HOST_REGISTER_MAPPED, ACL_MEM_MALLOC_HUGE_FIRST
 from ._call import call as _call
 
 __all__ = [
@@ -34,6 +34,8 @@ __all__ = [
     "free",
     "malloc_host",
     "free_host",
+    "host_register",
+    "host_unregister",
     "memcpy",
     "memcpy_async",
     "memset",
@@ -155,6 +157,26 @@ def malloc_host(size: int, *, backend: str | None = None) -> int:
 def free_host(ptr: int, *, backend: str | None = None) -> None:
     """``aclrtFreeHost``."""
     _call(backend, "aclrtFreeHost", ptr)
+
+
+def host_register(
+    ptr: Any, size: int, type: int = ACL_HOST_REGISTER_MAPPED, *, backend: str | None = None
+) -> int:
+    """``aclrtHostRegister``: map ``size`` bytes of host memory at ``ptr`` for the current device.
+
+    ``ptr`` must be 4 KiB aligned (CANN's rule); on the numpy backend it is a
+    buffer object (a NumPy array) or an int from :func:`malloc_host`. Returns the
+    device address of the mapping: operators may read and write the memory
+    through it (an aclTensor's data), memcpy and memset may not, and it is not
+    freed with :func:`free`. :func:`host_unregister` ends the mapping, once no
+    queued work uses it.
+    """
+    return int(_call(backend, "aclrtHostRegister", ptr, size, type))
+
+
+def host_unregister(ptr: Any, *, backend: str | None = None) -> None:
+    """``aclrtHostUnregister``: end the mapping :func:`host_register` made of ``ptr``."""
+    _call(backend, "aclrtHostUnregister", ptr)
 
 
 def memcpy(dst: Any, dest_max: int, src: Any, count: int, kind: int, *, backend: str | None = None) -> None:
