@@ -25,6 +25,8 @@ import numpy as np
 from ... import _decl
 from ... import dtypes as _dtypes
 from ...constants import (
+    ACL_ERROR_HOST_MEMORY_ALREADY_REGISTERED,
+    ACL_ERROR_HOST_MEMORY_NOT_REGISTERED,
     ACL_ERROR_INVALID_PARAM,
     ACL_ERROR_INVALID_RESOURCE_HANDLE,
     ACL_ERROR_REPEAT_FINALIZE,
@@ -32,6 +34,7 @@ from ...constants import (
     ACL_ERROR_RT_CONTEXT_NULL,
     ACL_ERROR_RT_EVENT_NOT_COMPLETE,
     ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID,
+    ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
     ACL_ERROR_RT_INVALID_DEVICEID,
     ACL_ERROR_RT_MEMORY_ALLOCATION,
     ACL_ERROR_RT_MEMORY_FREE,
@@ -45,6 +48,7 @@ from ...constants import (
     ACL_EVENT_RECORDED_STATUS_NOT_READY,
     ACL_EVENT_SYNC,
     ACL_EVENT_TIME_LINE,
+    ACL_HOST_REGISTER_MAPPED,
     ACL_MEMCPY_DEFAULT,
     ACL_MEMCPY_DEVICE_TO_DEVICE,
     ACL_MEMCPY_DEVICE_TO_HOST,
@@ -83,6 +87,28 @@ _EVENT_COMBINABLE = (
 SOC_NAME = "Ascend910B (pyaclnn numpy emulation)"
 
 
+HOST_PAGE = 4096  # aclrtHostRegister maps whole pages (CANN: ptr must be 4 KiB aligned)
+
+
+def _not_mapped(located: tuple[np.ndarray, Allocation], what: str) -> tuple[np.ndarray, Allocation]:
+    """``located`` (bytes and their allocation) unless they are host memory mapped for the device."""
+    if located[1].mapped:
+        raise HeapError(
+            f"{what} {located[1].address:#x} is a device address of host memory mapped with "
+            "aclrtHostRegister: it is for operators only, not for memory operations (copy through "
+            "the host pointer)"
+        )
+    return located
+
+
+def _host_address(ptr: Any, memory: np.ndarray) -> int:
+    """The host address ``ptr`` stands for: itself for an int (aclrtMallocHost memory), else
+    the start of the buffer object's bytes."""
+    if isinstance(ptr, (int, np.integer)):
+        return int(ptr)
+    return int(memory.__array_interface__["data"][0])
+
+
 def _device_count() -> int:
     """PYACLNN_EMU_DEVICES (default 1), read once when the backend is made."""
     try:
@@ -112,6 +138,8 @@ class NumpyBackend(OperatorsMixin):
         self._lock = threading.Lock()
         self._init_count = 0
         self._sys_params: dict[int, int] = {}
+        # aclrtHostRegister: host address -> (end, device address of the mapping), under _lock
+        self.mappings: dict[int, tuple[int, int]] = {}
 
     # -- errors -------------------------------------------------------------
     def _error(self, status: int, message: str) -> int:
@@ -498,6 +526,73 @@ class NumpyBackend(OperatorsMixin):
     def aclrtFreeHost(self, ptr: int) -> int:
         return self._free(self.host_heap, ptr, True, "aclrtFreeHost", "hostPtr", "aclrtMallocHost")
 
+    # -- host memory mapped for the device ------------------------------------
+    # The checks and their order: hicann/runtime src/acl/aclrt_impl/memory.cpp
+    # (aclrtHostRegisterImpl) and src/runtime/api/impl/api_error.cc; the page rule is CANN's
+    # documented one, its status the emulations' choice (tests/emulator/README.md).
+    def aclrtHostRegister(self, ptr: Any, size: int, type: int) -> tuple[int, int]:
+        api = "aclrtHostRegister"
+        if ptr is None or (isinstance(ptr, (int, np.integer)) and int(ptr) == 0):
+            return self._error(ACL_ERROR_INVALID_PARAM, f"{api}: ptr is NULL"), 0
+        size = c_size(size, api, "size")
+        if size == 0:
+            message = f"{api}: size is 0; it must be a positive number of bytes"
+            return self._error(ACL_ERROR_INVALID_PARAM, message), 0
+        type = c_int(type, api, "type")
+        if type != ACL_HOST_REGISTER_MAPPED:
+            message = (
+                f"{api}: type {type} is not supported; the only aclrtHostRegisterType is "
+                "ACL_HOST_REGISTER_MAPPED (0)"
+            )
+            return self._error(ACL_ERROR_RT_FEATURE_NOT_SUPPORT, message), 0
+        device = self._context(api)
+        if device < 0:
+            return ACL_ERROR_RT_CONTEXT_NULL, 0
+        try:
+            memory = self._bytes(ptr, size, "host", "ptr", False, api)[0]
+        except HeapError as exc:
+            return self._error(ACL_ERROR_INVALID_PARAM, f"{api}: {exc}"), 0
+        address = _host_address(ptr, memory)
+        if address % HOST_PAGE:
+            message = f"{api}: ptr {address:#x} is not {HOST_PAGE}-byte aligned (mapped in whole pages)"
+            return self._error(ACL_ERROR_RT_PARAM_INVALID, message), 0
+        with self._lock:
+            for start, (end, _) in self.mappings.items():
+                if start < address + size and address < end:
+                    message = (
+                        f"{api}: [{address:#x}, {address + size:#x}) overlaps the registered range "
+                        f"[{start:#x}, {end:#x})"
+                    )
+                    return self._error(ACL_ERROR_HOST_MEMORY_ALREADY_REGISTERED, message), 0
+            mapped = self.heap.map(memory, device)
+            self.mappings[address] = (address + size, mapped)
+        return ACL_SUCCESS, mapped
+
+    def aclrtHostUnregister(self, ptr: Any) -> int:
+        api = "aclrtHostUnregister"
+        if ptr is None or (isinstance(ptr, (int, np.integer)) and int(ptr) == 0):
+            return self._error(ACL_ERROR_INVALID_PARAM, f"{api}: ptr is NULL")
+        if self._context(api) < 0:
+            return ACL_ERROR_RT_CONTEXT_NULL
+        if isinstance(ptr, (int, np.integer)):
+            address = c_address(ptr, api, "ptr")
+        else:
+            try:
+                address = _host_address(ptr, self._bytes(ptr, 0, "host", "ptr", False, api)[0])
+            except HeapError as exc:
+                return self._error(ACL_ERROR_INVALID_PARAM, f"{api}: {exc}")
+        with self._lock:
+            entry = self.mappings.pop(address, None)
+        if entry is None:
+            message = f"{api}: ptr {address:#x} is not the start of memory registered with aclrtHostRegister"
+            return self._error(ACL_ERROR_HOST_MEMORY_NOT_REGISTERED, message)
+        allocation = self.heap.unmap(entry[1])
+        if self._in_use(allocation):  # the tasks hold views: the memory is the caller's to keep alive
+            self.hazards.report(
+                f"host memory {address:#x} unregistered while a queued or running task still uses it", api
+            )
+        return ACL_SUCCESS
+
     def _bytes(
         self, where: Any, count: int, side: str, what: str, writable: bool, api: str
     ) -> tuple[np.ndarray, Allocation | None]:
@@ -505,7 +600,7 @@ class NumpyBackend(OperatorsMixin):
         buffer), and its allocation (None for a host buffer object: pageable memory)."""
         if isinstance(where, (int, np.integer)):
             heap = self.heap if side == "device" else self.host_heap
-            return heap.locate_bytes(c_address(where, api, what), count, what)
+            return _not_mapped(heap.locate_bytes(c_address(where, api, what), count, what), what)
         if side == "device":
             raise HeapError(
                 f"{what} must be a device address (an int from aclrtMalloc), got {type(where).__name__}"
@@ -604,7 +699,7 @@ class NumpyBackend(OperatorsMixin):
         if count == 0:
             return ACL_SUCCESS, None
         try:
-            target, allocation = self.heap.locate_bytes(ptr, count, "devPtr")
+            target, allocation = _not_mapped(self.heap.locate_bytes(ptr, count, "devPtr"), "devPtr")
         except (HeapError, TypeError) as exc:
             return self._error(ACL_ERROR_INVALID_PARAM, str(exc)), None
         return ACL_SUCCESS, (target, allocation, value & 0xFF)
@@ -741,6 +836,7 @@ class NumpyBackend(OperatorsMixin):
             len(self.bool_arrays),
             len(self.executors),
             streams,
+            self.heap.live_count(host=False, device=device, mapped=True),
         )
         return dict(zip(LIVE_COUNT_NAMES, counts))
 

@@ -5,6 +5,12 @@ pointer is recognised and reported instead of touching memory. Each allocation
 is a zero-initialised ``uint8`` NumPy buffer; its address is 512-byte aligned
 (so 32-byte aligned, as aclrtMalloc guarantees) and followed by an unmapped
 guard gap, so running off the end of one allocation never lands in another.
+
+Host memory mapped for the device (aclrtHostRegister) gets a device address of
+the same space: a *mapped* allocation whose buffer is the caller's memory. It
+is not counted against the device's capacity, cannot be freed with aclrtFree
+and is not for copies or memsets (CANN's rule); operators read and write it
+like any device memory.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ class Allocation:
     buffer: np.ndarray  # uint8, exactly ``size`` bytes
     host: bool  # aclrtMallocHost memory rather than device memory
     device: int = 0  # the device current in the allocating thread
+    mapped: bool = False  # host memory registered with aclrtHostRegister (buffer: the caller's memory)
 
 
 class HeapError(Exception):
@@ -79,6 +86,27 @@ class Heap:
             bisect.insort(self._starts, address)
         return address
 
+    def map(self, buffer: np.ndarray, device: int) -> int:
+        """A device address for ``buffer`` (uint8, the caller's memory): a mapped allocation."""
+        size = buffer.size
+        with self._lock:
+            address = self._next
+            self._next += (size + _ALIGN - 1) // _ALIGN * _ALIGN + _GUARD
+            self._live[address] = Allocation(address, size, buffer, False, device, mapped=True)
+            bisect.insort(self._starts, address)
+        return address
+
+    def unmap(self, address: int) -> Allocation:
+        """End the mapped allocation at ``address``; returns it."""
+        with self._lock:
+            alloc = self._live.get(address)
+            if alloc is None or not alloc.mapped:
+                raise HeapError(f"{address:#x} is not the start of a mapped host range")
+            del self._live[address]
+            self.generation += 1
+            self._starts.pop(bisect.bisect_left(self._starts, address))
+        return alloc
+
     def _reserve(self, size: int, device: int) -> None:
         """Count ``size`` bytes against ``device``'s capacity, or raise MemoryError."""
         with self._lock:
@@ -101,6 +129,8 @@ class Heap:
         if alloc is None or alloc.host != host:
             kind = "host" if host else "device"
             raise HeapError(f"{address:#x} is not the start of a live {kind} allocation")
+        if alloc.mapped:
+            raise HeapError(f"{address:#x} is host memory mapped with aclrtHostRegister, not allocated")
         return alloc
 
     def free(self, address: int, host: bool = False) -> None:
@@ -178,7 +208,11 @@ class Heap:
         )
         return array, alloc
 
-    def live_count(self, host: bool, device: int | None = None) -> int:
+    def live_count(self, host: bool, device: int | None = None, mapped: bool = False) -> int:
         """Live allocations of one kind, of every device or of ``device`` only."""
         with self._lock:
-            return sum(1 for a in self._live.values() if a.host == host and device in (None, a.device))
+            return sum(
+                1
+                for a in self._live.values()
+                if a.host == host and a.mapped == mapped and device in (None, a.device)
+            )
