@@ -72,6 +72,10 @@ def install_operator_phases(
 
 class Backend(Protocol):
     name: str  # "numpy" or "npu"
+    # Whether its device memory is host memory, so that operators on NumPy arrays mapped with
+    # aclrtHostRegister run at the speed of device memory and a call on them need not copy
+    # (the numpy backend); on an NPU, kernels reading host memory over PCIe would be slower.
+    maps_host_memory: bool
 
     # -- emulation only (None on real CANN) -------------------------------------
     def live_counts(self) -> dict[str, int] | None: ...  # keys: LIVE_COUNT_NAMES

@@ -147,6 +147,7 @@ class NpuBackend(OperatorPhases):
     """
 
     name = "npu"
+    maps_host_memory = False  # NumPy data is copied to the device: kernels read HBM, not PCIe
 
     def __init__(self, environ: dict[str, str] | None = None) -> None:
         self._loaded = load(environ)

@@ -121,6 +121,7 @@ class NumpyBackend(OperatorsMixin):
     """Host emulation of the C API (PYACLNN_EMU_DEVICES devices, default 1; Atlas A2/A3 rules)."""
 
     name = "numpy"
+    maps_host_memory = True  # its device memory is host memory (pyaclnn/_host_memory.py)
 
     def __init__(self) -> None:
         # One address space for all devices; every allocation is tagged with its device.
