@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
+import numpy.typing as npt
 
 from . import _operators as _ops
 from . import dtypes as _dtypes
@@ -23,6 +24,7 @@ __all__ = [
     "InterpolationMode",
     "PaddingMode",
     "Layout",
+    "OutArray",
     "OutPair",
     "PoolInts",
     "INTERPOLATION",
@@ -45,8 +47,10 @@ IntOrSeq = int | Sequence[int]
 InterpolationMode = Literal["bilinear", "nearest"] | int
 PaddingMode = Literal["zeros", "border", "reflection"] | int
 Layout = Literal["NCDHW", "NDHWC"]
+#: What ``out=`` takes: a DeviceArray, or a NumPy array when every input is one.
+OutArray = DeviceArray | npt.NDArray[Any]
 #: ``out=`` of the calls with two outputs: an array for each, or None to allocate it.
-OutPair = tuple[DeviceArray | None, DeviceArray | None]
+OutPair = tuple[OutArray | None, OutArray | None]
 #: kernel_size, stride, padding, dilation as normalised by :func:`int_tuple`.
 PoolInts = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...]]
 
@@ -127,23 +131,23 @@ def flag(name: str, value: Any) -> bool:
     return bool(value)
 
 
-def out_one(out: Any) -> DeviceArray | None:
-    """``out`` of a call with one output: a DeviceArray or None."""
-    if out is None or isinstance(out, DeviceArray):
+def out_one(out: Any, name: str = "out") -> OutArray | None:
+    """``out`` of a call with one output: a DeviceArray, a NumPy array or None."""
+    if out is None or isinstance(out, (DeviceArray, np.ndarray)):
         return out
-    raise TypeError(f"out must be a pyaclnn.DeviceArray or None, got {type(out).__name__}")
+    raise TypeError(f"{name} must be a pyaclnn.DeviceArray, a NumPy array or None, got {type(out).__name__}")
 
 
-def out_pair(out: Any) -> tuple[DeviceArray | None, DeviceArray | None]:
-    """``out`` of a call with two outputs: None, or a pair of DeviceArrays or None."""
+def out_pair(out: Any) -> tuple[OutArray | None, OutArray | None]:
+    """``out`` of a call with two outputs: None, or a pair of arrays (DeviceArray or NumPy) or None."""
     if out is None:
         return None, None
     if not isinstance(out, (tuple, list)) or len(out) != 2:
-        raise TypeError(f"out must be a pair (DeviceArray or None, DeviceArray or None), got {out!r}")
+        raise TypeError(f"out must be a pair (array or None, array or None), got {out!r}")
     first, second = out
     if first is not None and second is not None and first is second:
-        raise ValueError("out: both outputs would be written into the same DeviceArray")
-    return out_one(first), out_one(second)
+        raise ValueError("out: both outputs would be written into the same array")
+    return out_one(first, "out[0]"), out_one(second, "out[1]")
 
 
 def layout(layout: str) -> int:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _decl, _executors, acl
 from . import backends as _backends
+from ._host_memory import HostMemory
 from ._pool import MemoryPool
 from .errors import AclError
 
@@ -35,6 +36,12 @@ if TYPE_CHECKING:
 
 _DETERMINISTIC = _decl.constant("ACL_OPT_DETERMINISTIC")
 _ARRAY_CACHE_LIMIT = 256  # distinct parameter tuples kept per backend
+
+
+def map_host_by_environment() -> bool:
+    """False when ``PYACLNN_MAP_HOST`` is 0: calls on NumPy arrays copy them even on a backend
+    whose device memory is host memory (to compare, or to rule the mapping out)."""
+    return os.environ.get("PYACLNN_MAP_HOST", "1").strip() != "0"
 
 
 def launch_blocking_by_environment() -> bool:
@@ -118,6 +125,9 @@ class _Context:
         self.int_array_sets: dict[tuple[tuple[int, ...], ...], tuple[Any, ...]] = {}
         self.deterministic: bool | None = None
         self.launch_blocking = False  # read from the environment when ACL is initialised (ready)
+        # NumPy calls map the caller's arrays (_host_memory) where the backend's device memory is
+        # host memory, unless PYACLNN_MAP_HOST=0; also read when ACL is initialised.
+        self.host_memory: HostMemory | None = None
         self.used_devices: set[int] = set()  # bound by some thread: reset at shutdown
         self._device_count: int | None = None  # aclrtGetDeviceCount's answer, asked once
         self._exit_hook = False
@@ -130,6 +140,8 @@ class _Context:
                     acl.init(backend=self.name)
                     self.initialized = True
                     self.launch_blocking = launch_blocking_by_environment()
+                    if _backends.get(self.name).maps_host_memory and map_host_by_environment():
+                        self.host_memory = HostMemory(self.name, self.on_device)
                     if not self._exit_hook:  # once: shutdown after a later re-init is the same call
                         atexit.register(self.shutdown)
                         self._exit_hook = True
@@ -250,6 +262,9 @@ class _Context:
                     acl.rt.synchronize_device(backend=self.name)
                 except AclError as exc:
                     _warn_pending(f"device {device}", exc)
+        if self.host_memory is not None:  # the device is idle: no queued work reads a mapping now
+            self.host_memory.release_all()
+            self.host_memory = None
         for pool in self.pools.values():
             pool.release_all()
         # Parameter arrays outlive the launches that captured them: destroying them now is safe.
@@ -324,6 +339,7 @@ def _forget_in_forked_child() -> None:
                 owned._finalizer.detach()
             ctx.initialized = False
             ctx.tls = _ThreadState()
+            ctx.host_memory = None  # the parent's mappings (its lock may be held)
 
 
 if hasattr(os, "register_at_fork"):

@@ -38,6 +38,10 @@ align_corners : bool
 layout : {"NCDHW", "NDHWC"}
     Layout of input, of grad_output and of the sampled output (grid is always
     (N, Do, Ho, Wo, 3)).""",
+    "out_kinds": """\
+DeviceArrays on the call's device; NumPy arrays when every input is one
+(written where they are on the numpy backend, filled after the wait on an
+NPU). An output may not share memory with an input or the other output.""",
     "backend_stream": """\
 backend : {"numpy", "npu"}, optional
     The active backend by default.

@@ -95,10 +95,11 @@ class Call:
     phase 1 finds nothing to compute (empty tensors: any object with ``ptr`` and
     ``nbytes``), and ``admit``, if not None, the caller's check of what the host
     holds: it runs once phase 1 has accepted the call (or its plan is cached)
-    and may raise to stop it before anything is queued.
+    and may raise to stop it before anything is queued. The cache sets ``computed`` to
+    False when phase 1 found nothing to compute.
     """
 
-    __slots__ = ("op", "args", "cacheable", "outputs", "admit")
+    __slots__ = ("op", "args", "cacheable", "outputs", "admit", "computed")
 
     def __init__(
         self,
@@ -113,6 +114,7 @@ class Call:
         self.cacheable = cacheable
         self.outputs = outputs
         self.admit = admit
+        self.computed = True
 
 
 class ExecutorCache:
@@ -199,6 +201,7 @@ class ExecutorCache:
         generation = self.generation
         size, executor = call.op.phase1(*call.args, backend=self.backend)
         if executor is None:  # nothing to compute: the outputs are zeros
+            call.computed = False
             for output in call.outputs:
                 nbytes = output.nbytes
                 if nbytes:

@@ -9,16 +9,25 @@ caller gave the inputs: DeviceArrays as they are, NumPy as a copy (which
 waits). Nothing here waits for the stream otherwise, unless
 ``ASCEND_LAUNCH_BLOCKING=1``.
 
+A call on NumPy arrays alone, on a backend whose device memory is host memory
+(the numpy backend), copies nothing: the arrays are mapped for the device
+(``_host_memory``), the operator reads the inputs where they are and writes
+NumPy outputs (new ones, or those given with ``out=``) that the call returns
+once its stream has finished them. Elsewhere a NumPy ``out=`` is filled from a
+device output after the wait.
+
 What the call creates is given back when it ends, errors included: device
 copies of NumPy inputs and unreturned outputs go back to the pool on the
 call's stream (reused in stream order), per-call parameter arrays are
-destroyed (a launch has captured them).
+destroyed (a launch has captured them), mappings end once the stream is past
+the call.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -26,6 +35,7 @@ import numpy as np
 from . import _context, acl
 from ._array import DeviceArray, host_array, to_device
 from ._executors import Call
+from ._host_memory import HostMemory, Mapping, page_aligned_zeros
 from ._operators import Operator
 from ._optable import Param
 from ._stream import Stream, current
@@ -47,9 +57,19 @@ class Launch:
         "_arrays",
         "_previous_device",
         "_inputs",
+        "_host",
+        "_mapped",
+        "_host_inputs",
+        "_host_results",
+        "_waited",
+        "_premapped",
     )
 
-    def __init__(self, backend: str | None, stream: Stream | None) -> None:
+    def __init__(self, backend: str | None, stream: Stream | None, arrays: Sequence[Any] = ()) -> None:
+        """``arrays``: every array argument of the call (inputs and ``out=``), which decides
+        whether NumPy arrays are mapped rather than copied: only when none is a DeviceArray
+        (a call on DeviceArrays returns before its work is done, and the caller may then
+        change its NumPy inputs)."""
         ctx = self.ctx = _context.context(backend)
         self.backend = ctx.name
         if stream is None:
@@ -79,6 +99,23 @@ class Launch:
         self._returned: list[DeviceArray] | None = None
         self._arrays: list[tuple[Callable[..., Any], Any]] | None = None
         self._inputs: list[tuple[str, DeviceArray]] = []  # DeviceArray inputs, for the out= overlap rule
+        host = ctx.host_memory
+        if host is not None and any(isinstance(a, DeviceArray) for a in arrays):
+            host = None
+        self._host = host  # maps this call's NumPy arrays, or None: they are copied
+        self._mapped: list[tuple[DeviceArray, Mapping]] | None = None  # wrappers of mapped arrays
+        self._host_inputs: list[tuple[str, np.ndarray]] = []  # NumPy arrays, for the out= overlap rule
+        # id(output DeviceArray) -> the NumPy array the caller gets for it (mapped, or filled after the wait)
+        self._host_results: dict[int, tuple[DeviceArray, np.ndarray, bool]] | None = None
+        self._waited = False
+        # The call's NumPy arrays mapped at once, so that those sharing pages share a mapping:
+        # id -> (array, mapping, offset). Last: nothing here may raise after it.
+        self._premapped: dict[int, tuple[np.ndarray, Mapping, int]] | None = None
+        if host is not None:
+            given = list({id(a): a for a in arrays if isinstance(a, np.ndarray)}.values())  # once each
+            if given:
+                found = host.map(given, device)
+                self._premapped = {id(a): (a, *f) for a, f in zip(given, found) if f is not None}
 
     def __enter__(self) -> Launch:
         return self
@@ -91,6 +128,12 @@ class Launch:
                 self.ctx.set_acl_device(self._previous_device)
 
     def _give_back(self, exc_type: Any) -> None:
+        if self._premapped:  # arrays mapped but not used (the call failed first, or narrowed them)
+            assert self._host is not None
+            self._host.release([mapping for _, mapping, _ in self._premapped.values()])
+            self._premapped = None
+        if self._mapped is not None:
+            self._unmap(exc_type)
         for array in self._temporaries or ():
             array.close()
         # Outputs the call made go back unless returned (all of them after an error);
@@ -128,30 +171,103 @@ class Launch:
                 )
             if x._stream is not self.stream:
                 x._use_on(self.stream)
+            if self._host is not None:
+                raise RuntimeError(f"internal: {name} is a DeviceArray the Launch was not told of (arrays=)")
             self.device_results = True
             self._inputs.append((name, x))
             return x
-        return self.temporary(to_device(host_array(name, x), backend=self.backend, stream=self.stream))
+        x = host_array(name, x)
+        self._host_inputs.append((name, x))
+        if self._host is not None:
+            mapped = self._map(x)
+            if mapped is not None:
+                return mapped
+        return self.temporary(to_device(x, backend=self.backend, stream=self.stream))
+
+    def _map(self, x: np.ndarray) -> DeviceArray | None:
+        """A DeviceArray over ``x``'s own memory, mapped for the device until the call ends;
+        None when ``x`` cannot be mapped (the caller copies it)."""
+        assert self._host is not None
+        premapped = self._premapped.pop(id(x), None) if self._premapped else None
+        if premapped is not None and premapped[0] is x:
+            mapping, start = premapped[1:]
+        else:
+            found = self._host.map([x], self.device_id)[0]
+            if found is None:
+                return None
+            mapping, start = found
+        itemsize = x.dtype.itemsize
+        try:
+            array = DeviceArray.from_ptr(
+                mapping.ptr,
+                x.shape,
+                x.dtype,
+                strides=tuple(s // itemsize for s in x.strides),
+                offset=start // itemsize,
+                owner=x,
+                device=self.device_id,
+                backend=self.backend,
+            )
+        except BaseException:
+            self._host.release([mapping])
+            raise
+        array._stream = self.stream  # the call's work uses it: its close waits for that
+        if self._mapped is None:
+            self._mapped = []
+        self._mapped.append((array, mapping))
+        return array
+
+    def _unmap(self, exc_type: Any) -> None:
+        """End the call's mappings: now if its stream has finished with them, else once it has."""
+        mapped = self._mapped
+        assert mapped is not None and self._host is not None
+        self._mapped = None
+        if exc_type is None and not self._waited:
+            try:
+                self._wait()  # outputs not asked for (output_mask): the work may still write them
+            except BaseException:
+                self._host.after(self.stream._state, partial(_end_mappings, self._host, mapped))
+                raise
+        if self._waited:
+            _end_mappings(self._host, mapped)
+        else:
+            self._host.after(self.stream._state, partial(_end_mappings, self._host, mapped))
+
+    def _wait(self) -> None:
+        """Wait once for the call's stream: NumPy results are read, or mappings end, after it."""
+        if not self._waited:
+            self.stream._state.wait_queued()
+            self._waited = True
 
     def output(
         self,
         shape: tuple[int, ...],
         dtype: np.dtype,
-        given: DeviceArray | None = None,
+        given: DeviceArray | np.ndarray | None = None,
         name: str = "out",
         known: bool = True,
     ) -> DeviceArray:
-        """An array for an output of the call: ``given`` (from ``out=``), checked, or a new one.
+        """The device side of an output of the call: ``given`` (from ``out=``), checked, or a new one
+        (over a new NumPy array, mapped, on a NumPy call; see :meth:`result`).
 
         ``known`` says whether the inputs fix ``shape`` (otherwise phase 1 will
         reject them, and only ``given``'s kind is checked).
         """
         if given is None:
+            if self._host is not None:  # a NumPy call: write a new NumPy array where it is
+                host = page_aligned_zeros(shape, dtype)
+                mapped = self._map(host)
+                if mapped is not None:
+                    return self._host_result(mapped, host, True)
             array = DeviceArray._contiguous(self.ctx, shape, dtype, self.stream)
             self._outputs.append(array)
             return array
+        if isinstance(given, np.ndarray):
+            return self._host_output(shape, dtype, given, name, known)
         if not isinstance(given, DeviceArray):
-            raise TypeError(f"{name} must be a pyaclnn.DeviceArray, got {type(given).__name__}")
+            raise TypeError(
+                f"{name} must be a pyaclnn.DeviceArray or a NumPy array, got {type(given).__name__}"
+            )
         if given.closed:
             raise ValueError(f"{name} is a closed DeviceArray: its memory was freed")
         if given.backend != self.backend or given.device != self.device_id:
@@ -176,6 +292,49 @@ class Launch:
         self.device_results = True  # out= given: the caller gets it back
         self._inputs.append((name, given))  # later outputs must not overlap it either
         return given
+
+    def _host_output(
+        self, shape: tuple[int, ...], dtype: np.dtype, given: np.ndarray, name: str, known: bool
+    ) -> DeviceArray:
+        """The device side of a NumPy ``out=`` array: the array itself, mapped, or a device
+        output copied into it after the wait. Checked as a DeviceArray ``out=`` is."""
+        if self.device_results:
+            raise TypeError(
+                f"{name} is a NumPy array, but the call's inputs include a DeviceArray, so it returns "
+                "before its work is done: pass a DeviceArray as out"
+            )
+        if known and (given.shape != shape or given.dtype != dtype):
+            raise ValueError(
+                f"{name} has shape {list(given.shape)} and dtype {given.dtype}; this call writes "
+                f"shape {list(shape)} and dtype {np.dtype(dtype)}"
+            )
+        if not given.flags.writeable:
+            raise ValueError(f"{name} is a read-only NumPy array: pass a writable one")
+        for other_name, other in self._host_inputs:
+            if np.may_share_memory(given, other):
+                raise ValueError(
+                    f"{name} shares memory with {other_name}: an output may not overlap an input or "
+                    "another output (the operator would read values it has already overwritten); "
+                    "pass a separate array"
+                )
+        self._host_inputs.append((name, given))  # later outputs must not overlap it either
+        if self._host is not None:
+            mapped = self._map(given)
+            if mapped is not None:
+                return self._host_result(mapped, given, False)
+        array = DeviceArray._contiguous(self.ctx, shape, dtype, self.stream)
+        self._outputs.append(array)
+        if self._host_results is None:
+            self._host_results = {}
+        self._host_results[id(array)] = (array, given, False)
+        return array
+
+    def _host_result(self, mapped: DeviceArray, host: np.ndarray, zeroed: bool) -> DeviceArray:
+        """Record that the caller gets ``host`` for the mapped output ``mapped``."""
+        if self._host_results is None:
+            self._host_results = {}
+        self._host_results[id(mapped)] = (mapped, host, zeroed)
+        return mapped
 
     def temporary(self, array: DeviceArray) -> DeviceArray:
         """Make ``array`` the call's, given back when the call ends."""
@@ -229,21 +388,37 @@ class Launch:
         ``ASCEND_LAUNCH_BLOCKING=1`` the call then waits for the stream, so a
         device error surfaces here.
         """
+        host_results = self._host_results
+        if host_results is not None:
+            # Mapped outputs are no memset's business (CANN's rule): new ones are zeros already,
+            # given ones are zeroed on the host if nothing is computed (see result()).
+            outputs = [o for o in outputs if id(o) not in host_results or o in self._outputs]
         # Per-call parameter arrays die with the call: a plan holding them must not be kept.
         call = Call(op, args, self._arrays is None, outputs, admit)
         try:
             self.stream._state.executors.launch(call)
         except AclnnError as exc:
             raise _in_python_terms(exc, op.spec.params) from None
+        if host_results is not None and not call.computed:
+            for mapped, host, zeroed in host_results.values():
+                if not zeroed and mapped not in self._outputs:
+                    host[...] = 0  # a given NumPy out= of a call with nothing to compute
         if self.ctx.launch_blocking:
             self.stream.synchronize()
 
     def result(self, array: DeviceArray) -> np.ndarray | DeviceArray:
-        """What the caller gets for output ``array``: itself for DeviceArray calls, else a NumPy copy."""
+        """What the caller gets for output ``array``: itself for DeviceArray calls, else NumPy (the
+        array the operator wrote, or a copy; this waits for the stream)."""
         if self.device_results:
             self._keep(array)
             return array
-        return array.numpy()
+        entry = self._host_results.get(id(array)) if self._host_results is not None else None
+        if entry is None:
+            return array.numpy()
+        self._wait()
+        if array in self._outputs:  # not mapped: a device output read into the given array
+            np.copyto(entry[1], array.numpy())
+        return entry[1]
 
     def _keep(self, array: DeviceArray) -> None:
         """``array`` goes to the caller: not given back when the call ends."""
@@ -251,6 +426,15 @@ class Launch:
             self._returned = []
         if array not in self._returned:  # identity: DeviceArray defines no __eq__
             self._returned.append(array)
+
+
+def _end_mappings(host: HostMemory, mapped: list[tuple[DeviceArray, Mapping]]) -> None:
+    """Drop the wrappers of mapped arrays (their descriptors) and give their mappings back,
+    once no queued work uses them."""
+    for array, _ in mapped:
+        array._stream = None  # the work is done: nothing to wait for
+        array.close()
+    host.release([mapping for _, mapping in mapped])
 
 
 def _byte_range(array: DeviceArray) -> tuple[int, int]:

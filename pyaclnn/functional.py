@@ -3,13 +3,15 @@
 Each call normalises its arguments and hands them to the runtime's
 :class:`~pyaclnn.runtime.Launch`, which queues the two phases of the aclnn
 operator on a stream and returns arrays of the kind it was given: NumPy in,
-NumPy out (the call waits to copy back); any DeviceArray in, DeviceArrays out
-(the call returns once the work is queued).
+NumPy out (the call waits for its stream; on the numpy backend the operator
+reads and writes the NumPy arrays where they are); any DeviceArray in,
+DeviceArrays out (the call returns once the work is queued).
 
 For type checkers each function is overloaded on that rule in functional.pyi,
 generated from the signatures here by scripts/generate_interface.py: NumPy
-arrays in (and no ``out=``) give ``numpy.ndarray`` results of the input's
-dtype; any DeviceArray input, or an ``out=``, gives ``DeviceArray`` results.
+arrays in (with no ``out=`` or a NumPy one) give ``numpy.ndarray`` results of
+the input's dtype; any DeviceArray input, or a DeviceArray ``out=``, gives
+``DeviceArray`` results.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from . import _arguments as _args
 from . import _docstrings, runtime
 from . import _operators as _ops
 from . import dtypes as _dtypes
-from ._arguments import InterpolationMode, IntOrSeq, Layout, OutPair, PaddingMode, PoolInts
+from ._arguments import InterpolationMode, IntOrSeq, Layout, OutArray, OutPair, PaddingMode, PoolInts
 from ._arguments import int_tuple as int_tuple  # the selftest and users of 0.x reach it here
 from .errors import ACLNN_ERR_PARAM_INVALID, AclnnError
 from .runtime import DeviceArray, Launch, Stream
@@ -85,10 +87,11 @@ def max_pool3d_with_argmax(
     %(pool_params)s
     indices_dtype : int32 or int64
         Atlas A2/A3 computes int32 indices; int64 is widened after the op.
-    out : (DeviceArray or None, DeviceArray or None), optional
+    out : (array or None, array or None), optional
         Arrays to write (out, indices) into, of the shapes and dtypes the call
-        gives (indices: int32), on the call's device, any strides; None entries
-        are allocated. The call returns them.
+        gives (indices: int32), any strides; None entries are allocated. The
+        call returns them.
+        %(out_kinds)s
     %(backend_stream)s
 
     Returns
@@ -124,7 +127,7 @@ def max_pool3d_with_argmax(
             "with out= pass int32 indices"
         )
     _ops.check_plane_size(_MAX_POOL, getattr(input, "shape", ()))
-    with Launch(backend, stream) as call:
+    with Launch(backend, stream, (input, out_values, out_indices)) as call:
         x = call.device("input", input)
         shape = _pool_output_shape(x, ints, ceil)
         known = x is not None and x.ndim in (4, 5)
@@ -141,15 +144,17 @@ def max_pool3d_with_argmax(
         )
         if wanted == device_dtype:
             return call.result(values), call.result(indices)
-        widened: ArrayIn = indices.numpy().astype(wanted)
-        if call.device_results:
-            widened = runtime.to_device(widened, backend=call.backend)
-        return call.result(values), widened
+        if not call.device_results:
+            return call.result(values), np.asarray(call.result(indices)).astype(wanted)
+        return call.result(values), runtime.to_device(indices.numpy().astype(wanted), backend=call.backend)
 
 
-def _int32_indices(call: Launch, indices: DeviceArray) -> DeviceArray:
-    """int64 indices narrowed to the int32 the device takes; a value outside int32 is reported."""
-    host = indices.numpy()
+def _int32_indices(indices: Any) -> Any:
+    """int64 ``indices`` (NumPy or a DeviceArray) narrowed on the host to the int32 the device
+    takes; a value outside int32 is reported. Anything else is returned as it is."""
+    if not isinstance(indices, (np.ndarray, DeviceArray)) or indices.dtype != _INT64:
+        return indices
+    host = indices.numpy() if isinstance(indices, DeviceArray) else indices
     bad = np.flatnonzero((host < np.iinfo(np.int32).min) | (host > np.iinfo(np.int32).max))
     if bad.size:
         where = tuple(int(i) for i in np.unravel_index(bad[0], host.shape))
@@ -159,7 +164,10 @@ def _int32_indices(call: Launch, indices: DeviceArray) -> DeviceArray:
             "(it does not even fit in int32)",
             _MAX_POOL_BACKWARD.phase2_api,
         )
-    return call.temporary(runtime.to_device(host.astype(np.int32), backend=call.backend))
+    narrowed = host.astype(np.int32)
+    if isinstance(indices, DeviceArray):  # a call on DeviceArrays: its indices stay on the device
+        return runtime.to_device(narrowed, backend=indices.backend, device=indices.device)
+    return narrowed
 
 
 @_docstrings.fill
@@ -173,7 +181,7 @@ def max_pool3d_with_argmax_backward(
     dilation: IntOrSeq = 1,
     ceil_mode: bool = False,
     *,
-    out: DeviceArray | None = None,
+    out: OutArray | None = None,
     backend: str | None = None,
     stream: Stream | None = None,
 ) -> ArrayIn:
@@ -188,8 +196,9 @@ def max_pool3d_with_argmax_backward(
     indices : ndarray or DeviceArray
         The forward's indices, grad_output's shape; int32 (int64 is narrowed first).
     %(pool_params)s
-    out : DeviceArray, optional
+    out : DeviceArray or ndarray, optional
         The array to write grad_input into (input's shape and dtype); returned.
+        %(out_kinds)s
     %(backend_stream)s
 
     Returns
@@ -214,16 +223,18 @@ def max_pool3d_with_argmax_backward(
     ints = _args.pool_ints(kernel_size, stride, padding, dilation)
     ceil = _args.flag("ceil_mode", ceil_mode)
     _ops.check_plane_size(_MAX_POOL_BACKWARD, getattr(input, "shape", ()))
-    with Launch(backend, stream) as call:
+    given = _args.out_one(out)
+    with Launch(backend, stream, (grad_output, input, indices, given)) as call:
         g = call.device("grad_output", grad_output)
         x = call.device("input", input)
-        i = call.device("indices", indices)
-        if i is not None and i.dtype == _INT64:
-            i = _int32_indices(call, i)
+        narrowed = _int32_indices(indices)
+        i = call.device("indices", narrowed)
+        if narrowed is not indices and isinstance(i, DeviceArray) and isinstance(indices, DeviceArray):
+            call.temporary(i)  # the narrowed copy is the call's
         grad_input = call.output(
             x.shape if x is not None else _ops.PLACEHOLDER_SHAPE,
             x.dtype if x is not None else _FLOAT32,
-            _args.out_one(out),
+            given,
             "out",
             x is not None,
         )
@@ -276,7 +287,7 @@ def grid_sampler3d(
     align_corners: bool = False,
     *,
     layout: Layout = "NCDHW",
-    out: DeviceArray | None = None,
+    out: OutArray | None = None,
     backend: str | None = None,
     stream: Stream | None = None,
 ) -> ArrayIn:
@@ -291,8 +302,9 @@ def grid_sampler3d(
         (N, Do, Ho, Wo, 3) of (x, y, z) in [-1, 1]; input's dtype.
     %(grid_modes)s
     %(layout)s
-    out : DeviceArray, optional
+    out : DeviceArray or ndarray, optional
         The array to write the result into (its shape and dtype); returned.
+        %(out_kinds)s
     %(backend_stream)s
 
     Returns
@@ -310,13 +322,14 @@ def grid_sampler3d(
     pad = _args.mode("padding_mode", padding_mode, _args.PADDING)
     corners = _args.flag("align_corners", align_corners)
     fmt = _args.layout(layout)
-    with Launch(backend, stream) as call:
+    given = _args.out_one(out)
+    with Launch(backend, stream, (input, grid, given)) as call:
         x = call.device("input", input)
         g = call.device("grid", grid)
-        out = call.output(
+        result = call.output(
             _sampled_shape(x, g, fmt == _dtypes.ACL_FORMAT_NDHWC),
             x.dtype if x is not None else _FLOAT32,
-            _args.out_one(out),
+            given,
             "out",
             x is not None and g is not None and x.ndim == 5 and g.ndim == 5,
         )
@@ -327,10 +340,10 @@ def grid_sampler3d(
             interp,
             pad,
             corners,
-            out.descriptor(fmt),
-            outputs=(out,),
+            result.descriptor(fmt),
+            outputs=(result,),
         )
-        return call.result(out)
+        return call.result(result)
 
 
 @_docstrings.fill
@@ -360,9 +373,10 @@ def grid_sampler3d_backward(
     output_mask : (bool, bool)
         Which of (input_grad, grid_grad) to return; the other comes back as None.
     %(layout)s
-    out : (DeviceArray or None, DeviceArray or None), optional
+    out : (array or None, array or None), optional
         Arrays to write (input_grad, grid_grad) into, input's and grid's shapes
         and dtype; None entries are allocated (or not returned, per output_mask).
+        %(out_kinds)s
     %(backend_stream)s
 
     Returns
@@ -384,7 +398,7 @@ def grid_sampler3d_backward(
     fmt = _args.layout(layout)
     mask = _args.output_mask(output_mask)
     out_input, out_grid = _args.out_pair(out)
-    with Launch(backend, stream) as call:
+    with Launch(backend, stream, (grad_output, input, grid, out_input, out_grid)) as call:
         g = call.device("grad_output", grad_output)
         x = call.device("input", input)
         gr = call.device("grid", grid)

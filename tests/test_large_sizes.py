@@ -159,8 +159,28 @@ OOM_SCRIPT = """
 
 
 def test_an_op_whose_output_exceeds_device_memory_fails_cleanly():
-    out = _child(OOM_SCRIPT, {"PYACLNN_BACKEND": "numpy", "PYACLNN_NUMPY_DEVICE_MEMORY": str(4 << 20)})
+    # NumPy calls copy through device memory here, as on an NPU (no mapping of host memory).
+    env = {"PYACLNN_BACKEND": "numpy", "PYACLNN_NUMPY_DEVICE_MEMORY": str(4 << 20), "PYACLNN_MAP_HOST": "0"}
+    out = _child(OOM_SCRIPT, env)
     assert out.split("\n")[:2] == ["oom: aclrtMalloc", "oom: aclrtMalloc"]
+
+
+MAPPED_SCRIPT = """
+    import numpy as np, pyaclnn
+    from pyaclnn import backends
+    inp = np.ones((1, 64, 2, 2, 2), np.float32)
+    grid = np.zeros((1, 8, 8, 8, 3), np.float32)
+    out = pyaclnn.grid_sampler3d(inp, grid)  # 8 MiB written where it is: no device memory used
+    assert out.shape == (1, 64, 8, 8, 8) and np.all(out == 1.0)
+    pyaclnn.finalize()
+    assert not any(backends.get().live_counts().values())
+    print("ok")
+"""
+
+
+def test_a_numpy_call_on_the_numpy_backend_needs_no_device_memory_for_its_arrays():
+    out = _child(MAPPED_SCRIPT, {"PYACLNN_BACKEND": "numpy", "PYACLNN_NUMPY_DEVICE_MEMORY": str(4 << 20)})
+    assert out.strip() == "ok"
 
 
 # -- the kernels' memory bound ------------------------------------------------------------------------

@@ -1,0 +1,191 @@
+"""NumPy arrays mapped for the device, so that a call on them copies nothing.
+
+On a backend whose device memory is host memory (the numpy backend), an
+operator can read and write the caller's arrays where they are: their pages
+are registered with ``aclrtHostRegister`` for the duration of the call, the
+operator's tensors describe the mapped addresses, and the results are written
+straight into the arrays the call returns. Phase 1 sees the same aclTensors,
+so every check and status is the one of a call on DeviceArrays.
+
+The rules:
+
+* **Whole pages.** CANN maps 4 KiB pages and refuses a range that overlaps a
+  live registration. The arrays of one call that share pages are mapped as one
+  range; a registration serves every later array that lies inside it (counted:
+  two calls or two threads on one array share it). An array whose pages overlap
+  a registration without lying inside it is not mapped, and the caller copies
+  it as before (an array sharing a page with another thread's, at the same
+  time). New outputs get pages of their own (:func:`page_aligned_zeros`).
+* **A mapping ends only when no queued work can use it.** The call that made
+  it waits for its stream and then gives it back; a call that raised first
+  (an error, a KeyboardInterrupt in the wait) leaves it to :meth:`HostMemory.after`,
+  which gives it back once the stream is known to be past it (a later wait
+  returned, or the stream closed), at the latest at shutdown after the device
+  was synchronized. Until then the mapping keeps the array alive.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from . import acl
+from .errors import AclError
+
+if TYPE_CHECKING:
+    from ._stream import StreamState
+
+PAGE = 4096  # aclrtHostRegister maps whole pages (CANN: ptr must be 4 KiB aligned)
+
+
+class Mapping:
+    """One registration: host pages ``[start, end)`` of ``device``, at device address ``ptr``."""
+
+    __slots__ = ("start", "end", "device", "ptr", "pages", "owner", "users")
+
+    def __init__(
+        self, start: int, end: int, device: int, pages: np.ndarray, owners: list[np.ndarray]
+    ) -> None:
+        self.start, self.end, self.device = start, end, device
+        self.pages = pages  # uint8 view of the pages: what aclrtHostRegister was given
+        self.owner = owners  # the arrays the pages belong to, kept alive while mapped
+        self.ptr = 0
+        self.users = len(owners)
+
+
+def byte_extent(x: np.ndarray) -> tuple[int, int] | None:
+    """The host bytes ``[low, high)`` of ``x``'s elements, or None when an aclTensor over mapped
+    pages cannot describe ``x`` (no element, a negative or partial stride, unaligned or
+    byte-swapped data): such an array is copied."""
+    itemsize = x.dtype.itemsize
+    if not x.size or not x.flags.aligned or not x.dtype.isnative:
+        return None
+    low = x.__array_interface__["data"][0]
+    high = low + itemsize
+    for d, s in zip(x.shape, x.strides):
+        if s < 0 or s % itemsize:
+            return None
+        high += (d - 1) * s
+    return low, high
+
+
+def _pages(extent: tuple[int, int] | None) -> tuple[int, int]:
+    """The whole pages ``[start, end)`` holding the bytes ``extent``."""
+    assert extent is not None
+    low, high = extent
+    return low - low % PAGE, -(-high // PAGE) * PAGE
+
+
+def _low(extent: tuple[int, int] | None) -> int:
+    assert extent is not None
+    return extent[0]
+
+
+def page_aligned_zeros(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """A zero array of ``shape`` on pages of its own: no other array shares them, so it is
+    mapped alone whatever lies next to it (and calloc touches no page before it is written)."""
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    buffer = np.zeros(-(-nbytes // PAGE) * PAGE + PAGE, np.uint8)
+    start = -buffer.__array_interface__["data"][0] % PAGE
+    return buffer[start : start + nbytes].view(dtype).reshape(shape)
+
+
+class HostMemory:
+    """The mappings of one backend's host memory, shared by every thread and call."""
+
+    def __init__(self, backend: str, on_device: Callable[[int], Any]) -> None:
+        self._backend = backend
+        self._on_device = on_device
+        self._lock = threading.Lock()
+        self._live: list[Mapping] = []
+        # (stream, its count of queued work then, give-back): mappings of calls that raised
+        self._pending: list[tuple[StreamState, int, Callable[[], None]]] = []
+
+    def map(self, arrays: list[np.ndarray], device: int) -> list[tuple[Mapping, int] | None]:
+        """For each of ``arrays`` (one call's), a mapping covering it on ``device`` and the byte
+        offset of its first element in the mapping, or None when it is to be copied instead.
+
+        Arrays whose pages overlap are mapped together, as one range (CANN would refuse a
+        second registration of a shared page). Each array holds one use of its mapping:
+        give it back with :meth:`release`.
+        """
+        if self._pending:
+            self._retire()
+        extents = [byte_extent(x) for x in arrays]
+        groups: list[tuple[int, int, list[int]]] = []  # pages [start, end) and the arrays in them
+        for start, end, i in sorted((*_pages(e), i) for i, e in enumerate(extents) if e is not None):
+            if groups and start < groups[-1][1]:
+                first, last, members = groups[-1]
+                groups[-1] = (first, max(last, end), [*members, i])
+            else:
+                groups.append((start, end, [i]))
+        found: list[tuple[Mapping, int] | None] = [None] * len(arrays)
+        with self._lock:
+            for start, end, members in groups:
+                mapping = self._covering(start, end, device, [arrays[i] for i in members])
+                if mapping is None and len(members) > 1:  # the group overlaps a live mapping: each alone
+                    for i in members:
+                        alone = self._covering(*_pages(extents[i]), device, [arrays[i]])
+                        found[i] = None if alone is None else (alone, _low(extents[i]) - alone.start)
+                elif mapping is not None:
+                    for i in members:
+                        found[i] = (mapping, _low(extents[i]) - mapping.start)
+        return found
+
+    def _covering(self, start: int, end: int, device: int, owners: list[np.ndarray]) -> Mapping | None:
+        """A mapping of pages ``[start, end)`` with one use per owner: a live one that covers them,
+        else a new registration; None if they overlap a live mapping without lying inside it
+        (caller holds the lock)."""
+        for mapping in self._live:
+            if mapping.start < end and start < mapping.end:
+                if mapping.device != device or not (mapping.start <= start and end <= mapping.end):
+                    return None  # CANN would refuse the overlap: copy
+                mapping.users += len(owners)
+                return mapping
+        pages = np.ctypeslib.as_array((ctypes.c_ubyte * (end - start)).from_address(start))
+        mapping = Mapping(start, end, device, pages, owners)
+        try:
+            with self._on_device(device):
+                mapping.ptr = acl.rt.host_register(pages, end - start, backend=self._backend)
+        except AclError:
+            return None  # registered elsewhere (another library): copying is always right
+        self._live.append(mapping)
+        return mapping
+
+    def release(self, mappings: list[Mapping]) -> None:
+        """Give back one use of each of ``mappings``; the last use ends the registration.
+
+        Only once no queued work can use them (see the module's docstring).
+        """
+        with self._lock:
+            for mapping in mappings:
+                mapping.users -= 1
+                if mapping.users == 0:
+                    self._live.remove(mapping)
+                    with self._on_device(mapping.device):
+                        acl.rt.host_unregister(mapping.pages, backend=self._backend)
+
+    def after(self, state: StreamState, give_back: Callable[[], None]) -> None:
+        """Run ``give_back`` once ``state``'s work queued so far is known to be done."""
+        with self._lock:
+            self._pending.append((state, state.queued, give_back))
+        self._retire()
+
+    def _retire(self) -> None:
+        """Give back what waited for streams that are past it now."""
+        with self._lock:
+            ready = [p for p in self._pending if p[0].done >= p[1] or not p[0].open]
+            self._pending = [p for p in self._pending if p not in ready]
+        for _, _, give_back in ready:
+            give_back()
+
+    def release_all(self) -> None:
+        """At shutdown, after the device was synchronized: give back everything still pending."""
+        with self._lock:
+            pending, self._pending = self._pending, []
+        for _, _, give_back in pending:
+            give_back()

@@ -1,0 +1,354 @@
+"""Calls on NumPy arrays without copies: host memory mapped for the device (issue 20).
+
+On the numpy backend a call whose arrays are all NumPy maps their pages with
+aclrtHostRegister and the operator reads and writes them where they are; the
+low-level calls follow CANN's rules. The npu backend (and ``PYACLNN_MAP_HOST=0``)
+copies; NumPy ``out=`` arrays work on both.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import pyaclnn
+from pyaclnn import _context, acl, backends
+from pyaclnn.constants import (
+    ACL_ERROR_HOST_MEMORY_ALREADY_REGISTERED,
+    ACL_ERROR_HOST_MEMORY_NOT_REGISTERED,
+    ACL_ERROR_INVALID_PARAM,
+    ACL_ERROR_RT_CONTEXT_NULL,
+    ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+    ACL_ERROR_RT_MEMORY_FREE,
+    ACL_ERROR_RT_PARAM_INVALID,
+)
+from pyaclnn.errors import AclError
+
+PAGE = 4096
+RNG = np.random.default_rng(20)
+
+
+def _pages(count: int) -> np.ndarray:
+    """``count`` page-aligned pages of a fresh buffer (it is kept alive by the view)."""
+    raw = np.zeros((count + 1) * PAGE, np.uint8)
+    start = (-raw.ctypes.data) % PAGE
+    return raw[start : start + count * PAGE]
+
+
+def _status(fn, *args) -> int:
+    with pytest.raises(AclError) as info:
+        fn(*args, backend="numpy")
+    return info.value.status
+
+
+def _registrations() -> int:
+    return backends.get("numpy").live_counts()["host_registrations"]
+
+
+@pytest.fixture
+def numpy_backend():
+    """The numpy backend, initialised, with its device bound in this thread; nothing left after."""
+    pyaclnn.synchronize(backend="numpy")  # initialises and binds device 0
+    yield backends.get("numpy")
+    pyaclnn.finalize("numpy")
+    counts = backends.get("numpy").live_counts()
+    assert not any(counts.values()), counts
+
+
+# -- the C calls, as CANN defines them --------------------------------------------------------------
+
+
+def test_host_register_checks_its_arguments_in_canns_order(numpy_backend):
+    pages = _pages(2)
+    assert _status(acl.rt.host_register, None, PAGE) == ACL_ERROR_INVALID_PARAM
+    assert _status(acl.rt.host_register, pages, 0) == ACL_ERROR_INVALID_PARAM
+    assert _status(acl.rt.host_register, pages, PAGE, 1) == ACL_ERROR_RT_FEATURE_NOT_SUPPORT
+    assert _status(acl.rt.host_register, pages[1:], PAGE) == ACL_ERROR_RT_PARAM_INVALID  # not page-aligned
+    assert _status(acl.rt.host_register, pages, 3 * PAGE) == ACL_ERROR_INVALID_PARAM  # past the buffer
+    assert _registrations() == 0
+
+
+def test_an_unaligned_pointer_is_named_in_the_message(numpy_backend):
+    with pytest.raises(AclError, match="ptr 0x[0-9a-f]+ is not 4096-byte aligned"):
+        acl.rt.host_register(_pages(2)[8:], PAGE, backend="numpy")
+
+
+def test_a_thread_without_a_device_cannot_register(numpy_backend):
+    statuses = []
+
+    def run() -> None:  # a new thread: no aclrtSetDevice in it
+        statuses.append(_status(acl.rt.host_register, _pages(1), PAGE))
+        statuses.append(_status(acl.rt.host_unregister, _pages(1)))
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    assert statuses == [ACL_ERROR_RT_CONTEXT_NULL, ACL_ERROR_RT_CONTEXT_NULL]
+
+
+def test_a_mapping_is_for_operators_only_and_is_ended_once(numpy_backend):
+    pages = _pages(2)
+    ptr = acl.rt.host_register(pages, 2 * PAGE, backend="numpy")
+    assert ptr and _registrations() == 1
+    # Overlapping ranges are refused, whether inside or across the live one.
+    assert _status(acl.rt.host_register, pages[:PAGE], PAGE) == ACL_ERROR_HOST_MEMORY_ALREADY_REGISTERED
+    # The device address is not for memory operations, nor for aclrtFree.
+    host = np.zeros(16, np.uint8)
+    assert _status(acl.rt.memcpy, ptr, 16, host, 16, 1) == ACL_ERROR_INVALID_PARAM
+    assert _status(acl.rt.memcpy, host, 16, ptr, 16, 2) == ACL_ERROR_INVALID_PARAM
+    assert _status(acl.rt.memset, ptr, 16, 0, 16) == ACL_ERROR_INVALID_PARAM
+    assert _status(acl.rt.free, ptr) == ACL_ERROR_RT_MEMORY_FREE
+    # The device sees the host's bytes: a DeviceArray over the mapping reads what the host wrote.
+    pages.view(np.float32)[:4] = [1.0, 2.0, 3.0, 4.0]
+    acl.rt.host_unregister(pages, backend="numpy")
+    assert _registrations() == 0
+    assert _status(acl.rt.host_unregister, pages) == ACL_ERROR_HOST_MEMORY_NOT_REGISTERED
+    assert _status(acl.rt.host_unregister, None) == ACL_ERROR_INVALID_PARAM
+
+
+def test_unregistering_under_queued_work_is_a_hazard(numpy_backend, monkeypatch, hazards_expected, capfd):
+    monkeypatch.setenv("PYACLNN_EMU_KERNEL_US", "200000")  # the kernel is still queued below
+    pages = _pages(4)
+    x = pages[: 2 * PAGE].view(np.float32).reshape(1, 1, 8, 16, 16)
+    x[...] = RNG.random(x.shape, dtype=np.float32)
+    ptr = acl.rt.host_register(pages, 4 * PAGE, backend="numpy")
+    stream = pyaclnn.Stream(backend="numpy")
+    inp = pyaclnn.DeviceArray.from_ptr(ptr, x.shape, x.dtype, backend="numpy")
+    before = numpy_backend.hazard_count()
+    out, _ = pyaclnn.max_pool3d_with_argmax(inp, 2, stream=stream, backend="numpy")
+    acl.rt.host_unregister(pages, backend="numpy")
+    assert numpy_backend.hazard_count() == before + 1
+    assert "unregistered while a queued or running task still uses it" in capfd.readouterr().err
+    stream.synchronize()
+    out.close()
+    inp.close()
+    stream.close()
+
+
+# -- calls on NumPy arrays ---------------------------------------------------------------------------
+
+
+def _count_copies(monkeypatch, name: str) -> list[int]:
+    """Count the backend's host<->device copies from now on."""
+    count = [0]
+    emulation = backends.get(name)
+    for api in ("aclrtMemcpy", "aclrtMemcpyAsync"):
+        original = getattr(emulation, api)
+
+        def counted(*args, _original=original):
+            count[0] += 1
+            return _original(*args)
+
+        monkeypatch.setattr(emulation, api, counted)
+    return count
+
+
+def _pool_case():
+    x = RNG.random((2, 3, 6, 10, 10), dtype=np.float32)
+    return x, pyaclnn.max_pool3d_with_argmax(x, 3, 2, 1, backend="numpy")
+
+
+def test_a_numpy_call_on_the_numpy_backend_copies_nothing(numpy_backend, monkeypatch, torch):
+    x, (values, indices) = _pool_case()  # the first call compiles and warms up
+    g = RNG.random(values.shape, dtype=np.float32)
+    copies = _count_copies(monkeypatch, "numpy")
+    got = pyaclnn.max_pool3d_with_argmax_backward(g, x, indices, 3, 2, 1, backend="numpy")
+    v, i = pyaclnn.max_pool3d_with_argmax(x, 3, 2, 1, backend="numpy")
+    assert copies[0] == 0
+    assert _registrations() == 0  # every mapping ended with its call
+    tx = torch.from_numpy(x)
+    tv, ti = torch.ops.aten.max_pool3d_with_indices(tx, [3] * 3, [2] * 3, [1] * 3, [1] * 3, False)
+    tg = torch.ops.aten.max_pool3d_with_indices_backward(
+        torch.from_numpy(g), tx, [3] * 3, [2] * 3, [1] * 3, [1] * 3, False, ti
+    )
+    assert np.array_equal(v, tv.numpy()) and np.array_equal(i, ti.numpy())
+    assert np.array_equal(got, tg.numpy())
+
+
+def test_without_mapping_the_same_call_copies(numpy_backend, monkeypatch):
+    x, (values, indices) = _pool_case()
+    mapped = pyaclnn.max_pool3d_with_argmax(x, 3, 2, 1, backend="numpy")
+    ctx = _context.context("numpy")
+    monkeypatch.setattr(ctx, "host_memory", None)  # what PYACLNN_MAP_HOST=0 sets up
+    copies = _count_copies(monkeypatch, "numpy")
+    copied = pyaclnn.max_pool3d_with_argmax(x, 3, 2, 1, backend="numpy")
+    assert copies[0] >= 3  # the input in, both outputs out
+    assert all(np.array_equal(a, b) for a, b in zip(mapped, copied))
+
+
+def test_map_host_0_in_the_environment_turns_mapping_off(monkeypatch):
+    pyaclnn.finalize("numpy")
+    monkeypatch.setenv("PYACLNN_MAP_HOST", "0")
+    try:
+        assert _context.context("numpy").host_memory is None
+    finally:
+        pyaclnn.finalize("numpy")
+    monkeypatch.delenv("PYACLNN_MAP_HOST")
+    assert _context.context("numpy").host_memory is not None
+    pyaclnn.finalize("numpy")
+
+
+@pytest.mark.parametrize(
+    "view",
+    [
+        lambda a: a[:, :, ::2],  # strided
+        lambda a: a.transpose(0, 1, 2, 4, 3),  # permuted
+        lambda a: a[:, :, :, ::-1],  # negative stride: copied
+        lambda a: np.asfortranarray(a),
+    ],
+)
+def test_views_give_what_their_dense_copies_give(numpy_backend, view):
+    base = RNG.random((1, 2, 8, 12, 12), dtype=np.float32)
+    x = view(base)
+    before = x.copy()
+    got = pyaclnn.max_pool3d_with_argmax(x, 2, backend="numpy")
+    want = pyaclnn.max_pool3d_with_argmax(np.ascontiguousarray(x), 2, backend="numpy")
+    assert all(np.array_equal(a, b) for a, b in zip(got, want))
+    assert np.array_equal(x, before)  # the input was read where it is, never written
+    assert _registrations() == 0
+
+
+def test_arrays_in_one_mapping_share_it_and_a_partial_overlap_is_copied(numpy_backend):
+    buffer = _pages(64).view(np.float32)
+    x = buffer[: 2 * 8 * 8 * 8].reshape(1, 2, 8, 8, 8)
+    grid = buffer[4096 : 4096 + 4 * 4 * 4 * 3].reshape(1, 4, 4, 4, 3)
+    grid[...] = RNG.uniform(-1, 1, grid.shape)
+    x[...] = RNG.random(x.shape, dtype=np.float32)
+    host = _context.context("numpy").host_memory
+    assert host is not None
+    # The first array's pages are mapped; the second lies in other pages of the same buffer.
+    whole = host.map([buffer.reshape(-1)], 0)[0]
+    assert whole is not None
+    try:
+        got = pyaclnn.grid_sampler3d(x, grid, backend="numpy")  # both inside the whole mapping
+        assert _registrations() == 1 and whole[0].users == 1
+        want = pyaclnn.grid_sampler3d(x.copy(), grid.copy(), backend="numpy")
+        assert np.array_equal(got, want)
+    finally:
+        host.release([whole[0]])
+    # A range that straddles a live mapping's end is copied, not mapped.
+    first = _pages(3)
+    mapping = host.map([first[: PAGE + 10]], 0)[0]  # pages 0 and 1
+    assert mapping is not None
+    assert host.map([first[PAGE - 8 : PAGE + 8]], 0)[0] is not None  # inside: shared
+    assert host.map([first[PAGE : 3 * PAGE]], 0)[0] is None  # pages 1 and 2: straddles its end
+    host.release([mapping[0], mapping[0]])
+    assert _registrations() == 0
+
+
+def test_out_numpy_is_written_in_place_and_returned(backend):
+    x, _ = RNG.random((1, 2, 6, 8, 8), dtype=np.float32), None
+    values, indices = pyaclnn.max_pool3d_with_argmax(x, 2, backend=backend)
+    out = (np.full(values.shape, 7.0, np.float32), np.full(values.shape, 7, np.int32))
+    got = pyaclnn.max_pool3d_with_argmax(x, 2, out=out, backend=backend)
+    assert got[0] is out[0] and got[1] is out[1]
+    assert np.array_equal(out[0], values) and np.array_equal(out[1], indices)
+    g = RNG.random(values.shape, dtype=np.float32)
+    grad = np.full_like(x, 5.0)
+    assert pyaclnn.max_pool3d_with_argmax_backward(g, x, indices, 2, out=grad, backend=backend) is grad
+    assert np.array_equal(grad, pyaclnn.max_pool3d_with_argmax_backward(g, x, indices, 2, backend=backend))
+    grid = RNG.uniform(-1, 1, (1, 3, 3, 3, 3)).astype(np.float32)
+    sampled = np.empty((1, 2, 3, 3, 3), np.float32)
+    assert pyaclnn.grid_sampler3d(x, grid, out=sampled, backend=backend) is sampled
+    assert np.array_equal(sampled, pyaclnn.grid_sampler3d(x, grid, backend=backend))
+    grads = (np.empty_like(x), np.empty_like(grid))
+    got = pyaclnn.grid_sampler3d_backward(sampled, x, grid, out=grads, backend=backend)
+    assert got[0] is grads[0] and got[1] is grads[1]
+    want = pyaclnn.grid_sampler3d_backward(sampled, x, grid, backend=backend)
+    assert np.array_equal(grads[0], want[0]) and np.array_equal(grads[1], want[1])
+
+
+def test_a_numpy_out_of_a_call_with_nothing_to_compute_is_zeroed(backend):
+    x = RNG.random((1, 2, 4, 4, 4), dtype=np.float32)
+    empty = np.zeros((1, 2, 0, 2, 2), np.float32)  # grad_output of a pooling with no window
+    indices = np.zeros(empty.shape, np.int32)
+    grad = np.full_like(x, 3.0)
+    got = pyaclnn.max_pool3d_with_argmax_backward(empty, x, indices, 2, out=grad, backend=backend)
+    assert got is grad and not grad.any()
+
+
+def test_a_wrong_numpy_out_is_refused_naming_it(backend):
+    x = RNG.random((1, 2, 4, 4, 4), dtype=np.float32)
+    grid = np.zeros((1, 2, 2, 2, 3), np.float32)
+    with pytest.raises(
+        ValueError, match=r"out has shape \[1, 2, 2, 2, 3\] and dtype float32; this call writes"
+    ):
+        pyaclnn.grid_sampler3d(x, grid, out=np.empty((1, 2, 2, 2, 3), np.float32), backend=backend)
+    with pytest.raises(ValueError, match="out has shape .* and dtype float16"):
+        pyaclnn.grid_sampler3d(x, grid, out=np.empty((1, 2, 2, 2, 2), np.float16), backend=backend)
+    readonly = np.empty((1, 2, 2, 2, 2), np.float32)
+    readonly.flags.writeable = False
+    with pytest.raises(ValueError, match="out is a read-only NumPy array"):
+        pyaclnn.grid_sampler3d(x, grid, out=readonly, backend=backend)
+    with pytest.raises(ValueError, match="out shares memory with input"):
+        pyaclnn.grid_sampler3d(x, grid, out=x[:, :, :2, :2, :2], backend=backend)
+    both = np.empty((1, 2, 2, 2, 2), np.float32)
+    with pytest.raises(ValueError, match=r"out\[1\] shares memory with out\[0\]"):
+        pyaclnn.max_pool3d_with_argmax(x, 2, out=(both, both.view(np.int32)), backend=backend)
+    device = pyaclnn.to_device(x, backend=backend)
+    with pytest.raises(TypeError, match="out is a NumPy array, but the call's inputs include a DeviceArray"):
+        pyaclnn.grid_sampler3d(device, grid, out=np.empty((1, 2, 2, 2, 2), np.float32), backend=backend)
+    device.close()
+
+
+def test_an_interrupted_wait_keeps_the_mapping_until_the_stream_is_past_it(numpy_backend, monkeypatch):
+    from pyaclnn._stream import StreamState
+
+    monkeypatch.setenv("PYACLNN_EMU_KERNEL_US", "100000")
+    x = RNG.random((1, 2, 8, 8, 8), dtype=np.float32)
+    original = StreamState.wait_queued
+    interrupted = []
+
+    def interrupt(self):
+        if not interrupted:
+            interrupted.append(self)
+            raise KeyboardInterrupt  # Ctrl-C in the wait: the kernel is still queued
+        return original(self)
+
+    monkeypatch.setattr(StreamState, "wait_queued", interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        pyaclnn.max_pool3d_with_argmax(x, 2, backend="numpy")
+    # The kernel may still write the outputs and read x: the mappings (and arrays) stay.
+    assert _registrations() >= 1
+    monkeypatch.setattr(StreamState, "wait_queued", original)
+    pyaclnn.synchronize(backend="numpy")
+    interrupted[0].wait_queued()
+    got = pyaclnn.max_pool3d_with_argmax(x, 2, backend="numpy")  # retires what waited
+    assert _registrations() == 0
+    monkeypatch.setenv("PYACLNN_EMU_KERNEL_US", "0")
+    assert np.array_equal(got[0], pyaclnn.max_pool3d_with_argmax(x.copy(), 2, backend="numpy")[0])
+
+
+def test_one_array_given_twice_holds_its_mapping_once_per_use(numpy_backend):
+    x = RNG.random((1, 2, 4, 4, 4), dtype=np.float32)
+    grid = RNG.uniform(-1, 1, (1, 4, 4, 4, 3)).astype(np.float32)
+    got = pyaclnn.grid_sampler3d_backward(x, x, grid, backend="numpy")  # grad_output is input
+    want = pyaclnn.grid_sampler3d_backward(x.copy(), x, grid, backend="numpy")
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+    assert _registrations() == 0
+
+
+def test_threads_on_one_numpy_input_share_its_mapping(numpy_backend, monkeypatch):
+    monkeypatch.setenv("PYACLNN_EMU_KERNEL_US", "200")
+    x = RNG.random((1, 4, 8, 16, 16), dtype=np.float32)
+    want = pyaclnn.max_pool3d_with_argmax(x, 3, 1, 1, backend="numpy")
+    results: list[object] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            for _ in range(10):
+                got = pyaclnn.max_pool3d_with_argmax(x, 3, 1, 1, backend="numpy")
+                results.append(all(np.array_equal(a, b) for a, b in zip(got, want)))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(results) == 40 and all(results)
+    assert _registrations() == 0
