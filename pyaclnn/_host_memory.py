@@ -15,7 +15,7 @@ The rules:
   two calls or two threads on one array share it). An array whose pages overlap
   a registration without lying inside it is not mapped, and the caller copies
   it as before (an array sharing a page with another thread's, at the same
-  time). New outputs get pages of their own (:func:`page_aligned_zeros`).
+  time). New outputs get pages of their own (``_host_pool``).
 * **A mapping ends only when no queued work can use it.** The call that made
   it waits for its stream and then gives it back; a call that raised first
   (an error, a KeyboardInterrupt in the wait) leaves it to :meth:`HostMemory.after`,
@@ -85,19 +85,11 @@ def _low(extent: tuple[int, int] | None) -> int:
     return extent[0]
 
 
-def page_aligned_zeros(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-    """A zero array of ``shape`` on pages of its own: no other array shares them, so it is
-    mapped alone whatever lies next to it (and calloc touches no page before it is written)."""
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    buffer = np.zeros(-(-nbytes // PAGE) * PAGE + PAGE, np.uint8)
-    start = -buffer.__array_interface__["data"][0] % PAGE
-    return buffer[start : start + nbytes].view(dtype).reshape(shape)
-
-
 class HostMemory:
     """The mappings of one backend's host memory, shared by every thread and call."""
 
-    def __init__(self, backend: str, on_device: Callable[[int], Any]) -> None:
+    def __init__(self, backend: str, on_device: Callable[[int], Any], min_bytes: int = 0) -> None:
+        self.min_bytes = min_bytes  # a call with fewer bytes of NumPy arrays copies them
         self._backend = backend
         self._on_device = on_device
         self._lock = threading.Lock()
@@ -168,6 +160,8 @@ class HostMemory:
                     self._live.remove(mapping)
                     with self._on_device(mapping.device):
                         acl.rt.host_unregister(mapping.pages, backend=self._backend)
+        if self._pending:  # a wait returned just now: what earlier calls left may be done too
+            self._retire()
 
     def after(self, state: StreamState, give_back: Callable[[], None]) -> None:
         """Run ``give_back`` once ``state``'s work queued so far is known to be done."""

@@ -35,7 +35,7 @@ import numpy as np
 from . import _context, acl
 from ._array import DeviceArray, host_array, to_device
 from ._executors import Call
-from ._host_memory import HostMemory, Mapping, page_aligned_zeros
+from ._host_memory import HostMemory, Mapping
 from ._operators import Operator
 from ._optable import Param
 from ._stream import Stream, current
@@ -100,13 +100,16 @@ class Launch:
         self._arrays: list[tuple[Callable[..., Any], Any]] | None = None
         self._inputs: list[tuple[str, DeviceArray]] = []  # DeviceArray inputs, for the out= overlap rule
         host = ctx.host_memory
-        if host is not None and any(isinstance(a, DeviceArray) for a in arrays):
+        if host is not None and (
+            any(isinstance(a, DeviceArray) for a in arrays)
+            or sum(a.nbytes for a in arrays if isinstance(a, np.ndarray)) < host.min_bytes
+        ):
             host = None
         self._host = host  # maps this call's NumPy arrays, or None: they are copied
         self._mapped: list[tuple[DeviceArray, Mapping]] | None = None  # wrappers of mapped arrays
         self._host_inputs: list[tuple[str, np.ndarray]] = []  # NumPy arrays, for the out= overlap rule
         # id(output DeviceArray) -> the NumPy array the caller gets for it (mapped, or filled after the wait)
-        self._host_results: dict[int, tuple[DeviceArray, np.ndarray, bool]] | None = None
+        self._host_results: dict[int, tuple[DeviceArray, np.ndarray]] | None = None
         self._waited = False
         # The call's NumPy arrays mapped at once, so that those sharing pages share a mapping:
         # id -> (array, mapping, offset). Last: nothing here may raise after it.
@@ -116,6 +119,14 @@ class Launch:
             if given:
                 found = host.map(given, device)
                 self._premapped = {id(a): (a, *f) for a, f in zip(given, found) if f is not None}
+
+    @property
+    def kernel_checks_first(self) -> bool:
+        """Whether the call's NumPy arrays are mapped: the numpy backend, whose kernels check
+        the values they read (an index outside its plane) before writing anything. The call
+        waits for its stream anyway, so a host-side check of those values is needed only
+        when the wait reports the kernel's refusal, to tell it as the host check tells it."""
+        return self._host is not None
 
     def __enter__(self) -> Launch:
         return self
@@ -255,10 +266,11 @@ class Launch:
         """
         if given is None:
             if self._host is not None:  # a NumPy call: write a new NumPy array where it is
-                host = page_aligned_zeros(shape, dtype)
+                assert self.ctx.host_pool is not None  # made with host_memory
+                host = self.ctx.host_pool.empty(shape, dtype)
                 mapped = self._map(host)
                 if mapped is not None:
-                    return self._host_result(mapped, host, True)
+                    return self._host_result(mapped, host)
             array = DeviceArray._contiguous(self.ctx, shape, dtype, self.stream)
             self._outputs.append(array)
             return array
@@ -321,19 +333,19 @@ class Launch:
         if self._host is not None:
             mapped = self._map(given)
             if mapped is not None:
-                return self._host_result(mapped, given, False)
+                return self._host_result(mapped, given)
         array = DeviceArray._contiguous(self.ctx, shape, dtype, self.stream)
         self._outputs.append(array)
         if self._host_results is None:
             self._host_results = {}
-        self._host_results[id(array)] = (array, given, False)
+        self._host_results[id(array)] = (array, given)
         return array
 
-    def _host_result(self, mapped: DeviceArray, host: np.ndarray, zeroed: bool) -> DeviceArray:
+    def _host_result(self, mapped: DeviceArray, host: np.ndarray) -> DeviceArray:
         """Record that the caller gets ``host`` for the mapped output ``mapped``."""
         if self._host_results is None:
             self._host_results = {}
-        self._host_results[id(mapped)] = (mapped, host, zeroed)
+        self._host_results[id(mapped)] = (mapped, host)
         return mapped
 
     def temporary(self, array: DeviceArray) -> DeviceArray:
@@ -390,8 +402,8 @@ class Launch:
         """
         host_results = self._host_results
         if host_results is not None:
-            # Mapped outputs are no memset's business (CANN's rule): new ones are zeros already,
-            # given ones are zeroed on the host if nothing is computed (see result()).
+            # Mapped outputs are no memset's business (CANN's rule): the host zeroes them below
+            # if nothing is computed.
             outputs = [o for o in outputs if id(o) not in host_results or o in self._outputs]
         # Per-call parameter arrays die with the call: a plan holding them must not be kept.
         call = Call(op, args, self._arrays is None, outputs, admit)
@@ -400,9 +412,9 @@ class Launch:
         except AclnnError as exc:
             raise _in_python_terms(exc, op.spec.params) from None
         if host_results is not None and not call.computed:
-            for mapped, host, zeroed in host_results.values():
-                if not zeroed and mapped not in self._outputs:
-                    host[...] = 0  # a given NumPy out= of a call with nothing to compute
+            for mapped, host in host_results.values():
+                if mapped not in self._outputs:
+                    host[...] = 0  # nothing was queued that writes it
         if self.ctx.launch_blocking:
             self.stream.synchronize()
 

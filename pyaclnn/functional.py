@@ -28,7 +28,7 @@ from . import _operators as _ops
 from . import dtypes as _dtypes
 from ._arguments import InterpolationMode, IntOrSeq, Layout, OutArray, OutPair, PaddingMode, PoolInts
 from ._arguments import int_tuple as int_tuple  # the selftest and users of 0.x reach it here
-from .errors import ACLNN_ERR_PARAM_INVALID, AclnnError
+from .errors import ACLNN_ERR_PARAM_INVALID, AclError, AclnnError
 from .runtime import DeviceArray, Launch, Stream
 
 #: What the functions take as an array input: a NumPy array (uploaded for the call) or a DeviceArray.
@@ -229,8 +229,8 @@ def max_pool3d_with_argmax_backward(
         x = call.device("input", input)
         narrowed = _int32_indices(indices)
         i = call.device("indices", narrowed)
-        if narrowed is not indices and isinstance(i, DeviceArray) and isinstance(indices, DeviceArray):
-            call.temporary(i)  # the narrowed copy is the call's
+        if isinstance(narrowed, DeviceArray) and narrowed is not indices:
+            call.temporary(narrowed)  # the narrowed copy is the call's
         grad_input = call.output(
             x.shape if x is not None else _ops.PLACEHOLDER_SHAPE,
             x.dtype if x is not None else _FLOAT32,
@@ -239,31 +239,42 @@ def max_pool3d_with_argmax_backward(
             x is not None,
         )
         nd = _dtypes.ACL_FORMAT_ND
-        call.launch(
-            _MAX_POOL_BACKWARD,
-            None if g is None else g.descriptor(nd),
-            None if x is None else x.descriptor(nd),
-            None if i is None else i.descriptor(nd),
-            *call.int_arrays(ints),
-            ceil,
-            grad_input.descriptor(nd),
-            outputs=(grad_input,),
-            admit=_host_indices_check(indices, input),
-        )
-        return call.result(grad_input)
+        check = _host_indices_check(indices, input)
+        try:
+            call.launch(
+                _MAX_POOL_BACKWARD,
+                None if g is None else g.descriptor(nd),
+                None if x is None else x.descriptor(nd),
+                None if i is None else i.descriptor(nd),
+                *call.int_arrays(ints),
+                ceil,
+                grad_input.descriptor(nd),
+                outputs=(grad_input,),
+                admit=None if call.kernel_checks_first else check,
+            )
+            return call.result(grad_input)
+        except AclError as exc:
+            if check is not None and call.kernel_checks_first and not isinstance(exc, AclnnError):
+                check()  # a device error: the kernel's refusal of an index, told as the host check tells it
+            raise
 
 
 def _host_indices_check(indices: Any, input: Any) -> Callable[[], None] | None:
-    """The index rule for NumPy ``indices``, run once phase 1 has accepted the call.
+    """The index rule for NumPy ``indices``: raises 161002 naming the first index outside its
+    plane. Run once phase 1 has accepted the call, before the launch; or, where the kernel
+    checks first (:attr:`Launch.kernel_checks_first`), only when the kernel refused.
 
     On the device only the kernel sees index values (a bad one is a device
-    error at the next wait); indices the host holds are checked before the launch.
+    error at the next wait); indices the host holds are checked by the host.
     """
     if not isinstance(indices, np.ndarray):
         return None
 
     def check() -> None:
-        _ops.check_indices_in_planes(_MAX_POOL_BACKWARD, indices, input.shape)
+        try:
+            _ops.check_indices_in_planes(_MAX_POOL_BACKWARD, indices, input.shape)
+        except AclnnError as exc:
+            raise exc from None  # not "during handling of" the device error it replaces
 
     return check
 

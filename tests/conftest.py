@@ -11,6 +11,9 @@ import pytest
 # cannot pass while printing hazards nobody reads. Tests that provoke one on purpose use
 # the ``hazards_expected`` fixture.
 os.environ.setdefault("PYACLNN_EMU_HAZARD_FATAL", "1")
+# The numpy backend maps every NumPy array of a call (not only calls of 1 MiB and more), so that
+# every test on NumPy arrays runs the mapped path; tests of the copies set PYACLNN_MAP_HOST=0.
+os.environ.setdefault("PYACLNN_MAP_HOST", "always")
 
 
 # Under PYACLNN_EMU_SANITIZE with ASan (tests/emulator_build.py, docs/reliability.md section 5), tests

@@ -178,16 +178,31 @@ def test_without_mapping_the_same_call_copies(numpy_backend, monkeypatch):
     assert all(np.array_equal(a, b) for a, b in zip(mapped, copied))
 
 
-def test_map_host_0_in_the_environment_turns_mapping_off(monkeypatch):
+@pytest.mark.parametrize(("value", "min_bytes"), [("0", None), ("1", 1 << 20), ("always", 0)])
+def test_map_host_in_the_environment_sets_when_calls_map(monkeypatch, value, min_bytes):
     pyaclnn.finalize("numpy")
-    monkeypatch.setenv("PYACLNN_MAP_HOST", "0")
+    monkeypatch.setenv("PYACLNN_MAP_HOST", value)
     try:
-        assert _context.context("numpy").host_memory is None
+        host = _context.context("numpy").host_memory
+        if min_bytes is None:
+            assert host is None
+        else:
+            assert host is not None and host.min_bytes == min_bytes
     finally:
         pyaclnn.finalize("numpy")
-    monkeypatch.delenv("PYACLNN_MAP_HOST")
-    assert _context.context("numpy").host_memory is not None
-    pyaclnn.finalize("numpy")
+
+
+def test_by_default_small_calls_copy_and_large_ones_map(numpy_backend, monkeypatch):
+    host = _context.context("numpy").host_memory
+    assert host is not None
+    monkeypatch.setattr(host, "min_bytes", 1 << 20)
+    small = RNG.random((1, 2, 8, 8, 8), dtype=np.float32)
+    large = RNG.random((1, 4, 16, 64, 64), dtype=np.float32)  # 1 MiB
+    copies = _count_copies(monkeypatch, "numpy")
+    pyaclnn.max_pool3d_with_argmax(small, 2, backend="numpy")
+    assert copies[0] == 3
+    pyaclnn.max_pool3d_with_argmax(large, 2, backend="numpy")
+    assert copies[0] == 3
 
 
 @pytest.mark.parametrize(
@@ -352,3 +367,51 @@ def test_threads_on_one_numpy_input_share_its_mapping(numpy_backend, monkeypatch
         t.join()
     assert not errors and len(results) == 40 and all(results)
     assert _registrations() == 0
+
+
+# -- the memory of NumPy results --------------------------------------------------------------------
+
+
+def test_a_results_memory_is_reused_once_it_is_garbage_and_never_before(numpy_backend):
+    x = RNG.random((1, 2, 8, 16, 16), dtype=np.float32)
+    values, indices = pyaclnn.max_pool3d_with_argmax(x, 2, backend="numpy")
+    held, freed = values.ctypes.data, indices.ctypes.data
+    assert held % PAGE == 0 and freed % PAGE == 0  # pages of their own
+    view = values[0, 1]
+    kept = view.copy()
+    del values, indices  # the view still holds the values' buffer; the indices' is garbage
+    again = pyaclnn.max_pool3d_with_argmax(x + 1, 2, backend="numpy")
+    lent = {a.ctypes.data for a in again}
+    assert freed in lent and held not in lent
+    assert np.array_equal(view, kept)  # not written by the second call
+    assert np.array_equal(again[0], pyaclnn.max_pool3d_with_argmax(x + 1, 2, backend="numpy")[0])
+
+
+def test_the_pool_keeps_at_most_its_limit_idle():
+    from pyaclnn._host_pool import HostPool
+
+    pool = HostPool(limit=3 << 20)
+    arrays = [pool.empty((1 << 20,), np.dtype(np.float32)) for _ in range(2)]  # 4 MiB each
+    small = pool.empty((100,), np.dtype(np.float32))
+    assert small.ctypes.data % PAGE == 0 and small.base is not None
+    del arrays
+    assert pool.idle_bytes() == 0  # 4 MiB buffers exceed the 3 MiB limit: freed
+    del small
+    assert pool.idle_bytes() == 512
+    again = pool.empty((100,), np.dtype(np.float32))
+    assert pool.idle_bytes() == 0 and again.size == 100
+    pool.free_all()
+
+
+def test_a_bad_numpy_index_is_told_as_the_host_check_tells_it_and_nothing_is_written(backend):
+    x = RNG.random((1, 2, 4, 4, 4), dtype=np.float32)
+    values, indices = pyaclnn.max_pool3d_with_argmax(x, 2, backend=backend)
+    indices[0, 1, 1, 1, 0] = 99
+    out = np.full_like(x, 5.0)
+    with pytest.raises(pyaclnn.AclnnError, match=r"indices\[0, 1, 1, 1, 0\] = 99 is outside its") as info:
+        pyaclnn.max_pool3d_with_argmax_backward(values, x, indices, 2, out=out, backend=backend)
+    assert info.value.status == 161002 and info.value.__cause__ is None
+    assert np.all(out == 5.0)
+    indices[0, 1, 1, 1, 0] = 0  # the stream goes on: the kernel's error was reported once
+    got = pyaclnn.max_pool3d_with_argmax_backward(values, x, indices, 2, backend=backend)
+    assert got.shape == x.shape
