@@ -9,6 +9,7 @@ back to the pool on that stream, which reuses it in stream order (see
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Sequence
 from math import prod
 from typing import Any
@@ -28,6 +29,9 @@ PTR_ALIGNMENT = 32
 _D2H = _decl.constant("ACL_MEMCPY_DEVICE_TO_HOST")
 
 
+_VIEWS_LOCK = threading.Lock()  # the counts of open views (reshape); closes may race in finalizers
+
+
 class DeviceArray:
     """An array in device memory: shape, strides and offset (in elements) over an owned block.
 
@@ -43,6 +47,9 @@ class DeviceArray:
     # Slots make the per-call outputs cheaper to build; __dict__ keeps arrays open to user attributes.
     # _last_descriptor: (format, block, handle) of the latest descriptor() call.
     # _stream: the Stream of the last call that used the array (None: no queued work can use it).
+    # _base: for a view (reshape), the array it views, which owns the block and the stream of
+    # last use for both; _views: open views of this array; _held: its block, kept for them after
+    # its own close() (the last view's close gives it back).
     __slots__ = (
         "backend",
         "shape",
@@ -54,6 +61,9 @@ class DeviceArray:
         "_block",
         "_last_descriptor",
         "_stream",
+        "_base",
+        "_views",
+        "_held",
         "__weakref__",
         "__dict__",
     )
@@ -67,6 +77,9 @@ class DeviceArray:
     _block: Block | None  # None once closed
     _last_descriptor: tuple[int, Block, Any] | None  # Any: the backend's aclTensor handle
     _stream: Stream | None
+    _base: DeviceArray | None
+    _views: int
+    _held: Block | None
 
     def __init__(
         self,
@@ -179,7 +192,8 @@ class DeviceArray:
         array.storage_size = storage
         array._pool = pool
         array._last_descriptor = None
-        array._stream = None
+        array._stream = array._base = array._held = None
+        array._views = 0
         array._block = ForeignBlock(ptr, nbytes, owner) if nbytes else pool.empty_block
         return array
 
@@ -211,6 +225,8 @@ class DeviceArray:
         self._pool = pool
         self._last_descriptor = self._block = None  # so that a failing acquire leaves a closed array
         self._stream = stream
+        self._base = self._held = None
+        self._views = 0
         nbytes = storage_size * dtype.itemsize
         state = stream._state if stream is not None else None
         self._block = pool.acquire(nbytes, state) if nbytes else pool.empty_block
@@ -254,8 +270,9 @@ class DeviceArray:
     # -- conversion ---------------------------------------------------------
     @property
     def stream(self) -> Stream | None:
-        """The stream of the last call that used this array (what :meth:`numpy` waits for)."""
-        return self._stream
+        """The stream of the last call that used this array or a view of the same memory (what
+        :meth:`numpy` waits for)."""
+        return self._stream if self._base is None else self._base._stream
 
     def numpy(self) -> np.ndarray:
         """A NumPy copy of the array: waits for the work queued on it, then ``aclrtMemcpy`` to the host.
@@ -266,7 +283,7 @@ class DeviceArray:
             When that work failed on the device (the error of ``Stream.synchronize``).
         """
         self._check_open()
-        stream = self._stream
+        stream = self.stream
         if stream is not None:
             stream._state.wait_queued()
         storage = np.empty(self.storage_size, dtype=self.dtype)
@@ -328,7 +345,8 @@ class DeviceArray:
         array's stream, else the calling thread's current stream)."""
         self._check_open()
         if stream is None:
-            stream = self._stream if self._stream is not None and not self._stream.closed else None
+            last = self.stream
+            stream = last if last is not None and not last.closed else None
             stream = stream or current(_context.context(self.backend), self.device)
         self._use_on(stream)
         if self.nbytes:
@@ -364,7 +382,8 @@ class DeviceArray:
         self._check_open()
         ctx = _context.context(self.backend)
         if stream is None:
-            stream = self._stream if self._stream is not None and not self._stream.closed else None
+            last = self.stream
+            stream = last if last is not None and not last.closed else None
             stream = stream or current(ctx, self.device)
         if not isinstance(stream, Stream) or stream.backend != self.backend or stream.device != self.device:
             raise ValueError(
@@ -409,8 +428,46 @@ class DeviceArray:
                 state.enqueue(acl.rt.memcpy_async, start, nbytes, host, nbytes, _H2D, state.handle)
         return self
 
+    def reshape(self, *shape: int | Sequence[int]) -> DeviceArray:
+        """A view of the same memory with another shape (NumPy's ``reshape``; one -1 is inferred).
+
+        The array must be contiguous (an offset is fine). The view and this array
+        are one array to the streams: work on either is ordered after work on both,
+        and the memory is given back when both are closed, in whichever order.
+
+        Raises
+        ------
+        TypeError
+            For a shape that is not ints.
+        ValueError
+            For a closed or non-contiguous array, more than one -1, or a shape with
+            another number of elements.
+        """
+        self._check_open()
+        items: Any = shape[0] if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)) else shape
+        new = _inferred_shape(items, self.size)
+        if self.strides != _dtypes.contiguous_strides(self.shape):
+            raise ValueError(
+                f"reshape needs a contiguous array (shape {list(self.shape)}, strides "
+                f"{list(self.strides)}): copy it into a contiguous one first (empty_like + copy_)"
+            )
+        root = self if self._base is None else self._base
+        view = DeviceArray.__new__(DeviceArray)
+        view.backend, view.dtype, view._pool, view._block = self.backend, self.dtype, self._pool, self._block
+        view.shape, view.strides, view.offset = new, _dtypes.contiguous_strides(new), self.offset
+        view.storage_size = self.storage_size
+        view._last_descriptor = view._stream = view._held = None
+        view._views = 0
+        view._base = root
+        with _VIEWS_LOCK:
+            root._views += 1
+        return view
+
     def _use_on(self, stream: Stream) -> None:
         """Order work queued on ``stream`` from now on after the work that used this array elsewhere."""
+        if self._base is not None:  # a view: the base keeps the stream of last use for both
+            self._base._use_on(stream)
+            return
         previous = self._stream
         if previous is not stream:
             if previous is not None:
@@ -424,8 +481,12 @@ class DeviceArray:
 
         A wrapper of memory pyaclnn does not own (:meth:`from_ptr`) first waits for the
         work pyaclnn queued on it (its owner may free the memory next), then drops its
-        descriptors.
+        descriptors. While views of the array (:meth:`reshape`) are open, the memory stays
+        for them: the last of them to close gives it back.
         """
+        if self._base is not None or self._views:
+            if not self._close_shared():
+                return
         block = self._block
         if block is not None and block.nbytes and type(block) is ForeignBlock:
             self._block = None
@@ -440,6 +501,28 @@ class DeviceArray:
             stream = self._stream
             # The pool decides under its lock whether the stream is still open (a close may race this).
             self._pool.release(block, stream._state if stream is not None else None)
+
+    def _close_shared(self) -> bool:
+        """close() of an array that shares its block: whether the block is to be given back now."""
+        base = self._base
+        if base is None:  # views are open: keep the block for them
+            with _VIEWS_LOCK:
+                if self._views:
+                    if self._block is not None:
+                        self._held, self._block = self._block, None
+                    return False
+            return True
+        if self._block is None:
+            return False
+        self._block = self._last_descriptor = None
+        with _VIEWS_LOCK:
+            base._views -= 1
+            last = base._views == 0 and base._held is not None
+            if last:
+                base._block, base._held = base._held, None
+        if last:
+            base.close()  # the base was closed while views were open: now its memory goes back
+        return False
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         # As CuPy: converting device memory to NumPy is a copy (and a wait), so it is asked for by name.
@@ -494,6 +577,28 @@ def _shape(values: Any, name: str = "shape") -> tuple[int, ...]:
     if any(v < 0 for v in items):
         raise ValueError(f"{name} {list(map(int, items))} has a negative value; every value must be >= 0")
     return tuple(int(v) for v in items)
+
+
+def _inferred_shape(values: Any, size: int) -> tuple[int, ...]:
+    """``values`` as a shape of ``size`` elements, one -1 standing for what is left."""
+    try:
+        items = tuple(values)
+    except TypeError:
+        raise TypeError(f"shape must be ints, got {values!r}") from None
+    if any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) for v in items):
+        raise TypeError(f"shape must be ints, got {values!r}")
+    unknown = [i for i, v in enumerate(items) if v == -1]
+    if len(unknown) > 1 or any(v < -1 for v in items):
+        raise ValueError(f"shape {list(items)}: at most one -1, and no other negative value")
+    known = prod(int(v) for v in items if v != -1)
+    shape = [int(v) for v in items]
+    if unknown:
+        if known == 0 or size % known:
+            raise ValueError(f"shape {list(items)} cannot hold the array's {size} elements")
+        shape[unknown[0]] = size // known
+    if prod(shape) != size:
+        raise ValueError(f"shape {list(items)} has {prod(shape)} elements, the array {size}")
+    return tuple(shape)
 
 
 def _closed_error() -> ValueError:

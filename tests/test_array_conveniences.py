@@ -129,3 +129,77 @@ def test_from_ptr_refuses_an_unaligned_pointer_naming_ptr(backend):
     np.testing.assert_array_equal(view.numpy(), [1, 2, 3, 4])  # the way to say it
     view.close()
     base.close()
+
+
+# -- reshape: a view of the same memory --------------------------------------------------------------
+
+
+def test_reshape_is_a_view_of_the_same_memory(backend):
+    host = np.arange(24, dtype=np.float32)
+    with pyaclnn.to_device(host, backend=backend) as flat:
+        view = flat.reshape(2, 3, 4)
+        assert view.shape == (2, 3, 4) and view.ptr == flat.ptr and view.dtype == flat.dtype
+        np.testing.assert_array_equal(view.numpy(), host.reshape(2, 3, 4))
+        assert flat.reshape((4, -1)).shape == (4, 6) and flat.reshape(-1).shape == (24,)
+        # Written through the view, read through the array: one memory.
+        view.copy_(np.full((2, 3, 4), 5.0, np.float32))
+        np.testing.assert_array_equal(flat.numpy(), np.full(24, 5.0, np.float32))
+        view.close()
+
+
+@pytest.mark.parametrize(
+    "shape, error, words",
+    [
+        ((5, 5), ValueError, r"shape \[5, 5\] has 25 elements, the array 24"),
+        ((-1, -1), ValueError, "at most one -1"),
+        ((7, -1), ValueError, r"shape \[7, -1\] cannot hold the array's 24 elements"),
+        (("a",), TypeError, "shape must be ints"),
+    ],
+)
+def test_reshape_refuses_a_shape_that_does_not_fit(backend, shape, error, words):
+    with pyaclnn.zeros((2, 12), backend=backend) as a, pytest.raises(error, match=words):
+        a.reshape(*shape)
+
+
+def test_reshape_refuses_a_non_contiguous_array(backend):
+    with pyaclnn.zeros((4, 4), backend=backend) as a:
+        strided = pyaclnn.DeviceArray.from_ptr(a.ptr, (4, 2), np.float32, strides=(4, 2), backend=backend)
+        with pytest.raises(ValueError, match=r"reshape needs a contiguous array \(shape \[4, 2\], strides"):
+            strided.reshape(8)
+        strided.close()
+
+
+def test_work_through_a_view_is_ordered_with_work_through_its_base(backend, monkeypatch):
+    a, b = pyaclnn.Stream(backend), pyaclnn.Stream(backend)
+    x = pyaclnn.to_device(np.arange(64, dtype=np.float32).reshape(1, 1, 4, 4, 4), backend=backend, stream=a)
+    flat = pyaclnn.zeros((8,), backend=backend, stream=b)  # the base's last use: stream b
+    b.synchronize()
+    monkeypatch.setenv("PYACLNN_EMU_KERNEL_US", "200000")
+    values = flat.reshape(1, 1, 2, 2, 2)
+    with pyaclnn.zeros((1, 1, 2, 2, 2), np.int32, backend=backend, stream=a) as idx:
+        pyaclnn.max_pool3d_with_argmax(x, 2, out=(values, idx), backend=backend, stream=a)  # slow writer
+        monkeypatch.delenv("PYACLNN_EMU_KERNEL_US")
+        target = pyaclnn.zeros((8,), backend=backend, stream=b)
+        target.copy_(flat, stream=b)  # through the base, on b: waits for the view's writer on a
+        np.testing.assert_array_equal(target.numpy(), [21, 23, 29, 31, 53, 55, 61, 63])
+    for arr in (x, flat, values, target):
+        arr.close()
+    a.close()
+    b.close()
+
+
+@pytest.mark.parametrize("first", ["base", "view"])
+def test_the_memory_goes_back_when_the_base_and_its_views_are_closed(backend, first):
+    pool = pyaclnn.memory_pool(backend)
+    before = pool.stats()["in_use_bytes"]
+    base = pyaclnn.to_device(np.arange(1024, dtype=np.float32), backend=backend)
+    view = base.reshape(32, 32)
+    in_use = pool.stats()["in_use_bytes"]
+    (base if first == "base" else view).close()
+    assert pool.stats()["in_use_bytes"] == in_use  # the other one still holds the memory
+    if first == "base":
+        assert base.closed and not view.closed
+        np.testing.assert_array_equal(view.numpy().reshape(-1), np.arange(1024, dtype=np.float32))
+    (view if first == "base" else base).close()
+    assert pool.stats()["in_use_bytes"] == before
+    assert base.closed and view.closed
