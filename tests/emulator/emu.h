@@ -22,8 +22,9 @@
 #include "aclnnop/aclnn_ops.h"
 #include "decl/emulator.h"
 
-/* Kinds of tracked objects. The first seven are the order of
- * pyaclnnEmuLiveCounts; allocations are counted from the allocation table. */
+/* Kinds of tracked objects. The first seven, then EMU_MAPPED_ALLOC, are the
+ * order of pyaclnnEmuLiveCounts; allocations are counted from the allocation
+ * table. */
 enum {
     EMU_DEVICE_ALLOC = 0,
     EMU_HOST_ALLOC = 1,
@@ -35,7 +36,8 @@ enum {
     EMU_SCALAR = 7,
     EMU_FLOAT_ARRAY = 8,
     EMU_EVENT = 9,
-    EMU_KIND_COUNT = 10
+    EMU_MAPPED_ALLOC = 10, /* host memory mapped with aclrtHostRegister: the caller's, never freed here */
+    EMU_KIND_COUNT = 11
 };
 
 /* Record the calling thread's recent error message (printf-style). */
@@ -51,7 +53,8 @@ int pyaclnnEmuHandleIsLive(int kind, const void *handle);
 int pyaclnnEmuHandleSetPersistent(int kind, const void *handle);
 int pyaclnnEmuHandleAcquire(int kind, const void *handle);
 
-/* 1 if [ptr, ptr + nbytes) lies inside one live aclrtMalloc allocation. */
+/* 1 if [ptr, ptr + nbytes) lies inside one live aclrtMalloc allocation or
+ * one aclrtHostRegister mapping: memory an operator may use. */
 int pyaclnnEmuDeviceRange(const void *ptr, size_t nbytes);
 
 /* 1 when the emulated device follows the 950 rules (environment variable

@@ -313,7 +313,9 @@ static long find_alloc_base(const void *ptr)
 
 static void block_release(emu_block *b)
 {
-    free(b->base);
+    if (b->kind != EMU_MAPPED_ALLOC) { /* a mapping's memory is the caller's */
+        free(b->base);
+    }
     free(b);
 }
 
@@ -324,10 +326,16 @@ void emu_block_unuse(emu_block *b)
     }
 }
 
+emu_block *emu_operand_block_find(const void *ptr, size_t n)
+{
+    emu_block *b = emu_block_find(EMU_DEVICE_ALLOC, ptr, n);
+    return b != NULL ? b : emu_block_find(EMU_MAPPED_ALLOC, ptr, n);
+}
+
 int pyaclnnEmuDeviceRange(const void *ptr, size_t nbytes)
 {
     pthread_mutex_lock(&emu_lock);
-    emu_block *b = emu_block_find(EMU_DEVICE_ALLOC, ptr, nbytes);
+    emu_block *b = emu_operand_block_find(ptr, nbytes);
     pthread_mutex_unlock(&emu_lock);
     return b != NULL;
 }
@@ -416,6 +424,11 @@ static void table_remove(const char *api, long i)
         return;
     }
     b->freed = 1;
+    if (b->kind == EMU_MAPPED_ALLOC) {
+        emu_hazard("host memory %p (%zu bytes) unregistered while %d queued or running task(s) still use it, %s",
+                   (void *)b->base, b->size, b->users, api);
+        return;
+    }
     emu_hazard("%s memory %p (%zu bytes) freed while %d queued or running task(s) still use it, %s",
                b->kind == EMU_DEVICE_ALLOC ? "device" : "pinned host", (void *)b->base, b->size, b->users, api);
 }
@@ -429,6 +442,7 @@ static aclError emu_free(const char *api, void *ptr, int kind)
     pthread_mutex_lock(&emu_lock);
     long i = find_alloc_base(ptr);
     int wrong_kind = i >= 0 && g_allocs[i]->kind != kind;
+    int refused_kind = wrong_kind ? g_allocs[i]->kind : kind;
     if (i >= 0 && !wrong_kind) {
         table_remove(api, i);
     }
@@ -437,6 +451,12 @@ static aclError emu_free(const char *api, void *ptr, int kind)
         pyaclnnEmuSetError("%s: %p is not the start of a live allocation (freed twice, or never returned "
                            "by %s)",
                            api, ptr, kind == EMU_DEVICE_ALLOC ? "aclrtMalloc" : "aclrtMallocHost");
+        return ACL_ERROR_RT_MEMORY_FREE;
+    }
+    if (wrong_kind && refused_kind == EMU_MAPPED_ALLOC) {
+        pyaclnnEmuSetError("%s: %p is host memory mapped with aclrtHostRegister, not allocated; end the "
+                           "mapping with aclrtHostUnregister",
+                           api, ptr);
         return ACL_ERROR_RT_MEMORY_FREE;
     }
     if (wrong_kind) {
@@ -469,11 +489,116 @@ aclError aclrtMallocHost(void **hostPtr, size_t size)
 
 aclError aclrtFreeHost(void *hostPtr) { return emu_free("aclrtFreeHost", hostPtr, EMU_HOST_ALLOC); }
 
+/* ---- host memory mapped for the device ---------------------------------- */
+/* aclrtHostRegister: hicann/runtime src/acl/aclrt_impl/memory.cpp checks ptr, devPtr and size
+ * first (ACL_ERROR_INVALID_PARAM); the runtime then refuses another type, a thread without a
+ * context, a ptr not on a page boundary and a range overlapping a live mapping. The device
+ * address is the host address itself (the host is the device here); the numpy backend hands
+ * out a distinct one, which keeps the callers honest about using the returned address.
+ * Operators may use the mapping (pyaclnnEmuDeviceRange); memcpy, memset and aclrtFree refuse
+ * it. Unregistering it under queued work is a hazard. */
+#define EMU_HOST_PAGE 4096
+
+aclError aclrtHostRegister(void *ptr, uint64_t size, aclrtHostRegisterType type, void **devPtr)
+{
+    static const char api[] = "aclrtHostRegister";
+    if (ptr == NULL || devPtr == NULL) {
+        pyaclnnEmuSetError("%s: %s is NULL", api, ptr == NULL ? "ptr" : "devPtr");
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    *devPtr = NULL;
+    if (size == 0) {
+        pyaclnnEmuSetError("%s: size is 0; it must be a positive number of bytes", api);
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    if ((int)type != ACL_HOST_REGISTER_MAPPED) {
+        pyaclnnEmuSetError("%s: type %d is not supported; the only aclrtHostRegisterType is "
+                           "ACL_HOST_REGISTER_MAPPED (0)",
+                           api, (int)type);
+        return ACL_ERROR_RT_FEATURE_NOT_SUPPORT;
+    }
+    int device = emu_context_device(api);
+    if (device < 0) {
+        return ACL_ERROR_RT_CONTEXT_NULL;
+    }
+    if ((uintptr_t)ptr % EMU_HOST_PAGE != 0) {
+        pyaclnnEmuSetError("%s: ptr %p is not %d-byte aligned (mapped in whole pages)", api, ptr, EMU_HOST_PAGE);
+        return ACL_ERROR_RT_PARAM_INVALID;
+    }
+    if (size > SIZE_MAX || (uintptr_t)ptr > UINTPTR_MAX - size) {
+        pyaclnnEmuSetError("%s: size %llu runs past the end of the address space", api, (unsigned long long)size);
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    emu_block *b = calloc(1, sizeof *b);
+    if (b == NULL) {
+        pyaclnnEmuSetError("%s: out of host memory for the mapping", api);
+        return ACL_ERROR_RT_MEMORY_ALLOCATION;
+    }
+    *b = (emu_block){ptr, (size_t)size, EMU_MAPPED_ALLOC, device, 0, 0};
+    uintptr_t start = (uintptr_t)ptr, end = start + (size_t)size;
+    aclError rc = ACL_SUCCESS;
+    pthread_mutex_lock(&emu_lock);
+    for (size_t i = 0; i < g_alloc_count && rc == ACL_SUCCESS; i++) {
+        const emu_block *m = g_allocs[i];
+        uintptr_t m_start = (uintptr_t)m->base;
+        if (m->kind == EMU_MAPPED_ALLOC && m_start < end && start < m_start + m->size) {
+            pyaclnnEmuSetError("%s: [%p, +%llu bytes) overlaps the registered range [%p, +%zu bytes)", api, ptr,
+                               (unsigned long long)size, (void *)m->base, m->size);
+            rc = ACL_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+        }
+    }
+    if (rc == ACL_SUCCESS && table_add(b) != 0) {
+        pyaclnnEmuSetError("%s: the allocation table cannot grow", api);
+        rc = ACL_ERROR_RT_MEMORY_ALLOCATION;
+    }
+    pthread_mutex_unlock(&emu_lock);
+    if (rc != ACL_SUCCESS) {
+        free(b);
+        return rc;
+    }
+    *devPtr = ptr;
+    return ACL_SUCCESS;
+}
+
+aclError aclrtHostUnregister(void *ptr)
+{
+    static const char api[] = "aclrtHostUnregister";
+    if (ptr == NULL) {
+        pyaclnnEmuSetError("%s: ptr is NULL", api);
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    if (emu_context_device(api) < 0) {
+        return ACL_ERROR_RT_CONTEXT_NULL;
+    }
+    pthread_mutex_lock(&emu_lock);
+    long i = find_alloc_base(ptr);
+    int mapped = i >= 0 && g_allocs[i]->kind == EMU_MAPPED_ALLOC;
+    if (mapped) {
+        table_remove(api, i);
+    }
+    pthread_mutex_unlock(&emu_lock);
+    if (!mapped) {
+        pyaclnnEmuSetError("%s: ptr %p is not the start of memory registered with aclrtHostRegister", api, ptr);
+        return ACL_ERROR_HOST_MEMORY_NOT_REGISTERED;
+    }
+    return ACL_SUCCESS;
+}
+
 /* ---- memcpy / memset ---------------------------------------------------- */
 
 static aclError check_device_side(const char *api, const char *arg, const void *ptr, size_t count)
 {
-    if (!pyaclnnEmuDeviceRange(ptr, count)) {
+    pthread_mutex_lock(&emu_lock);
+    int device = emu_block_find(EMU_DEVICE_ALLOC, ptr, count) != NULL;
+    int mapped = !device && emu_block_find(EMU_MAPPED_ALLOC, ptr, count) != NULL;
+    pthread_mutex_unlock(&emu_lock);
+    if (mapped) {
+        pyaclnnEmuSetError("%s: %s %p is host memory mapped with aclrtHostRegister: it is for operators "
+                           "only, not for memory operations (copy through the host pointer)",
+                           api, arg, ptr);
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    if (!device) {
         pyaclnnEmuSetError("%s: %s range [%p, +%zu bytes) is not inside one live aclrtMalloc allocation",
                            api, arg, ptr, count);
         return ACL_ERROR_INVALID_PARAM;
@@ -922,10 +1047,10 @@ int pyaclnnEmuLiveCounts(int64_t *counts, int n)
     if (counts == NULL || n <= 0) {
         return 0;
     }
-    int written = n < 7 ? n : 7;
+    int written = n < 8 ? n : 8;
     pthread_mutex_lock(&emu_lock);
     for (int i = 0; i < written; i++) {
-        counts[i] = g_live[i];
+        counts[i] = g_live[i < 7 ? i : EMU_MAPPED_ALLOC];
     }
     pthread_mutex_unlock(&emu_lock);
     return written;
@@ -946,10 +1071,10 @@ int pyaclnnEmuDeviceLiveCounts(int32_t device, int64_t *counts, int n)
     if (counts == NULL || n <= 0 || device < 0 || device >= emu_device_count()) {
         return 0;
     }
-    int written = n < 7 ? n : 7;
+    int written = n < 8 ? n : 8;
     pthread_mutex_lock(&emu_lock);
     for (int i = 0; i < written; i++) {
-        counts[i] = g_live[i]; /* descriptors and executors are global */
+        counts[i] = g_live[i < 7 ? i : EMU_MAPPED_ALLOC]; /* descriptors and executors are global */
     }
     counts[0] = device_allocs(EMU_DEVICE_ALLOC, device);
     if (written > 1) {
@@ -957,6 +1082,9 @@ int pyaclnnEmuDeviceLiveCounts(int32_t device, int64_t *counts, int n)
     }
     if (written > 6) {
         counts[6] = emu_stream_count_locked(device);
+    }
+    if (written > 7) {
+        counts[7] = device_allocs(EMU_MAPPED_ALLOC, device);
     }
     pthread_mutex_unlock(&emu_lock);
     return written;

@@ -23,7 +23,7 @@ extern pthread_mutex_t emu_lock;
 typedef struct {
     char *base;
     size_t size;
-    int kind; /* EMU_DEVICE_ALLOC or EMU_HOST_ALLOC */
+    int kind; /* EMU_DEVICE_ALLOC, EMU_HOST_ALLOC or EMU_MAPPED_ALLOC (base is the caller's) */
     int device;
     int users;
     int freed;
@@ -32,6 +32,9 @@ typedef struct {
 /* Caller holds emu_lock. The live block of `kind` holding [ptr, ptr + n)
  * (n may be 0: ptr itself must be inside), or NULL. */
 emu_block *emu_block_find(int kind, const void *ptr, size_t n);
+/* Caller holds emu_lock. The live aclrtMalloc block or aclrtHostRegister
+ * mapping holding [ptr, ptr + n): memory an operator may use. */
+emu_block *emu_operand_block_find(const void *ptr, size_t n);
 /* Caller holds emu_lock. One user fewer; frees a quarantined block whose
  * last user this was. */
 void emu_block_unuse(emu_block *b);

@@ -134,7 +134,7 @@ int emu_task_use_block(emu_task *task, emu_block *b)
 int pyaclnnEmuTaskUse(emu_task *task, const void *ptr, size_t nbytes)
 {
     pthread_mutex_lock(&emu_lock);
-    emu_block *b = emu_block_find(EMU_DEVICE_ALLOC, ptr, nbytes);
+    emu_block *b = emu_operand_block_find(ptr, nbytes);
     int rc = b == NULL ? 0 : emu_task_use_block(task, b) == 0 ? 1 : -1;
     pthread_mutex_unlock(&emu_lock);
     return rc;
@@ -357,7 +357,7 @@ static void check_devices_locked(const emu_task *t, const emu_stream *s)
 {
     for (size_t i = 0; i < t->nblocks; i++) {
         const emu_block *b = t->blocks[i];
-        if (b->kind == EMU_DEVICE_ALLOC && b->device != s->device) {
+        if (b->kind != EMU_HOST_ALLOC && b->device != s->device) {
             emu_hazard("memory %p of device %d used by work on a stream of device %d, %s", (void *)b->base,
                        b->device, s->device, t->api);
             return;

@@ -39,6 +39,7 @@ from ._marshal import (
     _STREAMP,
     _U64P,
     _UINTPTR,
+    _VOIDPP,
     NULL,
     _bools,
     _cstring,
@@ -301,6 +302,20 @@ class NpuBackend(OperatorPhases):
 
     def aclrtFreeHost(self, ptr: int) -> int:
         return self._c.aclrtFreeHost(_pointer(ptr, "aclrtFreeHost", "ptr"))
+
+    # The mapping outlives the call: the caller keeps the host memory alive until it unregisters.
+    def aclrtHostRegister(self, ptr: Any, size: int, type: int) -> tuple[int, int]:
+        api = "aclrtHostRegister"
+        p = _host(ptr, size, True, api, "ptr")
+        out = ffi.new(_VOIDPP)
+        try:
+            status = self._c.aclrtHostRegister(p, size, type, out)
+        except (TypeError, OverflowError) as exc:
+            raise self._bad_argument(api, (p, size, type, out), exc) from None
+        return status, int(ffi.cast(_UINTPTR, out[0]))
+
+    def aclrtHostUnregister(self, ptr: Any) -> int:
+        return self._c.aclrtHostUnregister(_host(ptr, 0, True, "aclrtHostUnregister", "ptr"))
 
     def aclrtMemcpy(self, dst: Any, dest_max: int, src: Any, count: int, kind: int) -> int:
         api = "aclrtMemcpy"

@@ -19,6 +19,7 @@ from ._ffi import ffi
 
 NULL = ffi.NULL
 _VOIDP = ffi.typeof("void *")
+_VOIDPP = ffi.typeof("void **")
 _UINTPTR = ffi.typeof("uintptr_t")
 _I64ARR = ffi.typeof("int64_t[]")
 _BOOLARR = ffi.typeof("bool[]")
