@@ -63,9 +63,4 @@ if __name__ == "__main__":
     try:
         sys.exit(main())
     except LibraryNotFoundError as exc:  # no usable CANN (--backend npu without it): one line, exit 1
-        # The library's message: what failed on its first line, how to fix it on its last; the lines
-        # between list the places searched, which `python -m pyaclnn info` shows as well.
-        first, *rest = str(exc).splitlines() or [type(exc).__name__]
-        hint = f" {rest[-1]}" if rest else ""
-        where = " (`python -m pyaclnn info` lists the places)." if first.endswith(":") else ""
-        sys.exit(f"{sys.argv[0]}: {first.rstrip(':')}{where}{hint}")
+        sys.exit(f"{sys.argv[0]}: {exc.one_line()}")

@@ -58,6 +58,15 @@ class LibraryNotFoundError(ImportError):
         super().__init__(message)
         self.discovery = discovery
 
+    def one_line(self) -> str:
+        """The message in one line, for a command-line tool that exits on it: what failed (its
+        first line) and how to fix it (its last); the places searched in between are left to
+        ``python -m pyaclnn info``."""
+        first, *rest = str(self).splitlines() or [type(self).__name__]
+        hint = f" {rest[-1]}" if rest else ""
+        where = " (`python -m pyaclnn info` lists the places)." if first.endswith(":") else ""
+        return f"{first.rstrip(':')}{where}{hint}"
+
 
 @dataclass(frozen=True)
 class Candidate:
