@@ -9,9 +9,11 @@ DeviceArrays out (the call returns once the work is queued).
 
 For type checkers each function is overloaded on that rule in functional.pyi,
 generated from the signatures here by scripts/generate_interface.py: NumPy
-arrays in (with no ``out=`` or a NumPy one) give ``numpy.ndarray`` results of
-the input's dtype; any DeviceArray input, or a DeviceArray ``out=``, gives
-``DeviceArray`` results.
+arrays in (with no ``out=`` or a NumPy one) give ``numpy.ndarray`` results;
+any DeviceArray input, or a DeviceArray ``out=``, gives ``DeviceArray``
+results. Either kind has ``input``'s scalar type (``DeviceArray[np.float16]``
+in, ``DeviceArray[np.float16]`` out), max-pool indices int32 (int64 for
+``indices_dtype=np.int64``).
 """
 
 from __future__ import annotations
