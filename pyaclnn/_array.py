@@ -12,9 +12,10 @@ import functools
 import threading
 from collections.abc import Sequence
 from math import prod
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, overload
 
 import numpy as np
+import numpy.typing as npt
 
 from . import _context, _decl, acl
 from . import backends as _backends
@@ -31,12 +32,37 @@ _D2H = _decl.constant("ACL_MEMCPY_DEVICE_TO_HOST")
 
 _VIEWS_LOCK = threading.Lock()  # the counts of open views (reshape); closes may race in finalizers
 
+# The scalar type of a DeviceArray, as NumPy's NDArray[np.float32] has one. Its default (Any) keeps
+# an unparameterized ``DeviceArray`` an array of any dtype for type checkers, with no
+# "missing type parameters" under --strict; typing.TypeVar takes a default only from Python 3.13,
+# so the default is given where only type checkers look (they bundle typing_extensions' stubs).
+if TYPE_CHECKING:
+    from typing_extensions import TypeVar
 
-class DeviceArray:
+    _S = TypeVar("_S", bound=np.generic, default=Any)
+else:
+    from typing import TypeVar
+
+    _S = TypeVar("_S", bound=np.generic)
+_T = TypeVar("_T", bound=np.generic)
+#: A dtype that fixes the scalar type statically: ``np.float16`` or ``np.dtype(np.float16)``.
+DTypeOf = type[_T] | np.dtype[_T]
+#: The other names of a dtype ("float16", ``float``, ``pyaclnn.bfloat16``): arrays of any scalar
+#: type to type checkers. Not NumPy's ``DTypeLike``, which takes ``np.float32`` too: a call given
+#: ``np.float32`` where float16 is expected would then type-check through this form.
+OtherDType = str | type[bool | int | float | complex]
+
+
+class DeviceArray(Generic[_S]):
     """An array in device memory: shape, strides and offset (in elements) over an owned block.
 
     Create one with :func:`to_device`, :func:`empty` or :func:`zeros`; read it
-    back with :meth:`numpy`, which waits for the work queued on it. ``close()``
+    back with :meth:`numpy`, which waits for the work queued on it.
+    ``DeviceArray[np.float32]`` names an array of float32 for type checkers (as
+    NumPy's ``NDArray[np.float32]``; ``_S`` in the signatures below is that scalar
+    type), and :meth:`numpy` gives that ``NDArray``; a plain ``DeviceArray`` is one
+    of any dtype. ``DeviceArray[np.float32]`` also works at run time (in
+    annotations, or called as the class). ``close()``
     (or garbage collection) gives the memory back to the backend's pool, where
     later work of the same stream reuses it at once and other streams once that
     stream is past it; :func:`pyaclnn.finalize` returns it to the device. A
@@ -69,7 +95,7 @@ class DeviceArray:
     )
     backend: str
     shape: tuple[int, ...]
-    dtype: np.dtype[Any]
+    dtype: np.dtype[_S]
     strides: tuple[int, ...]
     offset: int
     storage_size: int
@@ -77,10 +103,36 @@ class DeviceArray:
     _block: Block | None  # None once closed
     _last_descriptor: tuple[int, Block, Any] | None  # Any: the backend's aclTensor handle
     _stream: Stream | None
-    _base: DeviceArray | None
+    _base: DeviceArray[_S] | None
     _views: int
     _held: Block | None
 
+    @overload
+    def __init__(
+        self: DeviceArray[_T],
+        shape: Sequence[int],
+        dtype: DTypeOf[_T],
+        *,
+        strides: Sequence[int] | None = None,
+        offset: int = 0,
+        storage_size: int | None = None,
+        backend: str | None = None,
+        stream: Stream | None = None,
+        device: int | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: DeviceArray[Any],
+        shape: Sequence[int],
+        dtype: OtherDType,
+        *,
+        strides: Sequence[int] | None = None,
+        offset: int = 0,
+        storage_size: int | None = None,
+        backend: str | None = None,
+        stream: Stream | None = None,
+        device: int | None = None,
+    ) -> None: ...
     def __init__(
         self,
         shape: Sequence[int],
@@ -108,6 +160,34 @@ class DeviceArray:
             _pool_of(ctx, stream, device),
         )
 
+    @overload
+    @classmethod
+    def from_ptr(
+        cls,
+        ptr: int,
+        shape: Sequence[int],
+        dtype: DTypeOf[_T],
+        *,
+        strides: Sequence[int] | None = None,
+        offset: int = 0,
+        owner: Any = None,
+        device: int | None = None,
+        backend: str | None = None,
+    ) -> DeviceArray[_T]: ...
+    @overload
+    @classmethod
+    def from_ptr(
+        cls,
+        ptr: int,
+        shape: Sequence[int],
+        dtype: OtherDType,
+        *,
+        strides: Sequence[int] | None = None,
+        offset: int = 0,
+        owner: Any = None,
+        device: int | None = None,
+        backend: str | None = None,
+    ) -> DeviceArray[Any]: ...
     @classmethod
     def from_ptr(
         cls,
@@ -120,7 +200,7 @@ class DeviceArray:
         owner: Any = None,
         device: int | None = None,
         backend: str | None = None,
-    ) -> DeviceArray:
+    ) -> DeviceArray[Any]:
         """Wrap device memory pyaclnn does not own (torch_npu's ``data_ptr()``, pyACL's ``acl.rt.malloc``).
 
         The wrapper works wherever a DeviceArray does (inputs, ``out=``,
@@ -199,11 +279,11 @@ class DeviceArray:
 
     @classmethod
     def _contiguous(
-        cls, ctx: _context._Context, shape: tuple[int, ...], dtype: np.dtype, stream: Stream
-    ) -> DeviceArray:
+        cls, ctx: _context._Context, shape: tuple[int, ...], dtype: np.dtype[_T], stream: Stream
+    ) -> DeviceArray[_T]:
         """A contiguous array of an already valid shape and dtype for work on ``stream``
         (the outputs of a call)."""
-        array = cls.__new__(cls)
+        array: DeviceArray[_T] = DeviceArray.__new__(DeviceArray)  # no subclass makes outputs
         strides, size = _contiguous_layout(shape)
         array._setup(ctx, shape, dtype, strides, 0, size, stream, stream._state.pool)
         return array
@@ -212,7 +292,7 @@ class DeviceArray:
         self,
         ctx: _context._Context,
         shape: tuple[int, ...],
-        dtype: np.dtype[Any],
+        dtype: np.dtype[_S],
         strides: tuple[int, ...],
         offset: int,
         storage_size: int,
@@ -274,7 +354,7 @@ class DeviceArray:
         :meth:`numpy` waits for)."""
         return self._stream if self._base is None else self._base._stream
 
-    def numpy(self) -> np.ndarray:
+    def numpy(self) -> npt.NDArray[_S]:
         """A NumPy copy of the array: waits for the work queued on it, then ``aclrtMemcpy`` to the host.
 
         Raises
@@ -353,7 +433,9 @@ class DeviceArray:
             state = stream._state
             state.enqueue(acl.rt.memset_async, self.ptr, self.nbytes, 0, self.nbytes, state.handle)
 
-    def copy_(self, src: np.ndarray | DeviceArray, stream: Stream | None = None) -> DeviceArray:
+    def copy_(
+        self, src: npt.NDArray[Any] | DeviceArray[Any], stream: Stream | None = None
+    ) -> DeviceArray[_S]:
         """Copy ``src`` into this array, queued on ``stream``; returns this array (torch's ``copy_``).
 
         ``src`` has this array's shape and dtype (no broadcasting, no cast). From a
@@ -428,7 +510,7 @@ class DeviceArray:
                 state.enqueue(acl.rt.memcpy_async, start, nbytes, host, nbytes, _H2D, state.handle)
         return self
 
-    def reshape(self, *shape: int | Sequence[int]) -> DeviceArray:
+    def reshape(self, *shape: int | Sequence[int]) -> DeviceArray[_S]:
         """A view of the same memory with another shape (NumPy's ``reshape``; one -1 is inferred).
 
         The array must be contiguous (an offset is fine). The view and this array
@@ -452,7 +534,7 @@ class DeviceArray:
                 f"{list(self.strides)}): copy it into a contiguous one first (empty_like + copy_)"
             )
         root = self if self._base is None else self._base
-        view = DeviceArray.__new__(DeviceArray)
+        view: DeviceArray[_S] = DeviceArray.__new__(DeviceArray)
         view.backend, view.dtype, view._pool, view._block = self.backend, self.dtype, self._pool, self._block
         view.shape, view.strides, view.offset = new, _dtypes.contiguous_strides(new), self.offset
         view.storage_size = self.storage_size
@@ -543,7 +625,7 @@ class DeviceArray:
         if self.closed:
             raise _closed_error()
 
-    def __enter__(self) -> DeviceArray:
+    def __enter__(self) -> DeviceArray[_S]:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -621,6 +703,32 @@ def _contiguous_layout(shape: tuple[int, ...]) -> tuple[tuple[int, ...], int]:
 
 
 # empty() and zeros() take the same arguments on purpose (as NumPy's do); zeros is empty plus a fill.
+@overload
+def empty(
+    shape: Sequence[int],
+    *,
+    backend: str | None = None,
+    stream: Stream | None = None,
+    device: int | None = None,
+) -> DeviceArray[np.float32]: ...
+@overload
+def empty(
+    shape: Sequence[int],
+    dtype: DTypeOf[_T],
+    *,
+    backend: str | None = None,
+    stream: Stream | None = None,
+    device: int | None = None,
+) -> DeviceArray[_T]: ...
+@overload
+def empty(
+    shape: Sequence[int],
+    dtype: OtherDType,
+    *,
+    backend: str | None = None,
+    stream: Stream | None = None,
+    device: int | None = None,
+) -> DeviceArray[Any]: ...
 def empty(
     shape: Sequence[int],
     dtype: Any = np.float32,
@@ -628,9 +736,13 @@ def empty(
     backend: str | None = None,
     stream: Stream | None = None,
     device: int | None = None,
-) -> DeviceArray:
+) -> DeviceArray[Any]:
     """An uninitialised contiguous DeviceArray (for work on ``stream``, if given; on ``device``,
     by default the stream's or the thread's current one).
+
+    To type checkers ``empty(shape, np.float16)`` is a ``DeviceArray[np.float16]``
+    (``DeviceArray[np.float32]`` without a dtype); a dtype named by a string is
+    ``DeviceArray[Any]``.
 
     Raises
     ------
@@ -642,6 +754,32 @@ def empty(
     return DeviceArray(shape, _dtypes.as_dtype(dtype), backend=backend, stream=stream, device=device)
 
 
+@overload
+def zeros(
+    shape: Sequence[int],
+    *,
+    backend: str | None = None,
+    stream: Stream | None = None,
+    device: int | None = None,
+) -> DeviceArray[np.float32]: ...
+@overload
+def zeros(
+    shape: Sequence[int],
+    dtype: DTypeOf[_T],
+    *,
+    backend: str | None = None,
+    stream: Stream | None = None,
+    device: int | None = None,
+) -> DeviceArray[_T]: ...
+@overload
+def zeros(
+    shape: Sequence[int],
+    dtype: OtherDType,
+    *,
+    backend: str | None = None,
+    stream: Stream | None = None,
+    device: int | None = None,
+) -> DeviceArray[Any]: ...
 def zeros(
     shape: Sequence[int],
     dtype: Any = np.float32,
@@ -649,9 +787,9 @@ def zeros(
     backend: str | None = None,
     stream: Stream | None = None,
     device: int | None = None,
-) -> DeviceArray:
+) -> DeviceArray[Any]:
     """A zero-filled contiguous DeviceArray; the fill is queued on ``stream`` (default: the thread's
-    current stream of the array's device)."""
+    current stream of the array's device). Typed as :func:`empty`."""
     array = empty(shape, dtype, backend=backend, stream=stream, device=device)
     try:
         array.fill_zero(stream)
@@ -661,30 +799,86 @@ def zeros(
     return array
 
 
+@overload
 def empty_like(
-    a: DeviceArray | np.ndarray,
+    a: DeviceArray[_T] | npt.NDArray[_T],
+    dtype: None = None,
+    *,
+    backend: str | None = None,
+    stream: Stream | None = None,
+    device: int | None = None,
+) -> DeviceArray[_T]: ...
+@overload
+def empty_like(
+    a: DeviceArray[Any] | npt.NDArray[Any],
+    dtype: DTypeOf[_T],
+    *,
+    backend: str | None = None,
+    stream: Stream | None = None,
+    device: int | None = None,
+) -> DeviceArray[_T]: ...
+@overload
+def empty_like(
+    a: DeviceArray[Any] | npt.NDArray[Any],
+    dtype: OtherDType,
+    *,
+    backend: str | None = None,
+    stream: Stream | None = None,
+    device: int | None = None,
+) -> DeviceArray[Any]: ...
+def empty_like(
+    a: DeviceArray[Any] | npt.NDArray[Any],
     dtype: Any = None,
     *,
     backend: str | None = None,
     stream: Stream | None = None,
     device: int | None = None,
-) -> DeviceArray:
+) -> DeviceArray[Any]:
     """An uninitialised contiguous DeviceArray of ``a``'s shape and dtype (or ``dtype``), on
-    ``a``'s backend and device when ``a`` is a DeviceArray (else as :func:`empty`)."""
+    ``a``'s backend and device when ``a`` is a DeviceArray (else as :func:`empty`); to type
+    checkers of ``a``'s scalar type (or ``dtype``'s), as :func:`empty`."""
     where = _like(a, backend, stream, device)
     return empty(a.shape, a.dtype if dtype is None else dtype, **where)
 
 
+@overload
 def zeros_like(
-    a: DeviceArray | np.ndarray,
+    a: DeviceArray[_T] | npt.NDArray[_T],
+    dtype: None = None,
+    *,
+    backend: str | None = None,
+    stream: Stream | None = None,
+    device: int | None = None,
+) -> DeviceArray[_T]: ...
+@overload
+def zeros_like(
+    a: DeviceArray[Any] | npt.NDArray[Any],
+    dtype: DTypeOf[_T],
+    *,
+    backend: str | None = None,
+    stream: Stream | None = None,
+    device: int | None = None,
+) -> DeviceArray[_T]: ...
+@overload
+def zeros_like(
+    a: DeviceArray[Any] | npt.NDArray[Any],
+    dtype: OtherDType,
+    *,
+    backend: str | None = None,
+    stream: Stream | None = None,
+    device: int | None = None,
+) -> DeviceArray[Any]: ...
+def zeros_like(
+    a: DeviceArray[Any] | npt.NDArray[Any],
     dtype: Any = None,
     *,
     backend: str | None = None,
     stream: Stream | None = None,
     device: int | None = None,
-) -> DeviceArray:
+) -> DeviceArray[Any]:
     """A zero-filled contiguous DeviceArray of ``a``'s shape and dtype (or ``dtype``), on
-    ``a``'s backend and device when ``a`` is a DeviceArray (else as :func:`zeros`)."""
+    ``a``'s backend and device when ``a`` is a DeviceArray (else as :func:`zeros`); typed as
+    :func:`empty_like`."""
     where = _like(a, backend, stream, device)
     return zeros(a.shape, a.dtype if dtype is None else dtype, **where)
 
@@ -753,8 +947,12 @@ def _not_an_array(name: str, x: Any) -> str:
 
 
 def to_device(
-    x: Any, *, backend: str | None = None, stream: Stream | None = None, device: int | None = None
-) -> DeviceArray:
+    x: npt.NDArray[_T] | DeviceArray[_T],
+    *,
+    backend: str | None = None,
+    stream: Stream | None = None,
+    device: int | None = None,
+) -> DeviceArray[_T]:
     """Copy ``x`` to device memory: a block of the pool, ``aclrtMemcpyAsync`` on ``stream``.
 
     The copy is queued in order with the stream's work (by default the calling
@@ -765,7 +963,8 @@ def to_device(
     A non-contiguous NumPy view is copied once together with the storage it
     spans and described with its strides, not densified (a view with negative
     strides, which an aclTensor cannot describe, is copied dense). A DeviceArray is
-    returned as is when it already lives on ``backend``.
+    returned as is when it already lives on ``backend``. The result has ``x``'s scalar
+    type, to type checkers too: ``NDArray[np.float32]`` in, ``DeviceArray[np.float32]`` out.
 
     Parameters
     ----------

@@ -66,8 +66,8 @@ AclnnError
     161001 for a missing input, 161002 for a rule of the op (dtype, rank,
     format, parameter lengths and values, shapes), with the argument and rule
     named; the operator's message names the C arguments, the one at fault
-    first, and ends with their Python names, ``(in Python: <argument>, ...)``,
-    where one differs.""",
+    first, and ends with their Python names in that order, ``(in Python:
+    <argument>, ...)``: the first is the argument to change.""",
     "raises_device": """\
 AclError
     From the device (or its emulation) at the next wait on the stream

@@ -25,7 +25,6 @@ the call.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
@@ -37,9 +36,9 @@ from ._array import DeviceArray, host_array, to_device
 from ._executors import Call
 from ._host_memory import HostMemory, Mapping
 from ._operators import Operator
-from ._optable import Param
+from ._operators import in_python_terms as _in_python_terms
 from ._stream import Stream, current
-from .errors import AclError, AclnnError, make_error
+from .errors import AclError, AclnnError
 
 
 class Launch:
@@ -464,21 +463,3 @@ def _may_overlap(a: DeviceArray, b: DeviceArray) -> bool:
     a_start, a_end = _byte_range(a)
     b_start, b_end = _byte_range(b)
     return a_start < b_end and b_start < a_end
-
-
-_WORDS = re.compile(r"[A-Za-z_]\w*")
-
-
-def _in_python_terms(exc: AclnnError, params: Sequence[Param]) -> AclError:
-    """``exc`` with the Python names of the C parameters its message names appended, in the
-    order it names them, where any of them differs from its C name.
-
-    Every one is listed, not only the renamed ones: the checks name the argument at
-    fault first (``"padding [2]: ... <= kernelSize/2"`` is padding's fault), and a
-    list of the renamed alone would point at kernel_size.
-    """
-    python = {p.c_name: p.python_name for p in params}
-    named = dict.fromkeys(python[word] for word in _WORDS.findall(exc.message) if word in python)
-    if all(name in python and python[name] == name for name in named):
-        return exc
-    return make_error(exc.status, f"{exc.message} (in Python: {', '.join(named)})", exc.api)

@@ -12,13 +12,14 @@ becomes the :class:`~pyaclnn.errors.AclnnError` the operator's phase 1 raises.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from . import _optable, aclnn
-from ._optable import OperatorSpec
-from .errors import AclnnError
+from ._optable import OperatorSpec, Param
+from .errors import AclError, AclnnError, make_error
 from .kernels import checks as _checks
 
 __all__ = [
@@ -111,6 +112,25 @@ def sampled_shape(
     return _checks.sampled_shape(input_shape, grid_shape, channels_last)
 
 
+_WORDS = re.compile(r"[A-Za-z_]\w*")
+
+
+def in_python_terms(exc: AclnnError, params: Sequence[Param]) -> AclError:
+    """``exc`` with the Python names of the C parameters its message names appended, in the
+    order it names them: ``"padding [2]: ... <= kernelSize/2 (in Python: padding, kernel_size)"``.
+
+    Every one is listed, and also when all are spelt alike in Python and C: the
+    checks name the argument at fault first, so the note's first name is always
+    the Python argument to change (a list of the renamed alone would point at
+    kernel_size there). A message that names no parameter is returned as it is.
+    """
+    python = {p.c_name: p.python_name for p in params}
+    named = dict.fromkeys(python[word] for word in _WORDS.findall(exc.message) if word in python)
+    if not named:
+        return exc
+    return make_error(exc.status, f"{exc.message} (in Python: {', '.join(named)})", exc.api)
+
+
 def check_plane_size(op: Operator, shape: Sequence[int]) -> None:
     """Raise the operator's error for a (D, H, W) plane too large for the device.
 
@@ -122,7 +142,9 @@ def check_plane_size(op: Operator, shape: Sequence[int]) -> None:
         try:
             _checks.plane_size_limit(shape, op.name == "MaxPool3dWithArgmax")
         except _checks.CheckFailed as exc:
-            raise AclnnError(exc.status, exc.message, op.phase1_api) from None
+            raise in_python_terms(
+                AclnnError(exc.status, exc.message, op.phase1_api), op.spec.params
+            ) from None
 
 
 def check_indices_in_planes(op: Operator, indices: Any, input_shape: Sequence[int]) -> None:
@@ -130,4 +152,5 @@ def check_indices_in_planes(op: Operator, indices: Any, input_shape: Sequence[in
     try:
         _checks.indices_in_planes(indices, input_shape)
     except _checks.CheckFailed as exc:
-        raise AclnnError(exc.status, exc.message, op.phase2_api) from None
+        error = AclnnError(exc.status, exc.message, op.phase2_api)
+        raise in_python_terms(error, op.spec.params) from None

@@ -9,9 +9,11 @@ DeviceArrays out (the call returns once the work is queued).
 
 For type checkers each function is overloaded on that rule in functional.pyi,
 generated from the signatures here by scripts/generate_interface.py: NumPy
-arrays in (with no ``out=`` or a NumPy one) give ``numpy.ndarray`` results of
-the input's dtype; any DeviceArray input, or a DeviceArray ``out=``, gives
-``DeviceArray`` results.
+arrays in (with no ``out=`` or a NumPy one) give ``numpy.ndarray`` results;
+any DeviceArray input, or a DeviceArray ``out=``, gives ``DeviceArray``
+results. Either kind has ``input``'s scalar type (``DeviceArray[np.float16]``
+in, ``DeviceArray[np.float16]`` out), max-pool indices int32 (int64 for
+``indices_dtype=np.int64``).
 """
 
 from __future__ import annotations
@@ -108,8 +110,8 @@ def max_pool3d_with_argmax(
     %(raises_device)s
     %(raises_arguments)s
     ValueError
-        Also for ``indices_dtype`` int64 together with ``out`` (pass int32
-        indices there).
+        Also for an ``indices_dtype`` other than int32 and int64, and for int64
+        together with ``out`` (pass int32 indices there).
     """
     ints = _args.pool_ints(kernel_size, stride, padding, dilation)
     ceil = _args.flag("ceil_mode", ceil_mode)
@@ -120,6 +122,9 @@ def max_pool3d_with_argmax(
         raise TypeError(
             f"indices_dtype must be a NumPy dtype (int32 or int64), got {indices_dtype!r}"
         ) from None
+    if wanted not in (_INT32, _INT64):
+        # Checked here: the op would name its indices output (out[1]), not this argument.
+        raise ValueError(f"indices_dtype must be int32 or int64, got {wanted}")
     device_dtype = _INT32 if wanted == _INT64 else wanted
     if out_indices is not None and wanted != device_dtype:
         raise ValueError(
@@ -231,12 +236,15 @@ def max_pool3d_with_argmax_backward(
         i = call.device("indices", narrowed)
         if isinstance(narrowed, DeviceArray) and narrowed is not indices:
             call.temporary(narrowed)  # the narrowed copy is the call's
+        # For an input of a rank the op refuses, a placeholder out: one of input's shape would be
+        # refused first (the op checks gradInput's rank before self's) and named instead of input.
+        known = x is not None and x.ndim in (4, 5)
         grad_input = call.output(
-            x.shape if x is not None else _ops.PLACEHOLDER_SHAPE,
+            x.shape if x is not None and known else _ops.PLACEHOLDER_SHAPE,
             x.dtype if x is not None else _FLOAT32,
             given,
             "out",
-            x is not None,
+            known,
         )
         nd = _dtypes.ACL_FORMAT_ND
         check = _host_indices_check(indices, input)

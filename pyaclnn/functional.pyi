@@ -2,10 +2,12 @@
 from the signatures in functional.py: do not edit.
 
 Each call is overloaded on one rule: NumPy arrays in (and no ``out=``, or
-NumPy arrays as ``out=``) give ``numpy.ndarray`` results of ``input``'s scalar
-type (``Indices``: integers); a DeviceArray in any array position, or as
-``out=``, gives DeviceArrays. Type checkers read this file instead of functional.py; the suite
-type-checks functional.py itself too (tests/test_typing.py).
+NumPy arrays as ``out=``) give ``numpy.ndarray`` results; a DeviceArray in any
+array position, or as ``out=``, gives DeviceArrays. Either way a result has
+``input``'s scalar type (``NDArray[np.float16]`` in, ``NDArray[np.float16]`` or
+``DeviceArray[np.float16]`` out), and max-pool indices are int32, or int64 when
+``indices_dtype`` asks for it. Type checkers read this file instead of functional.py;
+the suite type-checks functional.py itself too (tests/test_typing.py).
 """
 
 from collections.abc import Sequence
@@ -23,11 +25,17 @@ from ._arguments import PaddingMode as PaddingMode
 from ._arguments import int_tuple as int_tuple
 from .runtime import DeviceArray, Stream
 
-ArrayIn = npt.NDArray[Any] | DeviceArray
+ArrayIn = npt.NDArray[Any] | DeviceArray[Any]
 Indices = ArrayIn
-_OutGiven = tuple[DeviceArray, DeviceArray | None] | tuple[DeviceArray | None, DeviceArray]
+_OutGiven = (
+    tuple[DeviceArray[Any], DeviceArray[Any] | None] | tuple[DeviceArray[Any] | None, DeviceArray[Any]]
+)
 _HostOut = tuple[npt.NDArray[Any] | None, npt.NDArray[Any] | None] | None
 _S = TypeVar("_S", bound=np.generic)
+_Int32 = type[np.int32] | np.dtype[np.int32]
+_Int64 = type[np.int64] | np.dtype[np.int64]
+# Not npt.DTypeLike, which takes np.int64 too: a wrong annotation would type-check through it.
+_OtherIndexDType = str | type[int] | np.dtype[Any]
 
 __all__ = [
     "max_pool3d_with_argmax",
@@ -45,28 +53,42 @@ def max_pool3d_with_argmax(
     dilation: IntOrSeq = ...,
     ceil_mode: bool = ...,
     *,
-    indices_dtype: npt.DTypeLike = ...,
+    indices_dtype: _Int32 = ...,
     out: _HostOut = ...,
     backend: str | None = ...,
     stream: Stream | None = ...,
-) -> tuple[npt.NDArray[_S], npt.NDArray[np.integer[Any]]]: ...
+) -> tuple[npt.NDArray[_S], npt.NDArray[np.int32]]: ...
 @overload
 def max_pool3d_with_argmax(
-    input: DeviceArray,
+    input: npt.NDArray[_S],
     kernel_size: IntOrSeq,
     stride: IntOrSeq = ...,
     padding: IntOrSeq = ...,
     dilation: IntOrSeq = ...,
     ceil_mode: bool = ...,
     *,
-    indices_dtype: npt.DTypeLike = ...,
-    out: OutPair | None = ...,
+    indices_dtype: _Int64,
+    out: _HostOut = ...,
     backend: str | None = ...,
     stream: Stream | None = ...,
-) -> tuple[DeviceArray, DeviceArray]: ...
+) -> tuple[npt.NDArray[_S], npt.NDArray[np.int64]]: ...
 @overload
 def max_pool3d_with_argmax(
-    input: ArrayIn,
+    input: npt.NDArray[_S],
+    kernel_size: IntOrSeq,
+    stride: IntOrSeq = ...,
+    padding: IntOrSeq = ...,
+    dilation: IntOrSeq = ...,
+    ceil_mode: bool = ...,
+    *,
+    indices_dtype: _OtherIndexDType,
+    out: _HostOut = ...,
+    backend: str | None = ...,
+    stream: Stream | None = ...,
+) -> tuple[npt.NDArray[_S], npt.NDArray[np.integer[Any]]]: ...
+@overload
+def max_pool3d_with_argmax(
+    input: npt.NDArray[_S] | DeviceArray[_S],
     kernel_size: IntOrSeq,
     stride: IntOrSeq = ...,
     padding: IntOrSeq = ...,
@@ -77,7 +99,49 @@ def max_pool3d_with_argmax(
     out: _OutGiven,
     backend: str | None = ...,
     stream: Stream | None = ...,
-) -> tuple[DeviceArray, DeviceArray]: ...
+) -> tuple[DeviceArray[_S], DeviceArray[np.int32]]: ...
+@overload
+def max_pool3d_with_argmax(
+    input: DeviceArray[_S],
+    kernel_size: IntOrSeq,
+    stride: IntOrSeq = ...,
+    padding: IntOrSeq = ...,
+    dilation: IntOrSeq = ...,
+    ceil_mode: bool = ...,
+    *,
+    indices_dtype: _Int32 = ...,
+    out: OutPair | None = ...,
+    backend: str | None = ...,
+    stream: Stream | None = ...,
+) -> tuple[DeviceArray[_S], DeviceArray[np.int32]]: ...
+@overload
+def max_pool3d_with_argmax(
+    input: DeviceArray[_S],
+    kernel_size: IntOrSeq,
+    stride: IntOrSeq = ...,
+    padding: IntOrSeq = ...,
+    dilation: IntOrSeq = ...,
+    ceil_mode: bool = ...,
+    *,
+    indices_dtype: _Int64,
+    out: OutPair | None = ...,
+    backend: str | None = ...,
+    stream: Stream | None = ...,
+) -> tuple[DeviceArray[_S], DeviceArray[np.int64]]: ...
+@overload
+def max_pool3d_with_argmax(
+    input: DeviceArray[_S],
+    kernel_size: IntOrSeq,
+    stride: IntOrSeq = ...,
+    padding: IntOrSeq = ...,
+    dilation: IntOrSeq = ...,
+    ceil_mode: bool = ...,
+    *,
+    indices_dtype: _OtherIndexDType,
+    out: OutPair | None = ...,
+    backend: str | None = ...,
+    stream: Stream | None = ...,
+) -> tuple[DeviceArray[_S], DeviceArray[np.integer[Any]]]: ...
 @overload
 def max_pool3d_with_argmax_backward(
     grad_output: npt.NDArray[Any],
@@ -95,8 +159,23 @@ def max_pool3d_with_argmax_backward(
 ) -> npt.NDArray[_S]: ...
 @overload
 def max_pool3d_with_argmax_backward(
-    grad_output: DeviceArray,
-    input: ArrayIn,
+    grad_output: ArrayIn,
+    input: npt.NDArray[_S] | DeviceArray[_S],
+    indices: ArrayIn,
+    kernel_size: IntOrSeq,
+    stride: IntOrSeq = ...,
+    padding: IntOrSeq = ...,
+    dilation: IntOrSeq = ...,
+    ceil_mode: bool = ...,
+    *,
+    out: DeviceArray[Any],
+    backend: str | None = ...,
+    stream: Stream | None = ...,
+) -> DeviceArray[_S]: ...
+@overload
+def max_pool3d_with_argmax_backward(
+    grad_output: DeviceArray[Any],
+    input: npt.NDArray[_S] | DeviceArray[_S],
     indices: ArrayIn,
     kernel_size: IntOrSeq,
     stride: IntOrSeq = ...,
@@ -107,11 +186,11 @@ def max_pool3d_with_argmax_backward(
     out: OutArray | None = ...,
     backend: str | None = ...,
     stream: Stream | None = ...,
-) -> DeviceArray: ...
+) -> DeviceArray[_S]: ...
 @overload
 def max_pool3d_with_argmax_backward(
     grad_output: ArrayIn,
-    input: DeviceArray,
+    input: DeviceArray[_S],
     indices: ArrayIn,
     kernel_size: IntOrSeq,
     stride: IntOrSeq = ...,
@@ -122,12 +201,12 @@ def max_pool3d_with_argmax_backward(
     out: OutArray | None = ...,
     backend: str | None = ...,
     stream: Stream | None = ...,
-) -> DeviceArray: ...
+) -> DeviceArray[_S]: ...
 @overload
 def max_pool3d_with_argmax_backward(
     grad_output: ArrayIn,
-    input: ArrayIn,
-    indices: DeviceArray,
+    input: npt.NDArray[_S] | DeviceArray[_S],
+    indices: DeviceArray[Any],
     kernel_size: IntOrSeq,
     stride: IntOrSeq = ...,
     padding: IntOrSeq = ...,
@@ -137,22 +216,7 @@ def max_pool3d_with_argmax_backward(
     out: OutArray | None = ...,
     backend: str | None = ...,
     stream: Stream | None = ...,
-) -> DeviceArray: ...
-@overload
-def max_pool3d_with_argmax_backward(
-    grad_output: ArrayIn,
-    input: ArrayIn,
-    indices: ArrayIn,
-    kernel_size: IntOrSeq,
-    stride: IntOrSeq = ...,
-    padding: IntOrSeq = ...,
-    dilation: IntOrSeq = ...,
-    ceil_mode: bool = ...,
-    *,
-    out: DeviceArray,
-    backend: str | None = ...,
-    stream: Stream | None = ...,
-) -> DeviceArray: ...
+) -> DeviceArray[_S]: ...
 @overload
 def grid_sampler3d(
     input: npt.NDArray[_S],
@@ -168,7 +232,20 @@ def grid_sampler3d(
 ) -> npt.NDArray[_S]: ...
 @overload
 def grid_sampler3d(
-    input: DeviceArray,
+    input: npt.NDArray[_S] | DeviceArray[_S],
+    grid: ArrayIn,
+    interpolation_mode: InterpolationMode = ...,
+    padding_mode: PaddingMode = ...,
+    align_corners: bool = ...,
+    *,
+    layout: Layout = ...,
+    out: DeviceArray[Any],
+    backend: str | None = ...,
+    stream: Stream | None = ...,
+) -> DeviceArray[_S]: ...
+@overload
+def grid_sampler3d(
+    input: DeviceArray[_S],
     grid: ArrayIn,
     interpolation_mode: InterpolationMode = ...,
     padding_mode: PaddingMode = ...,
@@ -178,11 +255,11 @@ def grid_sampler3d(
     out: OutArray | None = ...,
     backend: str | None = ...,
     stream: Stream | None = ...,
-) -> DeviceArray: ...
+) -> DeviceArray[_S]: ...
 @overload
 def grid_sampler3d(
-    input: ArrayIn,
-    grid: DeviceArray,
+    input: npt.NDArray[_S] | DeviceArray[_S],
+    grid: DeviceArray[Any],
     interpolation_mode: InterpolationMode = ...,
     padding_mode: PaddingMode = ...,
     align_corners: bool = ...,
@@ -191,20 +268,7 @@ def grid_sampler3d(
     out: OutArray | None = ...,
     backend: str | None = ...,
     stream: Stream | None = ...,
-) -> DeviceArray: ...
-@overload
-def grid_sampler3d(
-    input: ArrayIn,
-    grid: ArrayIn,
-    interpolation_mode: InterpolationMode = ...,
-    padding_mode: PaddingMode = ...,
-    align_corners: bool = ...,
-    *,
-    layout: Layout = ...,
-    out: DeviceArray,
-    backend: str | None = ...,
-    stream: Stream | None = ...,
-) -> DeviceArray: ...
+) -> DeviceArray[_S]: ...
 @overload
 def grid_sampler3d_backward(
     grad_output: npt.NDArray[Any],
@@ -222,53 +286,8 @@ def grid_sampler3d_backward(
 ) -> tuple[npt.NDArray[_S] | None, npt.NDArray[_S] | None]: ...
 @overload
 def grid_sampler3d_backward(
-    grad_output: DeviceArray,
-    input: ArrayIn,
-    grid: ArrayIn,
-    interpolation_mode: InterpolationMode = ...,
-    padding_mode: PaddingMode = ...,
-    align_corners: bool = ...,
-    output_mask: Sequence[bool] = ...,
-    *,
-    layout: Layout = ...,
-    out: OutPair | None = ...,
-    backend: str | None = ...,
-    stream: Stream | None = ...,
-) -> tuple[DeviceArray | None, DeviceArray | None]: ...
-@overload
-def grid_sampler3d_backward(
     grad_output: ArrayIn,
-    input: DeviceArray,
-    grid: ArrayIn,
-    interpolation_mode: InterpolationMode = ...,
-    padding_mode: PaddingMode = ...,
-    align_corners: bool = ...,
-    output_mask: Sequence[bool] = ...,
-    *,
-    layout: Layout = ...,
-    out: OutPair | None = ...,
-    backend: str | None = ...,
-    stream: Stream | None = ...,
-) -> tuple[DeviceArray | None, DeviceArray | None]: ...
-@overload
-def grid_sampler3d_backward(
-    grad_output: ArrayIn,
-    input: ArrayIn,
-    grid: DeviceArray,
-    interpolation_mode: InterpolationMode = ...,
-    padding_mode: PaddingMode = ...,
-    align_corners: bool = ...,
-    output_mask: Sequence[bool] = ...,
-    *,
-    layout: Layout = ...,
-    out: OutPair | None = ...,
-    backend: str | None = ...,
-    stream: Stream | None = ...,
-) -> tuple[DeviceArray | None, DeviceArray | None]: ...
-@overload
-def grid_sampler3d_backward(
-    grad_output: ArrayIn,
-    input: ArrayIn,
+    input: npt.NDArray[_S] | DeviceArray[_S],
     grid: ArrayIn,
     interpolation_mode: InterpolationMode = ...,
     padding_mode: PaddingMode = ...,
@@ -279,4 +298,49 @@ def grid_sampler3d_backward(
     out: _OutGiven,
     backend: str | None = ...,
     stream: Stream | None = ...,
-) -> tuple[DeviceArray | None, DeviceArray | None]: ...
+) -> tuple[DeviceArray[_S] | None, DeviceArray[_S] | None]: ...
+@overload
+def grid_sampler3d_backward(
+    grad_output: DeviceArray[Any],
+    input: npt.NDArray[_S] | DeviceArray[_S],
+    grid: ArrayIn,
+    interpolation_mode: InterpolationMode = ...,
+    padding_mode: PaddingMode = ...,
+    align_corners: bool = ...,
+    output_mask: Sequence[bool] = ...,
+    *,
+    layout: Layout = ...,
+    out: OutPair | None = ...,
+    backend: str | None = ...,
+    stream: Stream | None = ...,
+) -> tuple[DeviceArray[_S] | None, DeviceArray[_S] | None]: ...
+@overload
+def grid_sampler3d_backward(
+    grad_output: ArrayIn,
+    input: DeviceArray[_S],
+    grid: ArrayIn,
+    interpolation_mode: InterpolationMode = ...,
+    padding_mode: PaddingMode = ...,
+    align_corners: bool = ...,
+    output_mask: Sequence[bool] = ...,
+    *,
+    layout: Layout = ...,
+    out: OutPair | None = ...,
+    backend: str | None = ...,
+    stream: Stream | None = ...,
+) -> tuple[DeviceArray[_S] | None, DeviceArray[_S] | None]: ...
+@overload
+def grid_sampler3d_backward(
+    grad_output: ArrayIn,
+    input: npt.NDArray[_S] | DeviceArray[_S],
+    grid: DeviceArray[Any],
+    interpolation_mode: InterpolationMode = ...,
+    padding_mode: PaddingMode = ...,
+    align_corners: bool = ...,
+    output_mask: Sequence[bool] = ...,
+    *,
+    layout: Layout = ...,
+    out: OutPair | None = ...,
+    backend: str | None = ...,
+    stream: Stream | None = ...,
+) -> tuple[DeviceArray[_S] | None, DeviceArray[_S] | None]: ...

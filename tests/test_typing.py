@@ -1,8 +1,9 @@
 """The typed API as a user's type checker sees it: ``mypy --strict`` on a user script.
 
 tests/typing/user_script.py must type-check (NumPy in gives ``numpy.ndarray``
-out, DeviceArray in or ``out=`` gives DeviceArrays); a script that treats a
-NumPy result as a DeviceArray must not. The package's own ``mypy --strict
+out, DeviceArray in or ``out=`` gives DeviceArrays, each of the input's scalar
+type, checked by its ``assert_type`` lines); a script that treats a NumPy result
+as a DeviceArray, or a float32 result as float16, must not. The package's own ``mypy --strict
 pyaclnn`` runs in .ci/run; here imported modules are checked but their errors
 silenced (``--follow-imports=silent``), as for an installed package, so that
 only the user's code is judged.
@@ -56,7 +57,8 @@ def test_user_script_type_checks() -> None:
 
 def test_user_script_runs() -> None:
     # The script is real code: what it claims about the results also holds at run time.
-    env = dict(os.environ, PYACLNN_BACKEND="numpy")
+    # PYTHONPATH: this checkout's pyaclnn, not an installed one.
+    env = dict(os.environ, PYACLNN_BACKEND="numpy", PYTHONPATH=str(ROOT))
     result = subprocess.run(
         [sys.executable, str(USER_SCRIPT)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
     )
@@ -83,6 +85,59 @@ def test_numpy_result_is_not_a_device_array(tmp_path: Path) -> None:
     assert result.returncode == 1, result.stdout + result.stderr
     assert 'wrong_script.py:7: error: "ndarray[' in result.stdout, result.stdout
     assert 'has no attribute "numpy"  [attr-defined]' in result.stdout, result.stdout
+
+
+@needs_mypy
+def test_a_result_of_another_scalar_type_fails_type_checking(tmp_path: Path) -> None:
+    # The dtype is in the type: without DeviceArray's type parameter every line here would pass.
+    script = tmp_path / "wrong_dtype.py"
+    script.write_text(
+        textwrap.dedent(
+            """\
+            import numpy as np
+            import numpy.typing as npt
+
+            import pyaclnn
+
+            x = pyaclnn.to_device(np.zeros((1, 1, 2, 2, 2), np.float32))
+            a: npt.NDArray[np.float16] = x.numpy()
+            b: pyaclnn.DeviceArray[np.float16] = pyaclnn.empty((2,), np.float32)
+            out, idx = pyaclnn.max_pool3d_with_argmax(x, 2)
+            c: pyaclnn.DeviceArray[np.float16] = out
+            d: pyaclnn.DeviceArray[np.int64] = idx
+            _, idx64 = pyaclnn.max_pool3d_with_argmax(x, 2, indices_dtype=np.int64)
+            e: pyaclnn.DeviceArray[np.int32] = idx64
+            f: pyaclnn.DeviceArray[np.float16] = pyaclnn.grid_sampler3d(x, x)
+            g: pyaclnn.DeviceArray[np.float32] = pyaclnn.DeviceArray((2,), np.float16)
+            """
+        )
+    )
+    result = _mypy(script)
+    assert result.returncode == 1, result.stdout + result.stderr
+    lines = sorted({int(line.split(":")[1]) for line in result.stdout.splitlines() if ": error:" in line})
+    assert lines == [7, 8, 10, 11, 13, 14, 15], result.stdout
+    assert "[assignment]" in result.stdout, result.stdout
+
+
+def test_device_array_is_subscripted_at_run_time() -> None:
+    # Users write DeviceArray[np.float32] in annotations that run (no __future__ import, aliases,
+    # get_type_hints); the class itself is unchanged by it.
+    from typing import get_args, get_origin, get_type_hints
+
+    import numpy as np
+
+    import pyaclnn
+
+    alias = pyaclnn.DeviceArray[np.float32]
+    assert get_origin(alias) is pyaclnn.DeviceArray and get_args(alias) == (np.float32,)
+
+    def f(x: pyaclnn.DeviceArray[np.float16]) -> pyaclnn.DeviceArray:
+        return x
+
+    hints = get_type_hints(f, localns={"pyaclnn": pyaclnn, "np": np})  # evaluates the strings
+    assert hints == {"x": pyaclnn.DeviceArray[np.float16], "return": pyaclnn.DeviceArray}
+    with alias((2,), np.float32, backend="numpy") as made:
+        assert type(made) is pyaclnn.DeviceArray and made.dtype == np.float32
 
 
 @needs_mypy

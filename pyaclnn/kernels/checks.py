@@ -600,18 +600,21 @@ def _spatial(t: TensorLike, channels_last: bool) -> tuple[int, ...]:
 
 
 def _grid_shapes(input: TensorLike, grid: TensorLike, result: tuple[str, TensorLike], cl: bool) -> None:
-    """N, C and (D, H, W) of the sampled tensor ``result`` (out or gradOutput) against input and grid."""
+    """N, C and (D, H, W) of the sampled tensor ``result`` (out or gradOutput) against input and grid.
+
+    Each message names the tensor that differs first: input gives N and C, the grid
+    (after its N) the sampled (D, H, W), so grid's N and result's N, C and (D, H, W)
+    are what a rule can find wrong.
+    """
     name, t = result
-    if not (input.shape[0] == grid.shape[0] == t.shape[0]):
-        raise _fail(
-            f"N differs: input {input.shape[0]}, grid {grid.shape[0]}, {name} {t.shape[0]}; "
-            "they must be equal"
-        )
+    for other, o in (("grid", grid), (name, t)):
+        if o.shape[0] != input.shape[0]:
+            raise _fail(f"{other} has N = {o.shape[0]}; it must equal input's N = {input.shape[0]}")
     if _channels(input, cl) != _channels(t, cl):
         raise _fail(f"{name} has C = {_channels(t, cl)}; it must equal input's C = {_channels(input, cl)}")
     if tuple(grid.shape[1:4]) != _spatial(t, cl):
         raise _fail(
-            f"grid has (D, H, W) = {list(grid.shape[1:4])}; it must equal {name}'s {list(_spatial(t, cl))}"
+            f"{name} has (D, H, W) = {list(_spatial(t, cl))}; it must equal grid's {list(grid.shape[1:4])}"
         )
 
 

@@ -109,14 +109,17 @@ static aclnnStatus check_shapes(const char *api, const aclTensor *input, const a
                                 const char *data_name, int ndhwc)
 {
     int c_axis = ndhwc ? 4 : 1, sp = ndhwc ? 1 : 2;
-    if (input->dims[0] != grid->dims[0] || input->dims[0] != data->dims[0]) {
-        pyaclnnEmuSetError("%s: batch sizes differ: input N = %lld, grid N = %lld, %s N = %lld", api,
-                           (long long)input->dims[0], (long long)grid->dims[0], data_name, (long long)data->dims[0]);
+    /* Each message names the tensor that differs first (the one to change): input gives N and
+     * C, the grid the sampled Do, Ho, Wo. */
+    if (grid->dims[0] != input->dims[0] || data->dims[0] != input->dims[0]) {
+        int grid_bad = grid->dims[0] != input->dims[0];
+        pyaclnnEmuSetError("%s: batch sizes differ: %s N = %lld, input N = %lld", api, grid_bad ? "grid" : data_name,
+                           (long long)(grid_bad ? grid : data)->dims[0], (long long)input->dims[0]);
         return ACLNN_ERR_PARAM_INVALID;
     }
     if (input->dims[c_axis] != data->dims[c_axis]) {
-        pyaclnnEmuSetError("%s: channels differ: input C = %lld, %s C = %lld (dim %d, %s layout)", api,
-                           (long long)input->dims[c_axis], data_name, (long long)data->dims[c_axis], c_axis,
+        pyaclnnEmuSetError("%s: channels differ: %s C = %lld, input C = %lld (dim %d, %s layout)", api, data_name,
+                           (long long)data->dims[c_axis], (long long)input->dims[c_axis], c_axis,
                            ndhwc ? "NDHWC" : "NCDHW");
         return ACLNN_ERR_PARAM_INVALID;
     }
@@ -125,8 +128,8 @@ static aclnnStatus check_shapes(const char *api, const aclTensor *input, const a
             char g[128], o[128];
             emu_shape_str(grid, g, sizeof g);
             emu_shape_str(data, o, sizeof o);
-            pyaclnnEmuSetError("%s: grid %s must be (N, Do, Ho, Wo, 3) with %s's Do, Ho, Wo; %s is %s", api, g,
-                               data_name, data_name, o);
+            pyaclnnEmuSetError("%s: %s %s must have the Do, Ho, Wo of grid (N, Do, Ho, Wo, 3) = %s", api, data_name, o,
+                               g);
             return ACLNN_ERR_PARAM_INVALID;
         }
     }

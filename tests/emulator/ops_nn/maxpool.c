@@ -143,8 +143,10 @@ aclnnStatus aclnnMaxPool3dWithArgmaxGetWorkspaceSize(const aclTensor *self, cons
     }
     /* 4. formats and rank */
     if (out->format != self->format || indices->format != self->format) {
-        pyaclnnEmuSetError("%s: self, out and indices must share one storage format; got %d, %d and %d", api,
-                           (int)self->format, (int)out->format, (int)indices->format);
+        /* the tensor that differs from self is named first: it is the one to change */
+        const aclTensor *bad = out->format != self->format ? out : indices;
+        pyaclnnEmuSetError("%s: %s has storage format %d; self, out and indices must share one (self has %d)", api,
+                           bad == out ? "out" : "indices", (int)bad->format, (int)self->format);
         return ACLNN_ERR_PARAM_INVALID;
     }
     if (self->ndim != 4 && self->ndim != 5) {
@@ -354,8 +356,11 @@ aclnnStatus aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize(const aclTensor *gr
     }
     /* 3. formats and ranks */
     if (gradOutput->format != self->format || gradInput->format != self->format) {
-        pyaclnnEmuSetError("%s: self, gradOutput and gradInput must share one storage format; got %d, %d and %d",
-                           api, (int)self->format, (int)gradOutput->format, (int)gradInput->format);
+        /* the tensor that differs from self is named first: it is the one to change */
+        const aclTensor *bad = gradOutput->format != self->format ? gradOutput : gradInput;
+        pyaclnnEmuSetError("%s: %s has storage format %d; self, gradOutput and gradInput must share one "
+                           "(self has %d)",
+                           api, bad == gradOutput ? "gradOutput" : "gradInput", (int)bad->format, (int)self->format);
         return ACLNN_ERR_PARAM_INVALID;
     }
     const aclTensor *ranked[4] = {gradOutput, gradInput, indices, self};
