@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -42,10 +43,57 @@ def test_benchmark_runs_quick_through_the_command_line(script, torch, emulator_h
     if script == "bench_overhead.py":  # and the calls on cold caches, one row per op
         cold = proc.stdout.split("cold caches:")[1].splitlines()
         assert sum(line.startswith(("max_pool3d", "grid_sampler3d")) for line in cold) == 4, proc.stdout
+    if script == "bench_kernels.py":
+        _check_three_paths(proc.stdout)
     if script in PROGRESS:  # a line on stderr as each measurement starts, not seconds of silence
         timing = [line for line in proc.stderr.splitlines() if line.startswith("  timing ")]
         assert timing == [f"  timing {step} ..." for step in PROGRESS[script]], proc.stderr
         assert "  building the CANN emulator" in proc.stderr
+
+
+def _table(stdout: str, title: str) -> tuple[list[str], list[list[str]]]:
+    """The header and rows of the table printed under the line starting with ``title``
+    (cells are separated by two spaces or more; a case name has single spaces)."""
+    lines = stdout.split("\n" + title, 1)[1].splitlines()[1:]
+    header = re.split(r"\s{2,}", lines[0].strip())
+    rows = []
+    for line in lines[2:]:
+        if not line.strip():
+            break
+        rows.append(re.split(r"\s{2,}", line.strip()))
+    return header, rows
+
+
+def _check_three_paths(stdout: str) -> None:
+    """bench_kernels times each case on the three paths (NumPy in and out, NumPy with out=,
+    device-resident), gives each path's ratio, the NumPy path against the device one, and
+    judges the targets of issue 20."""
+    header, rows = _table(stdout, "Times (ms")
+    assert header[:4] == ["case", "numpy", "numpy out=", "device"], header
+    assert len(rows) == 11, stdout  # five max-pool cases, six grid-sampler cases
+    for row in rows:  # min / median of each path, measured
+        assert all(re.fullmatch(r"[\d.]+ / [\d.]+", cell) for cell in row[1:4]), row
+    header, rows = _table(stdout, "Ratios of the mins")
+    ratios = ["numpy/torch", "numpy/device", "numpy out=/torch out=", "device/torch best"]
+    assert header[1:5] == ratios, header
+    assert header[6] == "extra mem/out a, b, c", header
+    assert len(rows) == 11, stdout
+    for row in rows:
+        assert all(re.fullmatch(r"\d+\.\d\d!?", cell) for cell in row[1:5]), row
+        assert re.fullmatch(r"\d+\.\d\d!?, \d+\.\d\d!?, \d+\.\d\d!?", row[6]), row
+    for target in (
+        "numpy / torch <= 1.0 on every case",
+        "numpy / device <= 1.15 on every case",
+        "numpy out= / torch out= <= 1.0 on every case",
+        "device / torch best <= 1.0 on every case",
+        "peak extra memory / output, every path <= 2.0 on every case",
+        "numpy / torch geometric mean <= 0.6",
+        "device / torch best geometric mean <= 0.5",
+    ):
+        assert re.search(f"^target {re.escape(target)}: (met|MISSED) ", stdout, re.M), target
+    # the bandwidth floor is shown, no longer judged
+    assert "target max-pool backward" not in stdout
+    assert "bandwidth floor (information, no target)" in stdout
 
 
 OPS = (
