@@ -83,6 +83,11 @@
 #define ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID 107006
 #define ACL_ERROR_RT_INVALID_MEMORY_TYPE 107016
 #define ACL_ERROR_RT_SYSPARAMOPT_NOT_SET 107021
+/* Stream capture (aclmdlRICapture*): rt_error_codes.h of hicann/runtime, the values CANN's
+ * aclError reference lists for 8.1.RC1's capture calls too. */
+#define ACL_ERROR_RT_STREAM_CAPTURED 107027
+#define ACL_ERROR_RT_STREAM_NOT_CAPTURED 107029
+#define ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT 107030
 #define ACL_ERROR_RT_FEATURE_NOT_SUPPORT 207000
 #define ACL_ERROR_RT_MEMORY_ALLOCATION 207001
 #define ACL_ERROR_RT_MEMORY_FREE 207002
@@ -101,6 +106,7 @@
 #define ACL_ERROR_RT_STREAM_SYNC_TIMEOUT 507046
 #define ACL_ERROR_RT_DEVICE_MEM_ERROR 507053
 #define ACL_ERROR_RT_DRV_INTERNAL_ERROR 507899
+#define ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED 507903
 /* aclrtHostRegister / aclrtHostUnregister: in current CANN's rt_error_codes.h (hicann/runtime);
  * 8.1.RC1's has no code for either case. */
 #define ACL_ERROR_HOST_MEMORY_ALREADY_REGISTERED 507910

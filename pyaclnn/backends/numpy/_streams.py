@@ -145,6 +145,7 @@ class Worker:
         self._finished = 0
         self._error: tuple[int, str] | None = None
         self._closed = False
+        self.capture: Any = None  # the stream's _capture.Capture while aclmdlRICaptureBegin records it
         self._start()
         _LIVE_WORKERS.add(self)
 
