@@ -452,3 +452,39 @@ def test_freeing_memory_a_live_graph_uses_is_a_hazard(name, request, monkeypatch
     acl.rt.destroy_stream(stream, backend=b)
     pyaclnn.finalize(b)
     assert not any(emulator.live_counts().values())
+
+
+# -- the functional API ------------------------------------------------------------------------------
+
+
+def test_a_warm_functional_call_on_device_arrays_is_captured_and_replayed(backend):
+    # On DeviceArrays with out= and a warm stream (its workspace and executor cache made by a first
+    # call) the functional call neither allocates nor synchronizes: it can be captured.
+    b = backend
+    stream = pyaclnn.Stream(backend=b)
+    first, second = (RNG.standard_normal(SHAPE, dtype=np.float32) for _ in range(2))
+    x = pyaclnn.to_device(first, backend=b)
+    out, idx = pyaclnn.empty(POOLED, np.float32, backend=b), pyaclnn.empty(POOLED, np.int32, backend=b)
+    pyaclnn.max_pool3d_with_argmax(x, 2, out=(out, idx), stream=stream, backend=b)
+    stream.synchronize()
+    graph = None
+    try:
+        allocations = backends.get(b).live_counts()["device_allocs"]
+        acl.mdl.capture_begin(stream.handle, backend=b)
+        # a synchronize of the stream would be refused (107027) and raise here
+        pyaclnn.max_pool3d_with_argmax(x, 2, out=(out, idx), stream=stream, backend=b)
+        graph = acl.mdl.capture_end(stream.handle, backend=b)
+        assert backends.get(b).live_counts()["device_allocs"] == allocations  # nothing allocated
+        for data in (second, first):
+            x.copy_(data, stream=stream)
+            acl.mdl.execute_async(graph, stream.handle, backend=b)
+            stream.synchronize()
+            want_out, want_idx = pyaclnn.max_pool3d_with_argmax(data, 2, backend=b)  # eager, on NumPy
+            np.testing.assert_array_equal(out.numpy().view(np.uint32), want_out.view(np.uint32))
+            np.testing.assert_array_equal(idx.numpy(), want_idx)
+    finally:
+        if graph is not None:
+            acl.mdl.destroy(graph, backend=b)
+        for a in (x, out, idx):
+            a.close()
+        stream.close()
