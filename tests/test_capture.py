@@ -11,8 +11,14 @@ not see.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
+import emulator_build
 import numpy as np
 import pytest
 
@@ -488,3 +494,46 @@ def test_a_warm_functional_call_on_device_arrays_is_captured_and_replayed(backen
         for a in (x, out, idx):
             a.close()
         stream.close()
+
+
+# -- the split layout (CANN >= 8.5: libacl_rt.so) ------------------------------------------------------
+
+SPLIT_CHILD = """
+import json
+import numpy as np
+from pyaclnn import acl, backends
+from pyaclnn.constants import ACL_MEMCPY_DEVICE_TO_HOST as D2H
+b = "npu"
+acl.rt.set_device(0, backend=b)
+s = acl.rt.create_stream(backend=b)
+p = acl.rt.malloc(64, backend=b)
+acl.mdl.capture_begin(s, backend=b)
+acl.rt.memset_async(p, 64, 9, 64, s, backend=b)
+status = acl.mdl.capture_get_info(s, backend=b)[0]
+graph = acl.mdl.capture_end(s, backend=b)
+host = np.zeros(64, np.uint8)
+acl.mdl.execute_async(graph, s, backend=b)
+acl.rt.synchronize_stream(s, backend=b)
+acl.rt.memcpy(host, 64, p, 64, D2H, backend=b)
+acl.mdl.destroy(graph, backend=b)
+acl.rt.free(p, backend=b)
+acl.rt.destroy_stream(s, backend=b)
+npu = backends.get(b)
+print(json.dumps({"status": status, "value": int(host[0]), "libraries": [str(x) for x in npu.libraries],
+                  "live": {k: v for k, v in npu.live_counts().items() if v}}))
+"""
+
+
+def test_the_split_layout_exports_the_capture_calls_from_libacl_rt():
+    home = emulator_build.emulator_home("split")
+    env = {k: v for k, v in os.environ.items() if k not in ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME")}
+    env["PYACLNN_ASCEND_HOME"] = str(home)
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)
+    done = subprocess.run(
+        [sys.executable, "-c", SPLIT_CHILD], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert Path(result["libraries"][0]).name == "libacl_rt.so"
+    assert result["status"] == ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE and result["value"] == 9
+    assert result["live"] == {}
