@@ -277,7 +277,7 @@ def test_ending_a_stream_that_is_not_capturing_is_refused(backend, stream):
     _refused(ACL_ERROR_RT_STREAM_NOT_CAPTURED, acl.mdl.capture_end, stream, backend=backend)
 
 
-@pytest.mark.parametrize("call", ["synchronize", "destroy", "execute"])
+@pytest.mark.parametrize("call", ["synchronize", "synchronize device", "destroy", "execute"])
 def test_a_capturing_stream_cannot_be_synchronized_destroyed_or_run_a_graph(backend, stream, call):
     b = backend
     graph = None
@@ -287,6 +287,8 @@ def test_a_capturing_stream_cannot_be_synchronized_destroyed_or_run_a_graph(back
     acl.mdl.capture_begin(stream, backend=b)
     if call == "synchronize":
         _refused(ACL_ERROR_RT_STREAM_CAPTURED, acl.rt.synchronize_stream, stream, backend=b)
+    elif call == "synchronize device":  # Context::Synchronize: any capturing stream of the device
+        _refused(ACL_ERROR_RT_STREAM_CAPTURED, acl.rt.synchronize_device, backend=b)
     elif call == "destroy":
         _refused(ACL_ERROR_RT_STREAM_CAPTURED, acl.rt.destroy_stream, stream, backend=b)
     else:

@@ -9,6 +9,9 @@
  *   aclrtRecordEvent, aclrtStreamWaitEvent) enqueue a task and return;
  * - a task that fails records a sticky error on its stream, reported once by
  *   the next aclrtSynchronizeStream / aclrtSynchronizeDevice;
+ * - on a stream that is capturing (aclmdlRICaptureBegin .. End) the tasks,
+ *   event records and waits go to a graph instead of the queue, and
+ *   aclmdlRIExecuteAsync queues them again (the section at the end of this file);
  * - every task has a ticket (a global, increasing number). A stream has run
  *   everything up to ticket T when its running task and queue head (if any)
  *   have tickets above T, which is what the synchronizations wait for.
@@ -539,6 +542,16 @@ aclError aclrtSynchronizeDevice(void)
     if (device < 0) {
         pthread_mutex_unlock(&emu_lock);
         return ACL_ERROR_RT_CONTEXT_NULL;
+    }
+    for (const emu_stream *s = g_streams; s != NULL; s = s->next) {
+        if (s->device == device && s->capture_status != ACL_MODEL_RI_CAPTURE_STATUS_NONE) {
+            /* Context::Synchronize refuses before it waits for anything */
+            pyaclnnEmuSetError("aclrtSynchronizeDevice: stream %p is capturing (aclmdlRICaptureBegin): not "
+                               "supported until aclmdlRICaptureEnd (ACL_ERROR_RT_STREAM_CAPTURED)",
+                               (const void *)s);
+            pthread_mutex_unlock(&emu_lock);
+            return ACL_ERROR_RT_STREAM_CAPTURED;
+        }
     }
     stream_of(NULL); /* initializes the default stream */
     uint64_t ticket = g_ticket;

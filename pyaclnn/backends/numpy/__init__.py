@@ -255,7 +255,11 @@ class NumpyBackend(OperatorsMixin):
         device = self._context("aclrtSynchronizeDevice")
         if device < 0:
             return ACL_ERROR_RT_CONTEXT_NULL
-        return self._synchronize(self.devices[device].workers())
+        workers = self.devices[device].workers()
+        for worker in workers:  # Context::Synchronize refuses before it waits for anything
+            if worker.capture is not None:
+                return self._captured("aclrtSynchronizeDevice", worker)
+        return self._synchronize(workers)
 
     def aclrtGetSocName(self) -> str | None:
         return SOC_NAME

@@ -33,7 +33,9 @@ docs/zh/developer_notes/npugraph.md); tests/emulator/README.md lists the same:
   says such a call makes the capture fail;
 * aclrtSynchronizeStream, aclrtDestroyStream and aclmdlRIExecuteAsync on a
   capturing stream are ACL_ERROR_RT_STREAM_CAPTURED (ApiErrorDecorator::
-  StreamSynchronize / StreamDestroy / ModelExecute); the capture goes on;
+  StreamSynchronize / StreamDestroy / ModelExecute), and so is
+  aclrtSynchronizeDevice while a stream of the device captures
+  (Context::Synchronize); the capture goes on;
 * aclmdlRICaptureEnd of a stream that is not capturing is
   ACL_ERROR_RT_STREAM_NOT_CAPTURED; of an invalidated capture
   ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED, the graph is then destroyed and the
@@ -75,8 +77,8 @@ class Graph:
     """
 
     device: int
-    steps: list[Callable[[Worker], object]] = field(default_factory=list)
-    tasks: list[Task] = field(default_factory=list)
+    steps: list[Callable[[Worker], object]] = field(default_factory=list, repr=False)
+    tasks: list[Task] = field(default_factory=list, repr=False)
 
     def add_task(self, task: Task) -> None:
         self.tasks.append(task)
