@@ -27,6 +27,7 @@ from pyaclnn import acl, aclnn, backends, dtypes
 from pyaclnn.constants import (
     ACL_ERROR_INVALID_PARAM,
     ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT,
+    ACL_ERROR_RT_EVENT_CAPTURED,
     ACL_ERROR_RT_PARAM_INVALID,
     ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED,
     ACL_ERROR_RT_STREAM_CAPTURED,
@@ -299,6 +300,28 @@ def test_a_capturing_stream_cannot_be_synchronized_destroyed_or_run_a_graph(back
     acl.mdl.destroy(acl.mdl.capture_end(stream, backend=b), backend=b)
     if graph is not None:
         acl.mdl.destroy(graph, backend=b)
+
+
+def test_an_event_recorded_into_an_active_capture_cannot_be_synchronized_or_queried(backend, stream):
+    b = backend
+    captured, other = acl.rt.create_event(backend=b), acl.rt.create_event(backend=b)
+    try:
+        acl.rt.record_event(other, stream, backend=b)
+        acl.rt.synchronize_event(other, backend=b)
+        acl.mdl.capture_begin(stream, backend=b)
+        acl.rt.record_event(captured, stream, backend=b)
+        _refused(ACL_ERROR_RT_EVENT_CAPTURED, acl.rt.synchronize_event, captured, backend=b)
+        _refused(ACL_ERROR_RT_EVENT_CAPTURED, acl.rt.query_event_status, captured, backend=b)
+        _refused(ACL_ERROR_RT_EVENT_CAPTURED, acl.rt.event_elapsed_time, other, captured, backend=b)
+        _refused(ACL_ERROR_RT_EVENT_CAPTURED, acl.rt.event_elapsed_time, captured, other, backend=b)
+        acl.rt.synchronize_event(other, backend=b)  # recorded before the capture: not capturing
+        graph = acl.mdl.capture_end(stream, backend=b)
+        acl.rt.synchronize_event(captured, backend=b)  # the capture ended: allowed again
+        acl.rt.query_event_status(captured, backend=b)
+        acl.mdl.destroy(graph, backend=b)
+    finally:
+        acl.rt.destroy_event(captured, backend=b)
+        acl.rt.destroy_event(other, backend=b)
 
 
 @pytest.mark.parametrize("api", ["memcpy", "memset"])

@@ -86,6 +86,7 @@
 /* Stream capture (aclmdlRICapture*): rt_error_codes.h of hicann/runtime, the values CANN's
  * aclError reference lists for 8.1.RC1's capture calls too. */
 #define ACL_ERROR_RT_STREAM_CAPTURED 107027
+#define ACL_ERROR_RT_EVENT_CAPTURED 107028
 #define ACL_ERROR_RT_STREAM_NOT_CAPTURED 107029
 #define ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT 107030
 #define ACL_ERROR_RT_FEATURE_NOT_SUPPORT 207000

@@ -715,6 +715,7 @@ typedef struct {
     uint64_t recorded, completed;
     struct timespec stamp; /* when the marker of `completed` ran */
     int refs;
+    const void *capture; /* the graph of an active capture it was recorded into, else NULL */
 } emu_event;
 
 typedef struct {
@@ -865,7 +866,24 @@ static aclError capture_event_locked(const char *api, emu_stream *s, emu_event *
         pyaclnnEmuSetError("%s: out of host memory for the captured task; the capture is invalidated", api);
         return ACL_ERROR_RT_RESOURCE_ALLOC_FAIL;
     }
+    if (record) {
+        e->capture = s->capture; /* CANN's Event::IsCapturing, until the capture ends */
+    }
     return ACL_SUCCESS;
+}
+
+/* Caller holds emu_lock. ACL_ERROR_RT_EVENT_CAPTURED (with the message) for an event
+ * recorded into a capture still active: CANN refuses to synchronize or query it
+ * (ApiErrorDecorator::EventSynchronize / EventQueryStatus / EventElapsedTime). */
+static aclError event_captured_locked(const char *api, const char *arg, const emu_event *e, aclrtEvent handle)
+{
+    if (e->capture == NULL) {
+        return ACL_SUCCESS;
+    }
+    pyaclnnEmuSetError("%s: %s %p was recorded into a capture that has not ended: not supported until "
+                       "aclmdlRICaptureEnd (ACL_ERROR_RT_EVENT_CAPTURED)",
+                       api, arg, handle);
+    return ACL_ERROR_RT_EVENT_CAPTURED;
 }
 
 aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream)
@@ -943,6 +961,8 @@ aclError aclrtQueryEventStatus(aclrtEvent event, aclrtEventRecordedStatus *statu
     pthread_mutex_lock(&emu_lock);
     emu_event *e = event_of("aclrtQueryEventStatus", event);
     int complete = e != NULL && e->completed >= e->recorded;
+    aclError captured = e != NULL && status != NULL ? event_captured_locked("aclrtQueryEventStatus", "event", e, event)
+                                                    : ACL_SUCCESS;
     pthread_mutex_unlock(&emu_lock);
     if (e == NULL) {
         return ACL_ERROR_INVALID_PARAM;
@@ -950,6 +970,9 @@ aclError aclrtQueryEventStatus(aclrtEvent event, aclrtEventRecordedStatus *statu
     if (status == NULL) {
         pyaclnnEmuSetError("aclrtQueryEventStatus: status is NULL");
         return ACL_ERROR_INVALID_PARAM;
+    }
+    if (captured != ACL_SUCCESS) {
+        return captured;
     }
     *status = complete ? ACL_EVENT_RECORDED_STATUS_COMPLETE : ACL_EVENT_RECORDED_STATUS_NOT_READY;
     return ACL_SUCCESS;
@@ -962,6 +985,11 @@ aclError aclrtSynchronizeEvent(aclrtEvent event)
     if (e == NULL) {
         pthread_mutex_unlock(&emu_lock);
         return ACL_ERROR_INVALID_PARAM;
+    }
+    aclError captured = event_captured_locked("aclrtSynchronizeEvent", "event", e, event);
+    if (captured != ACL_SUCCESS) {
+        pthread_mutex_unlock(&emu_lock);
+        return captured;
     }
     uint64_t record = e->recorded;
     e->refs++; /* it may be destroyed while we wait */
@@ -1010,7 +1038,13 @@ aclError aclrtEventElapsedTime(float *ms, aclrtEvent startEvent, aclrtEvent endE
     pthread_mutex_lock(&emu_lock);
     emu_event *start = event_of(api, startEvent);
     emu_event *end = start != NULL ? event_of(api, endEvent) : NULL;
-    aclError rc = end == NULL ? ACL_ERROR_INVALID_PARAM : event_time_locked("startEvent", start, startEvent, &t0);
+    aclError rc = end == NULL ? ACL_ERROR_INVALID_PARAM : event_captured_locked(api, "startEvent", start, startEvent);
+    if (rc == ACL_SUCCESS) {
+        rc = event_captured_locked(api, "endEvent", end, endEvent);
+    }
+    if (rc == ACL_SUCCESS) {
+        rc = event_time_locked("startEvent", start, startEvent, &t0);
+    }
     if (rc == ACL_SUCCESS) {
         rc = event_time_locked("endEvent", end, endEvent, &t1);
     }
@@ -1268,6 +1302,11 @@ aclError aclmdlRICaptureEnd(aclrtStream stream, aclmdlRI *modelRI)
         rc = ACL_ERROR_RT_STREAM_NOT_CAPTURED;
     } else if (rc == ACL_SUCCESS) {
         g = s->capture;
+        for (emu_step *step = g->head; step != NULL; step = step->next) { /* ResetCaptureEvents */
+            if (step->event != NULL && step->event->capture == g) {
+                step->event->capture = NULL;
+            }
+        }
         invalidated = s->capture_status == ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED;
         s->capture = NULL;
         s->capture_status = ACL_MODEL_RI_CAPTURE_STATUS_NONE;

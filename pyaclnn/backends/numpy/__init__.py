@@ -33,6 +33,7 @@ from ...constants import (
     ACL_ERROR_REPEAT_INITIALIZE,
     ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT,
     ACL_ERROR_RT_CONTEXT_NULL,
+    ACL_ERROR_RT_EVENT_CAPTURED,
     ACL_ERROR_RT_EVENT_NOT_COMPLETE,
     ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID,
     ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
@@ -460,12 +461,24 @@ class NumpyBackend(OperatorsMixin):
             )
         if worker.capture is not None:  # each replay records the event anew, on the replay's stream
             worker.capture.graph.steps.append(partial(_record, event))
+            worker.capture.events.append(event)
+            event.capture = worker.capture
             return ACL_SUCCESS
         _record(event, worker)
         return ACL_SUCCESS
 
+    def _event_captured(self, event: Event, api: str, name: str = "event") -> int:
+        """ACL_ERROR_RT_EVENT_CAPTURED when ``event`` was recorded into a capture still active."""
+        if event.capture is None:
+            return ACL_SUCCESS
+        return self._error(
+            ACL_ERROR_RT_EVENT_CAPTURED,
+            f"{api}: {name} {id(event):#x} was recorded into a capture that has not ended: not supported "
+            "until aclmdlRICaptureEnd (ACL_ERROR_RT_EVENT_CAPTURED)",
+        )
+
     def aclrtQueryEventStatus(self, event: Any) -> tuple[int, int]:
-        status = self._event_status(event)
+        status = self._event_status(event) or self._event_captured(event, "aclrtQueryEventStatus")
         if status:
             return status, ACL_EVENT_RECORDED_STATUS_NOT_READY
         marker = event.marker
@@ -475,7 +488,7 @@ class NumpyBackend(OperatorsMixin):
         )
 
     def aclrtSynchronizeEvent(self, event: Any) -> int:
-        status = self._event_status(event)
+        status = self._event_status(event) or self._event_captured(event, "aclrtSynchronizeEvent")
         if status:
             return status
         marker = event.marker
@@ -488,6 +501,8 @@ class NumpyBackend(OperatorsMixin):
         status = (
             self._event_status(start, "startEvent")
             or self._event_status(end, "endEvent")
+            or self._event_captured(start, "aclrtEventElapsedTime", "startEvent")
+            or self._event_captured(end, "aclrtEventElapsedTime", "endEvent")
             or self._timestamp_status(start, "startEvent")
             or self._timestamp_status(end, "endEvent")
         )
@@ -903,6 +918,9 @@ class NumpyBackend(OperatorsMixin):
                 "(ACL_ERROR_RT_STREAM_NOT_CAPTURED)",
             ), None
         self.modes.exit(capture)
+        for event in capture.events:  # ResetCaptureEvents: no longer capturing
+            if event.capture is capture:
+                event.capture = None
         if capture.invalidated:  # CANN destroys the graph and leaves the stream out of capture
             self.graphs.remove(capture.graph)
             return self._error(

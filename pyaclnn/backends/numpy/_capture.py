@@ -36,6 +36,11 @@ docs/zh/developer_notes/npugraph.md); tests/emulator/README.md lists the same:
   StreamSynchronize / StreamDestroy / ModelExecute), and so is
   aclrtSynchronizeDevice while a stream of the device captures
   (Context::Synchronize); the capture goes on;
+* aclrtSynchronizeEvent, aclrtQueryEventStatus and aclrtEventElapsedTime of an
+  event recorded into a capture that is still active are
+  ACL_ERROR_RT_EVENT_CAPTURED (ApiErrorDecorator::EventSynchronize /
+  EventQueryStatus / EventElapsedTime; Event::IsCapturing until the capture
+  ends);
 * aclmdlRICaptureEnd of a stream that is not capturing is
   ACL_ERROR_RT_STREAM_NOT_CAPTURED; of an invalidated capture
   ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED, the graph is then destroyed and the
@@ -54,6 +59,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ...constants import (
     ACL_MODEL_RI_CAPTURE_MODE_GLOBAL,
@@ -97,6 +103,7 @@ class Capture:
     thread: int
     graph: Graph
     invalidated: bool = False
+    events: list[Any] = field(default_factory=list, repr=False)  # recorded into it: "capturing"
 
 
 class Modes:
