@@ -562,3 +562,38 @@ def test_the_split_layout_exports_the_capture_calls_from_libacl_rt():
     assert Path(result["libraries"][0]).name == "libacl_rt.so"
     assert result["status"] == ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE and result["value"] == 9
     assert result["live"] == {}
+
+
+@pytest.mark.parametrize("name", ["numpy", "npu"])
+def test_destroying_a_repeatable_executor_a_live_graph_launches_is_a_hazard(
+    name, request, monkeypatch, hazards_expected
+):
+    if name == "npu":
+        monkeypatch.setenv("PYACLNN_ASCEND_HOME", str(request.getfixturevalue("emulator_home")))
+    b = name
+    emulator = backends.get(b)
+    acl.rt.set_device(0, backend=b)
+    stream = acl.rt.create_stream(backend=b)
+    pool = Pool(b)
+    fmt, f32, i32 = dtypes.ACL_FORMAT_NCDHW, dtypes.ACL_FLOAT, dtypes.ACL_INT32
+    x = acl.create_tensor(SHAPE, f32, None, 0, fmt, SHAPE, pool.x, backend=b)
+    out = acl.create_tensor(POOLED, f32, None, 0, fmt, POOLED, pool.out, backend=b)
+    idx = acl.create_tensor(POOLED, i32, None, 0, fmt, POOLED, pool.idx, backend=b)
+    arrays = [acl.create_int_array(v, backend=b) for v in ([2, 2, 2], [2, 2, 2], [0, 0, 0], [1, 1, 1])]
+    _, executor = aclnn.max_pool3d_with_argmax_get_workspace_size(x, *arrays, False, out, idx, backend=b)
+    acl.set_acl_op_executor_repeatable(executor, backend=b)
+    acl.mdl.capture_begin(stream, backend=b)
+    aclnn.max_pool3d_with_argmax(0, 0, executor, stream, backend=b)
+    graph = acl.mdl.capture_end(stream, backend=b)
+    before = emulator.hazard_count()
+    acl.destroy_acl_op_executor(executor, backend=b)
+    assert emulator.hazard_count() == before + 1
+    acl.mdl.destroy(graph, backend=b)
+    for t in (x, out, idx):
+        acl.destroy_tensor(t, backend=b)
+    for a in arrays:
+        acl.destroy_int_array(a, backend=b)
+    pool.free()
+    acl.rt.destroy_stream(stream, backend=b)
+    pyaclnn.finalize(b)
+    assert not any(emulator.live_counts().values())

@@ -1070,6 +1070,16 @@ class NumpyBackend(OperatorsMixin):
                 f"repeatable {executor.op} executor destroyed while a queued launch of it has not finished",
                 "aclDestroyAclOpExecutor",
             )
+        elif any(
+            isinstance(g, Graph) and any(task.owner is executor for task in g.tasks)
+            for g in self.graphs.values()
+        ):
+            # As the C emulator: a captured launch holds its executor until the graph goes.
+            self.hazards.report(
+                f"repeatable {executor.op} executor destroyed while a live graph (aclmdlRI) holds a "
+                "launch of it",
+                "aclDestroyAclOpExecutor",
+            )
         self.executors.remove(executor)
         return ACL_SUCCESS
 

@@ -47,7 +47,8 @@ docs/zh/developer_notes/npugraph.md); tests/emulator/README.md lists the same:
   stream no longer captures (Context::StreamEndCapture, ClearCaptureModel);
 * the device memory the recorded work uses must stay allocated until the graph
   is destroyed (CANN's capture docs, npugraph.md): freeing it meanwhile is a
-  hazard of the emulation, as freeing memory under queued work is.
+  hazard of the emulation, as freeing memory under queued work is; so is destroying a
+  repeatable executor whose launch a live graph holds.
 
 Not emulated: cross-stream capture (a stream that waits on an event recorded
 in a capture joins it in CANN), the end-capture thread check, task groups and
