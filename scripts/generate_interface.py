@@ -39,6 +39,8 @@ Rules for ``Backend``, C type to Python (the conventions of include/decl):
   handle types (streams, events, tensors, arrays, executors) are
   ``Handle``, a returned one ``Handle | None`` (NULL); the executor of phase 1
   is ``Handle | None``;
+* an in/out pointer (``aclmdlRICaptureThreadExchangeMode``'s ``mode``) is an
+  argument and also returned after the status;
 * numbers and enums are ``int``, ``bool`` is ``bool``, ``float`` is ``float``;
 * parameter names are the C names in snake_case (``self`` becomes ``self_``),
   positional-only as the low-level API passes them.
@@ -92,10 +94,13 @@ NOT_IN_BACKENDS = frozenset(
     }
 )
 RESULT_OVERRIDES = {"aclGetRecentErrMsg": "str"}  # "" when none; reading clears it
-POINTER_TYPEDEFS = frozenset({"aclrtStream", "aclrtEvent"})  # typedef void *
+POINTER_TYPEDEFS = frozenset({"aclrtStream", "aclrtEvent", "aclmdlRI"})  # typedef void *
 STRUCT_TYPES = frozenset({"aclTensor", "aclIntArray", "aclBoolArray", "aclOpExecutor"})
 HANDLE_TYPES = POINTER_TYPEDEFS | STRUCT_TYPES
 STATUS_TYPES = frozenset({"aclError", "aclnnStatus"})
+#: Pointer parameters that are read and written (acl_mdl.h: "mode [IN/OUT]"): an argument, and
+#: returned after the status as the out-parameters are.
+IN_OUT_PARAMS = frozenset({("aclmdlRICaptureThreadExchangeMode", "mode")})
 
 _PARAM = re.compile(r"^(?P<const>const\s+)?(?P<base>\w+)\s*(?P<stars>\**)\s*(?P<name>\w+)$")
 
@@ -165,6 +170,8 @@ def out_type(base: str, stars: str) -> str:
         if base == "aclOpExecutor":
             return "Handle | None"
         return "Handle" if base in HANDLE_TYPES else "Pointer"
+    if stars == "*" and base == "aclmdlRI":  # NULL when no capture made one, or it failed
+        return "Handle | None"
     if stars == "*" and base in HANDLE_TYPES:  # aclrtStream *, aclrtEvent * (void ** in C)
         return "Handle"
     return "float" if base in ("float", "double") else "int"
@@ -195,6 +202,8 @@ def method(result: str, name: str, params: tuple[str, ...]) -> str:
         depth = len(stars) + (base in POINTER_TYPEDEFS)
         if stars and not const and base != "char" and (depth >= 2 or base not in STRUCT_TYPES | {"void"}):
             outs.append(out_type(base, stars))
+            if (name, p["name"]) in IN_OUT_PARAMS:
+                args.append(f"{pname}: {out_type(base, stars)}")
             continue
         if const and stars == "*" and base in ("int64_t", "bool"):
             item = "bool" if base == "bool" else "int"

@@ -1,7 +1,9 @@
 /* ACL runtime calls (libascendcl.so, or libacl_rt.so on CANN >= 8.5).
  * Prototypes as CANN's acl/acl_rt.h declares them (8.1.RC1 and current), checked
  * against hicann/runtime include/external/acl/acl_rt.h (events ~l.1703-1810,
- * aclrtStreamWaitEvent ~l.2872). Read by cffi's
+ * aclrtStreamWaitEvent ~l.2872). The aclmdlRI* stream-capture calls are declared as
+ * CANN 8.1.RC1's acl/acl_mdl.h declares them (current CANN moves them to acl/acl_rt.h, same
+ * prototypes); libascendcl.so exports them (libacl_rt.so on CANN >= 8.5). Read by cffi's
  * cdef() and by the C/C++ wrapper include/acl/acl.h.
  */
 
@@ -43,3 +45,9 @@ aclError aclrtGetSysParamOpt(aclSysParamOpt opt, int64_t *value);
 aclError aclrtGetVersion(int32_t *majorVersion, int32_t *minorVersion, int32_t *patchVersion);
 const char *aclrtGetSocName(void);
 size_t aclDataTypeSize(aclDataType dataType);
+aclError aclmdlRICaptureBegin(aclrtStream stream, aclmdlRICaptureMode mode);
+aclError aclmdlRICaptureGetInfo(aclrtStream stream, aclmdlRICaptureStatus *status, aclmdlRI *modelRI);
+aclError aclmdlRICaptureEnd(aclrtStream stream, aclmdlRI *modelRI);
+aclError aclmdlRICaptureThreadExchangeMode(aclmdlRICaptureMode *mode);
+aclError aclmdlRIExecuteAsync(aclmdlRI modelRI, aclrtStream stream);
+aclError aclmdlRIDestroy(aclmdlRI modelRI);

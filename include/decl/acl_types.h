@@ -13,6 +13,9 @@ typedef int32_t aclnnStatus;
 typedef void *aclrtStream;
 typedef void *aclrtContext;
 typedef void *aclrtEvent;
+/* acl/acl_mdl.h (8.1.RC1; current CANN moves it to acl/acl_rt.h): a model runtime instance, the
+ * graph aclmdlRICaptureEnd returns. */
+typedef void *aclmdlRI;
 typedef uint16_t aclFloat16;
 
 typedef struct aclOpExecutor aclOpExecutor;
@@ -129,3 +132,18 @@ typedef enum {
 #define ACL_EVENT_TIME_LINE 8
 #define ACL_EVENT_DEVICE_USE_ONLY 16
 #define ACL_EVENT_EXTERNAL 32
+
+/* Stream capture (acl/acl_mdl.h of 8.1.RC1, which numbers them implicitly from 0; current CANN
+ * declares the same values in acl/acl_rt.h). The mode limits the calls that are not safe during a
+ * capture: aclrtMemcpy, aclrtMemset and async copies of pageable host memory. */
+typedef enum {
+    ACL_MODEL_RI_CAPTURE_MODE_GLOBAL = 0,
+    ACL_MODEL_RI_CAPTURE_MODE_THREAD_LOCAL = 1,
+    ACL_MODEL_RI_CAPTURE_MODE_RELAXED = 2
+} aclmdlRICaptureMode;
+
+typedef enum {
+    ACL_MODEL_RI_CAPTURE_STATUS_NONE = 0,
+    ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE = 1,
+    ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED = 2
+} aclmdlRICaptureStatus;

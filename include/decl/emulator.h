@@ -4,7 +4,8 @@
  *
  * pyaclnnEmuLiveCounts fills counts[0..n) with the numbers of live
  * device allocations, host allocations, tensors, int arrays, bool arrays,
- * executors, streams and host registrations (aclrtHostRegister), in that
+ * executors, streams, host registrations (aclrtHostRegister) and graphs
+ * (aclmdlRI, from aclmdlRICaptureBegin until aclmdlRIDestroy), in that
  * order, and returns how many it wrote.
  */
 

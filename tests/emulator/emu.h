@@ -22,7 +22,7 @@
 #include "aclnnop/aclnn_ops.h"
 #include "decl/emulator.h"
 
-/* Kinds of tracked objects. The first seven, then EMU_MAPPED_ALLOC, are the
+/* Kinds of tracked objects. The first seven, then EMU_MAPPED_ALLOC and EMU_GRAPH, are the
  * order of pyaclnnEmuLiveCounts; allocations are counted from the allocation
  * table. */
 enum {
@@ -37,7 +37,8 @@ enum {
     EMU_FLOAT_ARRAY = 8,
     EMU_EVENT = 9,
     EMU_MAPPED_ALLOC = 10, /* host memory mapped with aclrtHostRegister: the caller's, never freed here */
-    EMU_KIND_COUNT = 11
+    EMU_GRAPH = 11,        /* aclmdlRI, from aclmdlRICaptureBegin until aclmdlRIDestroy */
+    EMU_KIND_COUNT = 12
 };
 
 /* Record the calling thread's recent error message (printf-style). */

@@ -425,11 +425,13 @@ static void table_remove(const char *api, long i)
     }
     b->freed = 1;
     if (b->kind == EMU_MAPPED_ALLOC) {
-        emu_hazard("host memory %p (%zu bytes) unregistered while %d queued or running task(s) still use it, %s",
+        emu_hazard("host memory %p (%zu bytes) unregistered while %d queued, running or captured task(s) still "
+                   "use it, %s",
                    (void *)b->base, b->size, b->users, api);
         return;
     }
-    emu_hazard("%s memory %p (%zu bytes) freed while %d queued or running task(s) still use it, %s",
+    emu_hazard("%s memory %p (%zu bytes) freed while %d queued, running or captured task(s) still use it "
+               "(a live aclmdlRI graph keeps its captured tasks until aclmdlRIDestroy), %s",
                b->kind == EMU_DEVICE_ALLOC ? "device" : "pinned host", (void *)b->base, b->size, b->users, api);
 }
 
@@ -668,8 +670,12 @@ static aclError check_memcpy(const char *api, void *dst, size_t destMax, const v
 /* CANN: the synchronous copy does not wait for any stream; it copies now. */
 aclError aclrtMemcpy(void *dst, size_t destMax, const void *src, size_t count, aclrtMemcpyKind kind)
 {
-    if (emu_context_device("aclrtMemcpy") < 0) { /* ApiImpl::MemCopySync */
+    int device = emu_context_device("aclrtMemcpy"); /* ApiImpl::MemCopySync */
+    if (device < 0) {
         return ACL_ERROR_RT_CONTEXT_NULL;
+    }
+    if (emu_capture_unsafe_check("aclrtMemcpy", device) != ACL_SUCCESS) { /* then the capture mode */
+        return ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT;
     }
     aclError rc = check_memcpy("aclrtMemcpy", dst, destMax, src, count, kind);
     if (rc == ACL_SUCCESS && count > 0) {
@@ -726,6 +732,13 @@ static aclError submit_copy(const char *api, const copy_job *job, aclrtStream st
     int dst = use_range(task, job->dst, job->count);
     int src = job->src != NULL ? use_range(task, job->src, job->count) : 0;
     pthread_mutex_unlock(&emu_lock);
+    if (dst == 1 || src == 1) { /* pageable: synchronous to the caller, an unsafe call of a capture */
+        aclError refused = emu_capture_pageable_check(api, stream);
+        if (refused != ACL_SUCCESS) {
+            pyaclnnEmuTaskDiscard(task);
+            return refused;
+        }
+    }
     uint64_t ticket;
     aclError rc = dst < 0 || src < 0 ? ACL_ERROR_RT_RESOURCE_ALLOC_FAIL : emu_task_submit(task, stream, &ticket);
     if (dst < 0 || src < 0) {
@@ -781,8 +794,12 @@ static aclError check_memset(const char *api, void *devPtr, size_t maxCount, siz
 /* CANN: the synchronous memset does not wait for any stream; it sets now. */
 aclError aclrtMemset(void *devPtr, size_t maxCount, int32_t value, size_t count)
 {
-    if (emu_context_device("aclrtMemset") < 0) {
+    int device = emu_context_device("aclrtMemset"); /* ApiImpl::MemSetSync */
+    if (device < 0) {
         return ACL_ERROR_RT_CONTEXT_NULL;
+    }
+    if (emu_capture_unsafe_check("aclrtMemset", device) != ACL_SUCCESS) {
+        return ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT;
     }
     aclError rc = check_memset("aclrtMemset", devPtr, maxCount, count);
     if (rc == ACL_SUCCESS) {
@@ -1042,15 +1059,18 @@ size_t aclDataTypeSize(aclDataType dataType)
     }
 }
 
+/* The kind counted at position i of pyaclnnEmuLiveCounts. */
+static int live_kind(int i) { return i < 7 ? i : i == 7 ? EMU_MAPPED_ALLOC : EMU_GRAPH; }
+
 int pyaclnnEmuLiveCounts(int64_t *counts, int n)
 {
     if (counts == NULL || n <= 0) {
         return 0;
     }
-    int written = n < 8 ? n : 8;
+    int written = n < 9 ? n : 9;
     pthread_mutex_lock(&emu_lock);
     for (int i = 0; i < written; i++) {
-        counts[i] = g_live[i < 7 ? i : EMU_MAPPED_ALLOC];
+        counts[i] = g_live[live_kind(i)];
     }
     pthread_mutex_unlock(&emu_lock);
     return written;
@@ -1071,10 +1091,10 @@ int pyaclnnEmuDeviceLiveCounts(int32_t device, int64_t *counts, int n)
     if (counts == NULL || n <= 0 || device < 0 || device >= emu_device_count()) {
         return 0;
     }
-    int written = n < 8 ? n : 8;
+    int written = n < 9 ? n : 9;
     pthread_mutex_lock(&emu_lock);
     for (int i = 0; i < written; i++) {
-        counts[i] = g_live[i < 7 ? i : EMU_MAPPED_ALLOC]; /* descriptors and executors are global */
+        counts[i] = g_live[live_kind(i)]; /* descriptors and executors are global */
     }
     counts[0] = device_allocs(EMU_DEVICE_ALLOC, device);
     if (written > 1) {
@@ -1085,6 +1105,9 @@ int pyaclnnEmuDeviceLiveCounts(int32_t device, int64_t *counts, int n)
     }
     if (written > 7) {
         counts[7] = device_allocs(EMU_MAPPED_ALLOC, device);
+    }
+    if (written > 8) {
+        counts[8] = emu_graph_count_locked(device);
     }
     pthread_mutex_unlock(&emu_lock);
     return written;

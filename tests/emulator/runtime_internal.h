@@ -84,4 +84,16 @@ void emu_stream_wait(aclrtStream stream, uint64_t ticket);
 /* Caller holds emu_lock. Live aclrtCreateStream streams of `device`. */
 int64_t emu_stream_count_locked(int device);
 
+/* ---- stream capture (streams.c) ------------------------------------------ */
+
+/* aclrtMemcpy / aclrtMemset of the calling thread on `device`: ACL_SUCCESS,
+ * or ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT with the message set when a
+ * capture's mode forbids them now (CANN's Context::IsCaptureModeSupport). */
+aclError emu_capture_unsafe_check(const char *api, int device);
+/* An async copy of pageable host memory on `stream`: as above, and on a
+ * capturing stream refused in every mode, invalidating the capture. */
+aclError emu_capture_pageable_check(const char *api, aclrtStream stream);
+/* Caller holds emu_lock. Live graphs (aclmdlRI) of `device`. */
+int64_t emu_graph_count_locked(int device);
+
 #endif

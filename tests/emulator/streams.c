@@ -9,6 +9,9 @@
  *   aclrtRecordEvent, aclrtStreamWaitEvent) enqueue a task and return;
  * - a task that fails records a sticky error on its stream, reported once by
  *   the next aclrtSynchronizeStream / aclrtSynchronizeDevice;
+ * - on a stream that is capturing (aclmdlRICaptureBegin .. End) the tasks,
+ *   event records and waits go to a graph instead of the queue, and
+ *   aclmdlRIExecuteAsync queues them again (the section at the end of this file);
  * - every task has a ticket (a global, increasing number). A stream has run
  *   everything up to ticket T when its running task and queue head (if any)
  *   have tickets above T, which is what the synchronizations wait for.
@@ -82,7 +85,19 @@ typedef struct emu_stream {
     aclError error;
     char error_msg[EMU_MSG_LEN];
     struct emu_stream *next; /* list of created streams */
+    /* Stream capture (aclmdlRICaptureBegin .. End): the status
+     * (ACL_MODEL_RI_CAPTURE_STATUS_*), mode and thread of the capture, and
+     * the graph its tasks go to instead of the queue. */
+    int capture_status;
+    int capture_mode;
+    pthread_t capture_thread;
+    struct emu_graph *capture;
 } emu_stream;
+
+struct emu_graph;
+/* Caller holds emu_lock. Appends a recorded task, or an event record (record
+ * 1) or wait (record 0), to the graph. 0 ok, -1 out of memory. */
+static int graph_add_locked(struct emu_graph *g, emu_task *task, void *event, int record);
 
 static pthread_cond_t g_progress = PTHREAD_COND_INITIALIZER;
 static uint64_t g_ticket;
@@ -370,6 +385,23 @@ aclError emu_task_submit(emu_task *task, aclrtStream stream, uint64_t *ticket)
     pthread_mutex_lock(&emu_lock);
     emu_stream *s;
     aclError rc = resolve_locked(task->api, stream, 1, &s);
+    if (rc == ACL_SUCCESS && s->capture_status != ACL_MODEL_RI_CAPTURE_STATUS_NONE) {
+        /* Capturing: the task goes to the graph, keeping the memory it uses. */
+        task->stream = s;
+        task->handle = stream;
+        if (ticket != NULL) {
+            *ticket = 0;
+        }
+        if (graph_add_locked(s->capture, task, NULL, 0) != 0) {
+            s->capture_status = ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED; /* CANN: a task the capture could not take */
+            pthread_mutex_unlock(&emu_lock);
+            pyaclnnEmuTaskDiscard(task);
+            pyaclnnEmuSetError("%s: out of host memory for the captured task; the capture is invalidated", task->api);
+            return ACL_ERROR_RT_RESOURCE_ALLOC_FAIL;
+        }
+        pthread_mutex_unlock(&emu_lock);
+        return ACL_SUCCESS;
+    }
     int started = rc == ACL_SUCCESS && (s->started || pthread_create(&s->thread, NULL, worker_main, s) == 0);
     if (!started) {
         pthread_mutex_unlock(&emu_lock);
@@ -453,6 +485,12 @@ aclError aclrtSynchronizeStream(aclrtStream stream)
     pthread_mutex_lock(&emu_lock);
     emu_stream *s;
     aclError rc = resolve_locked("aclrtSynchronizeStream", stream, 0, &s);
+    if (rc == ACL_SUCCESS && s->capture_status != ACL_MODEL_RI_CAPTURE_STATUS_NONE) {
+        pyaclnnEmuSetError("aclrtSynchronizeStream: stream %p is capturing (aclmdlRICaptureBegin): not supported "
+                           "until aclmdlRICaptureEnd (ACL_ERROR_RT_STREAM_CAPTURED)",
+                           stream);
+        rc = ACL_ERROR_RT_STREAM_CAPTURED;
+    }
     if (rc != ACL_SUCCESS) {
         pthread_mutex_unlock(&emu_lock);
         return rc;
@@ -504,6 +542,16 @@ aclError aclrtSynchronizeDevice(void)
     if (device < 0) {
         pthread_mutex_unlock(&emu_lock);
         return ACL_ERROR_RT_CONTEXT_NULL;
+    }
+    for (const emu_stream *s = g_streams; s != NULL; s = s->next) {
+        if (s->device == device && s->capture_status != ACL_MODEL_RI_CAPTURE_STATUS_NONE) {
+            /* Context::Synchronize refuses before it waits for anything */
+            pyaclnnEmuSetError("aclrtSynchronizeDevice: stream %p is capturing (aclmdlRICaptureBegin): not "
+                               "supported until aclmdlRICaptureEnd (ACL_ERROR_RT_STREAM_CAPTURED)",
+                               (const void *)s);
+            pthread_mutex_unlock(&emu_lock);
+            return ACL_ERROR_RT_STREAM_CAPTURED;
+        }
     }
     stream_of(NULL); /* initializes the default stream */
     uint64_t ticket = g_ticket;
@@ -566,6 +614,7 @@ aclError aclrtDestroyStream(aclrtStream stream)
     int device = emu_context_device("aclrtDestroyStream");
     int live = device >= 0 && emu_handle_live_locked(EMU_STREAM, stream);
     int owner = live ? ((emu_stream *)stream)->device : -1;
+    int capturing = live && ((emu_stream *)stream)->capture_status != ACL_MODEL_RI_CAPTURE_STATUS_NONE;
     pthread_mutex_unlock(&emu_lock);
     if (device < 0) {
         return ACL_ERROR_RT_CONTEXT_NULL;
@@ -576,6 +625,12 @@ aclError aclrtDestroyStream(aclrtStream stream)
                            "aclrtSetDevice(%d) first",
                            stream, owner, device, owner);
         return ACL_ERROR_RT_STREAM_CONTEXT;
+    }
+    if (capturing) { /* ApiErrorDecorator::StreamDestroy */
+        pyaclnnEmuSetError("aclrtDestroyStream: stream %p is capturing (aclmdlRICaptureBegin): end the capture "
+                           "first (ACL_ERROR_RT_STREAM_CAPTURED)",
+                           stream);
+        return ACL_ERROR_RT_STREAM_CAPTURED;
     }
     if (!pyaclnnEmuHandleRemove(EMU_STREAM, stream)) {
         pyaclnnEmuSetError("aclrtDestroyStream: stream %p is not live (destroyed twice, or not from "
@@ -660,6 +715,7 @@ typedef struct {
     uint64_t recorded, completed;
     struct timespec stamp; /* when the marker of `completed` ran */
     int refs;
+    const void *capture; /* the graph of an active capture it was recorded into, else NULL */
 } emu_event;
 
 typedef struct {
@@ -802,6 +858,34 @@ static aclError submit_event_job(const char *api, emu_event *e, uint64_t record,
     return emu_task_submit(task, stream, NULL);
 }
 
+/* Caller holds emu_lock. Records an event record or wait into the capture of s. */
+static aclError capture_event_locked(const char *api, emu_stream *s, emu_event *e, int record)
+{
+    if (graph_add_locked(s->capture, NULL, e, record) != 0) {
+        s->capture_status = ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED;
+        pyaclnnEmuSetError("%s: out of host memory for the captured task; the capture is invalidated", api);
+        return ACL_ERROR_RT_RESOURCE_ALLOC_FAIL;
+    }
+    if (record) {
+        e->capture = s->capture; /* CANN's Event::IsCapturing, until the capture ends */
+    }
+    return ACL_SUCCESS;
+}
+
+/* Caller holds emu_lock. ACL_ERROR_RT_EVENT_CAPTURED (with the message) for an event
+ * recorded into a capture still active: CANN refuses to synchronize or query it
+ * (ApiErrorDecorator::EventSynchronize / EventQueryStatus / EventElapsedTime). */
+static aclError event_captured_locked(const char *api, const char *arg, const emu_event *e, aclrtEvent handle)
+{
+    if (e->capture == NULL) {
+        return ACL_SUCCESS;
+    }
+    pyaclnnEmuSetError("%s: %s %p was recorded into a capture that has not ended: not supported until "
+                       "aclmdlRICaptureEnd (ACL_ERROR_RT_EVENT_CAPTURED)",
+                       api, arg, handle);
+    return ACL_ERROR_RT_EVENT_CAPTURED;
+}
+
 aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream)
 {
     static const char api[] = "aclrtRecordEvent";
@@ -819,6 +903,12 @@ aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream)
                            "cannot be recorded on a stream of another device (ACL_ERROR_RT_STREAM_CONTEXT)",
                            api, event, e->device, stream, s->device);
         rc = ACL_ERROR_RT_STREAM_CONTEXT;
+    }
+    if (rc == ACL_SUCCESS && s->capture_status != ACL_MODEL_RI_CAPTURE_STATUS_NONE) {
+        /* Recorded: each replay records the event anew on its stream. */
+        rc = capture_event_locked(api, s, e, 1);
+        pthread_mutex_unlock(&emu_lock);
+        return rc;
     }
     uint64_t record = rc == ACL_SUCCESS ? ++e->recorded : 0;
     pthread_mutex_unlock(&emu_lock);
@@ -843,6 +933,13 @@ aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent event)
     /* The stream must be the current device's; the event may be another's
      * (the cross-device wait of Atlas A2/A3). */
     aclError rc = e != NULL && (flag & ACL_EVENT_SYNC) ? resolve_locked(api, stream, 1, &s) : ACL_SUCCESS;
+    if (e != NULL && (flag & ACL_EVENT_SYNC) && rc == ACL_SUCCESS
+        && s->capture_status != ACL_MODEL_RI_CAPTURE_STATUS_NONE) {
+        /* Recorded: each replay waits for the event's record latest then. */
+        rc = capture_event_locked(api, s, e, 0);
+        pthread_mutex_unlock(&emu_lock);
+        return rc;
+    }
     pthread_mutex_unlock(&emu_lock);
     if (e == NULL) {
         return ACL_ERROR_INVALID_PARAM;
@@ -864,6 +961,8 @@ aclError aclrtQueryEventStatus(aclrtEvent event, aclrtEventRecordedStatus *statu
     pthread_mutex_lock(&emu_lock);
     emu_event *e = event_of("aclrtQueryEventStatus", event);
     int complete = e != NULL && e->completed >= e->recorded;
+    aclError captured = e != NULL && status != NULL ? event_captured_locked("aclrtQueryEventStatus", "event", e, event)
+                                                    : ACL_SUCCESS;
     pthread_mutex_unlock(&emu_lock);
     if (e == NULL) {
         return ACL_ERROR_INVALID_PARAM;
@@ -871,6 +970,9 @@ aclError aclrtQueryEventStatus(aclrtEvent event, aclrtEventRecordedStatus *statu
     if (status == NULL) {
         pyaclnnEmuSetError("aclrtQueryEventStatus: status is NULL");
         return ACL_ERROR_INVALID_PARAM;
+    }
+    if (captured != ACL_SUCCESS) {
+        return captured;
     }
     *status = complete ? ACL_EVENT_RECORDED_STATUS_COMPLETE : ACL_EVENT_RECORDED_STATUS_NOT_READY;
     return ACL_SUCCESS;
@@ -883,6 +985,11 @@ aclError aclrtSynchronizeEvent(aclrtEvent event)
     if (e == NULL) {
         pthread_mutex_unlock(&emu_lock);
         return ACL_ERROR_INVALID_PARAM;
+    }
+    aclError captured = event_captured_locked("aclrtSynchronizeEvent", "event", e, event);
+    if (captured != ACL_SUCCESS) {
+        pthread_mutex_unlock(&emu_lock);
+        return captured;
     }
     uint64_t record = e->recorded;
     e->refs++; /* it may be destroyed while we wait */
@@ -931,7 +1038,13 @@ aclError aclrtEventElapsedTime(float *ms, aclrtEvent startEvent, aclrtEvent endE
     pthread_mutex_lock(&emu_lock);
     emu_event *start = event_of(api, startEvent);
     emu_event *end = start != NULL ? event_of(api, endEvent) : NULL;
-    aclError rc = end == NULL ? ACL_ERROR_INVALID_PARAM : event_time_locked("startEvent", start, startEvent, &t0);
+    aclError rc = end == NULL ? ACL_ERROR_INVALID_PARAM : event_captured_locked(api, "startEvent", start, startEvent);
+    if (rc == ACL_SUCCESS) {
+        rc = event_captured_locked(api, "endEvent", end, endEvent);
+    }
+    if (rc == ACL_SUCCESS) {
+        rc = event_time_locked("startEvent", start, startEvent, &t0);
+    }
     if (rc == ACL_SUCCESS) {
         rc = event_time_locked("endEvent", end, endEvent, &t1);
     }
@@ -940,4 +1053,435 @@ aclError aclrtEventElapsedTime(float *ms, aclrtEvent startEvent, aclrtEvent endE
         *ms = (float)((double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
     }
     return rc;
+}
+
+/* ---- stream capture (aclmdlRI) -------------------------------------------------
+ *
+ * Between aclmdlRICaptureBegin and aclmdlRICaptureEnd the tasks submitted to
+ * the stream (launches, async copies and memsets) go to a graph instead of
+ * the queue, keeping the memory they use (freeing it is then a hazard, as for
+ * queued work); event records and waits are recorded as steps of their own.
+ * aclmdlRIExecuteAsync queues every step on a stream, in order: a recorded
+ * task runs again (its kernel, with its simulated time) through a replay task
+ * that holds the graph; a record records the event anew, a wait waits for the
+ * event's record latest then. The rules and their sources are listed in
+ * README.md ("Stream capture"); the numpy backend's
+ * pyaclnn/backends/numpy/_capture.py implements the same. */
+
+typedef struct emu_step {
+    struct emu_step *next;
+    emu_task *task;   /* a recorded task (never queued itself), or NULL */
+    emu_event *event; /* else an event record (record 1) or wait (record 0); holds a reference */
+    int record;
+} emu_step;
+
+typedef struct emu_graph {
+    int device;
+    int refs; /* the handle, until aclmdlRIDestroy, plus each queued replay task */
+    emu_step *head, *tail;
+} emu_graph;
+
+static _Thread_local int t_exchange_mode = ACL_MODEL_RI_CAPTURE_MODE_GLOBAL; /* CANN's default */
+static int64_t g_graph_count[EMU_MAX_DEVICES];
+
+int64_t emu_graph_count_locked(int device) { return g_graph_count[device]; }
+
+static int graph_add_locked(struct emu_graph *g, emu_task *task, void *event, int record)
+{
+    emu_step *step = calloc(1, sizeof *step);
+    if (step == NULL) {
+        return -1;
+    }
+    step->task = task;
+    step->event = event;
+    step->record = record;
+    if (event != NULL) {
+        step->event->refs++;
+    }
+    if (g->tail != NULL) {
+        g->tail->next = step;
+    } else {
+        g->head = step;
+    }
+    g->tail = step;
+    return 0;
+}
+
+/* Without the lock. One reference fewer; the last frees the recorded tasks
+ * (their contexts released, their memory let go) and the event references. */
+static void graph_unref(emu_graph *g)
+{
+    pthread_mutex_lock(&emu_lock);
+    int gone = --g->refs == 0;
+    pthread_mutex_unlock(&emu_lock);
+    if (!gone) {
+        return;
+    }
+    for (emu_step *step = g->head, *next; step != NULL; step = next) {
+        next = step->next;
+        if (step->task != NULL) {
+            task_release_ctx(step->task);
+        }
+        pthread_mutex_lock(&emu_lock);
+        if (step->task != NULL) {
+            task_free_locked(step->task);
+        } else {
+            event_unref_locked(step->event);
+        }
+        pthread_mutex_unlock(&emu_lock);
+        free(step);
+    }
+    free(g);
+}
+
+/* Caller holds emu_lock. 1 when the calling thread may make a call that is
+ * not safe during a capture (aclrtMemcpy, aclrtMemset, a pageable async copy)
+ * on `device`: CANN's Context::IsCaptureModeSupport, with the context's mode
+ * the strictest of its active captures and the thread's the strictest of
+ * those it began. */
+static int unsafe_allowed_locked(int device)
+{
+    int context_mode = ACL_MODEL_RI_CAPTURE_MODE_RELAXED + 1; /* no capture */
+    int thread_mode = context_mode;
+    pthread_t me = pthread_self();
+    for (const emu_stream *s = g_streams; s != NULL; s = s->next) {
+        if (s->device != device || s->capture_status == ACL_MODEL_RI_CAPTURE_STATUS_NONE) {
+            continue;
+        }
+        context_mode = s->capture_mode < context_mode ? s->capture_mode : context_mode;
+        if (pthread_equal(s->capture_thread, me) && s->capture_mode < thread_mode) {
+            thread_mode = s->capture_mode;
+        }
+    }
+    if (context_mode > ACL_MODEL_RI_CAPTURE_MODE_RELAXED) {
+        return 1;
+    }
+    if (t_exchange_mode == ACL_MODEL_RI_CAPTURE_MODE_GLOBAL) {
+        return !(context_mode == ACL_MODEL_RI_CAPTURE_MODE_GLOBAL || thread_mode == ACL_MODEL_RI_CAPTURE_MODE_THREAD_LOCAL);
+    }
+    if (t_exchange_mode == ACL_MODEL_RI_CAPTURE_MODE_THREAD_LOCAL) {
+        return !(thread_mode == ACL_MODEL_RI_CAPTURE_MODE_GLOBAL || thread_mode == ACL_MODEL_RI_CAPTURE_MODE_THREAD_LOCAL);
+    }
+    return 1;
+}
+
+static aclError unsafe_refused(const char *api)
+{
+    pyaclnnEmuSetError("%s: not permitted while a stream is capturing in a mode that forbids it (GLOBAL, or "
+                       "THREAD_LOCAL in the capturing thread); aclmdlRICaptureThreadExchangeMode(RELAXED) allows "
+                       "it in this thread (ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT)",
+                       api);
+    return ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT;
+}
+
+aclError emu_capture_unsafe_check(const char *api, int device)
+{
+    pthread_mutex_lock(&emu_lock);
+    int allowed = unsafe_allowed_locked(device);
+    pthread_mutex_unlock(&emu_lock);
+    return allowed ? ACL_SUCCESS : unsafe_refused(api);
+}
+
+aclError emu_capture_pageable_check(const char *api, aclrtStream stream)
+{
+    pthread_mutex_lock(&emu_lock);
+    emu_stream *s;
+    aclError rc = resolve_locked(api, stream, 1, &s);
+    if (rc != ACL_SUCCESS) {
+        pthread_mutex_unlock(&emu_lock);
+        return rc;
+    }
+    int allowed = unsafe_allowed_locked(s->device);
+    int capturing = s->capture_status != ACL_MODEL_RI_CAPTURE_STATUS_NONE;
+    if (capturing) { /* the copy cannot become a task of the graph */
+        s->capture_status = ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED;
+    }
+    pthread_mutex_unlock(&emu_lock);
+    if (!allowed) {
+        return unsafe_refused(api);
+    }
+    if (capturing) {
+        pyaclnnEmuSetError("%s: a copy of pageable host memory cannot be captured (stream %p is capturing; copy "
+                           "from aclrtMallocHost memory); the capture is now invalidated",
+                           api, stream);
+        return ACL_ERROR_RT_PARAM_INVALID;
+    }
+    return ACL_SUCCESS;
+}
+
+static aclError bad_mode(const char *api, int mode)
+{
+    pyaclnnEmuSetError("%s: mode %d is not an aclmdlRICaptureMode (GLOBAL 0, THREAD_LOCAL 1, RELAXED 2)", api, mode);
+    return ACL_ERROR_RT_PARAM_INVALID;
+}
+
+aclError aclmdlRICaptureBegin(aclrtStream stream, aclmdlRICaptureMode mode)
+{
+    static const char api[] = "aclmdlRICaptureBegin";
+    if (stream == NULL) { /* the ACL layer's ACL_REQUIRES_NOT_NULL, before the runtime */
+        pyaclnnEmuSetError("%s: stream is NULL: the default stream cannot be captured; capture a stream from "
+                           "aclrtCreateStream",
+                           api);
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    if ((int)mode < ACL_MODEL_RI_CAPTURE_MODE_GLOBAL || (int)mode > ACL_MODEL_RI_CAPTURE_MODE_RELAXED) {
+        return bad_mode(api, (int)mode);
+    }
+    emu_graph *g = calloc(1, sizeof *g);
+    if (g == NULL || pyaclnnEmuHandleAdd(EMU_GRAPH, g) != 0) {
+        free(g);
+        pyaclnnEmuSetError("%s: out of host memory", api);
+        return ACL_ERROR_RT_RESOURCE_ALLOC_FAIL;
+    }
+    pthread_mutex_lock(&emu_lock);
+    emu_stream *s;
+    aclError rc = resolve_locked(api, stream, 1, &s);
+    if (rc == ACL_SUCCESS && s->capture_status != ACL_MODEL_RI_CAPTURE_STATUS_NONE) {
+        pyaclnnEmuSetError("%s: stream %p is already capturing (%s); end that capture with aclmdlRICaptureEnd "
+                           "first (ACL_ERROR_RT_STREAM_CAPTURED)",
+                           api, stream,
+                           s->capture_status == ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE ? "active" : "invalidated");
+        rc = ACL_ERROR_RT_STREAM_CAPTURED;
+    }
+    if (rc == ACL_SUCCESS) {
+        g->device = s->device;
+        g->refs = 1;
+        g_graph_count[s->device]++;
+        s->capture = g;
+        s->capture_status = ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE;
+        s->capture_mode = (int)mode;
+        s->capture_thread = pthread_self();
+    }
+    pthread_mutex_unlock(&emu_lock);
+    if (rc != ACL_SUCCESS) {
+        pyaclnnEmuHandleRemove(EMU_GRAPH, g);
+        free(g);
+    }
+    return rc;
+}
+
+aclError aclmdlRICaptureGetInfo(aclrtStream stream, aclmdlRICaptureStatus *status, aclmdlRI *modelRI)
+{
+    static const char api[] = "aclmdlRICaptureGetInfo";
+    if (stream == NULL || (status == NULL && modelRI == NULL)) {
+        pyaclnnEmuSetError("%s: %s", api, stream == NULL ? "stream is NULL" : "status and modelRI are both NULL");
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    pthread_mutex_lock(&emu_lock);
+    emu_stream *s;
+    aclError rc = resolve_locked(api, stream, 0, &s);
+    if (rc == ACL_SUCCESS) {
+        if (status != NULL) {
+            *status = (aclmdlRICaptureStatus)s->capture_status;
+        }
+        if (modelRI != NULL) {
+            *modelRI = s->capture;
+        }
+    }
+    pthread_mutex_unlock(&emu_lock);
+    return rc;
+}
+
+aclError aclmdlRICaptureEnd(aclrtStream stream, aclmdlRI *modelRI)
+{
+    static const char api[] = "aclmdlRICaptureEnd";
+    if (stream == NULL || modelRI == NULL) {
+        pyaclnnEmuSetError("%s: %s is NULL", api, stream == NULL ? "stream" : "modelRI");
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    *modelRI = NULL;
+    pthread_mutex_lock(&emu_lock);
+    emu_stream *s;
+    aclError rc = resolve_locked(api, stream, 1, &s);
+    emu_graph *g = NULL;
+    int invalidated = 0;
+    if (rc == ACL_SUCCESS && s->capture_status == ACL_MODEL_RI_CAPTURE_STATUS_NONE) {
+        pyaclnnEmuSetError("%s: stream %p is not capturing; call aclmdlRICaptureBegin first "
+                           "(ACL_ERROR_RT_STREAM_NOT_CAPTURED)",
+                           api, stream);
+        rc = ACL_ERROR_RT_STREAM_NOT_CAPTURED;
+    } else if (rc == ACL_SUCCESS) {
+        g = s->capture;
+        for (emu_step *step = g->head; step != NULL; step = step->next) { /* ResetCaptureEvents */
+            if (step->event != NULL && step->event->capture == g) {
+                step->event->capture = NULL;
+            }
+        }
+        invalidated = s->capture_status == ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED;
+        s->capture = NULL;
+        s->capture_status = ACL_MODEL_RI_CAPTURE_STATUS_NONE;
+        if (invalidated) {
+            g_graph_count[g->device]--;
+        }
+    }
+    pthread_mutex_unlock(&emu_lock);
+    if (invalidated) { /* CANN destroys the graph and leaves the stream out of capture */
+        pyaclnnEmuHandleRemove(EMU_GRAPH, g);
+        graph_unref(g);
+        pyaclnnEmuSetError("%s: the capture of stream %p was invalidated by a call it could not record; its work "
+                           "is dropped (ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED)",
+                           api, stream);
+        return ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED;
+    }
+    if (rc == ACL_SUCCESS) {
+        *modelRI = g;
+    }
+    return rc;
+}
+
+aclError aclmdlRICaptureThreadExchangeMode(aclmdlRICaptureMode *mode)
+{
+    static const char api[] = "aclmdlRICaptureThreadExchangeMode";
+    if (mode == NULL) {
+        pyaclnnEmuSetError("%s: mode is NULL", api);
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    if ((int)*mode < ACL_MODEL_RI_CAPTURE_MODE_GLOBAL || (int)*mode > ACL_MODEL_RI_CAPTURE_MODE_RELAXED) {
+        return bad_mode(api, (int)*mode);
+    }
+    int old = t_exchange_mode;
+    t_exchange_mode = (int)*mode;
+    *mode = (aclmdlRICaptureMode)old;
+    return ACL_SUCCESS;
+}
+
+/* Caller holds emu_lock. 1 if `g` is the graph of an active capture. */
+static int graph_capturing_locked(const emu_graph *g)
+{
+    for (const emu_stream *s = g_streams; s != NULL; s = s->next) {
+        if (s->capture == g) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Caller holds emu_lock. ACL_SUCCESS for a live graph that no capture is still recording. */
+static aclError graph_check_locked(const char *api, aclmdlRI modelRI)
+{
+    if (!emu_handle_live_locked(EMU_GRAPH, modelRI)) {
+        pyaclnnEmuSetError("%s: modelRI %p is not a live graph (destroyed, or not from aclmdlRICaptureEnd)", api,
+                           modelRI);
+        return ACL_ERROR_RT_PARAM_INVALID;
+    }
+    if (graph_capturing_locked(modelRI)) { /* the emulations' choice: CANN gives it at aclmdlRICaptureEnd */
+        pyaclnnEmuSetError("%s: modelRI %p is still being captured (aclmdlRICaptureEnd first)", api, modelRI);
+        return ACL_ERROR_RT_STREAM_CAPTURED;
+    }
+    return ACL_SUCCESS;
+}
+
+/* What a replay of a recorded task runs: the recorded task's work. */
+typedef struct {
+    emu_graph *graph;
+    emu_task *recorded;
+} replay_job;
+
+static void run_replay(void *ctx, emu_task *task)
+{
+    replay_job *job = ctx;
+    job->recorded->run(job->recorded->ctx, task);
+}
+
+static void release_replay(void *ctx)
+{
+    replay_job *job = ctx;
+    graph_unref(job->graph);
+    free(job);
+}
+
+/* Queue the recorded task again on `stream`, as its own replay task. */
+static aclError replay_task(emu_graph *g, emu_task *recorded, aclrtStream stream)
+{
+    replay_job *job = malloc(sizeof *job);
+    if (job == NULL) {
+        pyaclnnEmuSetError("aclmdlRIExecuteAsync: out of host memory");
+        return ACL_ERROR_RT_RESOURCE_ALLOC_FAIL;
+    }
+    *job = (replay_job){g, recorded};
+    pthread_mutex_lock(&emu_lock);
+    g->refs++;
+    pthread_mutex_unlock(&emu_lock);
+    emu_task *task = emu_task_new(recorded->api, run_replay, release_replay, job, recorded->sleep_us);
+    if (task == NULL) {
+        pyaclnnEmuSetError("aclmdlRIExecuteAsync: out of host memory");
+        return ACL_ERROR_RT_RESOURCE_ALLOC_FAIL;
+    }
+    int used = 0;
+    pthread_mutex_lock(&emu_lock);
+    for (size_t i = 0; used == 0 && i < recorded->nblocks; i++) {
+        used = emu_task_use_block(task, recorded->blocks[i]);
+    }
+    pthread_mutex_unlock(&emu_lock);
+    if (used != 0) {
+        pyaclnnEmuTaskDiscard(task);
+        pyaclnnEmuSetError("aclmdlRIExecuteAsync: out of host memory");
+        return ACL_ERROR_RT_RESOURCE_ALLOC_FAIL;
+    }
+    return emu_task_submit(task, stream, NULL);
+}
+
+aclError aclmdlRIExecuteAsync(aclmdlRI modelRI, aclrtStream stream)
+{
+    static const char api[] = "aclmdlRIExecuteAsync";
+    if (modelRI == NULL) {
+        pyaclnnEmuSetError("%s: modelRI is NULL", api);
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    pthread_mutex_lock(&emu_lock);
+    emu_stream *s;
+    aclError rc = graph_check_locked(api, modelRI);
+    if (rc == ACL_SUCCESS) {
+        rc = resolve_locked(api, stream, 1, &s);
+    }
+    if (rc == ACL_SUCCESS && s->capture_status != ACL_MODEL_RI_CAPTURE_STATUS_NONE) { /* ApiErrorDecorator::ModelExecute */
+        pyaclnnEmuSetError("%s: stream %p is capturing (aclmdlRICaptureBegin): not supported until "
+                           "aclmdlRICaptureEnd (ACL_ERROR_RT_STREAM_CAPTURED)",
+                           api, stream);
+        rc = ACL_ERROR_RT_STREAM_CAPTURED;
+    }
+    emu_graph *g = modelRI;
+    if (rc == ACL_SUCCESS) {
+        g->refs++; /* kept while its steps are queued */
+    }
+    pthread_mutex_unlock(&emu_lock);
+    if (rc != ACL_SUCCESS) {
+        return rc;
+    }
+    for (const emu_step *step = g->head; rc == ACL_SUCCESS && step != NULL; step = step->next) {
+        if (step->task != NULL) {
+            rc = replay_task(g, step->task, stream);
+            continue;
+        }
+        pthread_mutex_lock(&emu_lock);
+        uint64_t record = step->record ? ++step->event->recorded : step->event->recorded;
+        pthread_mutex_unlock(&emu_lock);
+        if (step->record) {
+            rc = submit_event_job("aclrtRecordEvent", step->event, record, stream, run_marker);
+        } else if (record > 0) { /* a never-recorded event is complete: nothing to wait for */
+            rc = submit_event_job("aclrtStreamWaitEvent", step->event, record, stream, run_wait);
+        }
+    }
+    graph_unref(g);
+    return rc;
+}
+
+aclError aclmdlRIDestroy(aclmdlRI modelRI)
+{
+    static const char api[] = "aclmdlRIDestroy";
+    if (modelRI == NULL) {
+        pyaclnnEmuSetError("%s: modelRI is NULL", api);
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    pthread_mutex_lock(&emu_lock);
+    aclError rc = graph_check_locked(api, modelRI);
+    if (rc == ACL_SUCCESS) {
+        g_graph_count[((emu_graph *)modelRI)->device]--;
+    }
+    pthread_mutex_unlock(&emu_lock);
+    if (rc != ACL_SUCCESS || !pyaclnnEmuHandleRemove(EMU_GRAPH, modelRI)) {
+        return rc != ACL_SUCCESS ? rc : ACL_ERROR_RT_PARAM_INVALID;
+    }
+    graph_unref(modelRI); /* replays already queued hold it until they have run */
+    return ACL_SUCCESS;
 }

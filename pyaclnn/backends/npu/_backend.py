@@ -30,10 +30,13 @@ from ._ffi import ffi, out_parameters, parameter_names
 from ._loading import load
 from ._marshal import (
     _ADDRESS_LIMIT,
+    _CAPTURE_MODEP,
+    _CAPTURE_STATUSP,
     _CDATA,
     _EVENTP,
     _EXECPP,
     _FLOATP,
+    _GRAPHP,
     _RECORDEDP,
     _STREAM,
     _STREAMP,
@@ -45,10 +48,12 @@ from ._marshal import (
     _cstring,
     _describe,
     _event,
+    _graph,
     _handle,
     _host,
     _int64s,
     _new_event,
+    _new_graph,
     _pointer,
     _reraised,
     _stream,
@@ -292,6 +297,46 @@ class NpuBackend(OperatorPhases):
     def aclrtStreamWaitEvent(self, stream: Any, event: Any) -> int:
         api = "aclrtStreamWaitEvent"
         return self._c.aclrtStreamWaitEvent(_stream(stream, api), _event(event, api))
+
+    # -- stream capture (aclmdlRI*) ---------------------------------------------------
+    def aclmdlRICaptureBegin(self, stream: Any, mode: int) -> int:
+        api = "aclmdlRICaptureBegin"
+        st = _stream(stream, api)
+        try:
+            return self._c.aclmdlRICaptureBegin(st, mode)
+        except (TypeError, OverflowError) as exc:
+            raise self._bad_argument(api, (st, mode), exc) from None
+
+    def aclmdlRICaptureGetInfo(self, stream: Any) -> tuple[int, int, Any]:
+        status_out, graph_out = ffi.new(_CAPTURE_STATUSP), ffi.new(_GRAPHP)
+        status = self._c.aclmdlRICaptureGetInfo(
+            _stream(stream, "aclmdlRICaptureGetInfo"), status_out, graph_out
+        )
+        return status, int(status_out[0]), _new_graph(status, graph_out[0])
+
+    def aclmdlRICaptureEnd(self, stream: Any) -> tuple[int, Any]:
+        out = ffi.new(_GRAPHP)
+        status = self._c.aclmdlRICaptureEnd(_stream(stream, "aclmdlRICaptureEnd"), out)
+        return status, _new_graph(status, out[0])
+
+    def aclmdlRICaptureThreadExchangeMode(self, mode: int) -> tuple[int, int]:
+        api = "aclmdlRICaptureThreadExchangeMode"
+        inout = ffi.new(_CAPTURE_MODEP)
+        try:
+            inout[0] = mode
+        except (TypeError, OverflowError) as exc:
+            raise _reraised(exc)(
+                f"{api}: mode (aclmdlRICaptureMode) needs an int, got {_describe(mode)}: {exc}"
+            ) from None
+        status = self._c.aclmdlRICaptureThreadExchangeMode(inout)
+        return status, int(inout[0])
+
+    def aclmdlRIExecuteAsync(self, model_ri: Any, stream: Any) -> int:
+        api = "aclmdlRIExecuteAsync"
+        return self._c.aclmdlRIExecuteAsync(_graph(model_ri, api), _stream(stream, api))
+
+    def aclmdlRIDestroy(self, model_ri: Any) -> int:
+        return self._c.aclmdlRIDestroy(_graph(model_ri, "aclmdlRIDestroy"))
 
     aclrtMalloc = _generic("aclrtMalloc")
 

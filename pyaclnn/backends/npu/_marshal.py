@@ -32,6 +32,10 @@ _STREAMP = ffi.typeof("aclrtStream *")
 _EVENT = ffi.typeof("struct pyaclnnEvent *")  # the same for events (aclrtEvent is void * too)
 _EVENTP = ffi.typeof("aclrtEvent *")
 _RECORDEDP = ffi.typeof("aclrtEventRecordedStatus *")
+_GRAPH = ffi.typeof("struct pyaclnnModelRI *")  # and for capture graphs (aclmdlRI is void * too)
+_GRAPHP = ffi.typeof("aclmdlRI *")
+_CAPTURE_STATUSP = ffi.typeof("aclmdlRICaptureStatus *")
+_CAPTURE_MODEP = ffi.typeof("aclmdlRICaptureMode *")
 _FLOATP = ffi.typeof("float *")
 _CDATA = type(ffi.cast(_STREAM, 0))  # the class of non-owning cdata, as returned by C
 
@@ -149,6 +153,20 @@ def _event(event: Any, api: str) -> Any:
     if type(event) is _CDATA and ffi.typeof(event) is _EVENT:
         return event
     raise TypeError(f"{api}: event must be an event from aclrtCreateEvent, got {_describe(event)}")
+
+
+def _new_graph(status: int, graph: Any) -> Any:
+    return ffi.cast(_GRAPH, graph) if status == 0 and graph != NULL else None
+
+
+def _graph(graph: Any, api: str) -> Any:
+    if graph is None:  # NULL: CANN's own check refuses it with its code
+        return NULL
+    if type(graph) is _CDATA and ffi.typeof(graph) is _GRAPH:
+        return graph
+    raise TypeError(
+        f"{api}: modelRI must be a graph from aclmdlRICaptureEnd (or None), got {_describe(graph)}"
+    )
 
 
 def _stream(stream: Any, api: str) -> Any:

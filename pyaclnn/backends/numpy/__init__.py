@@ -31,7 +31,9 @@ from ...constants import (
     ACL_ERROR_INVALID_RESOURCE_HANDLE,
     ACL_ERROR_REPEAT_FINALIZE,
     ACL_ERROR_REPEAT_INITIALIZE,
+    ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT,
     ACL_ERROR_RT_CONTEXT_NULL,
+    ACL_ERROR_RT_EVENT_CAPTURED,
     ACL_ERROR_RT_EVENT_NOT_COMPLETE,
     ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID,
     ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
@@ -39,7 +41,10 @@ from ...constants import (
     ACL_ERROR_RT_MEMORY_ALLOCATION,
     ACL_ERROR_RT_MEMORY_FREE,
     ACL_ERROR_RT_PARAM_INVALID,
+    ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED,
+    ACL_ERROR_RT_STREAM_CAPTURED,
     ACL_ERROR_RT_STREAM_CONTEXT,
+    ACL_ERROR_RT_STREAM_NOT_CAPTURED,
     ACL_ERROR_RT_SYSPARAMOPT_NOT_SET,
     ACL_EVENT_CAPTURE_STREAM_PROGRESS,
     ACL_EVENT_DEVICE_USE_ONLY,
@@ -54,6 +59,11 @@ from ...constants import (
     ACL_MEMCPY_DEVICE_TO_HOST,
     ACL_MEMCPY_HOST_TO_DEVICE,
     ACL_MEMCPY_HOST_TO_HOST,
+    ACL_MODEL_RI_CAPTURE_MODE_GLOBAL,
+    ACL_MODEL_RI_CAPTURE_MODE_RELAXED,
+    ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE,
+    ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED,
+    ACL_MODEL_RI_CAPTURE_STATUS_NONE,
     ACL_SUCCESS,
     ACLNN_ERR_INNER_NULLPTR,
     ACLNN_ERR_PARAM_INVALID,
@@ -61,6 +71,7 @@ from ...constants import (
     ACLNN_SUCCESS,
 )
 from .._interface import LIVE_COUNT_NAMES
+from ._capture import Capture, Graph, Modes
 from ._cvalues import c_address, c_bools, c_int, c_ints, c_size
 from ._heap import Allocation, Heap, HeapError
 from ._objects import BoolArray, IntArray, Registry, Stream, Tensor
@@ -109,6 +120,21 @@ def _host_address(ptr: Any, memory: np.ndarray) -> int:
     return int(memory.__array_interface__["data"][0])
 
 
+def _record(event: Event, worker: Worker) -> None:
+    """Queue a record of ``event`` on ``worker``: the event now stands for the work queued there so far."""
+    marker = Marker()
+    marker.worker = worker
+    marker.seq = worker.submit(Task(marker.run, what="aclrtRecordEvent"))
+    event.marker = marker  # replaces what an earlier record captured
+
+
+def _wait(event: Event, worker: Worker) -> None:
+    """Queue on ``worker`` a wait for the latest record of ``event`` (nothing if never recorded)."""
+    marker = event.marker
+    if marker is not None:
+        worker.submit(Task(marker.wait, what="aclrtStreamWaitEvent"))
+
+
 def _device_count() -> int:
     """PYACLNN_EMU_DEVICES (default 1), read once when the backend is made."""
     try:
@@ -133,6 +159,8 @@ class NumpyBackend(OperatorsMixin):
         self.executors = Registry("executor")
         self.streams = Registry("stream")
         self.events = Registry("event")
+        self.graphs = Registry("graph")  # aclmdlRI, from aclmdlRICaptureBegin until aclmdlRIDestroy
+        self.modes = Modes()
         self.devices = [Device(i) for i in range(_device_count())]
         self.hazards = Hazards()
         self._tls = threading.local()
@@ -228,7 +256,11 @@ class NumpyBackend(OperatorsMixin):
         device = self._context("aclrtSynchronizeDevice")
         if device < 0:
             return ACL_ERROR_RT_CONTEXT_NULL
-        return self._synchronize(self.devices[device].workers())
+        workers = self.devices[device].workers()
+        for worker in workers:  # Context::Synchronize refuses before it waits for anything
+            if worker.capture is not None:
+                return self._captured("aclrtSynchronizeDevice", worker)
+        return self._synchronize(workers)
 
     def aclrtGetSocName(self) -> str | None:
         return SOC_NAME
@@ -302,7 +334,15 @@ class NumpyBackend(OperatorsMixin):
         return worker
 
     def _submit(self, worker: Worker, task: Task) -> int:
-        """Enqueue ``task`` on ``worker`` (checked by :meth:`_stream_status`); returns its sequence number."""
+        """Enqueue ``task`` on ``worker`` (checked by :meth:`_stream_status`); returns its sequence number.
+
+        On a capturing stream the task is recorded into the capture's graph instead (0 returned:
+        nothing was queued; the callers that wait for a task refuse capture first).
+        """
+        capture = worker.capture
+        if capture is not None:
+            capture.graph.add_task(task)
+            return 0
         return worker.submit(task)
 
     def aclrtDestroyStream(self, stream: Any) -> int:
@@ -313,6 +353,8 @@ class NumpyBackend(OperatorsMixin):
         status = self._stream_status(stream, api)
         if status:
             return status
+        if stream.worker.capture is not None:
+            return self._captured(api, stream.worker)
         if not self.streams.remove(stream):
             return self._bad_stream()
         worker = stream.worker
@@ -333,7 +375,17 @@ class NumpyBackend(OperatorsMixin):
         if stream is None:
             worker = self.devices[self._tls.device].default_worker(create=False)
             return self._synchronize([] if worker is None else [worker])
+        if stream.worker.capture is not None:
+            return self._captured("aclrtSynchronizeStream", stream.worker)
         return self._synchronize([stream.worker])
+
+    def _captured(self, api: str, worker: Worker) -> int:
+        """ACL_ERROR_RT_STREAM_CAPTURED: ``api`` is refused on a capturing stream (the capture goes on)."""
+        return self._error(
+            ACL_ERROR_RT_STREAM_CAPTURED,
+            f"{api}: stream {worker.label} is capturing (aclmdlRICaptureBegin): not supported until "
+            "aclmdlRICaptureEnd (ACL_ERROR_RT_STREAM_CAPTURED)",
+        )
 
     def _synchronize(self, workers: list[Worker]) -> int:
         """Wait for what was submitted to ``workers`` so far, then report their sticky errors once."""
@@ -407,14 +459,26 @@ class NumpyBackend(OperatorsMixin):
                 f"{worker.label} belongs to device {worker.device}: an event cannot be recorded on a "
                 "stream of another device (ACL_ERROR_RT_STREAM_CONTEXT)",
             )
-        marker = Marker()
-        marker.worker = worker
-        marker.seq = self._submit(marker.worker, Task(marker.run, what="aclrtRecordEvent"))
-        event.marker = marker  # replaces what an earlier record captured
+        if worker.capture is not None:  # each replay records the event anew, on the replay's stream
+            worker.capture.graph.steps.append(partial(_record, event))
+            worker.capture.events.append(event)
+            event.capture = worker.capture
+            return ACL_SUCCESS
+        _record(event, worker)
         return ACL_SUCCESS
 
+    def _event_captured(self, event: Event, api: str, name: str = "event") -> int:
+        """ACL_ERROR_RT_EVENT_CAPTURED when ``event`` was recorded into a capture still active."""
+        if event.capture is None:
+            return ACL_SUCCESS
+        return self._error(
+            ACL_ERROR_RT_EVENT_CAPTURED,
+            f"{api}: {name} {id(event):#x} was recorded into a capture that has not ended: not supported "
+            "until aclmdlRICaptureEnd (ACL_ERROR_RT_EVENT_CAPTURED)",
+        )
+
     def aclrtQueryEventStatus(self, event: Any) -> tuple[int, int]:
-        status = self._event_status(event)
+        status = self._event_status(event) or self._event_captured(event, "aclrtQueryEventStatus")
         if status:
             return status, ACL_EVENT_RECORDED_STATUS_NOT_READY
         marker = event.marker
@@ -424,7 +488,7 @@ class NumpyBackend(OperatorsMixin):
         )
 
     def aclrtSynchronizeEvent(self, event: Any) -> int:
-        status = self._event_status(event)
+        status = self._event_status(event) or self._event_captured(event, "aclrtSynchronizeEvent")
         if status:
             return status
         marker = event.marker
@@ -437,6 +501,8 @@ class NumpyBackend(OperatorsMixin):
         status = (
             self._event_status(start, "startEvent")
             or self._event_status(end, "endEvent")
+            or self._event_captured(start, "aclrtEventElapsedTime", "startEvent")
+            or self._event_captured(end, "aclrtEventElapsedTime", "endEvent")
             or self._timestamp_status(start, "startEvent")
             or self._timestamp_status(end, "endEvent")
         )
@@ -477,9 +543,11 @@ class NumpyBackend(OperatorsMixin):
                 f"aclrtStreamWaitEvent: event {id(event):#x} was created with flag {event.flags:#x}, "
                 "without ACL_EVENT_SYNC: it cannot be waited on",
             )
-        marker = event.marker  # the record latest now; a later record does not change this wait
-        if marker is not None:
-            self._submit(self._worker(stream), Task(marker.wait, what="aclrtStreamWaitEvent"))
+        worker = self._worker(stream)
+        if worker.capture is not None:  # each replay waits for the record latest then
+            worker.capture.graph.steps.append(partial(_wait, event))
+            return ACL_SUCCESS
+        _wait(event, worker)  # the record latest now; a later record does not change this wait
         return ACL_SUCCESS
 
     # -- memory -------------------------------------------------------------
@@ -506,11 +574,18 @@ class NumpyBackend(OperatorsMixin):
         ptr = c_address(ptr, api, param)
         try:
             allocation = heap.allocation(ptr, host=host)
+            kind = "host pinned" if host else "device"
             if self._in_use(allocation):
                 # The tasks hold views of the buffer, so it lives until they finish.
-                kind = "host pinned" if host else "device"
                 self.hazards.report(
                     f"{kind} memory {ptr:#x} freed while a queued or running task still uses it", api
+                )
+            elif self._graph_uses(allocation):
+                # CANN: memory captured tasks use must stay unchanged until the graph is destroyed.
+                self.hazards.report(
+                    f"{kind} memory {ptr:#x} freed while a live graph (aclmdlRI) recorded work that uses it "
+                    "(destroy the graph first)",
+                    api,
                 )
             heap.free(ptr, host=host)
         except HeapError as exc:
@@ -520,6 +595,10 @@ class NumpyBackend(OperatorsMixin):
 
     def _in_use(self, allocation: Allocation) -> bool:
         return any(w.uses(allocation) for device in self.devices for w in device.workers())
+
+    def _graph_uses(self, allocation: Allocation) -> bool:
+        """Whether a live graph (or one being captured) recorded work that uses ``allocation``."""
+        return any(isinstance(g, Graph) and g.uses(allocation) for g in self.graphs.values())
 
     def aclrtFree(self, ptr: int) -> int:
         return self._free(self.heap, ptr, False, "aclrtFree", "devPtr", "aclrtMalloc")
@@ -592,6 +671,12 @@ class NumpyBackend(OperatorsMixin):
             self.hazards.report(
                 f"host memory {address:#x} unregistered while a queued or running task still uses it", api
             )
+        elif self._graph_uses(allocation):
+            self.hazards.report(
+                f"host memory {address:#x} unregistered while a live graph (aclmdlRI) recorded work that "
+                "uses it (destroy the graph first)",
+                api,
+            )
         return ACL_SUCCESS
 
     def _bytes(
@@ -658,8 +743,11 @@ class NumpyBackend(OperatorsMixin):
 
     def aclrtMemcpy(self, dst: Any, dest_max: int, src: Any, count: int, kind: int) -> int:
         # Synchronous and immediate: CANN does not synchronize any stream for it.
-        if self._context("aclrtMemcpy") < 0:
+        device = self._context("aclrtMemcpy")
+        if device < 0:
             return ACL_ERROR_RT_CONTEXT_NULL
+        if not self.modes.unsafe_allowed(device):  # ApiImpl::MemCopySync checks it after the context
+            return self._unsafe_refused("aclrtMemcpy")
         status, ranges = self._copy_ranges("aclrtMemcpy", dst, dest_max, src, count, kind)
         if ranges is not None:
             np.copyto(ranges[0], ranges[1])
@@ -680,12 +768,45 @@ class NumpyBackend(OperatorsMixin):
             return status
         target, source, allocations, pageable = ranges
         worker = self._worker(stream)
+        if pageable:
+            status = self._pageable_status(api, worker)
+            if status:
+                return status
         seq = self._submit(worker, Task(partial(np.copyto, target, source), allocations, what=api))
         if pageable:
             # CANN returns only once a copy from or to pageable memory is done,
             # still in order after the stream's earlier work.
             worker.wait(seq)
             sleep_ns(env_ns(SYNC_US))
+        return ACL_SUCCESS
+
+    def _unsafe_refused(self, api: str) -> int:
+        return self._error(
+            ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT,
+            f"{api}: not permitted while a stream is capturing in a mode that forbids it (GLOBAL, or "
+            "THREAD_LOCAL in the capturing thread); aclmdlRICaptureThreadExchangeMode(RELAXED) allows it "
+            "in this thread (ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT)",
+        )
+
+    def _pageable_status(self, api: str, worker: Worker) -> int:
+        """ACL_SUCCESS when an async copy of pageable host memory may be queued on ``worker`` now.
+
+        The copy is synchronous to the caller, so it is one of the unsafe calls of a capture
+        (refused as :meth:`_unsafe_refused` says); on the capturing stream itself it cannot be
+        recorded at all: refused, and the capture is invalidated (see ``_capture``).
+        """
+        allowed = self.modes.unsafe_allowed(worker.device)
+        capture = worker.capture
+        if capture is not None:
+            capture.invalidated = True
+            if allowed:
+                return self._error(
+                    ACL_ERROR_RT_PARAM_INVALID,
+                    f"{api}: a copy of pageable host memory cannot be captured (stream {worker.label} is "
+                    "capturing; copy from aclrtMallocHost memory); the capture is now invalidated",
+                )
+        if not allowed:
+            return self._unsafe_refused(api)
         return ACL_SUCCESS
 
     def _set_range(self, api: str, ptr: int, max_count: int, value: int, count: int) -> tuple[int, Any]:
@@ -706,8 +827,11 @@ class NumpyBackend(OperatorsMixin):
         return ACL_SUCCESS, (target, allocation, value & 0xFF)
 
     def aclrtMemset(self, ptr: int, max_count: int, value: int, count: int) -> int:
-        if self._context("aclrtMemset") < 0:
+        device = self._context("aclrtMemset")
+        if device < 0:
             return ACL_ERROR_RT_CONTEXT_NULL
+        if not self.modes.unsafe_allowed(device):  # ApiImpl::MemSetSync checks it after the context
+            return self._unsafe_refused("aclrtMemset")
         status, target = self._set_range("aclrtMemset", ptr, max_count, value, count)
         if target is not None:
             target[0].fill(target[2])
@@ -723,6 +847,136 @@ class NumpyBackend(OperatorsMixin):
             view, allocation, byte = target
             self._submit(self._worker(stream), Task(partial(view.fill, byte), (allocation,), what=api))
         return status
+
+    # -- stream capture (aclmdlRI): the rules and their sources are in _capture.py -----------
+    def aclmdlRICaptureBegin(self, stream: Any, mode: int) -> int:
+        api = "aclmdlRICaptureBegin"
+        if stream is None:  # the ACL layer's ACL_REQUIRES_NOT_NULL, before the runtime
+            return self._error(
+                ACL_ERROR_INVALID_PARAM,
+                f"{api}: stream is NULL: the default stream cannot be captured; capture a stream from "
+                "aclrtCreateStream",
+            )
+        mode = c_int(mode, api, "mode")
+        if not ACL_MODEL_RI_CAPTURE_MODE_GLOBAL <= mode <= ACL_MODEL_RI_CAPTURE_MODE_RELAXED:
+            message = (
+                f"{api}: mode {mode} is not an aclmdlRICaptureMode (GLOBAL 0, THREAD_LOCAL 1, RELAXED 2)"
+            )
+            return self._error(ACL_ERROR_RT_PARAM_INVALID, message)
+        status = self._stream_status(stream, api)
+        if status:
+            return status
+        worker = stream.worker
+        with self._lock:
+            if worker.capture is not None:
+                state = "invalidated" if worker.capture.invalidated else "active"
+                return self._error(
+                    ACL_ERROR_RT_STREAM_CAPTURED,
+                    f"{api}: stream {worker.label} is already capturing ({state}); end that capture with "
+                    "aclmdlRICaptureEnd first (ACL_ERROR_RT_STREAM_CAPTURED)",
+                )
+            capture = Capture(mode, threading.get_ident(), self.graphs.add(Graph(stream.device)))
+            worker.capture = capture
+        self.modes.enter(stream.device, capture)
+        return ACL_SUCCESS
+
+    def aclmdlRICaptureGetInfo(self, stream: Any) -> tuple[int, int, Graph | None]:
+        api = "aclmdlRICaptureGetInfo"
+        if stream is None:
+            return (
+                self._error(ACL_ERROR_INVALID_PARAM, f"{api}: stream is NULL"),
+                ACL_MODEL_RI_CAPTURE_STATUS_NONE,
+                None,
+            )
+        status = self._stream_status(stream, api, own=False)
+        if status:
+            return status, ACL_MODEL_RI_CAPTURE_STATUS_NONE, None
+        capture = stream.worker.capture
+        if capture is None:
+            return ACL_SUCCESS, ACL_MODEL_RI_CAPTURE_STATUS_NONE, None
+        state = (
+            ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED
+            if capture.invalidated
+            else ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE
+        )
+        return ACL_SUCCESS, state, capture.graph
+
+    def aclmdlRICaptureEnd(self, stream: Any) -> tuple[int, Graph | None]:
+        api = "aclmdlRICaptureEnd"
+        if stream is None:
+            return self._error(ACL_ERROR_INVALID_PARAM, f"{api}: stream is NULL"), None
+        status = self._stream_status(stream, api)
+        if status:
+            return status, None
+        worker = stream.worker
+        with self._lock:
+            capture, worker.capture = worker.capture, None
+        if capture is None:
+            return self._error(
+                ACL_ERROR_RT_STREAM_NOT_CAPTURED,
+                f"{api}: stream {worker.label} is not capturing; call aclmdlRICaptureBegin first "
+                "(ACL_ERROR_RT_STREAM_NOT_CAPTURED)",
+            ), None
+        self.modes.exit(capture)
+        for event in capture.events:  # ResetCaptureEvents: no longer capturing
+            if event.capture is capture:
+                event.capture = None
+        if capture.invalidated:  # CANN destroys the graph and leaves the stream out of capture
+            self.graphs.remove(capture.graph)
+            return self._error(
+                ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED,
+                f"{api}: the capture of stream {worker.label} was invalidated by a call it could not "
+                "record; its work is dropped (ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED)",
+            ), None
+        return ACL_SUCCESS, capture.graph
+
+    def aclmdlRICaptureThreadExchangeMode(self, mode: int) -> tuple[int, int]:
+        api = "aclmdlRICaptureThreadExchangeMode"
+        mode = c_int(mode, api, "mode")
+        if not ACL_MODEL_RI_CAPTURE_MODE_GLOBAL <= mode <= ACL_MODEL_RI_CAPTURE_MODE_RELAXED:
+            message = (
+                f"{api}: mode {mode} is not an aclmdlRICaptureMode (GLOBAL 0, THREAD_LOCAL 1, RELAXED 2)"
+            )
+            return self._error(ACL_ERROR_RT_PARAM_INVALID, message), mode
+        return ACL_SUCCESS, self.modes.exchange(mode)
+
+    def _graph_status(self, graph: Any, api: str) -> int:
+        if graph is None:  # the ACL layer's ACL_REQUIRES_NOT_NULL
+            return self._error(ACL_ERROR_INVALID_PARAM, f"{api}: modelRI is NULL")
+        if not self.graphs.is_live(graph):
+            return self._error(
+                ACL_ERROR_RT_PARAM_INVALID,
+                f"{api}: modelRI is not a live graph (destroyed, or not from aclmdlRICaptureEnd)",
+            )
+        return ACL_SUCCESS
+
+    def aclmdlRIExecuteAsync(self, model_ri: Any, stream: Any) -> int:
+        api = "aclmdlRIExecuteAsync"
+        status = self._graph_status(model_ri, api) or self._stream_status(stream, api)
+        if status:
+            return status
+        worker = self._worker(stream)
+        if worker.capture is not None:
+            return self._captured(api, worker)
+        if any(model_ri is w.capture.graph for d in self.devices for w in d.workers() if w.capture):
+            return self._error(ACL_ERROR_RT_STREAM_CAPTURED, f"{api}: modelRI is still being captured")
+        for step in model_ri.steps:  # in order, each task with its simulated kernel time
+            step(worker)
+        return ACL_SUCCESS
+
+    def aclmdlRIDestroy(self, model_ri: Any) -> int:
+        api = "aclmdlRIDestroy"
+        status = self._graph_status(model_ri, api)
+        if status:
+            return status
+        if any(model_ri is w.capture.graph for d in self.devices for w in d.workers() if w.capture):
+            # The emulations' choice: CANN gives the graph only at aclmdlRICaptureEnd.
+            return self._error(
+                ACL_ERROR_RT_STREAM_CAPTURED,
+                f"{api}: modelRI is still being captured (aclmdlRICaptureEnd first)",
+            )
+        self.graphs.remove(model_ri)  # replays already queued hold their tasks and still run
+        return ACL_SUCCESS
 
     # -- descriptors --------------------------------------------------------
     # aclCreateTensor's parameter list stands here and in the npu backend: each backend
@@ -816,6 +1070,16 @@ class NumpyBackend(OperatorsMixin):
                 f"repeatable {executor.op} executor destroyed while a queued launch of it has not finished",
                 "aclDestroyAclOpExecutor",
             )
+        elif any(
+            isinstance(g, Graph) and any(task.owner is executor for task in g.tasks)
+            for g in self.graphs.values()
+        ):
+            # As the C emulator: a captured launch holds its executor until the graph goes.
+            self.hazards.report(
+                f"repeatable {executor.op} executor destroyed while a live graph (aclmdlRI) holds a "
+                "launch of it",
+                "aclDestroyAclOpExecutor",
+            )
         self.executors.remove(executor)
         return ACL_SUCCESS
 
@@ -838,6 +1102,7 @@ class NumpyBackend(OperatorsMixin):
             len(self.executors),
             streams,
             self.heap.live_count(host=False, device=device, mapped=True),
+            sum(1 for g in self.graphs.values() if device is None or getattr(g, "device", None) == device),
         )
         return dict(zip(LIVE_COUNT_NAMES, counts))
 

@@ -97,6 +97,11 @@ class Registry:
             del self._objects[id(obj)]
             return True
 
+    def values(self) -> list[object]:
+        """The live objects, a snapshot."""
+        with self._lock:
+            return list(self._objects.values())
+
     def __len__(self) -> int:
         with self._lock:
             return len(self._objects)

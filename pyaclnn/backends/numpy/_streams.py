@@ -145,6 +145,7 @@ class Worker:
         self._finished = 0
         self._error: tuple[int, str] | None = None
         self._closed = False
+        self.capture: Any = None  # the stream's _capture.Capture while aclmdlRICaptureBegin records it
         self._start()
         _LIVE_WORKERS.add(self)
 
@@ -346,15 +347,17 @@ class Marker:
 
 
 class Event:
-    """An aclrtEvent: its creation flags, its device (current when it was created) and its
-    latest record (None: never recorded)."""
+    """An aclrtEvent: its creation flags, its device (current when it was created), its
+    latest record (None: never recorded) and the capture it was last recorded into, while that
+    capture is active (then CANN refuses to synchronize or query it)."""
 
-    __slots__ = ("flags", "device", "marker")
+    __slots__ = ("flags", "device", "marker", "capture")
 
     def __init__(self, flags: int, device: int = 0) -> None:
         self.flags = flags
         self.device = device
         self.marker: Marker | None = None
+        self.capture: Any = None
 
 
 class Device:
