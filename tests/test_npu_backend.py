@@ -34,9 +34,8 @@ ND = dtypes.ACL_FORMAT_ND
 
 @pytest.fixture(scope="module")
 def npu():
-    from pyaclnn.backends.npu import NpuBackend
-
     import pyaclnn
+    from pyaclnn.backends.npu import NpuBackend
 
     # The module counts the emulator's live objects, which include what pyaclnn's own npu context
     # holds (its default stream, cached blocks and descriptors) when an earlier test ran calls on
