@@ -35,7 +35,7 @@
 #endif
 
 /* Version of the exported interface; the loader refuses a library of another one. */
-#define PYACLNN_ACCEL_ABI 4
+#define PYACLNN_ACCEL_ABI 5
 
 /* The dtypes the kernels take (pyaclnn/kernels/_accel/__init__.py, _FLOAT_CODES, maps them). */
 enum { DT_FLOAT32 = 0, DT_FLOAT16 = 1, DT_BFLOAT16 = 2 };
@@ -441,6 +441,15 @@ typedef struct {
     plane_writer writer;     /* streaming whole-plane writes (large grad_input, C-contiguous planes) or NULL */
     int in_place;            /* float32 summed in grad_input itself (else in scratch planes) */
     int lanes;               /* planes a thread sums at once, their gradients interleaved: 1 or 2 */
+    /* Windows that do not overlap (see windows_hold): per axis, each output's
+     * window clipped to the input [lo, hi) and each input cell's output (or
+     * -1); NULL otherwise. ``direct`` marks the planes whose indices all lie
+     * in their own windows (written without a float32 plane). */
+    int64_t *lo[3], *hi[3], *owner[3];
+    int32_t *own;        /* see windows_hold */
+    int64_t slab;        /* the most depths a window reaches */
+    unsigned char *direct;
+    atomic_llong direct_planes; /* planes written directly, for tests */
     atomic_llong next_check; /* next plane for the index guard to take */
     atomic_llong unchecked;  /* grabs of the index guard not finished yet */
     atomic_llong next;       /* next plane for the scatter to take */
@@ -521,6 +530,45 @@ static uint64_t highest_row(const char *row, int size, int64_t step, int64_t n) 
     return highest;
 }
 
+/* Whether every index of a plane lies inside its own output's window
+ * (windows that do not overlap: stride >= kernel, dilation 1). Then each cell
+ * of the plane receives at most one gradient and write_direct needs no
+ * float32 plane. The indices are the caller's: a plane where one lies
+ * elsewhere (in range or not) takes the plane path. ``own`` gives each cell
+ * of a plane the output (C-order position in the plane) whose window holds
+ * it, -1 for none, and -2 at [plane] for every index outside the plane. */
+#define WINDOWS_HOLD(TYPE, UTYPE)                                                                    \
+    static int windows_hold_##TYPE(const pool_backward *t, const char *ip) {                         \
+        const int64_t od = t->out[2], oh = t->out[3], ow = t->out[4];                                \
+        const UTYPE plane = (UTYPE)t->plane;                                                         \
+        const int32_t *own = t->own;                                                                 \
+        int32_t o = 0, wrong = 0;                                                                    \
+        for (int64_t d = 0; d < od; d++) {                                                           \
+            for (int64_t h = 0; h < oh; h++) {                                                       \
+                const char *row = ip + d * t->is[2] + h * t->is[3];                                  \
+                if (t->is[4] == (int64_t)sizeof(TYPE)) {                                             \
+                    const UTYPE *v = (const UTYPE *)row;                                             \
+                    for (int32_t w = 0; w < (int32_t)ow; w++)                                        \
+                        wrong |= own[v[w] < plane ? v[w] : plane] ^ (o + w);                         \
+                } else {                                                                             \
+                    for (int32_t w = 0; w < (int32_t)ow; w++) {                                      \
+                        const UTYPE v = *(const UTYPE *)(row + w * t->is[4]);                        \
+                        wrong |= own[v < plane ? v : plane] ^ (o + w);                               \
+                    }                                                                                \
+                }                                                                                    \
+                if (wrong) return 0;                                                                 \
+                o += (int32_t)ow;                                                                    \
+            }                                                                                        \
+        }                                                                                            \
+        return 1;                                                                                    \
+    }
+WINDOWS_HOLD(int32_t, uint32_t)
+WINDOWS_HOLD(int64_t, uint64_t)
+
+static int windows_hold(const pool_backward *t, const char *ip) {
+    return t->index_size == 8 ? windows_hold_int64_t(t, ip) : windows_hold_int32_t(t, ip);
+}
+
 /* Index guard: find the first index outside [0, plane), before anything is
  * written. A plane whose indices are in range costs one vectorized pass; only
  * a plane holding a bad one is searched for its first. */
@@ -536,6 +584,10 @@ static void check_planes(pool_backward *t) {
         for (int64_t p = first; p < end; p++) {
             if (p * per_plane >= atomic_load(&t->first_bad)) break; /* an earlier one is known */
             const char *ip = plane_ptr(t->index, t->is, p, t->out[1]);
+            if (t->direct && windows_hold(t, ip)) { /* which implies every index in its plane */
+                t->direct[p] = 1;
+                continue;
+            }
             if (flat && highest_contiguous(ip, size, per_plane) < plane) continue;
             for (int64_t d = 0; d < od; d++) {
                 for (int64_t h = 0; h < oh; h++) {
@@ -585,18 +637,20 @@ static int contiguous_planes(const pool_backward *t, int size) {
            (t->in[0] == 1 || t->gis[2] == size * width * height);
 }
 
-/* Write a plane's float32 sums into grad_input's dtype and strides, rounding once. */
-static void store_plane(const pool_backward *t, const float *acc, char *dst, uint16_t *bits) {
-    const int64_t depth = t->in[0], height = t->in[1], width = t->in[2];
+/* Write the float32 values of ``depths`` depth slices (from depth ``d0`` of
+ * the plane at ``dst``) into grad_input's dtype and strides, rounding once. */
+static void store_slices(const pool_backward *t, const float *acc, char *dst, int64_t d0, int64_t depths,
+                         uint16_t *bits) {
+    const int64_t height = t->in[1], width = t->in[2];
     const int size = t->dtype == DT_FLOAT32 ? 4 : 2;
     const int64_t step = t->gis[4];
-    if (t->writer) {
-        t->writer(acc, dst, t->plane);
+    if (t->writer) { /* C-contiguous planes */
+        t->writer(acc, dst + d0 * t->gis[2], depths * height * width);
         return;
     }
-    for (int64_t d = 0; d < depth; d++) {
+    for (int64_t d = d0; d < d0 + depths; d++) {
         for (int64_t h = 0; h < height; h++) {
-            const float *src = acc + (d * height + h) * width;
+            const float *src = acc + ((d - d0) * height + h) * width;
             char *row = dst + d * t->gis[2] + h * t->gis[3];
             if (size == 4) {
                 for (int64_t w = 0; w < width; w++) memcpy(row + w * step, src + w, 4);
@@ -611,6 +665,52 @@ static void store_plane(const pool_backward *t, const float *acc, char *dst, uin
             if (out == bits)
                 for (int64_t w = 0; w < width; w++) memcpy(row + w * step, bits + w, 2);
         }
+    }
+}
+
+/* Write a plane's float32 sums into grad_input's dtype and strides, rounding once. */
+static void store_plane(const pool_backward *t, const float *acc, char *dst, uint16_t *bits) {
+    store_slices(t, acc, dst, 0, t->in[0], bits);
+}
+
+#define PLACE_ROW(TYPE)                                                                               \
+    static void place_row_##TYPE(float *slab, int64_t first, const float *g, const char *ip, int64_t step, \
+                                 int64_t n) {                                                         \
+        for (int64_t w = 0; w < n; w++)                                                               \
+            slab[*(const TYPE *)(ip + w * step) - first] = 0.0f + g[w]; /* +0 + g: the reference's sum */ \
+    }
+PLACE_ROW(int32_t)
+PLACE_ROW(int64_t)
+
+/* A plane whose indices windows_hold accepted: each cell receives at most one
+ * gradient, so grad_input is written by output depth, a slab of the depths
+ * its windows reach at a time: zeros and each gradient of that output depth
+ * at its index, as the float32 sum +0 + g (rounded once on the way out, as
+ * the reference rounds its float32 sum), with no float32 plane to clear, sum
+ * into and read. Depths no window reaches are zeros. */
+static void write_direct(pool_backward *t, int64_t p, float *slab, float *wide, uint16_t *bits) {
+    const int64_t od = t->out[2], oh = t->out[3], ow = t->out[4], depth = t->in[0];
+    const int64_t cells = t->in[1] * t->in[2]; /* of a depth slice */
+    const char *gp = plane_ptr(t->grad, t->gs, p, t->out[1]);
+    const char *ip = plane_ptr(t->index, t->is, p, t->out[1]);
+    char *dst = (char *)plane_ptr(t->grad_input, t->gis, p, t->out[1]);
+    int64_t z = 0; /* the next depth to write */
+    for (int64_t d = 0; d <= od; d++) {
+        const int64_t z0 = d < od ? t->lo[0][d] : depth, z1 = d < od ? t->hi[0][d] : depth;
+        if (z < z0) memset(slab, 0, (size_t)cells * sizeof(float));
+        for (; z < z0; z++) store_slices(t, slab, dst, z, 1, bits);
+        if (z1 == z0) continue;
+        memset(slab, 0, (size_t)((z1 - z0) * cells) * sizeof(float));
+        for (int64_t h = 0; h < oh; h++) {
+            const float *g = widen(gp + d * t->gs[2] + h * t->gs[3], t->gs[4], ow, t->dtype, wide, bits);
+            const char *irow = ip + d * t->is[2] + h * t->is[3];
+            if (t->index_size == 8)
+                place_row_int64_t(slab, z0 * cells, g, irow, t->is[4], ow);
+            else
+                place_row_int32_t(slab, z0 * cells, g, irow, t->is[4], ow);
+        }
+        store_slices(t, slab, dst, z0, z1 - z0, bits);
+        z = z1;
     }
 }
 
@@ -652,7 +752,9 @@ static void scatter_planes(pool_backward *t) {
     const size_t acc_bytes = in_place ? 0 : (size_t)t->plane * sizeof(float);
     /* per lane: a row of widened gradients, then (lane 0) a row of 16-bit bits; 64-byte steps */
     const size_t buf_bytes = ((size_t)row_len * (sizeof(float) + sizeof(uint16_t)) + 63) & ~(size_t)63;
-    const size_t bytes = (size_t)lanes * (acc_bytes + buf_bytes);
+    /* a slab of the depths one output depth's windows reach, for write_direct */
+    const size_t slice_bytes = t->direct ? ((size_t)t->slab * (size_t)t->in[1] * (size_t)width * sizeof(float) + 63) & ~(size_t)63 : 0;
+    const size_t bytes = (size_t)lanes * (acc_bytes + buf_bytes) + slice_bytes;
     char *scratch = scratch_alloc(bytes);
     if (!scratch) {
         atomic_store(&t->failed, 1);
@@ -661,10 +763,17 @@ static void scatter_planes(pool_backward *t) {
     float *bufs[2];
     for (int k = 0; k < lanes; k++) bufs[k] = (float *)(scratch + lanes * acc_bytes + k * buf_bytes);
     uint16_t *bits = (uint16_t *)(bufs[0] + row_len);
-    int64_t first, end;
+    float *slice = (float *)(scratch + lanes * (acc_bytes + buf_bytes));
+    int64_t first, end, direct = 0;
     while (take_planes(t, &t->next, lanes * t->batch, &first, &end)) {
-        for (int64_t p = first; p < end; p += lanes) {
-            const int count = p + 1 < end && lanes == 2 ? 2 : 1;
+        for (int64_t p = first, count; p < end; p += count) {
+            if (t->direct && t->direct[p]) {
+                write_direct(t, p, slice, bufs[0], bits);
+                count = 1;
+                direct++;
+                continue;
+            }
+            count = p + 1 < end && lanes == 2 && !(t->direct && t->direct[p + 1]) ? 2 : 1;
             const char *gp[2], *ip[2];
             char *dst[2];
             float *acc[2];
@@ -703,6 +812,52 @@ static void scatter_planes(pool_backward *t) {
     _mm_sfence(); /* store_plane's streaming stores are done before the call returns */
 #endif
     scratch_free(scratch, bytes);
+    atomic_fetch_add(&t->direct_planes, direct);
+}
+
+/* Whether the pooling's windows never overlap: stride >= kernel, dilation 1, on every axis. */
+static int disjoint_windows(const int64_t *params) {
+    for (int a = 0; a < 3; a++)
+        if (params[3 + a] < params[a] || params[9 + a] != 1) return 0;
+    return 1;
+}
+
+/* One axis of disjoint windows: each output's window clipped to the input,
+ * [lo, hi) (empty when it lies outside), and each input cell's output, -1 for
+ * a cell no window reaches. */
+static void clip_windows(int64_t outputs, int64_t kernel, int64_t stride, int64_t padding, int64_t length,
+                         int64_t *lo, int64_t *hi, int64_t *owner) {
+    for (int64_t i = 0; i < length; i++) owner[i] = -1;
+    for (int64_t o = 0; o < outputs; o++) {
+        const int64_t start = o * stride - padding;
+        lo[o] = start < 0 ? 0 : start > length ? length : start;
+        hi[o] = start + kernel > length ? length : start + kernel;
+        if (hi[o] < lo[o]) hi[o] = lo[o];
+        for (int64_t i = lo[o]; i < hi[o]; i++) owner[i] = o;
+    }
+}
+
+/* windows_hold's table: each cell's output, -1 for none, -2 past the plane. */
+static void own_cells(pool_backward *t) {
+    const int64_t oh = t->out[3], ow = t->out[4];
+    int32_t *own = t->own;
+    for (int64_t z = 0; z < t->in[0]; z++) {
+        for (int64_t y = 0; y < t->in[1]; y++) {
+            const int64_t d = t->owner[0][z], h = t->owner[1][y];
+            for (int64_t x = 0; x < t->in[2]; x++) {
+                const int64_t w = t->owner[2][x];
+                *own++ = d < 0 || h < 0 || w < 0 ? -1 : (int32_t)((d * oh + h) * ow + w);
+            }
+        }
+    }
+    *own = -2;
+}
+
+/* Planes written by write_direct since the last reset, for tests. */
+static atomic_llong direct_planes_total;
+
+API long long pyaclnn_accel_direct_planes(int reset) {
+    return reset ? atomic_exchange(&direct_planes_total, 0) : atomic_load(&direct_planes_total);
 }
 
 /* The whole backward in one parallel task (one wake-up of the workers): the
@@ -728,6 +883,12 @@ static void backward_task(void *ctx) {
  * in_spatial (D, H, W) of grad_input. Sums run in float32 in the C order of
  * grad_output, rounded once per cell.
  *
+ * params: the pooling's (kernel, stride, padding, dilation), 3 each (depth,
+ * height, width), or NULL. With windows that do not overlap (stride >=
+ * kernel, dilation 1), a plane whose indices all lie in their own windows is
+ * written without a float32 plane (write_direct); the others, and every plane
+ * without params, are summed in float32 planes. The same bits either way.
+ *
  * Returns RC_OK; RC_BAD_INDEX with *bad = the C-order position of the first
  * index outside [0, D*H*W), before anything is written; or RC_NO_MEMORY (after
  * grad_input may have been partly written).
@@ -735,7 +896,8 @@ static void backward_task(void *ctx) {
 API int pyaclnn_max_pool3d_backward(intptr_t grad, const int64_t *grad_strides, int dtype, intptr_t index,
                                     const int64_t *index_strides, int index_size, intptr_t grad_input,
                                     const int64_t *grad_input_strides, const int64_t *out_shape,
-                                    const int64_t *in_spatial, int threads, int64_t *bad) {
+                                    const int64_t *in_spatial, const int64_t *params, int threads,
+                                    int64_t *bad) {
     pool_backward t = {.grad = (const char *)grad, .index = (const char *)index, .grad_input = (char *)grad_input,
                        .dtype = dtype, .index_size = index_size};
     memcpy(t.gs, grad_strides, sizeof t.gs);
@@ -762,13 +924,43 @@ API int pyaclnn_max_pool3d_backward(intptr_t grad, const int64_t *grad_strides, 
      * the other plane's work. CPU time of the k3 s1 benchmark case 0.9x. */
     t.in_place = dtype == DT_FLOAT32 && !t.writer && contiguous_planes(&t, 4);
     t.lanes = !t.in_place && t.planes >= 4 * (int64_t)threads ? 2 : 1;
+    int64_t *windows = NULL;
+    size_t window_bytes = 0;
+    const int64_t outputs = t.out[2] * t.out[3] * t.out[4];
+    if (params && disjoint_windows(params) && outputs > 0 && outputs < INT32_MAX && t.plane < INT32_MAX) {
+        /* lo, hi per output and owner per input cell, on each axis; own; a flag per plane */
+        const int64_t count = 2 * (t.out[2] + t.out[3] + t.out[4]) + t.in[0] + t.in[1] + t.in[2];
+        window_bytes = (size_t)count * sizeof(int64_t) + (size_t)(t.plane + 1) * sizeof(int32_t) + (size_t)t.planes;
+        windows = scratch_alloc(window_bytes);
+        if (windows) {
+            int64_t *at = windows;
+            for (int a = 0; a < 3; a++) {
+                t.lo[a] = at;
+                t.hi[a] = at + t.out[2 + a];
+                t.owner[a] = at + 2 * t.out[2 + a];
+                at += 2 * t.out[2 + a] + t.in[a];
+                clip_windows(t.out[2 + a], params[a], params[3 + a], params[6 + a], t.in[a], t.lo[a], t.hi[a],
+                             t.owner[a]);
+            }
+            t.own = (int32_t *)at;
+            own_cells(&t);
+            t.slab = 1;
+            for (int64_t d = 0; d < t.out[2]; d++)
+                if (t.hi[0][d] - t.lo[0][d] > t.slab) t.slab = t.hi[0][d] - t.lo[0][d];
+            t.direct = (unsigned char *)(t.own + t.plane + 1);
+            memset(t.direct, 0, (size_t)t.planes);
+        }
+    }
 
     atomic_init(&t.failed, 0);
+    atomic_init(&t.direct_planes, 0);
     atomic_init(&t.next_check, 0);
     atomic_init(&t.unchecked, (t.planes + t.batch - 1) / t.batch);
     atomic_init(&t.next, 0);
     atomic_init(&t.first_bad, INT64_MAX);
     run_parallel(backward_task, &t, threads);
+    scratch_free(windows, window_bytes);
+    atomic_fetch_add(&direct_planes_total, atomic_load(&t.direct_planes));
     long long first_bad = atomic_load(&t.first_bad);
     if (first_bad != INT64_MAX) {
         *bad = first_bad;
