@@ -1,19 +1,20 @@
-"""The compiled max-pool backward with the pooling's windows, against the reference, bit for bit.
+"""The compiled max-pool backward with the pooling's parameters, against the reference, bit for bit.
 
-With windows that do not overlap (stride >= kernel size, dilation 1), the
-compiled backward checks each plane's indices (the caller's) against their
-own outputs' windows and, when every one lies in its own window, writes the
-plane without a float32 accumulation plane: each cell then receives at most
-one gradient, stored as the float32 sum +0 + g rounded once, as the
-reference computes it. A plane with an index elsewhere (in its plane or not)
-takes the accumulation path. Overlapping windows (k3 s1, k3 s2) always take
-the accumulation path, whose runs of one index (chains of adds into one cell)
-must keep the reference's order.
+Given the pooling's parameters, the compiled backward checks in its index
+guard that each output depth's indices (the caller's) lie in the input depths
+its windows reach; a plane where they do is summed a slab of those depths at
+a time, each depth written out once the windows have moved past it, instead
+of in a whole float32 plane. The additions and their order are those of the
+whole-plane path and of the reference (float32 sums in the C order of
+grad_output from +0, rounded once), so the bits must be identical, whatever
+the windows: overlapping (k3 s1: runs of one index, chains of adds into one
+cell; k3 s2), disjoint, dilated, with padding and partial windows. A plane
+with an index at another depth takes the whole-plane path.
 
 Every case compares with pyaclnn.kernels.max_pool3d bit for bit and counts
-the planes written without an accumulation plane
-(``pyaclnn_accel_direct_planes``), so that a test fails both when the direct
-path is not taken and when it is taken where it must not be.
+the planes summed by slabs (``pyaclnn_accel_slab_planes``), so that a test
+fails both when the slab path is not taken and when it is taken where it
+must not be.
 """
 
 from __future__ import annotations
@@ -44,10 +45,10 @@ from pyaclnn.kernels.checks import IndexOutOfPlaneError
 
 @pytest.fixture
 def compiled(monkeypatch) -> _Recorder:
-    """The compiled kernels on, their backward calls counted, the direct-plane count reset."""
+    """The compiled kernels on, their backward calls counted, the slab-plane count reset."""
     recorder = _Recorder(library_or_skip(monkeypatch))
     monkeypatch.setattr(_accel._loaded, "lib", recorder)
-    recorder.pyaclnn_accel_direct_planes(1)
+    recorder.pyaclnn_accel_slab_planes(1)
     return recorder
 
 
@@ -80,15 +81,15 @@ def _backward(go, idx, gi, params) -> None:
     _kernels.max_pool3d_with_argmax_backward(plan, go, idx, gi)
 
 
-def _compare(compiled, go, idx, in_shape, dtype, params, direct, out_kind="contiguous", nan_sign_free=False):
-    """Both kernels into fresh outputs: the same bits, and ``direct`` planes written directly."""
+def _compare(compiled, go, idx, in_shape, dtype, params, slabs, out_kind="contiguous", nan_sign_free=False):
+    """Both kernels into fresh outputs: the same bits, and ``slabs`` planes summed by slabs."""
     expected = np.full(in_shape, 7, dtype)
     reference.max_pool3d_with_argmax_backward(go, idx, expected)
     got = _output(in_shape, dtype, out_kind)
     calls = compiled.calls
     _backward(go, idx, got, params)
     assert compiled.calls == calls + 1  # the compiled kernel took the call
-    assert compiled.pyaclnn_accel_direct_planes(1) == direct
+    assert compiled.pyaclnn_accel_slab_planes(1) == slabs
     if nan_sign_free:  # NaNs of both signs summed in one cell: either survives (see test_accel)
         nan = np.isnan(expected.astype(np.float32))
         assert np.array_equal(np.isnan(got.astype(np.float32)), nan)
@@ -110,8 +111,8 @@ DISJOINT = [
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("index_dtype", INDEX_DTYPES, ids=str)
 @pytest.mark.parametrize("case", range(len(DISJOINT)))
-def test_disjoint_windows_write_planes_directly(compiled, dtype, index_dtype, case):
-    """Indices of the forward: every plane direct, the reference's bits, with NaN
+def test_disjoint_windows_by_slabs(compiled, dtype, index_dtype, case):
+    """Indices of the forward: every plane by slabs, the reference's bits, with NaN
     (both signs: one gradient a cell), +-inf, -0 (the reference's +0 + -0 is +0), ties."""
     in_shape, params = DISJOINT[case]
     rng = np.random.default_rng(seed(dtype, index_dtype, case))
@@ -119,7 +120,7 @@ def test_disjoint_windows_write_planes_directly(compiled, dtype, index_dtype, ca
     go = _sprinkle_specials(rng, go, signed_nans=True)
     go.reshape(-1)[::7] = -0.0
     planes = in_shape[0] * in_shape[1]
-    got = _compare(compiled, go, idx, in_shape, dtype, params, direct=planes).astype(np.float32)
+    got = _compare(compiled, go, idx, in_shape, dtype, params, slabs=planes).astype(np.float32)
     if go[0, 0].size < got[0, 0].size:
         assert (got == 0).any()  # cells no gradient reaches
     assert not np.signbit(got[got == 0]).any()  # a -0 gradient comes out +0, as the reference's +0 + -0
@@ -133,53 +134,62 @@ def test_disjoint_windows_any_strides(compiled, dtype, in_kind, out_kind):
     rng = np.random.default_rng(seed(dtype, in_kind, out_kind))
     go, idx = _forward(rng, in_shape, params, dtype, np.int32)
     go, idx = _strided(go, in_kind), _strided(idx, in_kind)
-    _compare(compiled, go, idx, in_shape, dtype, params, direct=2, out_kind=out_kind)
+    _compare(compiled, go, idx, in_shape, dtype, params, slabs=2, out_kind=out_kind)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("index_dtype", INDEX_DTYPES, ids=str)
-def test_disjoint_windows_large_outputs_streamed(compiled, dtype, index_dtype, monkeypatch):
-    """From 1 MiB of grad_input on, written with streaming stores by depth slab; on one
-    thread and several."""
-    in_shape, params = (2, 4, 16, 64, 64), _params(2, 2, 0)
+def test_large_outputs_streamed_by_slabs(compiled, dtype, index_dtype, monkeypatch):
+    """From 1 MiB of grad_input on, each depth written with streaming stores once final;
+    planes two at a time; on one thread and several; disjoint and overlapping windows."""
+    in_shape = (2, 9, 16, 32, 64)  # 18 planes: two at a time leave one alone on some thread counts
     assert int(np.prod(in_shape)) * dtype.itemsize >= 1 << 20
-    rng = np.random.default_rng(seed(dtype, index_dtype, "large"))
-    go, idx = _forward(rng, in_shape, params, dtype, index_dtype)
-    go = _sprinkle_specials(rng, go, signed_nans=True)
-    for threads in ("1", "2", "3"):
-        monkeypatch.setenv("PYACLNN_NUM_THREADS", threads)
-        _compare(compiled, go, idx, in_shape, dtype, params, direct=8)
-        _compare(compiled, go, idx, in_shape, dtype, params, direct=8, out_kind="strided")
+    for params in (_params(2, 2, 0), _params(3, 2, 1), _params(3, 1, 1, ceil=True)):
+        rng = np.random.default_rng(seed(dtype, index_dtype, params, "large"))
+        go, idx = _forward(rng, in_shape, params, dtype, index_dtype)
+        go = _sprinkle_specials(rng, go, signed_nans=False)
+        for threads in ("1", "2", "3"):
+            monkeypatch.setenv("PYACLNN_NUM_THREADS", threads)
+            _compare(compiled, go, idx, in_shape, dtype, params, slabs=18)
+            _compare(compiled, go, idx, in_shape, dtype, params, slabs=18, out_kind="strided")
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("index_dtype", INDEX_DTYPES, ids=str)
 @pytest.mark.parametrize("large", [False, True], ids=["small", "streamed"])
-def test_an_index_outside_its_window_takes_the_accumulation_path(compiled, dtype, index_dtype, large):
-    """The indices are the caller's. An index in its plane but not in its own output's
-    window: another output's cell (which then receives two gradients, to be summed), or
-    a cell no window reaches, or a window's cell of another depth. Only that plane
-    leaves the direct path; the result is still the reference's. Without the window
-    check the first case loses a gradient (and the others write outside the slab)."""
-    in_shape = (2, 3, 16, 64, 64) if large else (2, 3, 8, 9, 11)
-    params = _params(2, 3, 0)  # cells 2, 5, ... along each axis lie in no window
-    rng = np.random.default_rng(seed(dtype, index_dtype, large, "outside"))
+@pytest.mark.parametrize("params", [_params(2, 3, 0), _params(3, 2, 1)], ids=["k2s3", "k3s2"])
+def test_an_index_at_another_depth_takes_the_whole_plane_path(compiled, dtype, index_dtype, large, params):
+    """The indices are the caller's. An index in its plane but outside its own output's
+    window, at a depth that window reaches (another output's cell, which then sums two
+    gradients; a cell no window reaches): still by slabs, the reference's sums. At a
+    depth its window does not reach: that plane alone is summed whole; the others by
+    slabs. Without the depth check the slab path would add it outside its slab."""
+    in_shape = (2, 3, 16, 32, 64) if large else (2, 3, 8, 9, 11)
+    rng = np.random.default_rng(seed(dtype, index_dtype, large, params, "outside"))
     go, idx = _forward(rng, in_shape, params, dtype, index_dtype)
     height, width = in_shape[3:]
-    moves = [
-        ((1, 2, 0, 0, 1), int(idx[1, 2, 0, 0, 0])),  # output (0, 0, 1) sends to output (0, 0, 0)'s cell
-        ((0, 1, 1, 1, 1), (3 * height + 3) * width + 2),  # x = 2: a gap between windows
-        ((1, 0, 0, 1, 0), (4 * height + 3) * width + 0),  # depth 4: the window of output depth 1
+    other = int(idx[1, 2, 0, 0, 0])
+    same_depths = [
+        ((1, 2, 0, 0, 3), other),  # output (0, 0, 3) sends to output (0, 0, 0)'s cell
+        ((0, 1, 1, 1, 1), (3 * height + 0) * width + 8),  # far along H and W, at a depth of its window
     ]
-    for where, cell in moves:
+    other_depths = [
+        ((1, 0, 0, 1, 0), (5 * height + 3) * width + 0),  # below the window of output depth 0
+        ((0, 2, 2, 1, 1), 0),  # above the window of output depth 2
+    ]
+    for where, cell in same_depths:
         bad = idx.copy()
         bad[where] = cell
         assert bad[where] != idx[where]
-        _compare(compiled, go, bad, in_shape, dtype, params, direct=5)
-    both = idx.copy()
-    for where, cell in moves:
-        both[where] = cell
-    _compare(compiled, go, both, in_shape, dtype, params, direct=3)
+        _compare(compiled, go, bad, in_shape, dtype, params, slabs=6)
+    for where, cell in other_depths:
+        bad = idx.copy()
+        bad[where] = cell
+        _compare(compiled, go, bad, in_shape, dtype, params, slabs=5)
+    everything = idx.copy()
+    for where, cell in same_depths + other_depths:
+        everything[where] = cell
+    _compare(compiled, go, everything, in_shape, dtype, params, slabs=4)
 
 
 @pytest.mark.parametrize("index_dtype", INDEX_DTYPES, ids=str)
@@ -198,7 +208,7 @@ def test_an_index_outside_its_plane_is_refused_before_anything_is_written(compil
     assert (gi == 7).all()
 
 
-# Overlapping windows, or disjoint ones with a dilation: always the accumulation path.
+# Overlapping windows, and disjoint ones with a dilation.
 OVERLAPPING = [
     ((1, 4, 6, 13, 15), _params(3, 1, 1, ceil=True)),  # runs of one index: chains into one cell
     ((2, 3, 9, 16, 17), _params(3, 2, 1)),
@@ -212,18 +222,20 @@ OVERLAPPING = [
 @pytest.mark.parametrize("case", range(len(OVERLAPPING)))
 @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # inf + -inf in a cell
 @pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")  # sums beyond float16: inf
-def test_overlapping_windows_sum_in_the_references_order(compiled, dtype, index_dtype, case):
+def test_overlapping_windows_sum_by_slabs_in_the_references_order(compiled, dtype, index_dtype, case):
     """Indices of the forward on ties, NaN and -inf inputs, with padding: consecutive
     outputs often share a maximum, so a cell sums runs of gradients (whose order sets
     the bits of a float32 sum); NaN, +-inf, -0 and 16-bit halfway values among them."""
     in_shape, params = OVERLAPPING[case]
     rng = np.random.default_rng(seed(dtype, index_dtype, case, "overlap"))
     go, idx = _forward(rng, in_shape, params, dtype, index_dtype)
+    planes = in_shape[0] * in_shape[1]
     k, stride = params[:2]
     if any(a < b for a, b in zip(stride, k)):  # overlapping
         flat = idx.reshape(-1)
         assert (flat[1:] == flat[:-1]).mean() > 0.1  # runs of one index
-    got = _compare(compiled, _sprinkle_specials(rng, go, signed_nans=False), idx, in_shape, dtype, params, 0)
+    go = _sprinkle_specials(rng, go, signed_nans=False)
+    got = _compare(compiled, go, idx, in_shape, dtype, params, planes)
     assert (got.astype(np.float32) == 0).any()
     _compare(
         compiled,
@@ -232,22 +244,24 @@ def test_overlapping_windows_sum_in_the_references_order(compiled, dtype, index_
         in_shape,
         dtype,
         params,
-        0,
+        planes,
         nan_sign_free=True,
     )
     # float32 sums that round differently in another order: 1 + 2^-24 + 2^-24 ...
     tiny = np.where(rng.random(go.shape) < 0.5, np.float32(1.0), np.float32(2.0**-24)).astype(np.float32)
     if dtype == F32:
-        _compare(compiled, tiny, idx, in_shape, dtype, params, 0)
+        _compare(compiled, tiny, idx, in_shape, dtype, params, planes)
 
 
-def test_the_sums_order_is_visible_in_the_bits(compiled):
+@pytest.mark.parametrize("depth", [0, 1], ids=["by-slabs", "whole-plane"])
+def test_the_sums_order_is_visible_in_the_bits(compiled, depth):
     """Guard for the test above: on one run of one index, 1 + 2^-24 + 2^-24 (left to right:
-    1) and 2^-24 + 2^-24 + 1 (1 + 2^-23) differ, so an order change fails the comparison."""
+    1) and 2^-24 + 2^-24 + 1 (1 + 2^-23) differ, so an order change fails the comparison.
+    In the depth its window reaches (by slabs) and in another (the whole plane)."""
     go = np.array([1.0, 2.0**-24, 2.0**-24, 2.0**-24, 2.0**-24, 1.0], np.float32).reshape(1, 1, 1, 1, 6)
-    idx = np.array([0, 0, 0, 1, 1, 1], np.int64).reshape(go.shape)
-    got = _compare(compiled, go, idx, (1, 1, 1, 1, 3), F32, _params(1, 1, 0), direct=0)
-    assert got.reshape(-1).tolist() == [1.0, 1.0 + 2.0**-23, 0.0]
+    idx = np.array([0, 0, 0, 1, 1, 1], np.int64).reshape(go.shape) + 3 * depth
+    got = _compare(compiled, go, idx, (1, 1, 2, 1, 3), F32, _params(1, 1, 0), slabs=1 - depth)
+    assert got.reshape(-1)[3 * depth :][:3].tolist() == [1.0, 1.0 + 2.0**-23, 0.0]
 
 
 @pytest.mark.parametrize("dtype", [F16, BF16], ids=str)
@@ -260,7 +274,7 @@ def test_direct_16_bit_gradients_come_back_as_they_were(compiled, dtype):
     in_shape = (1, 1, 16, 64, 128)
     idx = (np.arange(go.size, dtype=np.int64) * 2).reshape(go.shape)  # every other cell along W
     params = _params((1, 1, 2), (1, 1, 2), 0)
-    got = _compare(compiled, go, idx, in_shape, dtype, params, direct=1)
+    got = _compare(compiled, go, idx, in_shape, dtype, params, slabs=1)
     placed = got.reshape(-1)[::2]
     finite = np.isfinite(bits.astype(np.float32)) & (bits.view(np.uint16) != 0x8000)
     assert np.array_equal(placed.view(np.uint16)[finite], bits.view(np.uint16)[finite])

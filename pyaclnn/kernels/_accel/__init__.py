@@ -100,44 +100,17 @@ streaming plane conversion beats the per-index rounding. The index guard
 and the scatter are one parallel task, so a call wakes the worker threads
 once.
 
-Max-pool backward with windows that do not overlap (stride >= kernel size,
-dilation 1 on every axis; the plan's parameters are passed along): the index
-guard also checks each plane's indices against their own outputs' windows
-(one table lookup an index: the output whose window holds each cell). In a
-plane where all of them pass, each cell receives at most one gradient, so
-the plane is written slab by slab (the depths one output depth's windows
-reach) from zeros and ``+0 + g`` in float32, rounded once: the reference's
-bits (a -0 gradient gives +0, a NaN is quietened as in the sum) with no
-float32 plane to clear, sum into and read back; the scratch is a slab, not
-two planes. A plane with an index elsewhere (the indices are the caller's)
-is summed in a float32 plane as above. Kernel alone, one thread, CPU time:
-the k2 s2 benchmark case as before (4.2-4.6 ms either way: streaming its
-32 MB out is the bound), planes of 128**3 cells 0.9x.
-
-Grid sampler, backward inputGrad: the same accumulation order, so the same
-bits as the tuned path, in both layouts. Each (cell, channel) sums in float32
-from +0, as the tuned path's complex (x0, x1) pairs do: the contributions of the points
-whose x0 corner is the cell apart from those whose x1 corner is, each in the
-order (chunk of 8192 points, corner pair (z, y), point), and the two sums
-added at the end; corner weights are ``(wx * wy) * wz``. The compiled kernel
-takes blocks of 4 channels (fewer when they would not fit twice the
-outputs), one block per thread at a time, each thread owning its channels of
-inputGrad: the thread count and block size change no bit. Nearest adds the
-gradients in point order. Coordinates follow the reference's
-``_source_index`` operation for operation (float32, no FMA contraction under ``-std=c11``), so the cells hit
-and the weights are the same bits, NaN/inf/huge coordinates included.
-
-Grid sampler, gridGrad and the bilinear forward: float32 tolerance. Both
-contract over the channels (gridGrad: the 8 corner dots ``sum_c V * gOut``;
-forward: ``sum_k w_k * V_k``); the tuned path does it with ``einsum`` and a
-batched ``matmul`` whose summation order (pairwise, SIMD lanes, BLAS) is its
-own, while the C loop sums in channel (corner) order; the rest of gridGrad's
-formula is the tuned path's, in its order. Each grid point is computed by
-one thread, so these too are independent of the thread count. The nearest
-forward copies one value: same bits. 16-bit outputs are rounded once (the
-max-pool conversions; inputGrad rows through F16C where present, the other
-outputs through the software conversion, which gives the same bits). float64
-stays with NumPy.
+Max-pool backward with the pooling's parameters (the plan's, passed along):
+the index guard checks, one vectorized pass a plane as before, that each
+output depth's indices lie in the input depths its windows reach (instead of
+only in the plane). A plane where they do is summed a slab of depths at a
+time (two planes side by side, as above): the float32 sums of the depths the
+current output depth reaches, in the caches, each depth written out (rounded
+once, streamed from 1 MiB) as soon as the windows have moved past it. The
+same additions in the same order, so the same bits; no float32 plane to
+clear, sum into and read back. A plane with an index elsewhere (the indices
+are the caller's) is summed in a whole plane. Kernel CPU time on one thread
+against whole planes: 0.86-0.96x on the benchmark cases.
 """
 
 from __future__ import annotations
@@ -178,7 +151,7 @@ int pyaclnn_max_pool3d_backward(intptr_t grad, const int64_t *grad_strides, int 
                                 const int64_t *index_strides, int index_size, intptr_t grad_input,
                                 const int64_t *grad_input_strides, const int64_t *out_shape,
                                 const int64_t *in_spatial, const int64_t *params, int threads, int64_t *bad);
-long long pyaclnn_accel_direct_planes(int reset);
+long long pyaclnn_accel_slab_planes(int reset);
 int pyaclnn_max_pool3d(intptr_t input, const int64_t *input_strides, int dtype, intptr_t out,
                        const int64_t *out_strides, intptr_t index, const int64_t *index_strides,
                        int index_size, const int64_t *in_shape, const int64_t *out_spatial,
@@ -553,9 +526,9 @@ def max_pool3d_backward(
     The arrays are as :func:`pyaclnn.kernels.max_pool3d.max_pool3d_with_argmax_backward`
     receives them for a plan (5-D, matching shapes, native int32 or int64 indices);
     ``params`` is the plan's (kernel_size, stride, padding, dilation), or None.
-    With windows that do not overlap (stride >= kernel size, dilation 1), the
-    planes whose indices all lie in their own windows are written without a
-    float32 accumulation plane; the result is the same either way.
+    With them, the planes whose indices all lie in the depths their outputs'
+    windows reach are summed a slab of depths at a time instead of in a whole
+    float32 plane; the result is the same either way.
 
     Returns
     -------

@@ -240,6 +240,13 @@ static uint64_t highest_contiguous_base(const char *p, int size, int64_t n);
 static uint64_t highest_contiguous_avx2(const char *p, int size, int64_t n);
 #endif
 static uint64_t (*highest_contiguous)(const char *, int, int64_t) = highest_contiguous_base;
+/* The max-pool backward's depth check (see depths_hold_loops). */
+struct pool_backward;
+static int depths_hold_base(const struct pool_backward *, const char *);
+#if HAVE_F16C_PATH
+static int depths_hold_avx2(const struct pool_backward *, const char *);
+#endif
+static int (*depths_hold)(const struct pool_backward *, const char *) = depths_hold_base;
 /* The max-pool forward's inner loop (see take_max_loops). */
 static void take_max_base(float *, int32_t *, const float *, int32_t, int32_t, int32_t, int32_t);
 #if HAVE_F16C_PATH
@@ -264,6 +271,7 @@ API int pyaclnn_accel_use_f16c(int want) {
          * scalar loop when F16C conversion is switched off (tests) */
         stream_plane[DT_BFLOAT16] = want && __builtin_cpu_supports("avx2") ? float_plane_to_bf16_avx2_stream : NULL;
         highest_contiguous = want && __builtin_cpu_supports("avx2") ? highest_contiguous_avx2 : highest_contiguous_base;
+        depths_hold = want && __builtin_cpu_supports("avx2") ? depths_hold_avx2 : depths_hold_base;
         take_max = want && __builtin_cpu_supports("avx2") ? take_max_avx2 : take_max_base;
     }
     return half_to_float_row == half_row_to_float_f16c;
@@ -429,7 +437,7 @@ __attribute__((constructor)) static void pool_init(void) { pthread_atfork(NULL, 
  * k2 s2; it also leaves the caches (and the Python that runs next) alone. */
 #define STREAM_MIN_BYTES (1u << 20)
 
-typedef struct {
+typedef struct pool_backward {
     const char *grad;
     const char *index;
     char *grad_input;
@@ -441,15 +449,13 @@ typedef struct {
     plane_writer writer;     /* streaming whole-plane writes (large grad_input, C-contiguous planes) or NULL */
     int in_place;            /* float32 summed in grad_input itself (else in scratch planes) */
     int lanes;               /* planes a thread sums at once, their gradients interleaved: 1 or 2 */
-    /* Windows that do not overlap (see windows_hold): per axis, each output's
-     * window clipped to the input [lo, hi) and each input cell's output (or
-     * -1); NULL otherwise. ``direct`` marks the planes whose indices all lie
-     * in their own windows (written without a float32 plane). */
-    int64_t *lo[3], *hi[3], *owner[3];
-    int32_t *own;        /* see windows_hold */
-    int64_t slab;        /* the most depths a window reaches */
-    unsigned char *direct;
-    atomic_llong direct_planes; /* planes written directly, for tests */
+    /* With the pooling's parameters: per output depth, the input depths its
+     * windows reach, [zlo, zhi), at most ``slab`` of them; per plane, whether
+     * its indices all lie there (see depths_hold). NULL otherwise. */
+    int64_t *zlo, *zhi;
+    int64_t slab;
+    unsigned char *by_slabs;
+    atomic_llong slab_planes; /* planes summed by slabs, for tests */
     atomic_llong next_check; /* next plane for the index guard to take */
     atomic_llong unchecked;  /* grabs of the index guard not finished yet */
     atomic_llong next;       /* next plane for the scatter to take */
@@ -530,44 +536,89 @@ static uint64_t highest_row(const char *row, int size, int64_t step, int64_t n) 
     return highest;
 }
 
-/* Whether every index of a plane lies inside its own output's window
- * (windows that do not overlap: stride >= kernel, dilation 1). Then each cell
- * of the plane receives at most one gradient and write_direct needs no
- * float32 plane. The indices are the caller's: a plane where one lies
- * elsewhere (in range or not) takes the plane path. ``own`` gives each cell
- * of a plane the output (C-order position in the plane) whose window holds
- * it, -1 for none, and -2 at [plane] for every index outside the plane. */
-#define WINDOWS_HOLD(TYPE, UTYPE)                                                                    \
-    static int windows_hold_##TYPE(const pool_backward *t, const char *ip) {                         \
-        const int64_t od = t->out[2], oh = t->out[3], ow = t->out[4];                                \
-        const UTYPE plane = (UTYPE)t->plane;                                                         \
-        const int32_t *own = t->own;                                                                 \
-        int32_t o = 0, wrong = 0;                                                                    \
-        for (int64_t d = 0; d < od; d++) {                                                           \
-            for (int64_t h = 0; h < oh; h++) {                                                       \
-                const char *row = ip + d * t->is[2] + h * t->is[3];                                  \
-                if (t->is[4] == (int64_t)sizeof(TYPE)) {                                             \
-                    const UTYPE *v = (const UTYPE *)row;                                             \
-                    for (int32_t w = 0; w < (int32_t)ow; w++)                                        \
-                        wrong |= own[v[w] < plane ? v[w] : plane] ^ (o + w);                         \
-                } else {                                                                             \
-                    for (int32_t w = 0; w < (int32_t)ow; w++) {                                      \
-                        const UTYPE v = *(const UTYPE *)(row + w * t->is[4]);                        \
-                        wrong |= own[v < plane ? v : plane] ^ (o + w);                               \
-                    }                                                                                \
-                }                                                                                    \
-                if (wrong) return 0;                                                                 \
-                o += (int32_t)ow;                                                                    \
-            }                                                                                        \
-        }                                                                                            \
-        return 1;                                                                                    \
+/* Whether ``n`` indices from ``ip`` (step ``step``) all lie in [lo, lo + span). */
+#define IN_RANGE(TYPE, UTYPE)                                                                         \
+    static inline __attribute__((always_inline)) int in_range_##TYPE(const char *ip, int64_t step,     \
+                                                                     int64_t n, uint64_t lo,           \
+                                                                     uint64_t span) {                  \
+        UTYPE out = 0;                                                                                \
+        if (step == (int64_t)sizeof(TYPE)) {                                                          \
+            const UTYPE *v = (const UTYPE *)ip;                                                       \
+            for (int64_t w = 0; w < n; w++) out |= (UTYPE)(v[w] - (UTYPE)lo) >= (UTYPE)span;           \
+            return !out;                                                                              \
+        }                                                                                             \
+        for (int64_t w = 0; w < n; w++) out |= (UTYPE)(*(const UTYPE *)(ip + w * step) - (UTYPE)lo) >= (UTYPE)span; \
+        return !out;                                                                                  \
     }
-WINDOWS_HOLD(int32_t, uint32_t)
-WINDOWS_HOLD(int64_t, uint64_t)
+IN_RANGE(int32_t, uint32_t)
+IN_RANGE(int64_t, uint64_t)
 
-static int windows_hold(const pool_backward *t, const char *ip) {
-    return t->index_size == 8 ? windows_hold_int64_t(t, ip) : windows_hold_int32_t(t, ip);
+#if HAVE_F16C_PATH
+/* in_range_* of contiguous indices, 4 int64 or 8 int32 lanes: (v - lo) ^ sign
+ * = v + (sign - lo), compared signed against (span - 1) ^ sign. */
+__attribute__((target("avx2"))) static inline int in_range_avx2(const char *ip, int size, int64_t n, uint64_t lo,
+                                                                uint64_t span) {
+    if (span == 0) return n == 0;
+    __m256i bad = _mm256_setzero_si256();
+    int64_t i = 0;
+    int ok = 1;
+    if (size == 8) {
+        const int64_t *v = (const int64_t *)ip;
+        const __m256i shift = _mm256_set1_epi64x((int64_t)(0x8000000000000000ull - lo));
+        const __m256i limit = _mm256_set1_epi64x((int64_t)((span - 1) ^ 0x8000000000000000ull));
+        for (; i + 4 <= n; i += 4) {
+            const __m256i x = _mm256_add_epi64(_mm256_loadu_si256((const __m256i *)(v + i)), shift);
+            bad = _mm256_or_si256(bad, _mm256_cmpgt_epi64(x, limit));
+        }
+        for (; i < n; i++) ok &= (uint64_t)v[i] - lo < span;
+    } else {
+        const int32_t *v = (const int32_t *)ip;
+        const __m256i shift = _mm256_set1_epi32((int32_t)(0x80000000u - (uint32_t)lo));
+        const __m256i limit = _mm256_set1_epi32((int32_t)(((uint32_t)span - 1) ^ 0x80000000u));
+        for (; i + 8 <= n; i += 8) {
+            const __m256i x = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(v + i)), shift);
+            bad = _mm256_or_si256(bad, _mm256_cmpgt_epi32(x, limit));
+        }
+        for (; i < n; i++) ok &= (uint32_t)v[i] - (uint32_t)lo < (uint32_t)span;
+    }
+    return ok && _mm256_testz_si256(bad, bad);
 }
+#endif
+
+/* Whether every index of a plane lies in the depths its output's windows
+ * reach (any windows). Then the plane can be summed a slab of depths at a
+ * time (write_slabs), in the same order. */
+static inline __attribute__((always_inline)) int depths_hold_loops(const pool_backward *t, const char *ip,
+                                                                   int avx2) {
+    const int64_t od = t->out[2], oh = t->out[3], ow = t->out[4];
+    const int64_t cells = t->in[1] * t->in[2];
+    const int flat = t->is[4] == t->index_size && (oh == 1 || t->is[3] == t->index_size * ow);
+    for (int64_t d = 0; d < od; d++) {
+        const uint64_t lo = (uint64_t)(t->zlo[d] * cells), span = (uint64_t)((t->zhi[d] - t->zlo[d]) * cells);
+        const char *slice = ip + d * t->is[2];
+        const int64_t rows = flat ? 1 : oh, n = flat ? oh * ow : ow;
+        for (int64_t h = 0; h < rows; h++) {
+            const char *row = slice + h * t->is[3];
+#if HAVE_F16C_PATH
+            if (avx2 && t->is[4] == t->index_size) {
+                if (!in_range_avx2(row, t->index_size, n, lo, span)) return 0;
+                continue;
+            }
+#endif
+            if (!(t->index_size == 8 ? in_range_int64_t(row, t->is[4], n, lo, span)
+                                     : in_range_int32_t(row, t->is[4], n, lo, span)))
+                return 0;
+        }
+    }
+    return 1;
+}
+
+static int depths_hold_base(const pool_backward *t, const char *ip) { return depths_hold_loops(t, ip, 0); }
+#if HAVE_F16C_PATH
+__attribute__((target("avx2"))) static int depths_hold_avx2(const pool_backward *t, const char *ip) {
+    return depths_hold_loops(t, ip, 1);
+}
+#endif
 
 /* Index guard: find the first index outside [0, plane), before anything is
  * written. A plane whose indices are in range costs one vectorized pass; only
@@ -584,8 +635,8 @@ static void check_planes(pool_backward *t) {
         for (int64_t p = first; p < end; p++) {
             if (p * per_plane >= atomic_load(&t->first_bad)) break; /* an earlier one is known */
             const char *ip = plane_ptr(t->index, t->is, p, t->out[1]);
-            if (t->direct && windows_hold(t, ip)) { /* which implies every index in its plane */
-                t->direct[p] = 1;
+            if (t->by_slabs && depths_hold(t, ip)) { /* which implies every index in its plane */
+                t->by_slabs[p] = 1;
                 continue;
             }
             if (flat && highest_contiguous(ip, size, per_plane) < plane) continue;
@@ -673,44 +724,94 @@ static void store_plane(const pool_backward *t, const float *acc, char *dst, uin
     store_slices(t, acc, dst, 0, t->in[0], bits);
 }
 
-#define PLACE_ROW(TYPE)                                                                               \
-    static void place_row_##TYPE(float *slab, int64_t first, const float *g, const char *ip, int64_t step, \
-                                 int64_t n) {                                                         \
-        for (int64_t w = 0; w < n; w++)                                                               \
-            slab[*(const TYPE *)(ip + w * step) - first] = 0.0f + g[w]; /* +0 + g: the reference's sum */ \
+/* acc[index - first] += gradient over one row, in C order; for two planes at
+ * once, their gradients interleaved (as scatter_pair). */
+#define SLAB_ROW(TYPE)                                                                               \
+    static void slab_row_##TYPE(float *acc, int64_t first, const float *g, const char *ip, int64_t step, \
+                                int64_t n) {                                                         \
+        if (step == (int64_t)sizeof(TYPE)) {                                                         \
+            const TYPE *index = (const TYPE *)ip;                                                    \
+            for (int64_t w = 0; w < n; w++) acc[index[w] - first] += g[w];                           \
+            return;                                                                                  \
+        }                                                                                            \
+        for (int64_t w = 0; w < n; w++) acc[*(const TYPE *)(ip + w * step) - first] += g[w];         \
+    }                                                                                                \
+    static void slab_pair_##TYPE(float *const acc[2], int64_t first, const float *const g[2],        \
+                                 const char *const ip[2], int64_t step, int64_t n) {                 \
+        float *a0 = acc[0] - first, *a1 = acc[1] - first; /* indices from first on */                \
+        const float *g0 = g[0], *g1 = g[1];                                                          \
+        if (step == (int64_t)sizeof(TYPE)) {                                                         \
+            const TYPE *i0 = (const TYPE *)ip[0], *i1 = (const TYPE *)ip[1];                         \
+            for (int64_t w = 0; w < n; w++) {                                                        \
+                a0[i0[w]] += g0[w];                                                                  \
+                a1[i1[w]] += g1[w];                                                                  \
+            }                                                                                        \
+            return;                                                                                  \
+        }                                                                                            \
+        for (int64_t w = 0; w < n; w++) {                                                            \
+            a0[*(const TYPE *)(ip[0] + w * step)] += g0[w];                                          \
+            a1[*(const TYPE *)(ip[1] + w * step)] += g1[w];                                          \
+        }                                                                                            \
     }
-PLACE_ROW(int32_t)
-PLACE_ROW(int64_t)
+SLAB_ROW(int32_t)
+SLAB_ROW(int64_t)
 
-/* A plane whose indices windows_hold accepted: each cell receives at most one
- * gradient, so grad_input is written by output depth, a slab of the depths
- * its windows reach at a time: zeros and each gradient of that output depth
- * at its index, as the float32 sum +0 + g (rounded once on the way out, as
- * the reference rounds its float32 sum), with no float32 plane to clear, sum
- * into and read. Depths no window reaches are zeros. */
-static void write_direct(pool_backward *t, int64_t p, float *slab, float *wide, uint16_t *bits) {
+/* ``count`` (1 or 2) planes from ``p`` whose indices depths_hold accepted:
+ * summed in float32 in C order as in the plane path, but in a window of the
+ * depths the current output depth reaches (``slab`` slices a plane, in the
+ * caches); a depth the windows have moved past is final, written out
+ * (rounded once) and dropped. Two planes go side by side, their gradients
+ * interleaved, as in the plane path. */
+static void write_slabs(pool_backward *t, int64_t p, int count, float *bufs, float *wide[2], uint16_t *bits) {
     const int64_t od = t->out[2], oh = t->out[3], ow = t->out[4], depth = t->in[0];
-    const int64_t cells = t->in[1] * t->in[2]; /* of a depth slice */
-    const char *gp = plane_ptr(t->grad, t->gs, p, t->out[1]);
-    const char *ip = plane_ptr(t->index, t->is, p, t->out[1]);
-    char *dst = (char *)plane_ptr(t->grad_input, t->gis, p, t->out[1]);
-    int64_t z = 0; /* the next depth to write */
+    const int64_t cells = t->in[1] * t->in[2];
+    const char *gp[2], *ip[2];
+    char *dst[2];
+    float *buf[2];
+    for (int k = 0; k < count; k++) {
+        gp[k] = plane_ptr(t->grad, t->gs, p + k, t->out[1]);
+        ip[k] = plane_ptr(t->index, t->is, p + k, t->out[1]);
+        dst[k] = (char *)plane_ptr(t->grad_input, t->gis, p + k, t->out[1]);
+        buf[k] = bufs + k * t->slab * cells;
+    }
+    int64_t base = 0, top = 0; /* buf holds depths [base, top); depths below base are written */
     for (int64_t d = 0; d <= od; d++) {
-        const int64_t z0 = d < od ? t->lo[0][d] : depth, z1 = d < od ? t->hi[0][d] : depth;
-        if (z < z0) memset(slab, 0, (size_t)cells * sizeof(float));
-        for (; z < z0; z++) store_slices(t, slab, dst, z, 1, bits);
-        if (z1 == z0) continue;
-        memset(slab, 0, (size_t)((z1 - z0) * cells) * sizeof(float));
-        for (int64_t h = 0; h < oh; h++) {
-            const float *g = widen(gp + d * t->gs[2] + h * t->gs[3], t->gs[4], ow, t->dtype, wide, bits);
-            const char *irow = ip + d * t->is[2] + h * t->is[3];
-            if (t->index_size == 8)
-                place_row_int64_t(slab, z0 * cells, g, irow, t->is[4], ow);
-            else
-                place_row_int32_t(slab, z0 * cells, g, irow, t->is[4], ow);
+        const int64_t z0 = d < od ? t->zlo[d] : depth, z1 = d < od ? t->zhi[d] : depth;
+        /* write the depths below z0: those summed, then zeros up to z0 */
+        const int64_t done = top < z0 ? top : z0, keep = top > z0 ? top - z0 : 0;
+        for (int k = 0; k < count; k++) {
+            if (done > base) store_slices(t, buf[k], dst[k], base, done - base, bits);
+            if (top < z0) {
+                memset(buf[k], 0, (size_t)cells * sizeof(float));
+                for (int64_t z = top; z < z0; z++) store_slices(t, buf[k], dst[k], z, 1, bits);
+            }
+            if (d == od) continue;
+            /* keep the depths from z0 on at the start of buf, clear the new ones */
+            if (keep && z0 > base)
+                memmove(buf[k], buf[k] + (z0 - base) * cells, (size_t)(keep * cells) * sizeof(float));
+            memset(buf[k] + keep * cells, 0, (size_t)((z1 - z0 - keep) * cells) * sizeof(float));
         }
-        store_slices(t, slab, dst, z0, z1 - z0, bits);
-        z = z1;
+        if (d == od) break;
+        base = z0;
+        top = z1;
+        for (int64_t h = 0; h < oh; h++) {
+            const float *g[2];
+            const char *irow[2];
+            for (int k = 0; k < count; k++) {
+                g[k] = widen(gp[k] + d * t->gs[2] + h * t->gs[3], t->gs[4], ow, t->dtype, wide[k], bits);
+                irow[k] = ip[k] + d * t->is[2] + h * t->is[3];
+            }
+            if (count == 2) {
+                if (t->index_size == 8)
+                    slab_pair_int64_t(buf, z0 * cells, g, irow, t->is[4], ow);
+                else
+                    slab_pair_int32_t(buf, z0 * cells, g, irow, t->is[4], ow);
+            } else if (t->index_size == 8) {
+                slab_row_int64_t(buf[0], z0 * cells, g[0], irow[0], t->is[4], ow);
+            } else {
+                slab_row_int32_t(buf[0], z0 * cells, g[0], irow[0], t->is[4], ow);
+            }
+        }
     }
 }
 
@@ -752,8 +853,8 @@ static void scatter_planes(pool_backward *t) {
     const size_t acc_bytes = in_place ? 0 : (size_t)t->plane * sizeof(float);
     /* per lane: a row of widened gradients, then (lane 0) a row of 16-bit bits; 64-byte steps */
     const size_t buf_bytes = ((size_t)row_len * (sizeof(float) + sizeof(uint16_t)) + 63) & ~(size_t)63;
-    /* a slab of the depths one output depth's windows reach, for write_direct */
-    const size_t slice_bytes = t->direct ? ((size_t)t->slab * (size_t)t->in[1] * (size_t)width * sizeof(float) + 63) & ~(size_t)63 : 0;
+    /* slabs of the depths one output depth's windows reach, for write_slabs */
+    const size_t slice_bytes = t->by_slabs ? ((size_t)lanes * (size_t)t->slab * (size_t)t->in[1] * (size_t)width * sizeof(float) + 63) & ~(size_t)63 : 0;
     const size_t bytes = (size_t)lanes * (acc_bytes + buf_bytes) + slice_bytes;
     char *scratch = scratch_alloc(bytes);
     if (!scratch) {
@@ -764,16 +865,16 @@ static void scatter_planes(pool_backward *t) {
     for (int k = 0; k < lanes; k++) bufs[k] = (float *)(scratch + lanes * acc_bytes + k * buf_bytes);
     uint16_t *bits = (uint16_t *)(bufs[0] + row_len);
     float *slice = (float *)(scratch + lanes * (acc_bytes + buf_bytes));
-    int64_t first, end, direct = 0;
+    int64_t first, end, slabs = 0;
     while (take_planes(t, &t->next, lanes * t->batch, &first, &end)) {
         for (int64_t p = first, count; p < end; p += count) {
-            if (t->direct && t->direct[p]) {
-                write_direct(t, p, slice, bufs[0], bits);
-                count = 1;
-                direct++;
+            const int slabs_here = t->by_slabs && t->by_slabs[p];
+            count = p + 1 < end && lanes == 2 && (!t->by_slabs || t->by_slabs[p + 1] == slabs_here) ? 2 : 1;
+            if (slabs_here) {
+                write_slabs(t, p, (int)count, slice, bufs, bits);
+                slabs += count;
                 continue;
             }
-            count = p + 1 < end && lanes == 2 && !(t->direct && t->direct[p + 1]) ? 2 : 1;
             const char *gp[2], *ip[2];
             char *dst[2];
             float *acc[2];
@@ -812,52 +913,14 @@ static void scatter_planes(pool_backward *t) {
     _mm_sfence(); /* store_plane's streaming stores are done before the call returns */
 #endif
     scratch_free(scratch, bytes);
-    atomic_fetch_add(&t->direct_planes, direct);
+    atomic_fetch_add(&t->slab_planes, slabs);
 }
 
-/* Whether the pooling's windows never overlap: stride >= kernel, dilation 1, on every axis. */
-static int disjoint_windows(const int64_t *params) {
-    for (int a = 0; a < 3; a++)
-        if (params[3 + a] < params[a] || params[9 + a] != 1) return 0;
-    return 1;
-}
+/* Planes summed by write_slabs since the last reset, for tests. */
+static atomic_llong slab_planes_total;
 
-/* One axis of disjoint windows: each output's window clipped to the input,
- * [lo, hi) (empty when it lies outside), and each input cell's output, -1 for
- * a cell no window reaches. */
-static void clip_windows(int64_t outputs, int64_t kernel, int64_t stride, int64_t padding, int64_t length,
-                         int64_t *lo, int64_t *hi, int64_t *owner) {
-    for (int64_t i = 0; i < length; i++) owner[i] = -1;
-    for (int64_t o = 0; o < outputs; o++) {
-        const int64_t start = o * stride - padding;
-        lo[o] = start < 0 ? 0 : start > length ? length : start;
-        hi[o] = start + kernel > length ? length : start + kernel;
-        if (hi[o] < lo[o]) hi[o] = lo[o];
-        for (int64_t i = lo[o]; i < hi[o]; i++) owner[i] = o;
-    }
-}
-
-/* windows_hold's table: each cell's output, -1 for none, -2 past the plane. */
-static void own_cells(pool_backward *t) {
-    const int64_t oh = t->out[3], ow = t->out[4];
-    int32_t *own = t->own;
-    for (int64_t z = 0; z < t->in[0]; z++) {
-        for (int64_t y = 0; y < t->in[1]; y++) {
-            const int64_t d = t->owner[0][z], h = t->owner[1][y];
-            for (int64_t x = 0; x < t->in[2]; x++) {
-                const int64_t w = t->owner[2][x];
-                *own++ = d < 0 || h < 0 || w < 0 ? -1 : (int32_t)((d * oh + h) * ow + w);
-            }
-        }
-    }
-    *own = -2;
-}
-
-/* Planes written by write_direct since the last reset, for tests. */
-static atomic_llong direct_planes_total;
-
-API long long pyaclnn_accel_direct_planes(int reset) {
-    return reset ? atomic_exchange(&direct_planes_total, 0) : atomic_load(&direct_planes_total);
+API long long pyaclnn_accel_slab_planes(int reset) {
+    return reset ? atomic_exchange(&slab_planes_total, 0) : atomic_load(&slab_planes_total);
 }
 
 /* The whole backward in one parallel task (one wake-up of the workers): the
@@ -884,10 +947,10 @@ static void backward_task(void *ctx) {
  * grad_output, rounded once per cell.
  *
  * params: the pooling's (kernel, stride, padding, dilation), 3 each (depth,
- * height, width), or NULL. With windows that do not overlap (stride >=
- * kernel, dilation 1), a plane whose indices all lie in their own windows is
- * written without a float32 plane (write_direct); the others, and every plane
- * without params, are summed in float32 planes. The same bits either way.
+ * height, width), or NULL. With them, a plane whose indices all lie in the
+ * depths their outputs' windows reach is summed a slab of depths at a time
+ * (write_slabs); the others, and every plane without params, in whole
+ * float32 planes. The same additions in the same order either way.
  *
  * Returns RC_OK; RC_BAD_INDEX with *bad = the C-order position of the first
  * index outside [0, D*H*W), before anything is written; or RC_NO_MEMORY (after
@@ -926,41 +989,35 @@ API int pyaclnn_max_pool3d_backward(intptr_t grad, const int64_t *grad_strides, 
     t.lanes = !t.in_place && t.planes >= 4 * (int64_t)threads ? 2 : 1;
     int64_t *windows = NULL;
     size_t window_bytes = 0;
-    const int64_t outputs = t.out[2] * t.out[3] * t.out[4];
-    if (params && disjoint_windows(params) && outputs > 0 && outputs < INT32_MAX && t.plane < INT32_MAX) {
-        /* lo, hi per output and owner per input cell, on each axis; own; a flag per plane */
-        const int64_t count = 2 * (t.out[2] + t.out[3] + t.out[4]) + t.in[0] + t.in[1] + t.in[2];
-        window_bytes = (size_t)count * sizeof(int64_t) + (size_t)(t.plane + 1) * sizeof(int32_t) + (size_t)t.planes;
+    /* (int32 indices: the depths' bounds are compared in 32 bits) */
+    if (params && t.out[2] * t.out[3] * t.out[4] > 0 && (index_size == 8 || t.plane <= INT32_MAX)) {
+        /* zlo and zhi; a flag per plane */
+        window_bytes = (size_t)(2 * t.out[2]) * sizeof(int64_t) + (size_t)t.planes;
         windows = scratch_alloc(window_bytes);
         if (windows) {
-            int64_t *at = windows;
-            for (int a = 0; a < 3; a++) {
-                t.lo[a] = at;
-                t.hi[a] = at + t.out[2 + a];
-                t.owner[a] = at + 2 * t.out[2 + a];
-                at += 2 * t.out[2 + a] + t.in[a];
-                clip_windows(t.out[2 + a], params[a], params[3 + a], params[6 + a], t.in[a], t.lo[a], t.hi[a],
-                             t.owner[a]);
-            }
-            t.own = (int32_t *)at;
-            own_cells(&t);
+            t.zlo = windows;
+            t.zhi = windows + t.out[2];
             t.slab = 1;
-            for (int64_t d = 0; d < t.out[2]; d++)
-                if (t.hi[0][d] - t.lo[0][d] > t.slab) t.slab = t.hi[0][d] - t.lo[0][d];
-            t.direct = (unsigned char *)(t.own + t.plane + 1);
-            memset(t.direct, 0, (size_t)t.planes);
+            for (int64_t d = 0; d < t.out[2]; d++) {
+                const int64_t start = d * params[3] - params[6], stop = start + (params[0] - 1) * params[9] + 1;
+                t.zlo[d] = start < 0 ? 0 : start > t.in[0] ? t.in[0] : start;
+                t.zhi[d] = stop < t.zlo[d] ? t.zlo[d] : stop > t.in[0] ? t.in[0] : stop;
+                if (t.zhi[d] - t.zlo[d] > t.slab) t.slab = t.zhi[d] - t.zlo[d];
+            }
+            t.by_slabs = (unsigned char *)(windows + 2 * t.out[2]);
+            memset(t.by_slabs, 0, (size_t)t.planes);
         }
     }
 
     atomic_init(&t.failed, 0);
-    atomic_init(&t.direct_planes, 0);
+    atomic_init(&t.slab_planes, 0);
     atomic_init(&t.next_check, 0);
     atomic_init(&t.unchecked, (t.planes + t.batch - 1) / t.batch);
     atomic_init(&t.next, 0);
     atomic_init(&t.first_bad, INT64_MAX);
     run_parallel(backward_task, &t, threads);
     scratch_free(windows, window_bytes);
-    atomic_fetch_add(&direct_planes_total, atomic_load(&t.direct_planes));
+    atomic_fetch_add(&slab_planes_total, atomic_load(&t.slab_planes));
     long long first_bad = atomic_load(&t.first_bad);
     if (first_bad != INT64_MAX) {
         *bad = first_bad;
