@@ -854,7 +854,8 @@ static void scatter_planes(pool_backward *t) {
     /* per lane: a row of widened gradients, then (lane 0) a row of 16-bit bits; 64-byte steps */
     const size_t buf_bytes = ((size_t)row_len * (sizeof(float) + sizeof(uint16_t)) + 63) & ~(size_t)63;
     /* slabs of the depths one output depth's windows reach, for write_slabs */
-    const size_t slice_bytes = t->by_slabs ? ((size_t)lanes * (size_t)t->slab * (size_t)t->in[1] * (size_t)width * sizeof(float) + 63) & ~(size_t)63 : 0;
+    const size_t slab_cells = (size_t)lanes * (size_t)t->slab * (size_t)t->in[1] * (size_t)width;
+    const size_t slice_bytes = t->by_slabs ? (slab_cells * sizeof(float) + 63) & ~(size_t)63 : 0;
     const size_t bytes = (size_t)lanes * (acc_bytes + buf_bytes) + slice_bytes;
     char *scratch = scratch_alloc(bytes);
     if (!scratch) {
