@@ -860,7 +860,10 @@ static void scatter_planes(pool_backward *t) {
     const int64_t od = t->out[2], oh = t->out[3], ow = t->out[4], width = t->in[2];
     const int in_place = t->in_place, lanes = t->lanes;
     const int64_t row_len = ow > width ? ow : width;
-    const size_t acc_bytes = in_place ? 0 : (size_t)t->plane * sizeof(float);
+    /* no float32 planes when every plane goes by slabs (the guard has marked them all) */
+    int all_slabs = t->by_slabs != NULL;
+    for (int64_t p = 0; all_slabs && p < t->planes; p++) all_slabs = t->by_slabs[p];
+    const size_t acc_bytes = in_place || all_slabs ? 0 : (size_t)t->plane * sizeof(float);
     /* per lane: a row of widened gradients, then (lane 0) a row of 16-bit bits; 64-byte steps */
     const size_t buf_bytes = ((size_t)row_len * (sizeof(float) + sizeof(uint16_t)) + 63) & ~(size_t)63;
     /* slabs of the depths one output depth's windows reach, for write_slabs */
