@@ -104,8 +104,11 @@ def max_pool3d_with_argmax_backward(
     IndexOutOfPlaneError
         For an index outside its (n, c) plane, naming the first in C order; nothing written.
     """
+    q = plan.params
     try:
-        if _accel.max_pool3d_backward(grad_output, indices, grad_input):
+        if _accel.max_pool3d_backward(
+            grad_output, indices, grad_input, (q.kernel_size, q.stride, q.padding, q.dilation)
+        ):
             return
     except _accel.BadIndex as exc:
         raise IndexOutOfPlaneError(index_outside_message(indices, exc.position, plan.plane)) from None

@@ -35,7 +35,7 @@
 #endif
 
 /* Version of the exported interface; the loader refuses a library of another one. */
-#define PYACLNN_ACCEL_ABI 4
+#define PYACLNN_ACCEL_ABI 5
 
 /* The dtypes the kernels take (pyaclnn/kernels/_accel/__init__.py, _FLOAT_CODES, maps them). */
 enum { DT_FLOAT32 = 0, DT_FLOAT16 = 1, DT_BFLOAT16 = 2 };
@@ -240,6 +240,13 @@ static uint64_t highest_contiguous_base(const char *p, int size, int64_t n);
 static uint64_t highest_contiguous_avx2(const char *p, int size, int64_t n);
 #endif
 static uint64_t (*highest_contiguous)(const char *, int, int64_t) = highest_contiguous_base;
+/* The max-pool backward's depth check (see depths_hold_loops). */
+struct pool_backward;
+static int depths_hold_base(const struct pool_backward *, const char *);
+#if HAVE_F16C_PATH
+static int depths_hold_avx2(const struct pool_backward *, const char *);
+#endif
+static int (*depths_hold)(const struct pool_backward *, const char *) = depths_hold_base;
 /* The max-pool forward's inner loop (see take_max_loops). */
 static void take_max_base(float *, int32_t *, const float *, int32_t, int32_t, int32_t, int32_t);
 #if HAVE_F16C_PATH
@@ -264,6 +271,7 @@ API int pyaclnn_accel_use_f16c(int want) {
          * scalar loop when F16C conversion is switched off (tests) */
         stream_plane[DT_BFLOAT16] = want && __builtin_cpu_supports("avx2") ? float_plane_to_bf16_avx2_stream : NULL;
         highest_contiguous = want && __builtin_cpu_supports("avx2") ? highest_contiguous_avx2 : highest_contiguous_base;
+        depths_hold = want && __builtin_cpu_supports("avx2") ? depths_hold_avx2 : depths_hold_base;
         take_max = want && __builtin_cpu_supports("avx2") ? take_max_avx2 : take_max_base;
     }
     return half_to_float_row == half_row_to_float_f16c;
@@ -429,7 +437,7 @@ __attribute__((constructor)) static void pool_init(void) { pthread_atfork(NULL, 
  * k2 s2; it also leaves the caches (and the Python that runs next) alone. */
 #define STREAM_MIN_BYTES (1u << 20)
 
-typedef struct {
+typedef struct pool_backward {
     const char *grad;
     const char *index;
     char *grad_input;
@@ -441,6 +449,13 @@ typedef struct {
     plane_writer writer;     /* streaming whole-plane writes (large grad_input, C-contiguous planes) or NULL */
     int in_place;            /* float32 summed in grad_input itself (else in scratch planes) */
     int lanes;               /* planes a thread sums at once, their gradients interleaved: 1 or 2 */
+    /* With the pooling's parameters: per output depth, the input depths its
+     * windows reach, [zlo, zhi), at most ``slab`` of them; per plane, whether
+     * its indices all lie there (see depths_hold). NULL otherwise. */
+    int64_t *zlo, *zhi;
+    int64_t slab, slab_room; /* depth slices a slab buffer holds: see write_slabs */
+    unsigned char *by_slabs;
+    atomic_llong slab_planes; /* planes summed by slabs, for tests */
     atomic_llong next_check; /* next plane for the index guard to take */
     atomic_llong unchecked;  /* grabs of the index guard not finished yet */
     atomic_llong next;       /* next plane for the scatter to take */
@@ -521,6 +536,90 @@ static uint64_t highest_row(const char *row, int size, int64_t step, int64_t n) 
     return highest;
 }
 
+/* Whether ``n`` indices from ``ip`` (step ``step``) all lie in [lo, lo + span). */
+#define IN_RANGE(TYPE, UTYPE)                                                                         \
+    static inline __attribute__((always_inline)) int in_range_##TYPE(const char *ip, int64_t step,     \
+                                                                     int64_t n, uint64_t lo,           \
+                                                                     uint64_t span) {                  \
+        UTYPE out = 0;                                                                                \
+        if (step == (int64_t)sizeof(TYPE)) {                                                          \
+            const UTYPE *v = (const UTYPE *)ip;                                                       \
+            for (int64_t w = 0; w < n; w++) out |= (UTYPE)(v[w] - (UTYPE)lo) >= (UTYPE)span;           \
+            return !out;                                                                              \
+        }                                                                                             \
+        for (int64_t w = 0; w < n; w++) out |= (UTYPE)(*(const UTYPE *)(ip + w * step) - (UTYPE)lo) >= (UTYPE)span; \
+        return !out;                                                                                  \
+    }
+IN_RANGE(int32_t, uint32_t)
+IN_RANGE(int64_t, uint64_t)
+
+#if HAVE_F16C_PATH
+/* in_range_* of contiguous indices, 4 int64 or 8 int32 lanes: (v - lo) ^ sign
+ * = v + (sign - lo), compared signed against (span - 1) ^ sign. */
+__attribute__((target("avx2"))) static inline int in_range_avx2(const char *ip, int size, int64_t n, uint64_t lo,
+                                                                uint64_t span) {
+    if (span == 0) return n == 0;
+    __m256i bad = _mm256_setzero_si256();
+    int64_t i = 0;
+    int ok = 1;
+    if (size == 8) {
+        const int64_t *v = (const int64_t *)ip;
+        const __m256i shift = _mm256_set1_epi64x((int64_t)(0x8000000000000000ull - lo));
+        const __m256i limit = _mm256_set1_epi64x((int64_t)((span - 1) ^ 0x8000000000000000ull));
+        for (; i + 4 <= n; i += 4) {
+            const __m256i x = _mm256_add_epi64(_mm256_loadu_si256((const __m256i *)(v + i)), shift);
+            bad = _mm256_or_si256(bad, _mm256_cmpgt_epi64(x, limit));
+        }
+        for (; i < n; i++) ok &= (uint64_t)v[i] - lo < span;
+    } else {
+        const int32_t *v = (const int32_t *)ip;
+        const __m256i shift = _mm256_set1_epi32((int32_t)(0x80000000u - (uint32_t)lo));
+        const __m256i limit = _mm256_set1_epi32((int32_t)(((uint32_t)span - 1) ^ 0x80000000u));
+        for (; i + 8 <= n; i += 8) {
+            const __m256i x = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(v + i)), shift);
+            bad = _mm256_or_si256(bad, _mm256_cmpgt_epi32(x, limit));
+        }
+        for (; i < n; i++) ok &= (uint32_t)v[i] - (uint32_t)lo < (uint32_t)span;
+    }
+    return ok && _mm256_testz_si256(bad, bad);
+}
+#endif
+
+/* Whether every index of a plane lies in the depths its output's windows
+ * reach (any windows). Then the plane can be summed a slab of depths at a
+ * time (write_slabs), in the same order. */
+static inline __attribute__((always_inline)) int depths_hold_loops(const pool_backward *t, const char *ip,
+                                                                   int avx2) {
+    const int64_t od = t->out[2], oh = t->out[3], ow = t->out[4];
+    const int64_t cells = t->in[1] * t->in[2];
+    const int flat = t->is[4] == t->index_size && (oh == 1 || t->is[3] == t->index_size * ow);
+    for (int64_t d = 0; d < od; d++) {
+        const uint64_t lo = (uint64_t)(t->zlo[d] * cells), span = (uint64_t)((t->zhi[d] - t->zlo[d]) * cells);
+        const char *slice = ip + d * t->is[2];
+        const int64_t rows = flat ? 1 : oh, n = flat ? oh * ow : ow;
+        for (int64_t h = 0; h < rows; h++) {
+            const char *row = slice + h * t->is[3];
+#if HAVE_F16C_PATH
+            if (avx2 && t->is[4] == t->index_size) {
+                if (!in_range_avx2(row, t->index_size, n, lo, span)) return 0;
+                continue;
+            }
+#endif
+            if (!(t->index_size == 8 ? in_range_int64_t(row, t->is[4], n, lo, span)
+                                     : in_range_int32_t(row, t->is[4], n, lo, span)))
+                return 0;
+        }
+    }
+    return 1;
+}
+
+static int depths_hold_base(const pool_backward *t, const char *ip) { return depths_hold_loops(t, ip, 0); }
+#if HAVE_F16C_PATH
+__attribute__((target("avx2"))) static int depths_hold_avx2(const pool_backward *t, const char *ip) {
+    return depths_hold_loops(t, ip, 1);
+}
+#endif
+
 /* Index guard: find the first index outside [0, plane), before anything is
  * written. A plane whose indices are in range costs one vectorized pass; only
  * a plane holding a bad one is searched for its first. */
@@ -536,6 +635,10 @@ static void check_planes(pool_backward *t) {
         for (int64_t p = first; p < end; p++) {
             if (p * per_plane >= atomic_load(&t->first_bad)) break; /* an earlier one is known */
             const char *ip = plane_ptr(t->index, t->is, p, t->out[1]);
+            if (t->by_slabs && depths_hold(t, ip)) { /* which implies every index in its plane */
+                t->by_slabs[p] = 1;
+                continue;
+            }
             if (flat && highest_contiguous(ip, size, per_plane) < plane) continue;
             for (int64_t d = 0; d < od; d++) {
                 for (int64_t h = 0; h < oh; h++) {
@@ -585,18 +688,20 @@ static int contiguous_planes(const pool_backward *t, int size) {
            (t->in[0] == 1 || t->gis[2] == size * width * height);
 }
 
-/* Write a plane's float32 sums into grad_input's dtype and strides, rounding once. */
-static void store_plane(const pool_backward *t, const float *acc, char *dst, uint16_t *bits) {
-    const int64_t depth = t->in[0], height = t->in[1], width = t->in[2];
+/* Write the float32 values of ``depths`` depth slices (from depth ``d0`` of
+ * the plane at ``dst``) into grad_input's dtype and strides, rounding once. */
+static void store_slices(const pool_backward *t, const float *acc, char *dst, int64_t d0, int64_t depths,
+                         uint16_t *bits) {
+    const int64_t height = t->in[1], width = t->in[2];
     const int size = t->dtype == DT_FLOAT32 ? 4 : 2;
     const int64_t step = t->gis[4];
-    if (t->writer) {
-        t->writer(acc, dst, t->plane);
+    if (t->writer) { /* C-contiguous planes */
+        t->writer(acc, dst + d0 * t->gis[2], depths * height * width);
         return;
     }
-    for (int64_t d = 0; d < depth; d++) {
+    for (int64_t d = d0; d < d0 + depths; d++) {
         for (int64_t h = 0; h < height; h++) {
-            const float *src = acc + (d * height + h) * width;
+            const float *src = acc + ((d - d0) * height + h) * width;
             char *row = dst + d * t->gis[2] + h * t->gis[3];
             if (size == 4) {
                 for (int64_t w = 0; w < width; w++) memcpy(row + w * step, src + w, 4);
@@ -610,6 +715,112 @@ static void store_plane(const pool_backward *t, const float *acc, char *dst, uin
             }
             if (out == bits)
                 for (int64_t w = 0; w < width; w++) memcpy(row + w * step, bits + w, 2);
+        }
+    }
+}
+
+/* Write a plane's float32 sums into grad_input's dtype and strides, rounding once. */
+static void store_plane(const pool_backward *t, const float *acc, char *dst, uint16_t *bits) {
+    store_slices(t, acc, dst, 0, t->in[0], bits);
+}
+
+/* acc[index - first] += gradient over one row, in C order; for two planes at
+ * once, their gradients interleaved (as scatter_pair). */
+#define SLAB_ROW(TYPE)                                                                               \
+    static void slab_row_##TYPE(float *acc, int64_t first, const float *g, const char *ip, int64_t step, \
+                                int64_t n) {                                                         \
+        if (step == (int64_t)sizeof(TYPE)) {                                                         \
+            const TYPE *index = (const TYPE *)ip;                                                    \
+            for (int64_t w = 0; w < n; w++) acc[index[w] - first] += g[w];                           \
+            return;                                                                                  \
+        }                                                                                            \
+        for (int64_t w = 0; w < n; w++) acc[*(const TYPE *)(ip + w * step) - first] += g[w];         \
+    }                                                                                                \
+    static void slab_pair_##TYPE(float *const acc[2], int64_t first, const float *const g[2],        \
+                                 const char *const ip[2], int64_t step, int64_t n) {                 \
+        float *a0 = acc[0] - first, *a1 = acc[1] - first; /* indices from first on */                \
+        const float *g0 = g[0], *g1 = g[1];                                                          \
+        if (step == (int64_t)sizeof(TYPE)) {                                                         \
+            const TYPE *i0 = (const TYPE *)ip[0], *i1 = (const TYPE *)ip[1];                         \
+            for (int64_t w = 0; w < n; w++) {                                                        \
+                a0[i0[w]] += g0[w];                                                                  \
+                a1[i1[w]] += g1[w];                                                                  \
+            }                                                                                        \
+            return;                                                                                  \
+        }                                                                                            \
+        for (int64_t w = 0; w < n; w++) {                                                            \
+            a0[*(const TYPE *)(ip[0] + w * step)] += g0[w];                                          \
+            a1[*(const TYPE *)(ip[1] + w * step)] += g1[w];                                          \
+        }                                                                                            \
+    }
+SLAB_ROW(int32_t)
+SLAB_ROW(int64_t)
+
+/* ``count`` (1 or 2) planes from ``p`` whose indices depths_hold accepted:
+ * summed in float32 in C order as in the plane path, but in a window of the
+ * depths the current output depth reaches (in the caches); a depth the
+ * windows have moved past is final, written out (rounded once) and dropped.
+ * The window slides along a buffer of ``slab_room`` slices and is moved back
+ * to its start only when it reaches the end (moving the kept slices at every
+ * output depth made k3 s1 with int32 indices 4% slower than whole planes;
+ * sliding, it takes as long as they do). Two
+ * planes go side by side, their gradients interleaved, as in the plane path. */
+static void write_slabs(pool_backward *t, int64_t p, int count, float *bufs, float *wide[2], uint16_t *bits) {
+    const int64_t od = t->out[2], oh = t->out[3], ow = t->out[4], depth = t->in[0];
+    const int64_t cells = t->in[1] * t->in[2];
+    const char *gp[2], *ip[2];
+    char *dst[2];
+    float *buf[2];
+    for (int k = 0; k < count; k++) {
+        gp[k] = plane_ptr(t->grad, t->gs, p + k, t->out[1]);
+        ip[k] = plane_ptr(t->index, t->is, p + k, t->out[1]);
+        dst[k] = (char *)plane_ptr(t->grad_input, t->gis, p + k, t->out[1]);
+        buf[k] = bufs + k * t->slab_room * cells;
+    }
+    /* the window holds depths [base, top) from slice ``at`` of the buffer; depths below base are written */
+    int64_t base = 0, top = 0, at = 0;
+    for (int64_t d = 0; d <= od; d++) {
+        const int64_t z0 = d < od ? t->zlo[d] : depth, z1 = d < od ? t->zhi[d] : depth;
+        /* write the depths below z0: those summed, then zeros up to z0 */
+        const int64_t done = top < z0 ? top : z0, keep = top > z0 ? top - z0 : 0;
+        for (int k = 0; k < count; k++) {
+            if (done > base) store_slices(t, buf[k] + at * cells, dst[k], base, done - base, bits);
+            if (top < z0) { /* nothing kept: any slice will do */
+                memset(buf[k], 0, (size_t)cells * sizeof(float));
+                for (int64_t z = top; z < z0; z++) store_slices(t, buf[k], dst[k], z, 1, bits);
+            }
+        }
+        if (d == od) break;
+        /* the window moves to [z0, z1): keep its slices from z0 on, clear the new ones */
+        int64_t next = keep ? at + (z0 - base) : 0;
+        for (int k = 0; k < count; k++) {
+            if (next + (z1 - z0) > t->slab_room) /* past the end: back to the start */
+                memmove(buf[k], buf[k] + next * cells, (size_t)(keep * cells) * sizeof(float));
+            const int64_t from = next + (z1 - z0) > t->slab_room ? 0 : next;
+            memset(buf[k] + (from + keep) * cells, 0, (size_t)((z1 - z0 - keep) * cells) * sizeof(float));
+        }
+        if (next + (z1 - z0) > t->slab_room) next = 0;
+        at = next;
+        base = z0;
+        top = z1;
+        float *slab[2] = {buf[0] + at * cells, count == 2 ? buf[1] + at * cells : NULL};
+        for (int64_t h = 0; h < oh; h++) {
+            const float *g[2];
+            const char *irow[2];
+            for (int k = 0; k < count; k++) {
+                g[k] = widen(gp[k] + d * t->gs[2] + h * t->gs[3], t->gs[4], ow, t->dtype, wide[k], bits);
+                irow[k] = ip[k] + d * t->is[2] + h * t->is[3];
+            }
+            if (count == 2) {
+                if (t->index_size == 8)
+                    slab_pair_int64_t(slab, z0 * cells, g, irow, t->is[4], ow);
+                else
+                    slab_pair_int32_t(slab, z0 * cells, g, irow, t->is[4], ow);
+            } else if (t->index_size == 8) {
+                slab_row_int64_t(slab[0], z0 * cells, g[0], irow[0], t->is[4], ow);
+            } else {
+                slab_row_int32_t(slab[0], z0 * cells, g[0], irow[0], t->is[4], ow);
+            }
         }
     }
 }
@@ -649,10 +860,16 @@ static void scatter_planes(pool_backward *t) {
     const int64_t od = t->out[2], oh = t->out[3], ow = t->out[4], width = t->in[2];
     const int in_place = t->in_place, lanes = t->lanes;
     const int64_t row_len = ow > width ? ow : width;
-    const size_t acc_bytes = in_place ? 0 : (size_t)t->plane * sizeof(float);
+    /* no float32 planes when every plane goes by slabs (the guard has marked them all) */
+    int all_slabs = t->by_slabs != NULL;
+    for (int64_t p = 0; all_slabs && p < t->planes; p++) all_slabs = t->by_slabs[p];
+    const size_t acc_bytes = in_place || all_slabs ? 0 : (size_t)t->plane * sizeof(float);
     /* per lane: a row of widened gradients, then (lane 0) a row of 16-bit bits; 64-byte steps */
     const size_t buf_bytes = ((size_t)row_len * (sizeof(float) + sizeof(uint16_t)) + 63) & ~(size_t)63;
-    const size_t bytes = (size_t)lanes * (acc_bytes + buf_bytes);
+    /* slabs of the depths one output depth's windows reach, for write_slabs */
+    const size_t slab_cells = (size_t)lanes * (size_t)t->slab_room * (size_t)t->in[1] * (size_t)width;
+    const size_t slice_bytes = t->by_slabs ? (slab_cells * sizeof(float) + 63) & ~(size_t)63 : 0;
+    const size_t bytes = (size_t)lanes * (acc_bytes + buf_bytes) + slice_bytes;
     char *scratch = scratch_alloc(bytes);
     if (!scratch) {
         atomic_store(&t->failed, 1);
@@ -661,10 +878,17 @@ static void scatter_planes(pool_backward *t) {
     float *bufs[2];
     for (int k = 0; k < lanes; k++) bufs[k] = (float *)(scratch + lanes * acc_bytes + k * buf_bytes);
     uint16_t *bits = (uint16_t *)(bufs[0] + row_len);
-    int64_t first, end;
+    float *slice = (float *)(scratch + lanes * (acc_bytes + buf_bytes));
+    int64_t first, end, slabs = 0;
     while (take_planes(t, &t->next, lanes * t->batch, &first, &end)) {
-        for (int64_t p = first; p < end; p += lanes) {
-            const int count = p + 1 < end && lanes == 2 ? 2 : 1;
+        for (int64_t p = first, count; p < end; p += count) {
+            const int slabs_here = t->by_slabs && t->by_slabs[p];
+            count = p + 1 < end && lanes == 2 && (!t->by_slabs || t->by_slabs[p + 1] == slabs_here) ? 2 : 1;
+            if (slabs_here) {
+                write_slabs(t, p, (int)count, slice, bufs, bits);
+                slabs += count;
+                continue;
+            }
             const char *gp[2], *ip[2];
             char *dst[2];
             float *acc[2];
@@ -703,6 +927,14 @@ static void scatter_planes(pool_backward *t) {
     _mm_sfence(); /* store_plane's streaming stores are done before the call returns */
 #endif
     scratch_free(scratch, bytes);
+    atomic_fetch_add(&t->slab_planes, slabs);
+}
+
+/* Planes summed by write_slabs since the last reset, for tests. */
+static atomic_llong slab_planes_total;
+
+API long long pyaclnn_accel_slab_planes(int reset) {
+    return reset ? atomic_exchange(&slab_planes_total, 0) : atomic_load(&slab_planes_total);
 }
 
 /* The whole backward in one parallel task (one wake-up of the workers): the
@@ -728,6 +960,12 @@ static void backward_task(void *ctx) {
  * in_spatial (D, H, W) of grad_input. Sums run in float32 in the C order of
  * grad_output, rounded once per cell.
  *
+ * params: the pooling's (kernel, stride, padding, dilation), 3 each (depth,
+ * height, width), or NULL. With them, a plane whose indices all lie in the
+ * depths their outputs' windows reach is summed a slab of depths at a time
+ * (write_slabs); the others, and every plane without params, in whole
+ * float32 planes. The same additions in the same order either way.
+ *
  * Returns RC_OK; RC_BAD_INDEX with *bad = the C-order position of the first
  * index outside [0, D*H*W), before anything is written; or RC_NO_MEMORY (after
  * grad_input may have been partly written).
@@ -735,7 +973,8 @@ static void backward_task(void *ctx) {
 API int pyaclnn_max_pool3d_backward(intptr_t grad, const int64_t *grad_strides, int dtype, intptr_t index,
                                     const int64_t *index_strides, int index_size, intptr_t grad_input,
                                     const int64_t *grad_input_strides, const int64_t *out_shape,
-                                    const int64_t *in_spatial, int threads, int64_t *bad) {
+                                    const int64_t *in_spatial, const int64_t *params, int threads,
+                                    int64_t *bad) {
     pool_backward t = {.grad = (const char *)grad, .index = (const char *)index, .grad_input = (char *)grad_input,
                        .dtype = dtype, .index_size = index_size};
     memcpy(t.gs, grad_strides, sizeof t.gs);
@@ -762,13 +1001,39 @@ API int pyaclnn_max_pool3d_backward(intptr_t grad, const int64_t *grad_strides, 
      * the other plane's work. CPU time of the k3 s1 benchmark case 0.9x. */
     t.in_place = dtype == DT_FLOAT32 && !t.writer && contiguous_planes(&t, 4);
     t.lanes = !t.in_place && t.planes >= 4 * (int64_t)threads ? 2 : 1;
+    int64_t *windows = NULL;
+    size_t window_bytes = 0;
+    /* (int32 indices: the depths' bounds are compared in 32 bits) */
+    if (params && t.out[2] * t.out[3] * t.out[4] > 0 && (index_size == 8 || t.plane <= INT32_MAX)) {
+        /* zlo and zhi; a flag per plane */
+        window_bytes = (size_t)(2 * t.out[2]) * sizeof(int64_t) + (size_t)t.planes;
+        windows = scratch_alloc(window_bytes);
+        if (windows) {
+            t.zlo = windows;
+            t.zhi = windows + t.out[2];
+            t.slab = 1;
+            for (int64_t d = 0; d < t.out[2]; d++) {
+                const int64_t start = d * params[3] - params[6], stop = start + (params[0] - 1) * params[9] + 1;
+                t.zlo[d] = start < 0 ? 0 : start > t.in[0] ? t.in[0] : start;
+                t.zhi[d] = stop < t.zlo[d] ? t.zlo[d] : stop > t.in[0] ? t.in[0] : stop;
+                if (t.zhi[d] - t.zlo[d] > t.slab) t.slab = t.zhi[d] - t.zlo[d];
+            }
+            /* room for the window to slide 4 of its sizes (within the depths) before it moves back */
+            t.slab_room = 4 * t.slab < t.in[0] ? 4 * t.slab : t.in[0] > t.slab ? t.in[0] : t.slab;
+            t.by_slabs = (unsigned char *)(windows + 2 * t.out[2]);
+            memset(t.by_slabs, 0, (size_t)t.planes);
+        }
+    }
 
     atomic_init(&t.failed, 0);
+    atomic_init(&t.slab_planes, 0);
     atomic_init(&t.next_check, 0);
     atomic_init(&t.unchecked, (t.planes + t.batch - 1) / t.batch);
     atomic_init(&t.next, 0);
     atomic_init(&t.first_bad, INT64_MAX);
     run_parallel(backward_task, &t, threads);
+    scratch_free(windows, window_bytes);
+    atomic_fetch_add(&slab_planes_total, atomic_load(&t.slab_planes));
     long long first_bad = atomic_load(&t.first_bad);
     if (first_bad != INT64_MAX) {
         *bad = first_bad;
