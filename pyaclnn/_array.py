@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Generic, overload
 import numpy as np
 import numpy.typing as npt
 
-from . import _context, _decl, acl
+from . import _captures, _context, _decl, acl
 from . import backends as _backends
 from . import dtypes as _dtypes
 from ._pool import Block, MemoryPool
@@ -364,6 +364,15 @@ class DeviceArray(Generic[_S]):
         """
         self._check_open()
         stream = self.stream
+        if _captures.active:  # a host read during a capture: refused before CANN would
+            _captures.refuse(
+                stream._state if stream is not None else None,
+                self.backend,
+                self.device,
+                "DeviceArray.numpy()",
+                "it waits for the device and copies to the host (aclrtMemcpy), which a capture "
+                "cannot record; read the array after the capture (and after a replay)",
+            )
         if stream is not None:
             stream._state.wait_queued()
         storage = np.empty(self.storage_size, dtype=self.dtype)
@@ -432,6 +441,8 @@ class DeviceArray(Generic[_S]):
         if self.nbytes:
             state = stream._state
             state.enqueue(acl.rt.memset_async, self.ptr, self.nbytes, 0, self.nbytes, state.handle)
+            if state.capture is not None:  # the graph's replays write it: it keeps the array
+                state.capture.hold((self,))
 
     def copy_(
         self, src: npt.NDArray[Any] | DeviceArray[Any], stream: Stream | None = None
@@ -503,7 +514,13 @@ class DeviceArray(Generic[_S]):
             self._use_on(stream)
             if nbytes:
                 state.enqueue(acl.rt.memcpy_async, start, nbytes, source, nbytes, _D2D, state.handle)
+                if state.capture is not None:  # the graph's replays use both: it keeps them
+                    state.capture.hold((self, src))
         else:
+            if _captures.active:
+                _captures.refuse(
+                    state, self.backend, self.device, "DeviceArray.copy_(src=NumPy array)", _captures.PAGEABLE
+                )
             host = np.ascontiguousarray(src).reshape(-1).view(np.uint8)
             self._use_on(stream)
             if nbytes:
@@ -991,6 +1008,10 @@ def to_device(
         stream = current(ctx, None if device is None else _context._device_id(device, ctx))
     if x.size == 0:  # the arrays check that device (if given) is the stream's
         return DeviceArray(x.shape, x.dtype, backend=stream.backend, stream=stream, device=device)
+    if _captures.active:
+        _captures.refuse(
+            stream._state, stream.backend, stream.device, "to_device(x=NumPy array)", _captures.PAGEABLE
+        )
     storage, strides, offset = _covering_storage(x)
     array = DeviceArray(
         x.shape,

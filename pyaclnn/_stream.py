@@ -33,6 +33,7 @@ _COMPLETE = _decl.constant("ACL_EVENT_RECORDED_STATUS_COMPLETE")
 _SYNC = _decl.constant("ACL_EVENT_SYNC")  # can be waited on
 _TIME_LINE = _decl.constant("ACL_EVENT_TIME_LINE")  # records a timestamp
 _numbers = itertools.count(1)  # names streams in messages: "stream #3"
+_CAPTURING = "the stream is capturing a graph, and its captured work runs only when the graph is replayed"
 
 
 class StreamState:
@@ -74,6 +75,7 @@ class StreamState:
         "_ctx",
         "_workspace",
         "_probe",
+        "capture",
     )
 
     def __init__(self, ctx: _context._Context, device: int, handle: Any, name: str) -> None:
@@ -94,6 +96,9 @@ class StreamState:
         self._probe: tuple[int, Any] | None = None
         # Repeatable executors of recent calls on this stream; launched under ``lock``.
         self.executors = _executors.ExecutorCache(self, _executors.enabled_by_environment())
+        # The capture in progress on this stream (pyaclnn._graph), else None. While it runs, the
+        # graph's own pool, executors and workspace stand in for the three above.
+        self.capture: Any = None
 
     def on_device(self) -> AbstractContextManager[None]:
         """A guard binding the stream's device to the calling thread (CANN's contexts are per thread)."""
@@ -156,6 +161,8 @@ class StreamState:
         device error, KeyboardInterrupt) changed nothing. A device error drops
         the cached plans (the one that failed is among them).
         """
+        if self.capture is not None:  # CANN refuses it (107027): say which call, end the capture
+            self.capture.refuse(f"synchronize() of {self.name}", _CAPTURING)
         with self.lock:
             if not self.open:
                 return False
@@ -191,6 +198,8 @@ class StreamState:
 
     def query(self) -> bool:
         """Whether the work queued so far is done (see :meth:`Stream.query`); the host does not wait."""
+        if self.capture is not None:
+            self.capture.refuse(f"query() of {self.name}", _CAPTURING)
         with self.lock:
             if not self.open:
                 raise ValueError("stream is closed")
@@ -217,6 +226,8 @@ class StreamState:
         Nothing is given back before the wait returned: a wait that raised (a device
         error, KeyboardInterrupt) leaves the stream open, and the next close finishes.
         """
+        if self.capture is not None:
+            self.capture.refuse(f"close() of {self.name}", _CAPTURING)
         with self.lock:  # no launch, record or copy joins the stream while it closes
             if not self.open:
                 return
