@@ -246,7 +246,10 @@ class _Capture:
                 self.arrays[id(array)] = array
 
     def refuse(self, what: str, why: str) -> NoReturn:
-        """Abandon the capture, then raise GraphCaptureError for ``what``."""
+        """Abandon the capture, then raise GraphCaptureError for ``what``; from another thread than
+        the capturing one, only raise (CANN refuses the call and the capture goes on)."""
+        if threading.get_ident() != self.thread:
+            _captures.fail(what, why, f"{self.stream.name} captures in another thread; that capture goes on")
         self.graph.abandon()
         _captures.fail(
             what,
@@ -287,7 +290,7 @@ class _GraphState:
                 raise GraphCaptureError(f"capture_begin(): {stream!r} is capturing another graph")
             # Pending work first: a captured call then never waits for another stream's work.
             for other in self.ctx.open_streams():
-                if other.device == self.device:
+                if other.device == self.device and other._state.capture is None:
                     other._state.synchronize()
             with state.lock:
                 if not state.open:
@@ -325,7 +328,10 @@ class _GraphState:
         with self.lock:
             capture = self.capture
             if capture is None:
-                raise ValueError("capture_end(): the graph is not capturing")
+                raise ValueError(
+                    "capture_end(): the graph is not capturing (a refused call abandoned its capture, "
+                    "or close() did)"
+                )
             try:
                 handle = self._stop(capture)
             except AclError as exc:
@@ -371,7 +377,15 @@ class _GraphState:
                 raise ValueError(f"replay(): the graph {doing}; end a capture first")
             if state.capture is not None:
                 state.capture.refuse("Graph.replay()", "CANN cannot run a graph on a capturing stream")
-            for array in list(self.arrays.values()):
+            arrays = list(self.arrays.values())
+            for array in arrays:
+                if array.closed and array._base is None and array._pool is not self.pool:
+                    # Not the graph's memory: the pool or its owner may have given it to others.
+                    raise ValueError(
+                        f"replay(): {array!r}, which the captured calls use, was closed: its memory "
+                        "may hold other data now; keep the graph's inputs open while it lives"
+                    )
+            for array in arrays:
                 if not array.closed:
                     array._use_on(stream)  # after their last use elsewhere; later uses after this
             with state.lock:

@@ -576,6 +576,7 @@ class Event(_Owned):
         with ctx.on_device(self.device):
             self.handle = acl.rt.create_event_with_flag(flags, backend=ctx.name)
         self.stream: Stream | None = None  # where it was last recorded
+        self._capture: Any = None  # the capture in progress its last record went into, if any
         self._finalizer = weakref.finalize(self, _destroy_event, ctx, self.device, self.handle)
         self._finalizer.atexit = False  # the context's exit hook closes events in order
         ctx.track(ctx.events, self)
@@ -594,6 +595,7 @@ class Event(_Owned):
         state = stream._state
         state.enqueue(acl.rt.record_event, self.handle, state.handle)
         self.stream = stream
+        self._capture = state.capture  # recorded into a capture (None: not): see _check_not_captured
         return self
 
     def wait(self, stream: Stream | None = None) -> None:
@@ -604,15 +606,27 @@ class Event(_Owned):
     def synchronize(self) -> None:
         """Wait until the recorded work is done (``aclrtSynchronizeEvent``); at once if never recorded."""
         self._check_open()
+        self._check_not_captured("Event.synchronize()")
         with self._ctx.on_device(self.device):
             acl.rt.synchronize_event(self.handle, backend=self.backend)
 
     def query(self) -> bool:
         """True once the recorded work is done (or if the event was never recorded)."""
         self._check_open()
+        self._check_not_captured("Event.query()")
         with self._ctx.on_device(self.device):
             status = acl.rt.query_event_status(self.handle, backend=self.backend)
         return status == _COMPLETE
+
+    def _check_not_captured(self, what: str) -> None:
+        """Refuse ``what`` while the event's record is part of a capture in progress (CANN: 107028)."""
+        capture = self._capture
+        if capture is not None and self.stream is not None and self.stream._state.capture is capture:
+            capture.refuse(
+                what,
+                f"the event was recorded on {capture.stream.name} while it captures a graph, so it "
+                "completes only when the graph is replayed",
+            )
 
     def elapsed_time(self, end: Event) -> float:
         """Milliseconds of device time from this event to ``end`` (``aclrtEventElapsedTime``).

@@ -9,6 +9,8 @@ after every test).
 
 from __future__ import annotations
 
+import gc
+import threading
 import time
 
 import numpy as np
@@ -240,6 +242,8 @@ def _refusals(b: str, x: pyaclnn.DeviceArray, out: pyaclnn.DeviceArray, what: st
         pyaclnn.synchronize(b)
     elif what == "numpy":
         out.numpy()
+    elif what == "Event.synchronize":
+        pyaclnn.current_stream(b).record_event().synchronize()
     else:
         raise AssertionError(what)
 
@@ -252,6 +256,7 @@ REFUSED = {
     "synchronize": "synchronize() of pyaclnn stream #",
     "pyaclnn.synchronize": "synchronize() of pyaclnn stream #",
     "numpy": "DeviceArray.numpy() cannot be captured",
+    "Event.synchronize": "Event.synchronize() cannot be captured",
 }
 
 
@@ -321,4 +326,120 @@ def test_a_closed_graph_refuses_replay_naming_it(backend):
     with pytest.raises(ValueError, match=r"replay\(\): the graph has captured nothing"):
         pyaclnn.Graph(backend=b).replay()
     for a in (x, out, idx):
+        a.close()
+
+
+def test_an_event_recorded_before_the_capture_can_be_waited_for_during_it(backend):
+    b = backend
+    x = pyaclnn.to_device(RNG.standard_normal(POOL_SHAPE, dtype=np.float32), backend=b)
+    with pyaclnn.Stream(backend=b) as other:
+        event = other.record_event()
+        with pyaclnn.Graph(backend=b) as g:
+            with pyaclnn.graph(g):
+                out, idx = pyaclnn.max_pool3d_with_argmax(x, 2, backend=b)
+                event.synchronize()  # not part of the capture: allowed, and the capture goes on
+                assert event.query()
+            assert g.captured
+        event.close()
+    for a in (x, out, idx):
+        a.close()
+
+
+def test_a_replay_refuses_an_input_closed_since_the_capture(backend):
+    b = backend
+    x = pyaclnn.to_device(RNG.standard_normal(POOL_SHAPE, dtype=np.float32), backend=b)
+    with pyaclnn.Graph(backend=b) as g:
+        with pyaclnn.graph(g):
+            out, idx = pyaclnn.max_pool3d_with_argmax(x, 2, backend=b)
+        out.close()  # the graph's own memory: replays go on writing it
+        g.replay()
+        x.close()  # the shared pool's: another array may get it now
+        with pytest.raises(ValueError, match=r"replay\(\): .* was closed"):
+            g.replay()
+    idx.close()
+
+
+def test_the_capture_mode_decides_which_threads_may_read_meanwhile(backend):
+    b = backend
+    x = pyaclnn.to_device(RNG.standard_normal(POOL_SHAPE, dtype=np.float32), backend=b)
+    y = pyaclnn.to_device(np.arange(4, dtype=np.float32), backend=b)  # idle, on no capturing stream
+    errors: list[BaseException] = []
+
+    def read() -> None:
+        for call in (y.numpy, lambda: pyaclnn.synchronize(b)):  # a read; a wait for every stream
+            try:
+                call()
+            except BaseException as exc:  # noqa: BLE001 - reported to the test's thread
+                errors.append(exc)
+
+    g = pyaclnn.Graph(backend=b)
+    with pyaclnn.graph(g):  # GLOBAL: no thread may read
+        pyaclnn.max_pool3d_with_argmax(x, 2, backend=b)
+        reader = threading.Thread(target=read)
+        reader.start()
+        reader.join()
+    assert len(errors) == 2 and all(isinstance(e, pyaclnn.GraphCaptureError) for e in errors)
+    assert "captures in another thread; that capture goes on" in str(errors[1])
+    assert "DeviceArray.numpy() cannot run while" in str(errors[0])
+    assert "captures a graph in another thread in GLOBAL mode" in str(errors[0])
+    assert g.captured  # the other thread's refusal left this capture alone
+    g.close()
+    g = pyaclnn.Graph(backend=b)
+    with pyaclnn.graph(g, capture_error_mode="relaxed"):  # RELAXED: every thread may read
+        out, idx = pyaclnn.max_pool3d_with_argmax(x, 2, backend=b)
+        np.testing.assert_array_equal(y.numpy(), np.arange(4, dtype=np.float32))
+    g.replay()
+    np.testing.assert_array_equal(out.numpy(), pyaclnn.max_pool3d_with_argmax(x.numpy(), 2, backend=b)[0])
+    g.close()
+    with pytest.raises(ValueError, match="capture_error_mode must be one of"):
+        pyaclnn.Graph(backend=b).capture_begin(pyaclnn.Stream(backend=b), "strict")
+    for a in (x, y, out, idx):
+        a.close()
+
+
+def test_capture_begin_and_end_on_a_stream_of_ones_own_and_a_collected_graph(backend):
+    b = backend
+    x = pyaclnn.to_device(RNG.standard_normal(POOL_SHAPE, dtype=np.float32), backend=b)
+    y = pyaclnn.empty(POOL_SHAPE, backend=b)
+    stream = pyaclnn.Stream(backend=b)
+    g = pyaclnn.Graph(backend=b)
+    g.capture_begin(stream)
+    y.copy_(x, stream=stream)  # a device-to-device copy is captured too
+    out, idx = pyaclnn.max_pool3d_with_argmax(y, 2, stream=stream, backend=b)
+    g.capture_end()
+    x.copy_(np.ones(POOL_SHAPE, np.float32))
+    g.replay(stream)
+    np.testing.assert_array_equal(y.numpy(), np.ones(POOL_SHAPE, np.float32))
+    want = pyaclnn.max_pool3d_with_argmax(np.ones(POOL_SHAPE, np.float32), 2, backend=b)
+    np.testing.assert_array_equal(out.numpy(), want[0])
+    np.testing.assert_array_equal(idx.numpy(), want[1])
+    del g
+    gc.collect()  # the finalizer closes the graph
+    assert backends.get(b).live_counts()["graphs"] == 0
+    for a in (x, y, out, idx):
+        a.close()
+    stream.close()
+
+
+def test_two_graphs_capture_at_once_on_two_streams(backend):
+    b = backend
+    x = pyaclnn.to_device(RNG.standard_normal(POOL_SHAPE, dtype=np.float32), backend=b)
+    volume = pyaclnn.to_device(RNG.standard_normal(VOLUME, dtype=np.float32), backend=b)
+    grid = pyaclnn.to_device(RNG.uniform(-1, 1, GRID).astype(np.float32), backend=b)
+    with pyaclnn.Graph(backend=b) as pooling, pyaclnn.Graph(backend=b) as sampling:
+        with pyaclnn.graph(pooling):
+            out, idx = pyaclnn.max_pool3d_with_argmax(x, 2, backend=b)
+            # the second capture's start waits for the device's streams, but not the capturing one
+            with pyaclnn.graph(sampling):
+                sampled = pyaclnn.grid_sampler3d(volume, grid, backend=b)
+        assert pooling.captured and sampling.captured
+        pooling.replay()
+        sampling.replay()
+        np.testing.assert_array_equal(
+            _bits(out.numpy()), _bits(pyaclnn.max_pool3d_with_argmax(x.numpy(), 2, backend=b)[0])
+        )
+        np.testing.assert_array_equal(
+            _bits(sampled.numpy()), _bits(pyaclnn.grid_sampler3d(volume.numpy(), grid.numpy(), backend=b))
+        )
+    for a in (x, volume, grid, out, idx, sampled):
         a.close()
