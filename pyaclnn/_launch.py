@@ -431,7 +431,7 @@ class Launch:
             for mapped, host in host_results.values():
                 if mapped not in self._outputs:
                     host[...] = 0  # nothing was queued that writes it
-        if self.ctx.launch_blocking:
+        if self.ctx.launch_blocking and self.stream._state.capture is None:  # captured: nothing ran
             self.stream.synchronize()
 
     def result(self, array: DeviceArray) -> np.ndarray | DeviceArray:

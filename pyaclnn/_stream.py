@@ -125,6 +125,18 @@ class StreamState:
 
     def wait_for(self, other: StreamState) -> None:
         """Order later work here after the work queued on ``other`` so far (an event between them)."""
+        if self.capture is not other.capture:  # work in and out of a capture cannot be ordered
+            if other.capture is not None:
+                other.capture.refuse(
+                    f"a call on {self.name} using an array of the capture on {other.name}",
+                    "work outside a capture cannot wait for captured work, which runs only at a replay",
+                )
+            if self.capture is not None:
+                self.capture.refuse(
+                    f"a captured call using an array last used on {other.name}",
+                    "a capture cannot wait for work queued outside it; synchronize that stream "
+                    "before the capture, or copy_ the data into an array of the capture",
+                )
         # The event belongs to the device current at its creation and can only be recorded on a
         # stream of that device: ``other``'s. The wait may be on another device's stream.
         with self._ctx.on_device(other.device):

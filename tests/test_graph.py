@@ -443,3 +443,48 @@ def test_two_graphs_capture_at_once_on_two_streams(backend):
         )
     for a in (x, volume, grid, out, idx, sampled):
         a.close()
+
+
+def test_work_in_and_out_of_a_capture_cannot_wait_for_each_other(backend, monkeypatch):
+    b = backend
+    x = pyaclnn.to_device(RNG.standard_normal(POOL_SHAPE, dtype=np.float32), backend=b)
+    _warm(b, x)
+    pyaclnn.memory_pool(b).free_all_blocks()  # the eager calls below cache theirs: freed at the end
+    pyaclnn.synchronize(b)  # executors dropped with those blocks go once their stream is idle
+    before = backends.get(b).live_counts()
+    other = pyaclnn.Stream(backend=b)
+    g = pyaclnn.Graph(backend=b)
+    # an eager call on another stream reading a captured output would wait for work that never runs
+    with pytest.raises(pyaclnn.GraphCaptureError, match="using an array of the capture on") as info:  # noqa: PT012
+        with pyaclnn.graph(g):
+            out, _ = pyaclnn.max_pool3d_with_argmax(x, 2, backend=b)
+            pyaclnn.max_pool3d_with_argmax(out, 1, stream=other, backend=b)
+    assert f"a call on pyaclnn stream #{other.number}" in str(info.value)
+    # a captured call reading what another stream is still computing would wait outside the graph
+    monkeypatch.setenv("PYACLNN_EMU_KERNEL_US", "20000")
+    with pytest.raises(pyaclnn.GraphCaptureError, match="a captured call using an array last used on"):  # noqa: PT012
+        with pyaclnn.graph(g):
+            late, late_idx = pyaclnn.max_pool3d_with_argmax(x, 1, stream=other, backend=b)
+            pyaclnn.max_pool3d_with_argmax(late, 2, backend=b)
+    other.synchronize()
+    late.close()
+    late_idx.close()
+    other.close()
+    pyaclnn.memory_pool(b).free_all_blocks()
+    pyaclnn.synchronize(b)
+    assert backends.get(b).live_counts() == before and not g.captured
+    g.close()
+    x.close()
+
+
+def test_launch_blocking_does_not_wait_for_captured_calls(backend, monkeypatch):
+    b = backend
+    x = pyaclnn.to_device(RNG.standard_normal(POOL_SHAPE, dtype=np.float32), backend=b)
+    monkeypatch.setattr(pyaclnn.runtime.context(b), "launch_blocking", True)  # ASCEND_LAUNCH_BLOCKING=1
+    with pyaclnn.Graph(backend=b) as g:
+        with pyaclnn.graph(g):  # each call would wait for its stream: a capturing one cannot
+            out, idx = pyaclnn.max_pool3d_with_argmax(x, 2, backend=b)
+        g.replay()
+        np.testing.assert_array_equal(out.numpy(), pyaclnn.max_pool3d_with_argmax(x.numpy(), 2, backend=b)[0])
+    for a in (x, out, idx):
+        a.close()
