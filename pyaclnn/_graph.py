@@ -38,10 +38,12 @@ What a capture changes on its stream, and why:
   naming the call, and the capture is abandoned (ended, its graph destroyed,
   its executors and memory given back, the stream as before): a NumPy array
   given to a call, ``to_device`` or ``copy_`` (a copy from pageable memory),
-  ``synchronize()``, ``query()`` or ``close()`` of the capturing stream, and
+  ``synchronize()`` or ``query()`` of the capturing stream, and
   ``DeviceArray.numpy()`` (see :mod:`pyaclnn._captures`). Capturing the
   thread's default stream is refused (torch refuses it too): calls naming no
-  stream would land in the graph by accident.
+  stream would land in the graph by accident. Closing the capturing stream
+  (``close()``, garbage collection, ``finalize``) abandons the capture first:
+  its ``capture_end`` then raises.
 """
 
 from __future__ import annotations

@@ -238,8 +238,8 @@ class StreamState:
         Nothing is given back before the wait returned: a wait that raised (a device
         error, KeyboardInterrupt) leaves the stream open, and the next close finishes.
         """
-        if self.capture is not None:
-            self.capture.refuse(f"close() of {self.name}", _CAPTURING)
+        if self.capture is not None:  # CANN cannot destroy it (107027): the capture goes first
+            self.capture.graph.abandon()
         with self.lock:  # no launch, record or copy joins the stream while it closes
             if not self.open:
                 return

@@ -488,3 +488,21 @@ def test_launch_blocking_does_not_wait_for_captured_calls(backend, monkeypatch):
         np.testing.assert_array_equal(out.numpy(), pyaclnn.max_pool3d_with_argmax(x.numpy(), 2, backend=b)[0])
     for a in (x, out, idx):
         a.close()
+
+
+def test_closing_the_capturing_stream_or_finalize_abandons_the_capture(backend):
+    b = backend
+    x = pyaclnn.to_device(RNG.standard_normal(POOL_SHAPE, dtype=np.float32), backend=b)
+    stream = pyaclnn.Stream(backend=b)
+    g = pyaclnn.Graph(backend=b)
+    g.capture_begin(stream)
+    out, idx = pyaclnn.max_pool3d_with_argmax(x, 2, stream=stream, backend=b)
+    stream.close()  # CANN cannot destroy a capturing stream: the capture is abandoned first
+    assert out.closed and not g.captured and backends.get(b).live_counts()["graphs"] == 0
+    with pytest.raises(ValueError, match=r"capture_end\(\): the graph is not capturing"):
+        g.capture_end()
+    g.capture_begin(pyaclnn.Stream(backend=b))
+    pyaclnn.max_pool3d_with_argmax(x, 2, stream=pyaclnn.current_stream(b), backend=b)  # not captured
+    pyaclnn.finalize(b)  # closes the capturing stream among the others: no error, nothing left
+    assert not g.captured  # abandoned: an empty graph, holding nothing
+    assert not any(backends.get(b).live_counts().values())
