@@ -157,7 +157,9 @@ class DeviceArray(Generic[_S]):
             int(offset),
             prod(shape) if storage_size is None else int(storage_size),
             stream,
-            _pool_of(ctx, stream, device),
+            _pool_of(ctx, stream, device)
+            if stream is not None or not _captures.active
+            else _capturing_pool(ctx, _pool_of(ctx, None, device)),
         )
 
     @overload
@@ -711,6 +713,13 @@ def _pool_of(ctx: _context._Context, stream: Stream | None, device: int | None) 
             raise ValueError(f"device {device} differs from the device {stream.device} of stream {stream!r}")
         return stream._state.pool
     return ctx.device_pool(ctx.device if device is None else _context._device_id(device, ctx))
+
+
+def _capturing_pool(ctx: _context._Context, pool: MemoryPool) -> MemoryPool:
+    """For an array made for no stream while a capture runs: the graph's pool if the thread's
+    current stream of ``pool``'s device captures (the calls of the block go there), else ``pool``."""
+    state = current(ctx, pool.device)._state
+    return state.pool if state.capture is not None else pool
 
 
 @functools.lru_cache(maxsize=1024)

@@ -13,9 +13,10 @@ in the shape of ``torch.cuda.CUDAGraph`` and torch_npu's ``NPUGraph``::
 
 What a capture changes on its stream, and why:
 
-* Memory. Outputs, workspaces and arrays made for the capturing stream come
-  from a pool private to the graph (:class:`GraphPool`), never from the
-  device's shared pool: the replays write them long after the calls returned,
+* Memory. Outputs, workspaces and arrays made for the capturing stream (or
+  for no stream inside ``with pyaclnn.graph(g):``) come from a pool private
+  to the graph (:class:`GraphPool`), never from the device's shared pool: the
+  replays write them long after the calls returned,
   so no other work may get them while the graph lives, even once the arrays
   are closed. ``aclrtMalloc`` is no stream task, so it may run during a
   capture (the caching allocators of torch and torch_npu allocate into their
@@ -285,8 +286,7 @@ class _GraphState:
                 raise ValueError("capture_begin(): the graph is closed")
             if self.capture is not None or self.handle is not None:
                 raise ValueError(
-                    "capture_begin(): the graph has captured already (a Graph captures once: close "
-                    "it and make a new one)"
+                    "capture_begin(): the graph has captured already (reset() it to capture again)"
                 )
             if state.capture is not None:
                 raise GraphCaptureError(f"capture_begin(): {stream!r} is capturing another graph")
@@ -585,6 +585,22 @@ class Graph:
         """
         self._state.close()
         self._finalizer.detach()
+
+    def reset(self) -> None:
+        """Give back what the graph holds, as :meth:`close` does, and keep it open for a new
+        capture (torch's ``CUDAGraph.reset``).
+
+        Raises
+        ------
+        ValueError
+            If the graph is closed.
+        """
+        state = self._state
+        with state.lock:
+            if not state.open:
+                raise ValueError("reset(): the graph is closed")
+            state.close()
+            state.open = True
 
     def __enter__(self) -> Graph:
         return self

@@ -506,3 +506,52 @@ def test_closing_the_capturing_stream_or_finalize_abandons_the_capture(backend):
     pyaclnn.finalize(b)  # closes the capturing stream among the others: no error, nothing left
     assert not g.captured  # abandoned: an empty graph, holding nothing
     assert not any(backends.get(b).live_counts().values())
+
+
+def test_reset_gives_everything_back_and_lets_the_graph_capture_again(backend):
+    b = backend
+    x = pyaclnn.to_device(RNG.standard_normal(POOL_SHAPE, dtype=np.float32), backend=b)
+    before = _device_allocs(b)
+    with pyaclnn.Graph(backend=b) as g:
+        with pyaclnn.graph(g):
+            out, idx = pyaclnn.max_pool3d_with_argmax(x, 2, backend=b)
+        with pytest.raises(ValueError, match=r"capture_begin\(\): the graph has captured already"):
+            g.capture_begin(pyaclnn.Stream(backend=b))
+        out.close()
+        idx.close()
+        g.replay()
+        g.reset()
+        assert not g.captured and not g.closed and _device_allocs(b) == before
+        assert backends.get(b).live_counts()["graphs"] == 0
+        with pyaclnn.graph(g):
+            grad = pyaclnn.max_pool3d_with_argmax_backward(
+                out2 := pyaclnn.zeros(POOLED, backend=b),
+                x,
+                idx2 := pyaclnn.zeros(POOLED, np.int32, backend=b),
+                2,
+                backend=b,
+            )
+        g.replay()
+        want = pyaclnn.max_pool3d_with_argmax_backward(out2.numpy(), x.numpy(), idx2.numpy(), 2, backend=b)
+        np.testing.assert_array_equal(_bits(grad.numpy()), _bits(want))
+    with pytest.raises(ValueError, match=r"reset\(\): the graph is closed"):
+        g.reset()
+    for a in (x, grad, out2, idx2):
+        a.close()
+
+
+def test_arrays_made_in_the_block_are_graph_memory(backend):
+    b = backend
+    x = pyaclnn.to_device(RNG.standard_normal(POOL_SHAPE, dtype=np.float32), backend=b)
+    _warm(b, x)
+    pyaclnn.memory_pool(b).free_all_blocks()
+    before = _device_allocs(b)
+    with pyaclnn.Graph(backend=b) as g:
+        with pyaclnn.graph(g):  # made for no stream, in the block: for the capturing stream
+            out, idx = pyaclnn.empty(POOLED, backend=b), pyaclnn.zeros(POOLED, np.int32, backend=b)
+            pyaclnn.max_pool3d_with_argmax(x, 2, out=(out, idx), backend=b)
+        out.close()
+        idx.close()
+        assert _device_allocs(b) == before + 2  # kept for the graph, not cached for others
+    assert _device_allocs(b) == before  # freed by close
+    x.close()
