@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from . import backends as _backends
 from . import constants
 from . import functional as _functional
+from ._graph import Graph, GraphCaptureError, graph
 from .errors import AclError, AclnnError, AclOutOfMemoryError
 from .functional import *  # noqa: F403  (one call per operator of the table: functional.__all__)
 from .runtime import (
@@ -82,6 +83,8 @@ __all__ = [
     "DeviceArray",
     "Event",
     "ExternalStream",
+    "Graph",
+    "GraphCaptureError",
     "Stream",
     "bfloat16",
     "constants",
@@ -94,6 +97,7 @@ __all__ = [
     "from_torch",
     "get_device",
     "get_backend",
+    "graph",
     "memory_pool",
     "set_backend",
     "set_deterministic",

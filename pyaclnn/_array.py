@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Generic, overload
 import numpy as np
 import numpy.typing as npt
 
-from . import _context, _decl, acl
+from . import _captures, _context, _decl, acl
 from . import backends as _backends
 from . import dtypes as _dtypes
 from ._pool import Block, MemoryPool
@@ -157,7 +157,9 @@ class DeviceArray(Generic[_S]):
             int(offset),
             prod(shape) if storage_size is None else int(storage_size),
             stream,
-            _pool_of(ctx, stream, device),
+            _pool_of(ctx, stream, device)
+            if stream is not None or not _captures.active
+            else _capturing_pool(ctx, _pool_of(ctx, None, device)),
         )
 
     @overload
@@ -364,6 +366,15 @@ class DeviceArray(Generic[_S]):
         """
         self._check_open()
         stream = self.stream
+        if _captures.active:  # a host read during a capture: refused before CANN would
+            _captures.refuse(
+                stream._state if stream is not None else None,
+                self.backend,
+                self.device,
+                "DeviceArray.numpy()",
+                "it waits for the device and copies to the host (aclrtMemcpy), which a capture "
+                "cannot record; read the array after the capture (and after a replay)",
+            )
         if stream is not None:
             stream._state.wait_queued()
         storage = np.empty(self.storage_size, dtype=self.dtype)
@@ -432,6 +443,8 @@ class DeviceArray(Generic[_S]):
         if self.nbytes:
             state = stream._state
             state.enqueue(acl.rt.memset_async, self.ptr, self.nbytes, 0, self.nbytes, state.handle)
+            if state.capture is not None:  # the graph's replays write it: it keeps the array
+                state.capture.hold((self,))
 
     def copy_(
         self, src: npt.NDArray[Any] | DeviceArray[Any], stream: Stream | None = None
@@ -503,7 +516,13 @@ class DeviceArray(Generic[_S]):
             self._use_on(stream)
             if nbytes:
                 state.enqueue(acl.rt.memcpy_async, start, nbytes, source, nbytes, _D2D, state.handle)
+                if state.capture is not None:  # the graph's replays use both: it keeps them
+                    state.capture.hold((self, src))
         else:
+            if _captures.active:
+                _captures.refuse(
+                    state, self.backend, self.device, "DeviceArray.copy_(src=NumPy array)", _captures.PAGEABLE
+                )
             host = np.ascontiguousarray(src).reshape(-1).view(np.uint8)
             self._use_on(stream)
             if nbytes:
@@ -694,6 +713,13 @@ def _pool_of(ctx: _context._Context, stream: Stream | None, device: int | None) 
             raise ValueError(f"device {device} differs from the device {stream.device} of stream {stream!r}")
         return stream._state.pool
     return ctx.device_pool(ctx.device if device is None else _context._device_id(device, ctx))
+
+
+def _capturing_pool(ctx: _context._Context, pool: MemoryPool) -> MemoryPool:
+    """For an array made for no stream while a capture runs: the graph's pool if the thread's
+    current stream of ``pool``'s device captures (the calls of the block go there), else ``pool``."""
+    state = current(ctx, pool.device)._state
+    return state.pool if state.capture is not None else pool
 
 
 @functools.lru_cache(maxsize=1024)
@@ -991,6 +1017,10 @@ def to_device(
         stream = current(ctx, None if device is None else _context._device_id(device, ctx))
     if x.size == 0:  # the arrays check that device (if given) is the stream's
         return DeviceArray(x.shape, x.dtype, backend=stream.backend, stream=stream, device=device)
+    if _captures.active:
+        _captures.refuse(
+            stream._state, stream.backend, stream.device, "to_device(x=NumPy array)", _captures.PAGEABLE
+        )
     storage, strides, offset = _covering_storage(x)
     array = DeviceArray(
         x.shape,

@@ -25,13 +25,14 @@ the call.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
 import numpy as np
 
-from . import _context, acl
+from . import _captures, _context, acl
 from ._array import DeviceArray, host_array, to_device
 from ._executors import Call
 from ._host_memory import HostMemory, Mapping
@@ -138,6 +139,10 @@ class Launch:
                 self.ctx.set_acl_device(self._previous_device)
 
     def _give_back(self, exc_type: Any) -> None:
+        capture = self.stream._state.capture
+        if capture is not None and exc_type is None:  # the graph's replays use them: it keeps them
+            capture.hold([a for _, a in self._inputs])
+            capture.hold(self._returned or ())
         if self._premapped:  # arrays mapped but not used (the call failed first, or narrowed them)
             assert self._host is not None
             self._host.release([mapping for _, mapping, _ in self._premapped.values()])
@@ -187,6 +192,8 @@ class Launch:
             self._inputs.append((name, x))
             return x
         x = host_array(name, x)
+        if _captures.active:  # a copy from pageable memory, or a wait: no capture records them
+            self._refuse_host(name)
         self._host_inputs.append((name, x))
         if self._host is not None:
             mapped = self._map(x)
@@ -309,6 +316,8 @@ class Launch:
     ) -> DeviceArray:
         """The device side of a NumPy ``out=`` array: the array itself, mapped, or a device
         output copied into it after the wait. Checked as a DeviceArray ``out=`` is."""
+        if _captures.active:
+            self._refuse_host(name)
         if self.device_results:
             raise TypeError(
                 f"{name} is a NumPy array, but the call's inputs include a DeviceArray, so it returns "
@@ -339,6 +348,14 @@ class Launch:
             self._host_results = {}
         self._host_results[id(array)] = (array, given)
         return array
+
+    def _refuse_host(self, name: str) -> None:
+        """GraphCaptureError if a capture forbids this call's NumPy array ``name``, naming the operator."""
+        frame = sys._getframe(1)  # up to the functional call that made this Launch
+        while frame.f_back is not None and frame.f_code.co_filename == __file__:
+            frame = frame.f_back
+        what = f"{frame.f_code.co_name}({name}=NumPy array)"
+        _captures.refuse(self.stream._state, self.backend, self.device_id, what, _captures.PAGEABLE)
 
     def _host_result(self, mapped: DeviceArray, host: np.ndarray) -> DeviceArray:
         """Record that the caller gets ``host`` for the mapped output ``mapped``."""
@@ -414,7 +431,7 @@ class Launch:
             for mapped, host in host_results.values():
                 if mapped not in self._outputs:
                     host[...] = 0  # nothing was queued that writes it
-        if self.ctx.launch_blocking:
+        if self.ctx.launch_blocking and self.stream._state.capture is None:  # captured: nothing ran
             self.stream.synchronize()
 
     def result(self, array: DeviceArray) -> np.ndarray | DeviceArray:

@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import weakref
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
@@ -134,6 +135,9 @@ class MemoryPool:
         self._blocks: dict[int, Block] = {}  # ptr -> every block not yet freed
         # Empty arrays own no memory; their descriptors are cached here, without a size limit.
         self.empty_block = Block(0, 0)
+        # Pools of live graphs (pyaclnn._graph.GraphPool) on this device: release_all releases
+        # them first, since their graphs' executors use descriptors of this pool's blocks.
+        self.children: weakref.WeakSet[MemoryPool] = weakref.WeakSet()
 
     # acquire and release run for every output of every call: explicit lock calls in
     # try/finally and a flag on the block keep them cheap.
@@ -306,6 +310,8 @@ class MemoryPool:
 
         The caller (finalize) has waited for the device first.
         """
+        for child in list(self.children):
+            child.release_all()
         with self._lock:
             blocks = list(self._blocks.values())
             for block in blocks:

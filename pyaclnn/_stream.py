@@ -33,6 +33,7 @@ _COMPLETE = _decl.constant("ACL_EVENT_RECORDED_STATUS_COMPLETE")
 _SYNC = _decl.constant("ACL_EVENT_SYNC")  # can be waited on
 _TIME_LINE = _decl.constant("ACL_EVENT_TIME_LINE")  # records a timestamp
 _numbers = itertools.count(1)  # names streams in messages: "stream #3"
+_CAPTURING = "the stream is capturing a graph, and its captured work runs only when the graph is replayed"
 
 
 class StreamState:
@@ -74,6 +75,7 @@ class StreamState:
         "_ctx",
         "_workspace",
         "_probe",
+        "capture",
     )
 
     def __init__(self, ctx: _context._Context, device: int, handle: Any, name: str) -> None:
@@ -94,6 +96,9 @@ class StreamState:
         self._probe: tuple[int, Any] | None = None
         # Repeatable executors of recent calls on this stream; launched under ``lock``.
         self.executors = _executors.ExecutorCache(self, _executors.enabled_by_environment())
+        # The capture in progress on this stream (pyaclnn._graph), else None. While it runs, the
+        # graph's own pool, executors and workspace stand in for the three above.
+        self.capture: Any = None
 
     def on_device(self) -> AbstractContextManager[None]:
         """A guard binding the stream's device to the calling thread (CANN's contexts are per thread)."""
@@ -120,6 +125,18 @@ class StreamState:
 
     def wait_for(self, other: StreamState) -> None:
         """Order later work here after the work queued on ``other`` so far (an event between them)."""
+        if self.capture is not other.capture:  # work in and out of a capture cannot be ordered
+            if other.capture is not None:
+                other.capture.refuse(
+                    f"a call on {self.name} using an array of the capture on {other.name}",
+                    "work outside a capture cannot wait for captured work, which runs only at a replay",
+                )
+            if self.capture is not None:
+                self.capture.refuse(
+                    f"a captured call using an array last used on {other.name}",
+                    "a capture cannot wait for work queued outside it; synchronize that stream "
+                    "before the capture, or copy_ the data into an array of the capture",
+                )
         # The event belongs to the device current at its creation and can only be recorded on a
         # stream of that device: ``other``'s. The wait may be on another device's stream.
         with self._ctx.on_device(other.device):
@@ -156,6 +173,8 @@ class StreamState:
         device error, KeyboardInterrupt) changed nothing. A device error drops
         the cached plans (the one that failed is among them).
         """
+        if self.capture is not None:  # CANN refuses it (107027): say which call, end the capture
+            self.capture.refuse(f"synchronize() of {self.name}", _CAPTURING)
         with self.lock:
             if not self.open:
                 return False
@@ -191,6 +210,8 @@ class StreamState:
 
     def query(self) -> bool:
         """Whether the work queued so far is done (see :meth:`Stream.query`); the host does not wait."""
+        if self.capture is not None:
+            self.capture.refuse(f"query() of {self.name}", _CAPTURING)
         with self.lock:
             if not self.open:
                 raise ValueError("stream is closed")
@@ -217,6 +238,8 @@ class StreamState:
         Nothing is given back before the wait returned: a wait that raised (a device
         error, KeyboardInterrupt) leaves the stream open, and the next close finishes.
         """
+        if self.capture is not None:  # CANN cannot destroy it (107027): the capture goes first
+            self.capture.graph.abandon()
         with self.lock:  # no launch, record or copy joins the stream while it closes
             if not self.open:
                 return
@@ -565,6 +588,7 @@ class Event(_Owned):
         with ctx.on_device(self.device):
             self.handle = acl.rt.create_event_with_flag(flags, backend=ctx.name)
         self.stream: Stream | None = None  # where it was last recorded
+        self._capture: Any = None  # the capture in progress its last record went into, if any
         self._finalizer = weakref.finalize(self, _destroy_event, ctx, self.device, self.handle)
         self._finalizer.atexit = False  # the context's exit hook closes events in order
         ctx.track(ctx.events, self)
@@ -583,6 +607,7 @@ class Event(_Owned):
         state = stream._state
         state.enqueue(acl.rt.record_event, self.handle, state.handle)
         self.stream = stream
+        self._capture = state.capture  # recorded into a capture (None: not): see _check_not_captured
         return self
 
     def wait(self, stream: Stream | None = None) -> None:
@@ -593,15 +618,27 @@ class Event(_Owned):
     def synchronize(self) -> None:
         """Wait until the recorded work is done (``aclrtSynchronizeEvent``); at once if never recorded."""
         self._check_open()
+        self._check_not_captured("Event.synchronize()")
         with self._ctx.on_device(self.device):
             acl.rt.synchronize_event(self.handle, backend=self.backend)
 
     def query(self) -> bool:
         """True once the recorded work is done (or if the event was never recorded)."""
         self._check_open()
+        self._check_not_captured("Event.query()")
         with self._ctx.on_device(self.device):
             status = acl.rt.query_event_status(self.handle, backend=self.backend)
         return status == _COMPLETE
+
+    def _check_not_captured(self, what: str) -> None:
+        """Refuse ``what`` while the event's record is part of a capture in progress (CANN: 107028)."""
+        capture = self._capture
+        if capture is not None and self.stream is not None and self.stream._state.capture is capture:
+            capture.refuse(
+                what,
+                f"the event was recorded on {capture.stream.name} while it captures a graph, so it "
+                "completes only when the graph is replayed",
+            )
 
     def elapsed_time(self, end: Event) -> float:
         """Milliseconds of device time from this event to ``end`` (``aclrtEventElapsedTime``).

@@ -67,8 +67,13 @@ SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         "Queues of device work, and points in them for waiting and timing.",
         ("Stream", "ExternalStream", "Event", "current_stream", "default_stream", "synchronize"),
     ),
+    (
+        "Graphs",
+        "Calls on DeviceArrays captured once on a stream and replayed (CANN's aclmdlRI stream capture).",
+        ("Graph", "graph"),
+    ),
     ("Process-wide settings", "", ("set_deterministic", "finalize")),
-    ("Errors", "", ("AclError", "AclnnError", "AclOutOfMemoryError")),
+    ("Errors", "", ("AclError", "AclnnError", "AclOutOfMemoryError", "GraphCaptureError")),
     ("Data types and constants", "", ("bfloat16", "constants")),
 )
 
