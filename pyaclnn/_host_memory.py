@@ -22,6 +22,18 @@ The rules:
   which gives it back once the stream is known to be past it (a later wait
   returned, or the stream closed), at the latest at shutdown after the device
   was synchronized. Until then the mapping keeps the array alive.
+* **Wrappers outlive their mapping, idle.** Once no queued work uses it, the
+  DeviceArray over a mapped array is *parked* (:meth:`HostMemory.park`), keyed
+  by its device address, shape, strides, offset, dtype and device, instead of
+  closed; a later call whose array is mapped at that address again (the same
+  pages: the numpy backend maps a host address to a fixed device address)
+  takes it back, with its aclTensor. So a repeated call on the same arrays has
+  the same descriptors, and the stream's executor cache serves it (phase 2
+  only). That is safe: a cached plan addresses only the device ranges of its
+  key's descriptors, and a hit means each of them is mapped, now, to this
+  call's own array. A parked wrapper keeps no array alive; at most ``_PARKED``
+  are kept, the oldest is closed (its executors are dropped with its
+  descriptor), and shutdown closes them all.
 """
 
 from __future__ import annotations
@@ -40,6 +52,7 @@ if TYPE_CHECKING:
     from ._stream import StreamState
 
 PAGE = 4096  # aclrtHostRegister maps whole pages (CANN: ptr must be 4 KiB aligned)
+_PARKED = 64  # idle wrappers kept (a few calls' arrays; the executor cache keeps 32 plans a stream)
 
 
 class Mapping:
@@ -96,6 +109,31 @@ class HostMemory:
         self._live: list[Mapping] = []
         # (stream, its count of queued work then, give-back): mappings of calls that raised
         self._pending: list[tuple[StreamState, int, Callable[[], None]]] = []
+        # Idle wrappers of mapped arrays, oldest first: key -> DeviceArray (see the module's docstring)
+        self._parked: dict[tuple[Any, ...], Any] = {}
+
+    def take(self, key: tuple[Any, ...]) -> Any:
+        """The parked wrapper of ``key`` (device address, shape, strides, offset, dtype, device),
+        now the caller's alone, or None."""
+        if not self._parked:
+            return None
+        with self._lock:
+            return self._parked.pop(key, None)
+
+    def park(self, wrappers: list[tuple[tuple[Any, ...], Any]]) -> None:
+        """Keep ``wrappers`` (key, DeviceArray; no queued work uses them) for a later call."""
+        closing = []
+        with self._lock:
+            parked = self._parked
+            for key, wrapper in wrappers:
+                if key in parked:  # one array given twice, or two threads: keep one
+                    closing.append(wrapper)
+                    continue
+                parked[key] = wrapper
+            while len(parked) > _PARKED:
+                closing.append(parked.pop(next(iter(parked))))
+        for wrapper in closing:  # outside the lock: closing drops plans, which takes other locks
+            wrapper.close()
 
     def map(self, arrays: list[np.ndarray], device: int) -> list[tuple[Mapping, int] | None]:
         """For each of ``arrays`` (one call's), a mapping covering it on ``device`` and the byte
@@ -183,3 +221,7 @@ class HostMemory:
             pending, self._pending = self._pending, []
         for _, _, give_back in pending:
             give_back()
+        with self._lock:
+            parked, self._parked = list(self._parked.values()), {}
+        for wrapper in parked:
+            wrapper.close()

@@ -412,6 +412,85 @@ def test_threads_on_one_numpy_input_share_its_mapping(numpy_backend, monkeypatch
     assert _registrations() == 0
 
 
+# -- repeated calls: the executor cache serves mapped arrays -----------------------------------------
+
+
+def test_the_same_pages_mapped_again_get_the_same_device_address(numpy_backend):
+    """The numpy backend's device address of mapped memory is a function of the host address,
+    and an address of pages not mapped now is refused."""
+    pages, other = _pages(2), _pages(2)
+    ptr = acl.rt.host_register(pages, 2 * PAGE, backend="numpy")
+    acl.rt.host_unregister(pages, backend="numpy")
+    with pytest.raises(ValueError, match="is not inside one allocation"):
+        pyaclnn.DeviceArray.from_ptr(ptr, (16,), np.float32, backend="numpy")
+    assert acl.rt.host_register(pages, 2 * PAGE, backend="numpy") == ptr
+    other_ptr = acl.rt.host_register(other, 2 * PAGE, backend="numpy")
+    assert other_ptr != ptr
+    for a in (pages, other):
+        acl.rt.host_unregister(a, backend="numpy")
+
+
+def _count_plans(monkeypatch) -> list[int]:
+    """Count the launches that run phase 1 (executor-cache misses) from now on."""
+    from pyaclnn import _executors
+
+    count = [0]
+    original = _executors.ExecutorCache._plan_and_launch
+
+    def counted(self, call, key):
+        count[0] += 1
+        return original(self, call, key)
+
+    monkeypatch.setattr(_executors.ExecutorCache, "_plan_and_launch", counted)
+    return count
+
+
+def test_a_repeated_call_on_the_same_arrays_skips_phase_1_and_other_arrays_miss(
+    numpy_backend, monkeypatch, torch
+):
+    """A plan is reused only for the arrays it was made for: two inputs and two out= arrays in
+    turn each get their own plan, every result is the oracle's, and the out= array a call was
+    not given keeps its bytes (a stale plan would have written it)."""
+    shape, k, s, p = (1, 2, 6, 10, 10), [3] * 3, [2] * 3, [1] * 3
+    xs = [RNG.random(shape, dtype=np.float32) for _ in range(2)]
+    want = []
+    for x in xs:
+        tx = torch.from_numpy(x)
+        tv, ti = torch.ops.aten.max_pool3d_with_indices(tx, k, s, p, [1] * 3, False)
+        g = RNG.random(tuple(tv.shape), dtype=np.float32)
+        tg = torch.ops.aten.max_pool3d_with_indices_backward(
+            torch.from_numpy(g), tx, k, s, p, [1] * 3, False, ti
+        )
+        want.append((x, g, ti.numpy().astype(np.int32), tg.numpy()))
+    outs = [np.empty(shape, np.float32) for _ in range(2)]
+    pyaclnn.max_pool3d_with_argmax_backward(*want[0][1::-1], want[0][2], 3, 2, 1, backend="numpy")  # warm-up
+    plans = _count_plans(monkeypatch)
+    for round in range(3):
+        for i, (x, g, idx, grad) in enumerate(want):
+            for j, out in enumerate(outs):
+                other = outs[1 - j]
+                out[...] = np.nan
+                other[...] = -1.0
+                got = pyaclnn.max_pool3d_with_argmax_backward(g, x, idx, 3, 2, 1, out=out, backend="numpy")
+                assert got is out and np.array_equal(out, grad), (round, i, j)
+                assert np.all(other == -1.0), (round, i, j)
+    assert plans[0] == 4  # one per (inputs, out) pair: the other eight calls ran phase 2 only
+    # Fresh results: kept alive, each is new memory with its own plan; dropped, the next call reuses
+    # the buffer and the plan.
+    kept = [
+        pyaclnn.max_pool3d_with_argmax_backward(g, x, idx, 3, 2, 1, backend="numpy") for x, g, idx, _ in want
+    ]
+    assert all(np.array_equal(r, w[3]) for r, w in zip(kept, want))
+    before = plans[0]
+    for _ in range(3):
+        x, g, idx, grad = want[0]
+        assert np.array_equal(
+            pyaclnn.max_pool3d_with_argmax_backward(g, x, idx, 3, 2, 1, backend="numpy"), grad
+        )
+    assert plans[0] <= before + 1
+    assert _registrations() == 0
+
+
 # -- the memory of NumPy results --------------------------------------------------------------------
 
 
