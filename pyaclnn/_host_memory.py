@@ -22,6 +22,11 @@ The rules:
   which gives it back once the stream is known to be past it (a later wait
   returned, or the stream closed), at the latest at shutdown after the device
   was synchronized. Until then the mapping keeps the array alive.
+* **The host pool's buffers stay mapped.** A buffer for NumPy results
+  (``_host_pool``) is mapped whole by the first call that writes a result into
+  it, with one more use that the pool holds (:meth:`HostMemory.hold`), so later
+  results in it map nothing; the pool gives that use back (:meth:`HostMemory.unhold`)
+  before it lets the buffer's memory go, and shutdown gives back all of them.
 * **Wrappers outlive their mapping, idle.** Once no queued work uses it, the
   DeviceArray over a mapped array is *parked* (:meth:`HostMemory.park`), keyed
   by its device address, shape, strides, offset, dtype and device, instead of
@@ -38,6 +43,7 @@ The rules:
 
 from __future__ import annotations
 
+import bisect
 import ctypes
 import threading
 from collections.abc import Callable
@@ -58,7 +64,7 @@ _PARKED = 64  # idle wrappers kept (a few calls' arrays; the executor cache keep
 class Mapping:
     """One registration: host pages ``[start, end)`` of ``device``, at device address ``ptr``."""
 
-    __slots__ = ("start", "end", "device", "ptr", "pages", "owner", "users")
+    __slots__ = ("start", "end", "device", "ptr", "pages", "owner", "users", "held")
 
     def __init__(
         self, start: int, end: int, device: int, pages: np.ndarray, owners: list[np.ndarray]
@@ -68,6 +74,7 @@ class Mapping:
         self.owner = owners  # the arrays the pages belong to, kept alive while mapped
         self.ptr = 0
         self.users = len(owners)
+        self.held = False  # one more use, by the host pool, for a buffer of its own (see hold)
 
 
 def byte_extent(x: np.ndarray) -> tuple[int, int] | None:
@@ -106,7 +113,10 @@ class HostMemory:
         self._backend = backend
         self._on_device = on_device
         self._lock = threading.Lock()
-        self._live: list[Mapping] = []
+        # Live mappings by start, and their starts in order: they never overlap (CANN refuses it),
+        # so the one a range may overlap is the last that starts before the range ends.
+        self._live: dict[int, Mapping] = {}
+        self._starts: list[int] = []
         # (stream, its count of queued work then, give-back): mappings of calls that raised
         self._pending: list[tuple[StreamState, int, Callable[[], None]]] = []
         # Idle wrappers of mapped arrays, oldest first: key -> DeviceArray (see the module's docstring)
@@ -170,12 +180,12 @@ class HostMemory:
         """A mapping of pages ``[start, end)`` with one use per owner: a live one that covers them,
         else a new registration; None if they overlap a live mapping without lying inside it
         (caller holds the lock)."""
-        for mapping in self._live:
-            if mapping.start < end and start < mapping.end:
-                if mapping.device != device or not (mapping.start <= start and end <= mapping.end):
-                    return None  # CANN would refuse the overlap: copy
-                mapping.users += len(owners)
-                return mapping
+        mapping = self._overlapping(start, end)
+        if mapping is not None:
+            if mapping.device != device or not (mapping.start <= start and end <= mapping.end):
+                return None  # CANN would refuse the overlap: copy
+            mapping.users += len(owners)
+            return mapping
         pages = np.ctypeslib.as_array((ctypes.c_ubyte * (end - start)).from_address(start))
         mapping = Mapping(start, end, device, pages, owners)
         try:
@@ -183,8 +193,18 @@ class HostMemory:
                 mapping.ptr = acl.rt.host_register(pages, end - start, backend=self._backend)
         except AclError:
             return None  # registered elsewhere (another library): copying is always right
-        self._live.append(mapping)
+        self._live[start] = mapping
+        bisect.insort(self._starts, start)
         return mapping
+
+    def _overlapping(self, start: int, end: int) -> Mapping | None:
+        """A live mapping overlapping pages ``[start, end)``: the one that starts last before
+        ``end``, if it ends after ``start`` (caller holds the lock)."""
+        i = bisect.bisect_left(self._starts, end) - 1
+        if i < 0:
+            return None
+        mapping = self._live[self._starts[i]]
+        return mapping if start < mapping.end else None
 
     def release(self, mappings: list[Mapping]) -> None:
         """Give back one use of each of ``mappings``; the last use ends the registration.
@@ -193,13 +213,60 @@ class HostMemory:
         """
         with self._lock:
             for mapping in mappings:
-                mapping.users -= 1
-                if mapping.users == 0:
-                    self._live.remove(mapping)
-                    with self._on_device(mapping.device):
-                        acl.rt.host_unregister(mapping.pages, backend=self._backend)
+                self._drop_use(mapping)
         if self._pending:  # a wait returned just now: what earlier calls left may be done too
             self._retire()
+
+    def _drop_use(self, mapping: Mapping) -> None:
+        """One use of ``mapping`` less; the last ends its registration (caller holds the lock)."""
+        mapping.users -= 1
+        if mapping.users == 0:
+            del self._live[mapping.start]
+            self._starts.pop(bisect.bisect_left(self._starts, mapping.start))
+            with self._on_device(mapping.device):
+                acl.rt.host_unregister(mapping.pages, backend=self._backend)
+
+    def hold(self, buffer: np.ndarray, device: int) -> Mapping | None:
+        """Map all the pages of ``buffer`` (a host pool's: page-aligned, its own pages) on
+        ``device`` and keep them mapped between calls, until :meth:`unhold`; None if they
+        cannot be (the call maps its result alone, or copies it).
+
+        The mapping keeps ``buffer`` alive, so its memory is not freed while registered;
+        a buffer kept mapped on another device and not in use there is mapped again here.
+        """
+        start = buffer.__array_interface__["data"][0]
+        end = start + -(-buffer.size // PAGE) * PAGE
+        with self._lock:
+            mapping = self._overlapping(start, end)
+            if mapping is not None and mapping.held and mapping.users == 1 and mapping.device != device:
+                self._unhold(mapping)
+            mapping = self._covering(start, end, device, [buffer])
+            if mapping is None:
+                return None
+            if mapping.held or (mapping.start, mapping.end) != (start, end):  # not the buffer's own
+                self._drop_use(mapping)
+                return mapping if mapping.held else None
+            mapping.held = True
+            mapping.owner = [buffer]  # not a result over it: results die and give the buffer back
+            return mapping
+
+    def unhold(self, buffer: np.ndarray) -> None:
+        """End what :meth:`hold` keeps for ``buffer`` (the pool lets it go, or shutdown); the
+        registration ends with the last use."""
+        start = buffer.__array_interface__["data"][0]
+        with self._lock:
+            mapping = self._live.get(start)
+            if mapping is not None and mapping.held:
+                self._unhold(mapping)
+
+    def _unhold(self, mapping: Mapping) -> None:
+        mapping.held = False
+        self._drop_use(mapping)
+
+    def held_count(self) -> int:
+        """Registrations kept for host pool buffers now."""
+        with self._lock:
+            return sum(m.held for m in self._live.values())
 
     def after(self, state: StreamState, give_back: Callable[[], None]) -> None:
         """Run ``give_back`` once ``state``'s work queued so far is known to be done."""
@@ -223,5 +290,9 @@ class HostMemory:
             give_back()
         with self._lock:
             parked, self._parked = list(self._parked.values()), {}
+            # the pool's buffers, lent or idle: no work uses them now
+            for mapping in list(self._live.values()):
+                if mapping.held:
+                    self._unhold(mapping)
         for wrapper in parked:
             wrapper.close()

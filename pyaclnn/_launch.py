@@ -272,8 +272,13 @@ class Launch:
         """
         if given is None:
             if self._host is not None:  # a NumPy call: write a new NumPy array where it is
-                assert self.ctx.host_pool is not None  # made with host_memory
-                host = self.ctx.host_pool.empty(shape, dtype)
+                pool = self.ctx.host_pool
+                assert pool is not None  # made with host_memory
+                host, buffer = pool.lend(shape, dtype)
+                device = self.device_id
+                if pool.held_on(buffer) != device and self._host.hold(buffer, device) is not None:
+                    # mapped from now on: a later result in this buffer maps nothing
+                    pool.hold(buffer, device, partial(self._host.unhold, buffer))
                 mapped = self._map(host)
                 if mapped is not None:
                     return self._host_result(mapped, host)

@@ -47,6 +47,13 @@ def _registrations(name: str = "numpy") -> int:
     return backends.get(name).live_counts()["host_registrations"]
 
 
+def _mapped_by_calls() -> int:
+    """Live registrations of the numpy backend other than those its host pool keeps for the
+    buffers of NumPy results (see test_a_result_buffer_stays_mapped_until_the_pool_lets_it_go)."""
+    host = _context.context("numpy").host_memory
+    return _registrations() - (host.held_count() if host is not None else 0)
+
+
 @pytest.fixture
 def numpy_backend():
     """The numpy backend, initialised, with its device bound in this thread; nothing left after."""
@@ -200,7 +207,7 @@ def test_a_numpy_call_on_the_numpy_backend_copies_nothing(numpy_backend, monkeyp
     got = pyaclnn.max_pool3d_with_argmax_backward(g, x, indices, 3, 2, 1, backend="numpy")
     v, i = pyaclnn.max_pool3d_with_argmax(x, 3, 2, 1, backend="numpy")
     assert copies[0] == 0
-    assert _registrations() == 0  # every mapping ended with its call
+    assert _mapped_by_calls() == 0  # every mapping ended with its call
     tx = torch.from_numpy(x)
     tv, ti = torch.ops.aten.max_pool3d_with_indices(tx, [3] * 3, [2] * 3, [1] * 3, [1] * 3, False)
     tg = torch.ops.aten.max_pool3d_with_indices_backward(
@@ -265,7 +272,7 @@ def test_views_give_what_their_dense_copies_give(numpy_backend, view):
     want = pyaclnn.max_pool3d_with_argmax(np.ascontiguousarray(x), 2, backend="numpy")
     assert all(np.array_equal(a, b) for a, b in zip(got, want))
     assert np.array_equal(x, before)  # the input was read where it is, never written
-    assert _registrations() == 0
+    assert _mapped_by_calls() == 0
 
 
 def test_arrays_in_one_mapping_share_it_and_a_partial_overlap_is_copied(numpy_backend):
@@ -281,7 +288,7 @@ def test_arrays_in_one_mapping_share_it_and_a_partial_overlap_is_copied(numpy_ba
     assert whole is not None
     try:
         got = pyaclnn.grid_sampler3d(x, grid, backend="numpy")  # both inside the whole mapping
-        assert _registrations() == 1 and whole[0].users == 1
+        assert _mapped_by_calls() == 1 and whole[0].users == 1
         want = pyaclnn.grid_sampler3d(x.copy(), grid.copy(), backend="numpy")
         assert np.array_equal(got, want)
     finally:
@@ -293,7 +300,7 @@ def test_arrays_in_one_mapping_share_it_and_a_partial_overlap_is_copied(numpy_ba
     assert host.map([first[PAGE - 8 : PAGE + 8]], 0)[0] is not None  # inside: shared
     assert host.map([first[PAGE : 3 * PAGE]], 0)[0] is None  # pages 1 and 2: straddles its end
     host.release([mapping[0], mapping[0]])
-    assert _registrations() == 0
+    assert _mapped_by_calls() == 0
 
 
 def test_out_numpy_is_written_in_place_and_returned(backend):
@@ -369,12 +376,12 @@ def test_an_interrupted_wait_keeps_the_mapping_until_the_stream_is_past_it(numpy
     with pytest.raises(KeyboardInterrupt):
         pyaclnn.max_pool3d_with_argmax(x, 2, backend="numpy")
     # The kernel may still write the outputs and read x: the mappings (and arrays) stay.
-    assert _registrations() >= 1
+    assert _mapped_by_calls() >= 1
     monkeypatch.setattr(StreamState, "wait_queued", original)
     pyaclnn.synchronize(backend="numpy")
     interrupted[0].wait_queued()
     got = pyaclnn.max_pool3d_with_argmax(x, 2, backend="numpy")  # retires what waited
-    assert _registrations() == 0
+    assert _mapped_by_calls() == 0
     monkeypatch.setenv("PYACLNN_EMU_KERNEL_US", "0")
     assert np.array_equal(got[0], pyaclnn.max_pool3d_with_argmax(x.copy(), 2, backend="numpy")[0])
 
@@ -385,7 +392,7 @@ def test_one_array_given_twice_holds_its_mapping_once_per_use(numpy_backend):
     got = pyaclnn.grid_sampler3d_backward(x, x, grid, backend="numpy")  # grad_output is input
     want = pyaclnn.grid_sampler3d_backward(x.copy(), x, grid, backend="numpy")
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
-    assert _registrations() == 0
+    assert _mapped_by_calls() == 0
 
 
 def test_threads_on_one_numpy_input_share_its_mapping(numpy_backend, monkeypatch):
@@ -409,7 +416,7 @@ def test_threads_on_one_numpy_input_share_its_mapping(numpy_backend, monkeypatch
     for t in threads:
         t.join()
     assert not errors and len(results) == 40 and all(results)
-    assert _registrations() == 0
+    assert _mapped_by_calls() == 0
 
 
 # -- repeated calls: the executor cache serves mapped arrays -----------------------------------------
@@ -488,7 +495,7 @@ def test_a_repeated_call_on_the_same_arrays_skips_phase_1_and_other_arrays_miss(
             pyaclnn.max_pool3d_with_argmax_backward(g, x, idx, 3, 2, 1, backend="numpy"), grad
         )
     assert plans[0] <= before + 1
-    assert _registrations() == 0
+    assert _mapped_by_calls() == 0
 
 
 # -- the memory of NumPy results --------------------------------------------------------------------
@@ -507,6 +514,42 @@ def test_a_results_memory_is_reused_once_it_is_garbage_and_never_before(numpy_ba
     assert freed in lent and held not in lent
     assert np.array_equal(view, kept)  # not written by the second call
     assert np.array_equal(again[0], pyaclnn.max_pool3d_with_argmax(x + 1, 2, backend="numpy")[0])
+
+
+def test_a_result_buffer_stays_mapped_until_the_pool_lets_it_go(numpy_backend, monkeypatch):
+    """A result's buffer is registered once and stays so between results; the registration ends
+    when the pool drops the buffer (limit, free_all) or at shutdown, and not before."""
+    registered = []
+    emulation = backends.get("numpy")
+    original = emulation.aclrtHostRegister
+
+    def counted(ptr, size, type):
+        registered.append(size)
+        return original(ptr, size, type)
+
+    monkeypatch.setattr(emulation, "aclrtHostRegister", counted)
+    pool = _context.context("numpy").host_pool
+    assert pool is not None
+    x = RNG.random((1, 2, 8, 16, 16), dtype=np.float32)
+    want = [a.copy() for a in pyaclnn.max_pool3d_with_argmax(x.copy(), 2, backend="numpy")]
+    registered.clear()  # the results died: their buffers are idle, and mapped
+    for _ in range(3):  # the results die at once: the next call writes into the same buffers
+        got = pyaclnn.max_pool3d_with_argmax(x, 2, backend="numpy")
+        assert all(np.array_equal(a, b) for a, b in zip(got, want))
+        del got
+    assert len(registered) == 3  # x, once per call; the buffers were mapped by the first call
+    assert _registrations() == 2 and _mapped_by_calls() == 0  # the two idle buffers
+    pool.free_all()  # dropped: their registrations end first
+    assert _registrations() == 0
+    pool.limit = 0  # nothing is kept idle: a result's buffer goes once it is garbage
+    got = pyaclnn.max_pool3d_with_argmax(x, 2, backend="numpy")
+    assert _registrations() == 2  # the results' buffers, lent
+    del got
+    assert pool.idle_bytes() == 0 and _registrations() == 0
+    kept = pyaclnn.max_pool3d_with_argmax(x, 2, backend="numpy")  # alive at shutdown
+    pyaclnn.finalize("numpy")  # ends every registration (the fixture checks none is left)
+    assert _registrations() == 0
+    assert all(np.array_equal(a, b) for a, b in zip(kept, want))  # still the caller's memory
 
 
 def test_the_pool_keeps_at_most_its_limit_idle():
