@@ -22,6 +22,17 @@ The rules:
   which gives it back once the stream is known to be past it (a later wait
   returned, or the stream closed), at the latest at shutdown after the device
   was synchronized. Until then the mapping keeps the array alive.
+* **A mapping stays a while after its last use.** When a call gives back the
+  last use of a mapping of the caller's arrays, the registration is kept idle,
+  with the arrays, so that the next call on the same arrays maps nothing (and
+  its plan, bound to the same device addresses, serves again). An idle mapping
+  ends (i) at the next :meth:`HostMemory.map` once the caller holds none of its
+  arrays any more (only the mapping refers to them: ``sys.getrefcount``), so
+  their memory is freed one call late, never while registered; (ii) when more
+  than ``_IDLE_MAPPINGS`` mappings or ``_IDLE_BYTES`` bytes are idle, oldest
+  first; (iii) when a new range overlaps it without lying inside it; (iv) at
+  shutdown. While idle it holds the arrays, so ``ndarray.resize`` (which checks
+  references) refuses them until then.
 * **The host pool's buffers stay mapped.** A buffer for NumPy results
   (``_host_pool``) is mapped whole by the first call that writes a result into
   it, with one more use that the pool holds (:meth:`HostMemory.hold`), so later
@@ -45,6 +56,7 @@ from __future__ import annotations
 
 import bisect
 import ctypes
+import sys
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -58,6 +70,8 @@ if TYPE_CHECKING:
     from ._stream import StreamState
 
 PAGE = 4096  # aclrtHostRegister maps whole pages (CANN: ptr must be 4 KiB aligned)
+_IDLE_MAPPINGS = 8  # mappings kept registered after their last use (see the module's docstring)
+_IDLE_BYTES = 256 << 20  # and the bytes of host memory they may keep alive
 _PARKED = 64  # idle wrappers kept (a few calls' arrays; the executor cache keeps 32 plans a stream)
 
 
@@ -93,6 +107,15 @@ def byte_extent(x: np.ndarray) -> tuple[int, int] | None:
     return low, high
 
 
+def _only_referred_by(owners: list[np.ndarray]) -> bool:
+    """Whether nothing but ``owners`` (a mapping's list) refers to each of its arrays: three
+    references each, the list's, the loop's and getrefcount's argument."""
+    for owner in owners:
+        if sys.getrefcount(owner) > 3:
+            return False
+    return True
+
+
 def _pages(extent: tuple[int, int] | None) -> tuple[int, int]:
     """The whole pages ``[start, end)`` holding the bytes ``extent``."""
     assert extent is not None
@@ -121,6 +144,9 @@ class HostMemory:
         self._pending: list[tuple[StreamState, int, Callable[[], None]]] = []
         # Idle wrappers of mapped arrays, oldest first: key -> DeviceArray (see the module's docstring)
         self._parked: dict[tuple[Any, ...], Any] = {}
+        # Mappings of callers' arrays with no use now, kept registered, oldest first: start -> mapping
+        self._idle: dict[int, Mapping] = {}
+        self._idle_bytes = 0
 
     def take(self, key: tuple[Any, ...]) -> Any:
         """The parked wrapper of ``key`` (device address, shape, strides, offset, dtype, device),
@@ -165,6 +191,8 @@ class HostMemory:
                 groups.append((start, end, [i]))
         found: list[tuple[Mapping, int] | None] = [None] * len(arrays)
         with self._lock:
+            if self._idle:
+                self._end_unreferenced()
             for start, end, members in groups:
                 mapping = self._covering(start, end, device, [arrays[i] for i in members])
                 if mapping is None and len(members) > 1:  # the group overlaps a live mapping: each alone
@@ -181,9 +209,19 @@ class HostMemory:
         else a new registration; None if they overlap a live mapping without lying inside it
         (caller holds the lock)."""
         mapping = self._overlapping(start, end)
+        while (
+            mapping is not None
+            and mapping.users == 0
+            and not (mapping.device == device and mapping.start <= start and end <= mapping.end)
+        ):
+            self._end(self._idle.pop(mapping.start))  # idle, in the way: ended, as if gone already
+            mapping = self._overlapping(start, end)
         if mapping is not None:
             if mapping.device != device or not (mapping.start <= start and end <= mapping.end):
                 return None  # CANN would refuse the overlap: copy
+            if mapping.users == 0:  # idle: in use again
+                del self._idle[mapping.start]
+                self._idle_bytes -= mapping.end - mapping.start
             mapping.users += len(owners)
             return mapping
         pages = np.ctypeslib.as_array((ctypes.c_ubyte * (end - start)).from_address(start))
@@ -217,14 +255,39 @@ class HostMemory:
         if self._pending:  # a wait returned just now: what earlier calls left may be done too
             self._retire()
 
-    def _drop_use(self, mapping: Mapping) -> None:
-        """One use of ``mapping`` less; the last ends its registration (caller holds the lock)."""
+    def _drop_use(self, mapping: Mapping, keep: bool = True) -> None:
+        """One use of ``mapping`` less; after the last, the mapping is kept idle (``keep``) or
+        ended (caller holds the lock)."""
         mapping.users -= 1
         if mapping.users == 0:
-            del self._live[mapping.start]
-            self._starts.pop(bisect.bisect_left(self._starts, mapping.start))
-            with self._on_device(mapping.device):
-                acl.rt.host_unregister(mapping.pages, backend=self._backend)
+            if not keep:
+                self._end(mapping)
+                return
+            self._idle[mapping.start] = mapping
+            self._idle_bytes += mapping.end - mapping.start
+            while len(self._idle) > _IDLE_MAPPINGS or self._idle_bytes > _IDLE_BYTES:
+                self._end(self._idle.pop(next(iter(self._idle))))
+
+    def _end(self, mapping: Mapping) -> None:
+        """End ``mapping``'s registration: no use left, out of ``_idle`` (caller holds the lock).
+        The mapping, which holds the arrays, is dropped only after it (their memory may go next)."""
+        del self._live[mapping.start]
+        self._starts.pop(bisect.bisect_left(self._starts, mapping.start))
+        with self._on_device(mapping.device):
+            acl.rt.host_unregister(mapping.pages, backend=self._backend)
+
+    def _end_unreferenced(self) -> None:
+        """End the idle mappings whose arrays only they still refer to (caller holds the lock)."""
+        for mapping in list(self._idle.values()):
+            if _only_referred_by(mapping.owner):
+                del self._idle[mapping.start]
+                self._idle_bytes -= mapping.end - mapping.start
+                self._end(mapping)
+
+    def in_use_count(self) -> int:
+        """Live mappings that some call uses now (not idle, not only held by the host pool)."""
+        with self._lock:
+            return sum(m.users > m.held for m in self._live.values())
 
     def hold(self, buffer: np.ndarray, device: int) -> Mapping | None:
         """Map all the pages of ``buffer`` (a host pool's: page-aligned, its own pages) on
@@ -261,7 +324,7 @@ class HostMemory:
 
     def _unhold(self, mapping: Mapping) -> None:
         mapping.held = False
-        self._drop_use(mapping)
+        self._drop_use(mapping, keep=False)  # the pool lets the buffer go: its memory may be freed next
 
     def held_count(self) -> int:
         """Registrations kept for host pool buffers now."""
@@ -294,5 +357,8 @@ class HostMemory:
             for mapping in list(self._live.values()):
                 if mapping.held:
                     self._unhold(mapping)
+            idle, self._idle, self._idle_bytes = list(self._idle.values()), {}, 0
+            for mapping in idle:
+                self._end(mapping)
         for wrapper in parked:
             wrapper.close()

@@ -19,8 +19,9 @@ device output after the wait.
 What the call creates is given back when it ends, errors included: device
 copies of NumPy inputs and unreturned outputs go back to the pool on the
 call's stream (reused in stream order), per-call parameter arrays are
-destroyed (a launch has captured them), mappings end once the stream is past
-the call.
+destroyed (a launch has captured them), mappings are given back once the stream
+is past the call (``_host_memory`` keeps them a while, idle, for the next call
+on the same arrays).
 """
 
 from __future__ import annotations

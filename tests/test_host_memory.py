@@ -48,10 +48,11 @@ def _registrations(name: str = "numpy") -> int:
 
 
 def _mapped_by_calls() -> int:
-    """Live registrations of the numpy backend other than those its host pool keeps for the
-    buffers of NumPy results (see test_a_result_buffer_stays_mapped_until_the_pool_lets_it_go)."""
+    """Mappings of the numpy backend that a call uses now: not those kept idle for the next call
+    (test_a_mapping_stays_for_the_next_call_until_its_arrays_are_dropped), nor those the host
+    pool keeps for the buffers of NumPy results (test_a_result_buffer_stays_mapped_until_...)."""
     host = _context.context("numpy").host_memory
-    return _registrations() - (host.held_count() if host is not None else 0)
+    return host.in_use_count() if host is not None else 0
 
 
 @pytest.fixture
@@ -537,19 +538,74 @@ def test_a_result_buffer_stays_mapped_until_the_pool_lets_it_go(numpy_backend, m
         got = pyaclnn.max_pool3d_with_argmax(x, 2, backend="numpy")
         assert all(np.array_equal(a, b) for a, b in zip(got, want))
         del got
-    assert len(registered) == 3  # x, once per call; the buffers were mapped by the first call
-    assert _registrations() == 2 and _mapped_by_calls() == 0  # the two idle buffers
+    # The buffers were mapped by the first call; x by the first of the three (it stays idle between)
+    assert len(registered) == 1
+    host = _context.context("numpy").host_memory
+    assert host is not None
+    assert host.held_count() == 2 and _mapped_by_calls() == 0  # the two idle buffers
     pool.free_all()  # dropped: their registrations end first
-    assert _registrations() == 0
+    assert host.held_count() == 0 and _registrations() == 1  # x's idle mapping
     pool.limit = 0  # nothing is kept idle: a result's buffer goes once it is garbage
     got = pyaclnn.max_pool3d_with_argmax(x, 2, backend="numpy")
-    assert _registrations() == 2  # the results' buffers, lent
+    assert host.held_count() == 2  # the results' buffers, lent
     del got
-    assert pool.idle_bytes() == 0 and _registrations() == 0
+    assert pool.idle_bytes() == 0 and host.held_count() == 0
     kept = pyaclnn.max_pool3d_with_argmax(x, 2, backend="numpy")  # alive at shutdown
     pyaclnn.finalize("numpy")  # ends every registration (the fixture checks none is left)
     assert _registrations() == 0
     assert all(np.array_equal(a, b) for a, b in zip(kept, want))  # still the caller's memory
+
+
+def test_a_mapping_stays_for_the_next_call_until_its_arrays_are_dropped(numpy_backend, monkeypatch):
+    """A call's mapping outlives the call, idle, for the next call on the same array; it ends once
+    the caller has dropped the array (at the next mapping), beyond the idle limit, or when a new
+    range overlaps it, and never frees the array's memory while registered."""
+    import weakref
+
+    from pyaclnn import _host_memory
+
+    registered = []
+    emulation = backends.get("numpy")
+    original = emulation.aclrtHostRegister
+
+    def counted(ptr, size, type):
+        registered.append(ptr)
+        return original(ptr, size, type)
+
+    monkeypatch.setattr(emulation, "aclrtHostRegister", counted)
+    host = _context.context("numpy").host_memory
+    assert host is not None
+    x = RNG.random((1, 2, 8, 16, 16), dtype=np.float32)
+    want = [a.copy() for a in pyaclnn.max_pool3d_with_argmax(x.copy(), 2, backend="numpy")]
+    registered.clear()
+    for _ in range(3):  # the results die at once: their buffers stay mapped too
+        got = pyaclnn.max_pool3d_with_argmax(x, 2, backend="numpy")
+        assert all(np.array_equal(a, b) for a, b in zip(got, want))
+        del got
+    assert len(registered) == 1 and _mapped_by_calls() == 0  # x once, idle since
+    gone = weakref.ref(x)
+    del x
+    assert gone() is not None  # the idle mapping holds it: its memory is not freed while registered
+    y = RNG.random((1, 2, 8, 16, 16), dtype=np.float32)
+    pyaclnn.max_pool3d_with_argmax(y, 2, backend="numpy")
+    assert gone() is None  # the next mapping ended x's first, then dropped it
+    # At most _IDLE_MAPPINGS stay idle, the oldest go first.
+    arrays = [
+        _pages(2).view(np.float32).reshape(1, 1, 8, 16, 16) for _ in range(_host_memory._IDLE_MAPPINGS + 2)
+    ]
+    for a in arrays:  # pages of their own: none lies in another's mapping
+        a[...] = RNG.random(a.shape, dtype=np.float32)
+        pyaclnn.max_pool3d_with_argmax(a, 2, backend="numpy")
+    idle = _registrations() - host.held_count()
+    assert idle == _host_memory._IDLE_MAPPINGS
+    # An idle mapping in the way of a new range ends, so the range is mapped, not copied.
+    pages = _pages(3)
+    first = host.map([pages[: PAGE + 10]], 0)[0]  # pages 0 and 1
+    assert first is not None
+    host.release([first[0]])  # idle now
+    straddling = host.map([pages[PAGE : 3 * PAGE]], 0)[0]  # pages 1 and 2
+    assert straddling is not None and straddling[0] is not first[0]
+    host.release([straddling[0]])
 
 
 def test_the_pool_keeps_at_most_its_limit_idle():
