@@ -214,14 +214,13 @@ class HostMemory:
             and mapping.users == 0
             and not (mapping.device == device and mapping.start <= start and end <= mapping.end)
         ):
-            self._end(self._idle.pop(mapping.start))  # idle, in the way: ended, as if gone already
+            self._end(self._unidle(mapping))  # idle, in the way: ended, as if gone already
             mapping = self._overlapping(start, end)
         if mapping is not None:
             if mapping.device != device or not (mapping.start <= start and end <= mapping.end):
                 return None  # CANN would refuse the overlap: copy
             if mapping.users == 0:  # idle: in use again
-                del self._idle[mapping.start]
-                self._idle_bytes -= mapping.end - mapping.start
+                self._unidle(mapping)
             mapping.users += len(owners)
             return mapping
         pages = np.ctypeslib.as_array((ctypes.c_ubyte * (end - start)).from_address(start))
@@ -266,7 +265,13 @@ class HostMemory:
             self._idle[mapping.start] = mapping
             self._idle_bytes += mapping.end - mapping.start
             while len(self._idle) > _IDLE_MAPPINGS or self._idle_bytes > _IDLE_BYTES:
-                self._end(self._idle.pop(next(iter(self._idle))))
+                self._end(self._unidle(next(iter(self._idle.values()))))  # the oldest
+
+    def _unidle(self, mapping: Mapping) -> Mapping:
+        """Take ``mapping`` out of the idle ones (caller holds the lock)."""
+        del self._idle[mapping.start]
+        self._idle_bytes -= mapping.end - mapping.start
+        return mapping
 
     def _end(self, mapping: Mapping) -> None:
         """End ``mapping``'s registration: no use left, out of ``_idle`` (caller holds the lock).
@@ -280,9 +285,7 @@ class HostMemory:
         """End the idle mappings whose arrays only they still refer to (caller holds the lock)."""
         for mapping in list(self._idle.values()):
             if _only_referred_by(mapping.owner):
-                del self._idle[mapping.start]
-                self._idle_bytes -= mapping.end - mapping.start
-                self._end(mapping)
+                self._end(self._unidle(mapping))
 
     def in_use_count(self) -> int:
         """Live mappings that some call uses now (not idle, not only held by the host pool)."""

@@ -589,13 +589,17 @@ def test_a_mapping_stays_for_the_next_call_until_its_arrays_are_dropped(numpy_ba
     y = RNG.random((1, 2, 8, 16, 16), dtype=np.float32)
     pyaclnn.max_pool3d_with_argmax(y, 2, backend="numpy")
     assert gone() is None  # the next mapping ended x's first, then dropped it
-    # At most _IDLE_MAPPINGS stay idle, the oldest go first.
+    # At most _IDLE_MAPPINGS stay idle (and _IDLE_BYTES: here as many as those), the oldest go first.
+    monkeypatch.setattr(_host_memory, "_IDLE_BYTES", _host_memory._IDLE_MAPPINGS * 2 * PAGE)
     arrays = [
         _pages(2).view(np.float32).reshape(1, 1, 8, 16, 16) for _ in range(_host_memory._IDLE_MAPPINGS + 2)
     ]
     for a in arrays:  # pages of their own: none lies in another's mapping
         a[...] = RNG.random(a.shape, dtype=np.float32)
         pyaclnn.max_pool3d_with_argmax(a, 2, backend="numpy")
+    for _ in range(3):  # evictions must not count the bytes of the evicted ones
+        for a in arrays:
+            pyaclnn.max_pool3d_with_argmax(a, 2, backend="numpy")
     idle = _registrations() - host.held_count()
     assert idle == _host_memory._IDLE_MAPPINGS
     # An idle mapping in the way of a new range ends, so the range is mapped, not copied.
