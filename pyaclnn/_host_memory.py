@@ -22,11 +22,41 @@ The rules:
   which gives it back once the stream is known to be past it (a later wait
   returned, or the stream closed), at the latest at shutdown after the device
   was synchronized. Until then the mapping keeps the array alive.
+* **A mapping stays a while after its last use.** When a call gives back the
+  last use of a mapping of the caller's arrays, the registration is kept idle,
+  with the arrays, so that the next call on the same arrays maps nothing (and
+  its plan, bound to the same device addresses, serves again). An idle mapping
+  ends (i) at the next :meth:`HostMemory.map` once the caller holds none of its
+  arrays any more (only the mapping refers to them: ``sys.getrefcount``), so
+  their memory is freed one call late, never while registered; (ii) when more
+  than ``_IDLE_MAPPINGS`` mappings or ``_IDLE_BYTES`` bytes are idle, oldest
+  first; (iii) when a new range overlaps it without lying inside it; (iv) at
+  shutdown. While idle it holds the arrays, so ``ndarray.resize`` (which checks
+  references) refuses them until then.
+* **The host pool's buffers stay mapped.** A buffer for NumPy results
+  (``_host_pool``) is mapped whole by the first call that writes a result into
+  it, with one more use that the pool holds (:meth:`HostMemory.hold`), so later
+  results in it map nothing; the pool gives that use back (:meth:`HostMemory.unhold`)
+  before it lets the buffer's memory go, and shutdown gives back all of them.
+* **Wrappers outlive their mapping, idle.** Once no queued work uses it, the
+  DeviceArray over a mapped array is *parked* (:meth:`HostMemory.park`), keyed
+  by its device address, shape, strides, offset, dtype and device, instead of
+  closed; a later call whose array is mapped at that address again (the same
+  pages: the numpy backend maps a host address to a fixed device address)
+  takes it back, with its aclTensor. So a repeated call on the same arrays has
+  the same descriptors, and the stream's executor cache serves it (phase 2
+  only). That is safe: a cached plan addresses only the device ranges of its
+  key's descriptors, and a hit means each of them is mapped, now, to this
+  call's own array. A parked wrapper keeps no array alive; at most ``_PARKED``
+  are kept, the oldest is closed (its executors are dropped with its
+  descriptor), and shutdown closes them all.
 """
 
 from __future__ import annotations
 
+import bisect
 import ctypes
+import sys
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -40,12 +70,15 @@ if TYPE_CHECKING:
     from ._stream import StreamState
 
 PAGE = 4096  # aclrtHostRegister maps whole pages (CANN: ptr must be 4 KiB aligned)
+_IDLE_MAPPINGS = 8  # mappings kept registered after their last use (see the module's docstring)
+_IDLE_BYTES = 256 << 20  # and the bytes of host memory they may keep alive
+_PARKED = 64  # idle wrappers kept (a few calls' arrays; the executor cache keeps 32 plans a stream)
 
 
 class Mapping:
     """One registration: host pages ``[start, end)`` of ``device``, at device address ``ptr``."""
 
-    __slots__ = ("start", "end", "device", "ptr", "pages", "owner", "users")
+    __slots__ = ("start", "end", "device", "ptr", "pages", "owner", "users", "held")
 
     def __init__(
         self, start: int, end: int, device: int, pages: np.ndarray, owners: list[np.ndarray]
@@ -55,6 +88,7 @@ class Mapping:
         self.owner = owners  # the arrays the pages belong to, kept alive while mapped
         self.ptr = 0
         self.users = len(owners)
+        self.held = False  # one more use, by the host pool, for a buffer of its own (see hold)
 
 
 def byte_extent(x: np.ndarray) -> tuple[int, int] | None:
@@ -71,6 +105,15 @@ def byte_extent(x: np.ndarray) -> tuple[int, int] | None:
             return None
         high += (d - 1) * s
     return low, high
+
+
+def _only_referred_by(owners: list[np.ndarray]) -> bool:
+    """Whether nothing but ``owners`` (a mapping's list) refers to each of its arrays: three
+    references each, the list's, the loop's and getrefcount's argument."""
+    for owner in owners:
+        if sys.getrefcount(owner) > 3:
+            return False
+    return True
 
 
 def _pages(extent: tuple[int, int] | None) -> tuple[int, int]:
@@ -93,9 +136,40 @@ class HostMemory:
         self._backend = backend
         self._on_device = on_device
         self._lock = threading.Lock()
-        self._live: list[Mapping] = []
+        # Live mappings by start, and their starts in order: they never overlap (CANN refuses it),
+        # so the one a range may overlap is the last that starts before the range ends.
+        self._live: dict[int, Mapping] = {}
+        self._starts: list[int] = []
         # (stream, its count of queued work then, give-back): mappings of calls that raised
         self._pending: list[tuple[StreamState, int, Callable[[], None]]] = []
+        # Idle wrappers of mapped arrays, oldest first: key -> DeviceArray (see the module's docstring)
+        self._parked: dict[tuple[Any, ...], Any] = {}
+        # Mappings of callers' arrays with no use now, kept registered, oldest first: start -> mapping
+        self._idle: dict[int, Mapping] = {}
+        self._idle_bytes = 0
+
+    def take(self, key: tuple[Any, ...]) -> Any:
+        """The parked wrapper of ``key`` (device address, shape, strides, offset, dtype, device),
+        now the caller's alone, or None."""
+        if not self._parked:
+            return None
+        with self._lock:
+            return self._parked.pop(key, None)
+
+    def park(self, wrappers: list[tuple[tuple[Any, ...], Any]]) -> None:
+        """Keep ``wrappers`` (key, DeviceArray; no queued work uses them) for a later call."""
+        closing = []
+        with self._lock:
+            parked = self._parked
+            for key, wrapper in wrappers:
+                if key in parked:  # one array given twice, or two threads: keep one
+                    closing.append(wrapper)
+                    continue
+                parked[key] = wrapper
+            while len(parked) > _PARKED:
+                closing.append(parked.pop(next(iter(parked))))
+        for wrapper in closing:  # outside the lock: closing drops plans, which takes other locks
+            wrapper.close()
 
     def map(self, arrays: list[np.ndarray], device: int) -> list[tuple[Mapping, int] | None]:
         """For each of ``arrays`` (one call's), a mapping covering it on ``device`` and the byte
@@ -117,6 +191,8 @@ class HostMemory:
                 groups.append((start, end, [i]))
         found: list[tuple[Mapping, int] | None] = [None] * len(arrays)
         with self._lock:
+            if self._idle:
+                self._end_unreferenced()
             for start, end, members in groups:
                 mapping = self._covering(start, end, device, [arrays[i] for i in members])
                 if mapping is None and len(members) > 1:  # the group overlaps a live mapping: each alone
@@ -132,12 +208,21 @@ class HostMemory:
         """A mapping of pages ``[start, end)`` with one use per owner: a live one that covers them,
         else a new registration; None if they overlap a live mapping without lying inside it
         (caller holds the lock)."""
-        for mapping in self._live:
-            if mapping.start < end and start < mapping.end:
-                if mapping.device != device or not (mapping.start <= start and end <= mapping.end):
-                    return None  # CANN would refuse the overlap: copy
-                mapping.users += len(owners)
-                return mapping
+        mapping = self._overlapping(start, end)
+        while (
+            mapping is not None
+            and mapping.users == 0
+            and not (mapping.device == device and mapping.start <= start and end <= mapping.end)
+        ):
+            self._end(self._unidle(mapping))  # idle, in the way: ended, as if gone already
+            mapping = self._overlapping(start, end)
+        if mapping is not None:
+            if mapping.device != device or not (mapping.start <= start and end <= mapping.end):
+                return None  # CANN would refuse the overlap: copy
+            if mapping.users == 0:  # idle: in use again
+                self._unidle(mapping)
+            mapping.users += len(owners)
+            return mapping
         pages = np.ctypeslib.as_array((ctypes.c_ubyte * (end - start)).from_address(start))
         mapping = Mapping(start, end, device, pages, owners)
         try:
@@ -145,8 +230,18 @@ class HostMemory:
                 mapping.ptr = acl.rt.host_register(pages, end - start, backend=self._backend)
         except AclError:
             return None  # registered elsewhere (another library): copying is always right
-        self._live.append(mapping)
+        self._live[start] = mapping
+        bisect.insort(self._starts, start)
         return mapping
+
+    def _overlapping(self, start: int, end: int) -> Mapping | None:
+        """A live mapping overlapping pages ``[start, end)``: the one that starts last before
+        ``end``, if it ends after ``start`` (caller holds the lock)."""
+        i = bisect.bisect_left(self._starts, end) - 1
+        if i < 0:
+            return None
+        mapping = self._live[self._starts[i]]
+        return mapping if start < mapping.end else None
 
     def release(self, mappings: list[Mapping]) -> None:
         """Give back one use of each of ``mappings``; the last use ends the registration.
@@ -155,13 +250,89 @@ class HostMemory:
         """
         with self._lock:
             for mapping in mappings:
-                mapping.users -= 1
-                if mapping.users == 0:
-                    self._live.remove(mapping)
-                    with self._on_device(mapping.device):
-                        acl.rt.host_unregister(mapping.pages, backend=self._backend)
+                self._drop_use(mapping)
         if self._pending:  # a wait returned just now: what earlier calls left may be done too
             self._retire()
+
+    def _drop_use(self, mapping: Mapping, keep: bool = True) -> None:
+        """One use of ``mapping`` less; after the last, the mapping is kept idle (``keep``) or
+        ended (caller holds the lock)."""
+        mapping.users -= 1
+        if mapping.users == 0:
+            if not keep:
+                self._end(mapping)
+                return
+            self._idle[mapping.start] = mapping
+            self._idle_bytes += mapping.end - mapping.start
+            while len(self._idle) > _IDLE_MAPPINGS or self._idle_bytes > _IDLE_BYTES:
+                self._end(self._unidle(next(iter(self._idle.values()))))  # the oldest
+
+    def _unidle(self, mapping: Mapping) -> Mapping:
+        """Take ``mapping`` out of the idle ones (caller holds the lock)."""
+        del self._idle[mapping.start]
+        self._idle_bytes -= mapping.end - mapping.start
+        return mapping
+
+    def _end(self, mapping: Mapping) -> None:
+        """End ``mapping``'s registration: no use left, out of ``_idle`` (caller holds the lock).
+        The mapping, which holds the arrays, is dropped only after it (their memory may go next)."""
+        del self._live[mapping.start]
+        self._starts.pop(bisect.bisect_left(self._starts, mapping.start))
+        with self._on_device(mapping.device):
+            acl.rt.host_unregister(mapping.pages, backend=self._backend)
+
+    def _end_unreferenced(self) -> None:
+        """End the idle mappings whose arrays only they still refer to (caller holds the lock)."""
+        for mapping in list(self._idle.values()):
+            if _only_referred_by(mapping.owner):
+                self._end(self._unidle(mapping))
+
+    def in_use_count(self) -> int:
+        """Live mappings that some call uses now (not idle, not only held by the host pool)."""
+        with self._lock:
+            return sum(m.users > m.held for m in self._live.values())
+
+    def hold(self, buffer: np.ndarray, device: int) -> Mapping | None:
+        """Map all the pages of ``buffer`` (a host pool's: page-aligned, its own pages) on
+        ``device`` and keep them mapped between calls, until :meth:`unhold`; None if they
+        cannot be (the call maps its result alone, or copies it).
+
+        The mapping keeps ``buffer`` alive, so its memory is not freed while registered;
+        a buffer kept mapped on another device and not in use there is mapped again here.
+        """
+        start = buffer.__array_interface__["data"][0]
+        end = start + -(-buffer.size // PAGE) * PAGE
+        with self._lock:
+            mapping = self._overlapping(start, end)
+            if mapping is not None and mapping.held and mapping.users == 1 and mapping.device != device:
+                self._unhold(mapping)
+            mapping = self._covering(start, end, device, [buffer])
+            if mapping is None:
+                return None
+            if mapping.held or (mapping.start, mapping.end) != (start, end):  # not the buffer's own
+                self._drop_use(mapping)
+                return mapping if mapping.held else None
+            mapping.held = True
+            mapping.owner = [buffer]  # not a result over it: results die and give the buffer back
+            return mapping
+
+    def unhold(self, buffer: np.ndarray) -> None:
+        """End what :meth:`hold` keeps for ``buffer`` (the pool lets it go, or shutdown); the
+        registration ends with the last use."""
+        start = buffer.__array_interface__["data"][0]
+        with self._lock:
+            mapping = self._live.get(start)
+            if mapping is not None and mapping.held:
+                self._unhold(mapping)
+
+    def _unhold(self, mapping: Mapping) -> None:
+        mapping.held = False
+        self._drop_use(mapping, keep=False)  # the pool lets the buffer go: its memory may be freed next
+
+    def held_count(self) -> int:
+        """Registrations kept for host pool buffers now."""
+        with self._lock:
+            return sum(m.held for m in self._live.values())
 
     def after(self, state: StreamState, give_back: Callable[[], None]) -> None:
         """Run ``give_back`` once ``state``'s work queued so far is known to be done."""
@@ -183,3 +354,14 @@ class HostMemory:
             pending, self._pending = self._pending, []
         for _, _, give_back in pending:
             give_back()
+        with self._lock:
+            parked, self._parked = list(self._parked.values()), {}
+            # the pool's buffers, lent or idle: no work uses them now
+            for mapping in list(self._live.values()):
+                if mapping.held:
+                    self._unhold(mapping)
+            idle, self._idle, self._idle_bytes = list(self._idle.values()), {}, 0
+            for mapping in idle:
+                self._end(mapping)
+        for wrapper in parked:
+            wrapper.close()

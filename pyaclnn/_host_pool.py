@@ -18,12 +18,19 @@ already there.
   above 1 MiB); at most ``limit`` idle bytes are kept, the rest is freed.
 * No queued work can use a returned buffer: NumPy results are handed out only
   after their call's stream finished them.
+* A buffer stays mapped for the device between its results
+  (:meth:`HostPool.hold`: the first call that maps it registers all its pages
+  and leaves them registered), so a call writing a result into a reused buffer
+  maps nothing. The registration ends before the buffer's memory can be freed:
+  when the pool lets the buffer go (over the limit, :meth:`HostPool.free_all`),
+  or at shutdown (``HostMemory.release_all``, the device idle) for every buffer.
 """
 
 from __future__ import annotations
 
 import collections
 import threading
+from collections.abc import Callable
 
 import numpy as np
 
@@ -67,43 +74,81 @@ class HostPool:
         self._idle: dict[int, list[np.ndarray]] = {}  # rounded size -> buffers
         self._idle_bytes = 0
         self._returned: collections.deque[np.ndarray] = collections.deque()
+        # buffer address -> (device, what ends its registration), for buffers kept mapped
+        self._held: dict[int, tuple[int, Callable[[], None]]] = {}
 
     def empty(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         """An uninitialised array of ``shape`` and ``dtype`` on pages of its own (the operator
         writes every element, as torch's outputs are not zeroed either)."""
+        return self.lend(shape, dtype)[0]
+
+    def lend(self, shape: tuple[int, ...], dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`empty`, and the buffer under it (uint8, page-aligned; see :meth:`hold`)."""
         nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
         size = _rounded(nbytes)
         with self._lock:
-            self._take_back()
+            dropped = self._take_back()
             free = self._idle.get(size)
             buffer = free.pop() if free else None
             if buffer is not None:
                 self._idle_bytes -= size
+        if dropped:
+            self._let_go(dropped)
         if buffer is None:
             raw = np.empty(-(-size // PAGE) * PAGE + PAGE, np.uint8)  # whole pages, whatever the start
             start = -raw.__array_interface__["data"][0] % PAGE
             buffer = raw[start : start + size]
         lent = np.asarray(_Lent(buffer, self._returned))
-        return lent[:nbytes].view(dtype).reshape(shape)
+        return lent[:nbytes].view(dtype).reshape(shape), buffer
 
-    def _take_back(self) -> None:
-        """File the buffers whose results died since (caller holds the lock)."""
+    def held_on(self, buffer: np.ndarray) -> int | None:
+        """The device ``buffer`` (from :meth:`lend`) is kept mapped on, or None."""
+        held = self._held.get(buffer.__array_interface__["data"][0])
+        return None if held is None else held[0]
+
+    def hold(self, buffer: np.ndarray, device: int, unhold: Callable[[], None]) -> None:
+        """``buffer`` stays mapped on ``device`` while the pool has it; ``unhold()`` ends that
+        before the pool lets it go."""
+        with self._lock:
+            self._held[buffer.__array_interface__["data"][0]] = (device, unhold)
+
+    def _let_go(self, buffers: list[np.ndarray]) -> None:
+        """End the registrations of ``buffers``, which the pool drops (their memory may be freed
+        next); outside the pool's lock."""
+        with self._lock:
+            ends = [self._held.pop(b.__array_interface__["data"][0], None) for b in buffers]
+        for end in ends:
+            if end is not None:
+                end[1]()
+
+    def _take_back(self) -> list[np.ndarray]:
+        """File the buffers whose results died since; returns those over the limit, which the
+        caller lets go (caller holds the lock)."""
         returned = self._returned
+        dropped = []
         while returned:
             buffer = returned.popleft()
             if self._idle_bytes + buffer.size <= self.limit:
                 self._idle.setdefault(buffer.size, []).append(buffer)
                 self._idle_bytes += buffer.size
+            else:
+                dropped.append(buffer)
+        return dropped
 
     def idle_bytes(self) -> int:
         """Bytes kept for reuse now (results that died are counted once a lending filed them)."""
         with self._lock:
-            self._take_back()
-            return self._idle_bytes
+            dropped = self._take_back()
+            idle = self._idle_bytes
+        self._let_go(dropped)
+        return idle
 
     def free_all(self) -> None:
         """Free every idle buffer (results still alive keep theirs)."""
         with self._lock:
-            self._take_back()
+            dropped = self._take_back()
+            for buffers in self._idle.values():
+                dropped.extend(buffers)
             self._idle.clear()
             self._idle_bytes = 0
+        self._let_go(dropped)

@@ -19,8 +19,9 @@ device output after the wait.
 What the call creates is given back when it ends, errors included: device
 copies of NumPy inputs and unreturned outputs go back to the pool on the
 call's stream (reused in stream order), per-call parameter arrays are
-destroyed (a launch has captured them), mappings end once the stream is past
-the call.
+destroyed (a launch has captured them), mappings are given back once the stream
+is past the call (``_host_memory`` keeps them a while, idle, for the next call
+on the same arrays).
 """
 
 from __future__ import annotations
@@ -106,7 +107,9 @@ class Launch:
         ):
             host = None
         self._host = host  # maps this call's NumPy arrays, or None: they are copied
-        self._mapped: list[tuple[DeviceArray, Mapping]] | None = None  # wrappers of mapped arrays
+        # wrappers of mapped arrays, with their mappings and the keys they are parked under
+        # (and the arrays: kept alive until the mappings end, as the wrappers keep none)
+        self._mapped: list[tuple[DeviceArray, Mapping, tuple[Any, ...], np.ndarray]] | None = None
         self._host_inputs: list[tuple[str, np.ndarray]] = []  # NumPy arrays, for the out= overlap rule
         # id(output DeviceArray) -> the NumPy array the caller gets for it (mapped, or filled after the wait)
         self._host_results: dict[int, tuple[DeviceArray, np.ndarray]] | None = None
@@ -214,24 +217,29 @@ class Launch:
                 return None
             mapping, start = found
         itemsize = x.dtype.itemsize
-        try:
-            array = DeviceArray.from_ptr(
-                mapping.ptr,
-                x.shape,
-                x.dtype,
-                strides=tuple(s // itemsize for s in x.strides),
-                offset=start // itemsize,
-                owner=x,
-                device=self.device_id,
-                backend=self.backend,
-            )
-        except BaseException:
-            self._host.release([mapping])
-            raise
+        strides = tuple(s // itemsize for s in x.strides)
+        # The wrapper of an earlier call on these pages, with its descriptor (see _host_memory)
+        key = (mapping.ptr, x.shape, strides, start // itemsize, x.dtype, self.device_id)
+        array: DeviceArray | None = self._host.take(key)
+        if array is None:
+            try:
+                # no owner: the launch keeps x alive until the mapping ends; a parked wrapper must not
+                array = DeviceArray.from_ptr(
+                    mapping.ptr,
+                    x.shape,
+                    x.dtype,
+                    strides=strides,
+                    offset=start // itemsize,
+                    device=self.device_id,
+                    backend=self.backend,
+                )
+            except BaseException:
+                self._host.release([mapping])
+                raise
         array._stream = self.stream  # the call's work uses it: its close waits for that
         if self._mapped is None:
             self._mapped = []
-        self._mapped.append((array, mapping))
+        self._mapped.append((array, mapping, key, x))
         return array
 
     def _unmap(self, exc_type: Any) -> None:
@@ -272,8 +280,13 @@ class Launch:
         """
         if given is None:
             if self._host is not None:  # a NumPy call: write a new NumPy array where it is
-                assert self.ctx.host_pool is not None  # made with host_memory
-                host = self.ctx.host_pool.empty(shape, dtype)
+                pool = self.ctx.host_pool
+                assert pool is not None  # made with host_memory
+                host, buffer = pool.lend(shape, dtype)
+                device = self.device_id
+                if pool.held_on(buffer) != device and self._host.hold(buffer, device) is not None:
+                    # mapped from now on: a later result in this buffer maps nothing
+                    pool.hold(buffer, device, partial(self._host.unhold, buffer))
                 mapped = self._map(host)
                 if mapped is not None:
                     return self._host_result(mapped, host)
@@ -456,13 +469,15 @@ class Launch:
             self._returned.append(array)
 
 
-def _end_mappings(host: HostMemory, mapped: list[tuple[DeviceArray, Mapping]]) -> None:
-    """Drop the wrappers of mapped arrays (their descriptors) and give their mappings back,
-    once no queued work uses them."""
-    for array, _ in mapped:
+def _end_mappings(
+    host: HostMemory, mapped: list[tuple[DeviceArray, Mapping, tuple[Any, ...], np.ndarray]]
+) -> None:
+    """Park the wrappers of mapped arrays (with their descriptors, for a later call on the same
+    pages) and give their mappings back, once no queued work uses them."""
+    for array, _, _, _ in mapped:
         array._stream = None  # the work is done: nothing to wait for
-        array.close()
-    host.release([mapping for _, mapping in mapped])
+    host.release([mapping for _, mapping, _, _ in mapped])
+    host.park([(key, array) for array, _, key, _ in mapped])
 
 
 def _byte_range(array: DeviceArray) -> tuple[int, int]:

@@ -47,6 +47,14 @@ def _registrations(name: str = "numpy") -> int:
     return backends.get(name).live_counts()["host_registrations"]
 
 
+def _mapped_by_calls() -> int:
+    """Mappings of the numpy backend that a call uses now: not those kept idle for the next call
+    (test_a_mapping_stays_for_the_next_call_until_its_arrays_are_dropped), nor those the host
+    pool keeps for the buffers of NumPy results (test_a_result_buffer_stays_mapped_until_...)."""
+    host = _context.context("numpy").host_memory
+    return host.in_use_count() if host is not None else 0
+
+
 @pytest.fixture
 def numpy_backend():
     """The numpy backend, initialised, with its device bound in this thread; nothing left after."""
@@ -200,7 +208,7 @@ def test_a_numpy_call_on_the_numpy_backend_copies_nothing(numpy_backend, monkeyp
     got = pyaclnn.max_pool3d_with_argmax_backward(g, x, indices, 3, 2, 1, backend="numpy")
     v, i = pyaclnn.max_pool3d_with_argmax(x, 3, 2, 1, backend="numpy")
     assert copies[0] == 0
-    assert _registrations() == 0  # every mapping ended with its call
+    assert _mapped_by_calls() == 0  # every mapping ended with its call
     tx = torch.from_numpy(x)
     tv, ti = torch.ops.aten.max_pool3d_with_indices(tx, [3] * 3, [2] * 3, [1] * 3, [1] * 3, False)
     tg = torch.ops.aten.max_pool3d_with_indices_backward(
@@ -265,7 +273,7 @@ def test_views_give_what_their_dense_copies_give(numpy_backend, view):
     want = pyaclnn.max_pool3d_with_argmax(np.ascontiguousarray(x), 2, backend="numpy")
     assert all(np.array_equal(a, b) for a, b in zip(got, want))
     assert np.array_equal(x, before)  # the input was read where it is, never written
-    assert _registrations() == 0
+    assert _mapped_by_calls() == 0
 
 
 def test_arrays_in_one_mapping_share_it_and_a_partial_overlap_is_copied(numpy_backend):
@@ -281,7 +289,7 @@ def test_arrays_in_one_mapping_share_it_and_a_partial_overlap_is_copied(numpy_ba
     assert whole is not None
     try:
         got = pyaclnn.grid_sampler3d(x, grid, backend="numpy")  # both inside the whole mapping
-        assert _registrations() == 1 and whole[0].users == 1
+        assert _mapped_by_calls() == 1 and whole[0].users == 1
         want = pyaclnn.grid_sampler3d(x.copy(), grid.copy(), backend="numpy")
         assert np.array_equal(got, want)
     finally:
@@ -293,7 +301,7 @@ def test_arrays_in_one_mapping_share_it_and_a_partial_overlap_is_copied(numpy_ba
     assert host.map([first[PAGE - 8 : PAGE + 8]], 0)[0] is not None  # inside: shared
     assert host.map([first[PAGE : 3 * PAGE]], 0)[0] is None  # pages 1 and 2: straddles its end
     host.release([mapping[0], mapping[0]])
-    assert _registrations() == 0
+    assert _mapped_by_calls() == 0
 
 
 def test_out_numpy_is_written_in_place_and_returned(backend):
@@ -369,12 +377,12 @@ def test_an_interrupted_wait_keeps_the_mapping_until_the_stream_is_past_it(numpy
     with pytest.raises(KeyboardInterrupt):
         pyaclnn.max_pool3d_with_argmax(x, 2, backend="numpy")
     # The kernel may still write the outputs and read x: the mappings (and arrays) stay.
-    assert _registrations() >= 1
+    assert _mapped_by_calls() >= 1
     monkeypatch.setattr(StreamState, "wait_queued", original)
     pyaclnn.synchronize(backend="numpy")
     interrupted[0].wait_queued()
     got = pyaclnn.max_pool3d_with_argmax(x, 2, backend="numpy")  # retires what waited
-    assert _registrations() == 0
+    assert _mapped_by_calls() == 0
     monkeypatch.setenv("PYACLNN_EMU_KERNEL_US", "0")
     assert np.array_equal(got[0], pyaclnn.max_pool3d_with_argmax(x.copy(), 2, backend="numpy")[0])
 
@@ -385,7 +393,7 @@ def test_one_array_given_twice_holds_its_mapping_once_per_use(numpy_backend):
     got = pyaclnn.grid_sampler3d_backward(x, x, grid, backend="numpy")  # grad_output is input
     want = pyaclnn.grid_sampler3d_backward(x.copy(), x, grid, backend="numpy")
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
-    assert _registrations() == 0
+    assert _mapped_by_calls() == 0
 
 
 def test_threads_on_one_numpy_input_share_its_mapping(numpy_backend, monkeypatch):
@@ -409,7 +417,86 @@ def test_threads_on_one_numpy_input_share_its_mapping(numpy_backend, monkeypatch
     for t in threads:
         t.join()
     assert not errors and len(results) == 40 and all(results)
-    assert _registrations() == 0
+    assert _mapped_by_calls() == 0
+
+
+# -- repeated calls: the executor cache serves mapped arrays -----------------------------------------
+
+
+def test_the_same_pages_mapped_again_get_the_same_device_address(numpy_backend):
+    """The numpy backend's device address of mapped memory is a function of the host address,
+    and an address of pages not mapped now is refused."""
+    pages, other = _pages(2), _pages(2)
+    ptr = acl.rt.host_register(pages, 2 * PAGE, backend="numpy")
+    acl.rt.host_unregister(pages, backend="numpy")
+    with pytest.raises(ValueError, match="is not inside one allocation"):
+        pyaclnn.DeviceArray.from_ptr(ptr, (16,), np.float32, backend="numpy")
+    assert acl.rt.host_register(pages, 2 * PAGE, backend="numpy") == ptr
+    other_ptr = acl.rt.host_register(other, 2 * PAGE, backend="numpy")
+    assert other_ptr != ptr
+    for a in (pages, other):
+        acl.rt.host_unregister(a, backend="numpy")
+
+
+def _count_plans(monkeypatch) -> list[int]:
+    """Count the launches that run phase 1 (executor-cache misses) from now on."""
+    from pyaclnn import _executors
+
+    count = [0]
+    original = _executors.ExecutorCache._plan_and_launch
+
+    def counted(self, call, key):
+        count[0] += 1
+        return original(self, call, key)
+
+    monkeypatch.setattr(_executors.ExecutorCache, "_plan_and_launch", counted)
+    return count
+
+
+def test_a_repeated_call_on_the_same_arrays_skips_phase_1_and_other_arrays_miss(
+    numpy_backend, monkeypatch, torch
+):
+    """A plan is reused only for the arrays it was made for: two inputs and two out= arrays in
+    turn each get their own plan, every result is the oracle's, and the out= array a call was
+    not given keeps its bytes (a stale plan would have written it)."""
+    shape, k, s, p = (1, 2, 6, 10, 10), [3] * 3, [2] * 3, [1] * 3
+    xs = [RNG.random(shape, dtype=np.float32) for _ in range(2)]
+    want = []
+    for x in xs:
+        tx = torch.from_numpy(x)
+        tv, ti = torch.ops.aten.max_pool3d_with_indices(tx, k, s, p, [1] * 3, False)
+        g = RNG.random(tuple(tv.shape), dtype=np.float32)
+        tg = torch.ops.aten.max_pool3d_with_indices_backward(
+            torch.from_numpy(g), tx, k, s, p, [1] * 3, False, ti
+        )
+        want.append((x, g, ti.numpy().astype(np.int32), tg.numpy()))
+    outs = [np.empty(shape, np.float32) for _ in range(2)]
+    pyaclnn.max_pool3d_with_argmax_backward(*want[0][1::-1], want[0][2], 3, 2, 1, backend="numpy")  # warm-up
+    plans = _count_plans(monkeypatch)
+    for round in range(3):
+        for i, (x, g, idx, grad) in enumerate(want):
+            for j, out in enumerate(outs):
+                other = outs[1 - j]
+                out[...] = np.nan
+                other[...] = -1.0
+                got = pyaclnn.max_pool3d_with_argmax_backward(g, x, idx, 3, 2, 1, out=out, backend="numpy")
+                assert got is out and np.array_equal(out, grad), (round, i, j)
+                assert np.all(other == -1.0), (round, i, j)
+    assert plans[0] == 4  # one per (inputs, out) pair: the other eight calls ran phase 2 only
+    # Fresh results: kept alive, each is new memory with its own plan; dropped, the next call reuses
+    # the buffer and the plan.
+    kept = [
+        pyaclnn.max_pool3d_with_argmax_backward(g, x, idx, 3, 2, 1, backend="numpy") for x, g, idx, _ in want
+    ]
+    assert all(np.array_equal(r, w[3]) for r, w in zip(kept, want))
+    before = plans[0]
+    for _ in range(3):
+        x, g, idx, grad = want[0]
+        assert np.array_equal(
+            pyaclnn.max_pool3d_with_argmax_backward(g, x, idx, 3, 2, 1, backend="numpy"), grad
+        )
+    assert plans[0] <= before + 1
+    assert _mapped_by_calls() == 0
 
 
 # -- the memory of NumPy results --------------------------------------------------------------------
@@ -428,6 +515,101 @@ def test_a_results_memory_is_reused_once_it_is_garbage_and_never_before(numpy_ba
     assert freed in lent and held not in lent
     assert np.array_equal(view, kept)  # not written by the second call
     assert np.array_equal(again[0], pyaclnn.max_pool3d_with_argmax(x + 1, 2, backend="numpy")[0])
+
+
+def test_a_result_buffer_stays_mapped_until_the_pool_lets_it_go(numpy_backend, monkeypatch):
+    """A result's buffer is registered once and stays so between results; the registration ends
+    when the pool drops the buffer (limit, free_all) or at shutdown, and not before."""
+    registered = []
+    emulation = backends.get("numpy")
+    original = emulation.aclrtHostRegister
+
+    def counted(ptr, size, type):
+        registered.append(size)
+        return original(ptr, size, type)
+
+    monkeypatch.setattr(emulation, "aclrtHostRegister", counted)
+    pool = _context.context("numpy").host_pool
+    assert pool is not None
+    x = RNG.random((1, 2, 8, 16, 16), dtype=np.float32)
+    want = [a.copy() for a in pyaclnn.max_pool3d_with_argmax(x.copy(), 2, backend="numpy")]
+    registered.clear()  # the results died: their buffers are idle, and mapped
+    for _ in range(3):  # the results die at once: the next call writes into the same buffers
+        got = pyaclnn.max_pool3d_with_argmax(x, 2, backend="numpy")
+        assert all(np.array_equal(a, b) for a, b in zip(got, want))
+        del got
+    # The buffers were mapped by the first call; x by the first of the three (it stays idle between)
+    assert len(registered) == 1
+    host = _context.context("numpy").host_memory
+    assert host is not None
+    assert host.held_count() == 2 and _mapped_by_calls() == 0  # the two idle buffers
+    pool.free_all()  # dropped: their registrations end first
+    assert host.held_count() == 0 and _registrations() == 1  # x's idle mapping
+    pool.limit = 0  # nothing is kept idle: a result's buffer goes once it is garbage
+    got = pyaclnn.max_pool3d_with_argmax(x, 2, backend="numpy")
+    assert host.held_count() == 2  # the results' buffers, lent
+    del got
+    assert pool.idle_bytes() == 0 and host.held_count() == 0
+    kept = pyaclnn.max_pool3d_with_argmax(x, 2, backend="numpy")  # alive at shutdown
+    pyaclnn.finalize("numpy")  # ends every registration (the fixture checks none is left)
+    assert _registrations() == 0
+    assert all(np.array_equal(a, b) for a, b in zip(kept, want))  # still the caller's memory
+
+
+def test_a_mapping_stays_for_the_next_call_until_its_arrays_are_dropped(numpy_backend, monkeypatch):
+    """A call's mapping outlives the call, idle, for the next call on the same array; it ends once
+    the caller has dropped the array (at the next mapping), beyond the idle limit, or when a new
+    range overlaps it, and never frees the array's memory while registered."""
+    import weakref
+
+    from pyaclnn import _host_memory
+
+    registered = []
+    emulation = backends.get("numpy")
+    original = emulation.aclrtHostRegister
+
+    def counted(ptr, size, type):
+        registered.append(ptr)
+        return original(ptr, size, type)
+
+    monkeypatch.setattr(emulation, "aclrtHostRegister", counted)
+    host = _context.context("numpy").host_memory
+    assert host is not None
+    x = RNG.random((1, 2, 8, 16, 16), dtype=np.float32)
+    want = [a.copy() for a in pyaclnn.max_pool3d_with_argmax(x.copy(), 2, backend="numpy")]
+    registered.clear()
+    for _ in range(3):  # the results die at once: their buffers stay mapped too
+        got = pyaclnn.max_pool3d_with_argmax(x, 2, backend="numpy")
+        assert all(np.array_equal(a, b) for a, b in zip(got, want))
+        del got
+    assert len(registered) == 1 and _mapped_by_calls() == 0  # x once, idle since
+    gone = weakref.ref(x)
+    del x
+    assert gone() is not None  # the idle mapping holds it: its memory is not freed while registered
+    y = RNG.random((1, 2, 8, 16, 16), dtype=np.float32)
+    pyaclnn.max_pool3d_with_argmax(y, 2, backend="numpy")
+    assert gone() is None  # the next mapping ended x's first, then dropped it
+    # At most _IDLE_MAPPINGS stay idle (and _IDLE_BYTES: here as many as those), the oldest go first.
+    monkeypatch.setattr(_host_memory, "_IDLE_BYTES", _host_memory._IDLE_MAPPINGS * 2 * PAGE)
+    arrays = [
+        _pages(2).view(np.float32).reshape(1, 1, 8, 16, 16) for _ in range(_host_memory._IDLE_MAPPINGS + 2)
+    ]
+    for a in arrays:  # pages of their own: none lies in another's mapping
+        a[...] = RNG.random(a.shape, dtype=np.float32)
+        pyaclnn.max_pool3d_with_argmax(a, 2, backend="numpy")
+    for _ in range(3):  # evictions must not count the bytes of the evicted ones
+        for a in arrays:
+            pyaclnn.max_pool3d_with_argmax(a, 2, backend="numpy")
+    idle = _registrations() - host.held_count()
+    assert idle == _host_memory._IDLE_MAPPINGS
+    # An idle mapping in the way of a new range ends, so the range is mapped, not copied.
+    pages = _pages(3)
+    first = host.map([pages[: PAGE + 10]], 0)[0]  # pages 0 and 1
+    assert first is not None
+    host.release([first[0]])  # idle now
+    straddling = host.map([pages[PAGE : 3 * PAGE]], 0)[0]  # pages 1 and 2
+    assert straddling is not None and straddling[0] is not first[0]
+    host.release([straddling[0]])
 
 
 def test_the_pool_keeps_at_most_its_limit_idle():

@@ -1,6 +1,6 @@
 """Emulated device memory: host buffers addressed by integer pointers.
 
-Addresses are synthetic and never reused, so a freed, foreign or made-up
+Allocated addresses are synthetic and never reused, so a freed, foreign or made-up
 pointer is recognised and reported instead of touching memory. Each allocation
 is a zero-initialised ``uint8`` NumPy buffer; its address is 512-byte aligned
 (so 32-byte aligned, as aclrtMalloc guarantees) and followed by an unmapped
@@ -10,7 +10,13 @@ Host memory mapped for the device (aclrtHostRegister) gets a device address of
 the same space: a *mapped* allocation whose buffer is the caller's memory. It
 is not counted against the device's capacity, cannot be freed with aclrtFree
 and is not for copies or memsets (CANN's rule); operators read and write it
-like any device memory.
+like any device memory. Its address is a fixed function of the host address
+(``_MAPPED_BASE + 2 * host``), as on a device that shares the host's page
+tables: the same pages mapped again get the same device address (so the plans
+and descriptors of a repeated call on the same arrays serve again), while an
+address of pages not mapped now is still refused. Live mappings never overlap
+(aclrtHostRegister refuses it), so the doubling leaves a gap of at least the
+range's size after each, as the guard gap after an allocation.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import numpy as np
 
 _ALIGN = 512
 _GUARD = 1 << 20
+_MAPPED_BASE = 1 << 60  # mapped host memory: far above anything allocate() reaches
 
 
 def _physical_memory() -> int:
@@ -87,11 +94,13 @@ class Heap:
         return address
 
     def map(self, buffer: np.ndarray, device: int) -> int:
-        """A device address for ``buffer`` (uint8, the caller's memory): a mapped allocation."""
+        """A device address for ``buffer`` (uint8, the caller's memory, page-aligned, overlapping
+        no live mapping): a mapped allocation at the fixed address of its host pages."""
         size = buffer.size
+        address = _MAPPED_BASE + 2 * int(buffer.__array_interface__["data"][0])
         with self._lock:
-            address = self._next
-            self._next += (size + _ALIGN - 1) // _ALIGN * _ALIGN + _GUARD
+            if address in self._live:
+                raise HeapError(f"host memory at device address {address:#x} is mapped already")
             self._live[address] = Allocation(address, size, buffer, False, device, mapped=True)
             bisect.insort(self._starts, address)
         return address
