@@ -101,8 +101,11 @@ class Launch:
         self._arrays: list[tuple[Callable[..., Any], Any]] | None = None
         self._inputs: list[tuple[str, DeviceArray]] = []  # DeviceArray inputs, for the out= overlap rule
         host = ctx.host_memory
+        # While a graph captures, nothing is mapped: a NumPy array is then refused (or copied, where
+        # the capture's mode allows it) before the call changes any registration.
         if host is not None and (
-            any(isinstance(a, DeviceArray) for a in arrays)
+            _captures.active
+            or any(isinstance(a, DeviceArray) for a in arrays)
             or sum(a.nbytes for a in arrays if isinstance(a, np.ndarray)) < host.min_bytes
         ):
             host = None
