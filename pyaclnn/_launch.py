@@ -26,7 +26,6 @@ on the same arrays).
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
@@ -64,13 +63,17 @@ class Launch:
         "_host_results",
         "_waited",
         "_premapped",
+        "_caller",
     )
 
-    def __init__(self, backend: str | None, stream: Stream | None, arrays: Sequence[Any] = ()) -> None:
+    def __init__(
+        self, backend: str | None, stream: Stream | None, arrays: Sequence[Any] = (), caller: str = "the call"
+    ) -> None:
         """``arrays``: every array argument of the call (inputs and ``out=``), which decides
         whether NumPy arrays are mapped rather than copied: only when none is a DeviceArray
         (a call on DeviceArrays returns before its work is done, and the caller may then
-        change its NumPy inputs)."""
+        change its NumPy inputs). ``caller``: the functional call's name, for messages."""
+        self._caller = caller
         ctx = self.ctx = _context.context(backend)
         self.backend = ctx.name
         if stream is None:
@@ -367,10 +370,7 @@ class Launch:
 
     def _refuse_host(self, name: str) -> None:
         """GraphCaptureError if a capture forbids this call's NumPy array ``name``, naming the operator."""
-        frame = sys._getframe(1)  # up to the functional call that made this Launch
-        while frame.f_back is not None and frame.f_code.co_filename == __file__:
-            frame = frame.f_back
-        what = f"{frame.f_code.co_name}({name}=NumPy array)"
+        what = f"{self._caller}({name}=NumPy array)"
         _captures.refuse(self.stream._state, self.backend, self.device_id, what, _captures.PAGEABLE)
 
     def _host_result(self, mapped: DeviceArray, host: np.ndarray) -> DeviceArray:

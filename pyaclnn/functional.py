@@ -132,7 +132,7 @@ def max_pool3d_with_argmax(
             "with out= pass int32 indices"
         )
     _ops.check_plane_size(_MAX_POOL, getattr(input, "shape", ()))
-    with Launch(backend, stream, (input, out_values, out_indices)) as call:
+    with Launch(backend, stream, (input, out_values, out_indices), _MAX_POOL.spec.python_name) as call:
         x = call.device("input", input)
         shape = _pool_output_shape(x, ints, ceil)
         known = x is not None and x.ndim in (4, 5)
@@ -229,7 +229,9 @@ def max_pool3d_with_argmax_backward(
     ceil = _args.flag("ceil_mode", ceil_mode)
     _ops.check_plane_size(_MAX_POOL_BACKWARD, getattr(input, "shape", ()))
     given = _args.out_one(out)
-    with Launch(backend, stream, (grad_output, input, indices, given)) as call:
+    with Launch(
+        backend, stream, (grad_output, input, indices, given), _MAX_POOL_BACKWARD.spec.python_name
+    ) as call:
         g = call.device("grad_output", grad_output)
         x = call.device("input", input)
         narrowed = _int32_indices(indices)
@@ -342,7 +344,7 @@ def grid_sampler3d(
     corners = _args.flag("align_corners", align_corners)
     fmt = _args.layout(layout)
     given = _args.out_one(out)
-    with Launch(backend, stream, (input, grid, given)) as call:
+    with Launch(backend, stream, (input, grid, given), _GRID_SAMPLER.spec.python_name) as call:
         x = call.device("input", input)
         g = call.device("grid", grid)
         result = call.output(
@@ -417,7 +419,12 @@ def grid_sampler3d_backward(
     fmt = _args.layout(layout)
     mask = _args.output_mask(output_mask)
     out_input, out_grid = _args.out_pair(out)
-    with Launch(backend, stream, (grad_output, input, grid, out_input, out_grid)) as call:
+    with Launch(
+        backend,
+        stream,
+        (grad_output, input, grid, out_input, out_grid),
+        _GRID_SAMPLER_BACKWARD.spec.python_name,
+    ) as call:
         g = call.device("grad_output", grad_output)
         x = call.device("input", input)
         gr = call.device("grid", grid)
