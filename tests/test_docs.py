@@ -49,7 +49,13 @@ def project_files(root: Path = ROOT) -> list[Path]:
     """Every text file of the tree under ``root``, build products and caches left out."""
     files = []
     for directory, subdirs, names in os.walk(root):
-        subdirs[:] = [d for d in subdirs if d not in SKIPPED_DIRS and not d.endswith(".egg-info")]
+        subdirs[:] = [
+            d
+            for d in subdirs
+            if d not in SKIPPED_DIRS
+            and not d.endswith(".egg-info")
+            and not (Path(directory) / d / "pyvenv.cfg").exists()  # a virtual environment: not ours
+        ]
         files.extend(Path(directory) / name for name in names)
     return sorted(files)
 
@@ -96,6 +102,23 @@ def problems_of(path: Path, root: Path = ROOT) -> list[str]:
             if not (root / cited).exists()
         ]
     return problems
+
+
+def test_a_virtual_environment_inside_the_checkout_is_not_the_projects(tmp_path):
+    # `python -m venv venv` in the checkout, then the README's test command: the packages
+    # installed there cite their own docs/, which must not fail this project's tests.
+    docs = "docs" + "/"  # split, so that this file cites nothing itself
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "notes.md").write_text(f"see {docs}missing.md\n", encoding="utf-8")
+    site = tmp_path / "venv" / "lib" / "site-packages"
+    site.mkdir(parents=True)
+    (tmp_path / "venv" / "pyvenv.cfg").write_text("home = /usr/bin\n", encoding="utf-8")
+    (site / "other.py").write_text(f"# see {docs}conf.py\n", encoding="utf-8")
+    files = project_files(tmp_path)
+    assert [f.relative_to(tmp_path).as_posix() for f in files] == ["notes.md"]
+    assert [p for f in files for p in problems_of(f, tmp_path)] == [
+        f"notes.md:1: cites {docs}missing.md, which does not exist"
+    ]
 
 
 def test_every_cited_document_is_in_the_repository():
