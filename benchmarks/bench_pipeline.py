@@ -19,9 +19,20 @@ synchronize):
 Targets (from the issue): default / blocking <= 0.4, and default within 1.25x
 of the device-bound limit max(kernel time, host time per call).
 
+Replay (issue 22), on the npu backend and on the numpy backend's emulation: a
+chain of ``REPLAY_CALLS`` dependent ``grid_sampler3d`` calls writing outputs
+made once (``out=``), captured once in a :class:`pyaclnn.Graph` and replayed.
+Timed (best of ``5 * --loops``): the host time of ``g.replay()`` per operation
+(until it returns) against the eager host time per call (queueing the same
+calls), and the wall time of replay plus synchronize against the device-bound
+limit ``REPLAY_CALLS`` x kernel time. Targets: replay host <= 0.1x eager host,
+replay wall <= 1.25x the limit. The replayed chain's result must equal the
+eager chain's bit for bit (exit 1 otherwise).
+
 Usage: python benchmarks/bench_pipeline.py [--quick] [--calls N] [--loops L] [--kernel-us K]
                                             [--sync-us S] [--json PATH] [--strict]
-Exit status: 0; 1 with --strict when a target is missed.
+``--kernel-us`` defaults to ``PYACLNN_EMU_KERNEL_US`` when set (20 otherwise).
+Exit status: 0; 1 with --strict when a target is missed; 1 when a replay differs from eager.
 """
 
 from __future__ import annotations
@@ -47,6 +58,9 @@ OPS = (
     "grid_sampler3d",
     "grid_sampler3d_backward",
 )
+REPLAY_CALLS = 100  # the issue's chain length
+REPLAY_HOST_TARGET = 0.1  # replay host time per op / eager host time per call
+REPLAY_LIMIT_TARGET = 1.25  # replay + synchronize / (REPLAY_CALLS x kernel time)
 SHAPE = (1, 1, 2, 2, 2)
 SAME = {"kernel_size": 3, "stride": 1, "padding": 1}  # pooling that keeps the shape
 
@@ -127,6 +141,124 @@ def measure(calls: int, loops: int, kernel_us: int, sync_us: int) -> dict[str, d
     return results
 
 
+def measure_replay(backend: str, loops: int, kernel_us: int, sync_us: int) -> dict[str, Any]:
+    """Eager against replayed chains of ``REPLAY_CALLS`` grid_sampler3d calls on ``backend``.
+
+    Returns the best eager host seconds per call, replay host seconds per op,
+    replay-plus-synchronize wall seconds, and whether the results matched bit for bit.
+    """
+    import pyaclnn
+
+    os.environ["PYACLNN_EMU_KERNEL_US"] = str(kernel_us)  # a capture records the kernel time
+    os.environ["PYACLNN_EMU_SYNC_US"] = str(sync_us)
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(SHAPE, dtype=np.float32)
+    grid = rng.uniform(-1, 1, (*SHAPE[:1], *SHAPE[2:], 3)).astype(np.float32)
+    with pyaclnn.Stream(backend) as stream:
+        dx, dgrid = (pyaclnn.to_device(a, backend=backend, stream=stream) for a in (x, grid))
+        outs = [pyaclnn.zeros(SHAPE, backend=backend, stream=stream) for _ in range(REPLAY_CALLS)]
+
+        def queue() -> None:  # each call's output is the next call's input
+            value = dx
+            for out in outs:
+                pyaclnn.grid_sampler3d(value, dgrid, out=out, backend=backend, stream=stream)
+                value = out
+
+        reps = 5 * loops
+        queue()  # warm-up: plans cached
+        stream.synchronize()
+        eager = float("inf")
+        for _ in range(reps):
+            start = time.perf_counter()
+            queue()
+            eager = min(eager, time.perf_counter() - start)
+            stream.synchronize()
+        want = outs[-1].numpy()
+        outs[-1].copy_(np.zeros(SHAPE, np.float32), stream=stream)  # a replay doing nothing shows
+        stream.synchronize()
+        with pyaclnn.Graph(backend=backend) as g:
+            with pyaclnn.graph(g, stream=stream):
+                queue()
+            g.replay(stream)  # warm-up
+            stream.synchronize()
+            host = wall = float("inf")
+            for _ in range(reps):
+                start = time.perf_counter()
+                g.replay(stream)
+                returned = time.perf_counter()
+                stream.synchronize()
+                end = time.perf_counter()
+                host, wall = min(host, returned - start), min(wall, end - start)
+            got = outs[-1].numpy()
+        for a in (dx, dgrid, *outs):
+            a.close()
+    return {
+        "eager_host": eager / REPLAY_CALLS,
+        "replay_host": host / REPLAY_CALLS,
+        "replay_wall": wall,
+        "identical": bool(np.array_equal(want.view(np.uint32), got.view(np.uint32))),
+    }
+
+
+def replay_section(loops: int, kernel_us: int, sync_us: int) -> tuple[dict[str, Any], bool, bool]:
+    """Time and print the replay table; returns the results, whether the targets were met,
+    and whether every replay matched eager bit for bit."""
+    results, rows = {}, []
+    for backend in ("npu", "numpy"):
+        progress(f"timing replay chain, {backend}")
+        r = results[backend] = measure_replay(backend, loops, kernel_us, sync_us)
+        limit = REPLAY_CALLS * kernel_us * 1e-6
+        r["host_ratio"] = r["replay_host"] / r["eager_host"]
+        r["to_limit"] = r["replay_wall"] / limit
+        r["met"] = r["host_ratio"] <= REPLAY_HOST_TARGET and r["to_limit"] <= REPLAY_LIMIT_TARGET
+        rows.append(
+            [
+                backend,
+                f"{r['eager_host'] * 1e6:.2f}",
+                f"{r['replay_host'] * 1e6:.2f}",
+                f"{r['host_ratio']:.3f}",
+                f"{r['replay_wall'] * 1e6:.0f}",
+                f"{limit * 1e6:.0f}",
+                f"{r['to_limit']:.2f}",
+                "yes" if r["identical"] else "NO",
+            ]
+        )
+    print(
+        f"\nReplay: a chain of {REPLAY_CALLS} dependent grid_sampler3d calls (out= made once) captured "
+        f"once, best of {5 * loops}; kernel {kernel_us} µs"
+    )
+    _common.print_table(
+        [
+            "backend",
+            "eager host µs/call",
+            "replay host µs/op",
+            "replay/eager host",
+            "replay+sync µs",
+            "limit µs",
+            "replay/limit",
+            "bit-identical",
+        ],
+        rows,
+    )
+    # The targets hold on the npu backend (CANN's runtime, here its emulator); the numpy
+    # backend's device is Python threads whose kernels cost far more than the simulated time.
+    npu = results["npu"]
+    host_met = npu["host_ratio"] <= REPLAY_HOST_TARGET
+    limit_met = npu["to_limit"] <= REPLAY_LIMIT_TARGET
+    print(
+        f"\ntarget replay host/op <= {REPLAY_HOST_TARGET}x eager host/call (npu): "
+        f"{'met' if host_met else 'MISSED'}"
+    )
+    print(
+        f"target replay+synchronize <= {REPLAY_LIMIT_TARGET}x {REPLAY_CALLS} x kernel time (npu): "
+        f"{'met' if limit_met else 'MISSED'}"
+    )
+    identical = all(r["identical"] for r in results.values())
+    if not identical:
+        print("replayed chain differs from the eager chain: FAILED")
+    return results, host_met and limit_met, identical
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer calls, for a smoke run")
@@ -134,7 +266,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--loops", type=int, help="chains per mode, the best counts (default 3, 1 with --quick)"
     )
-    parser.add_argument("--kernel-us", type=int, default=20, help="simulated kernel time (default 20)")
+    parser.add_argument(
+        "--kernel-us",
+        type=int,
+        default=int(os.environ.get("PYACLNN_EMU_KERNEL_US") or 20),
+        help="simulated kernel time (default PYACLNN_EMU_KERNEL_US, or 20)",
+    )
     parser.add_argument("--sync-us", type=int, default=60, help="simulated synchronize latency (default 60)")
     parser.add_argument("--json", metavar="PATH", help="save the results as JSON")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
@@ -190,6 +327,7 @@ def main(argv: list[str] | None = None) -> int:
         f"\ntarget: default/blocking <= {RATIO_TARGET} and default <= {LIMIT_TARGET}x "
         f"max(kernel, host): {'met' if met else 'MISSED'}"
     )
+    replay, replay_met, identical = replay_section(loops, args.kernel_us, args.sync_us)
     if args.json:
         _common.save_json(
             args.json,
@@ -202,12 +340,16 @@ def main(argv: list[str] | None = None) -> int:
                 "seconds_per_call": results,
                 "verdicts": verdicts,
                 "target_met": met,
+                "replay": replay,
+                "replay_target_met": replay_met,
             },
         )
     import pyaclnn
 
     pyaclnn.finalize()
-    return 1 if args.strict and not met else 0
+    if not identical:
+        return 1
+    return 1 if args.strict and not (met and replay_met) else 0
 
 
 if __name__ == "__main__":

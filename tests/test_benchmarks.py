@@ -45,6 +45,8 @@ def test_benchmark_runs_quick_through_the_command_line(script, torch, emulator_h
         assert sum(line.startswith(("max_pool3d", "grid_sampler3d")) for line in cold) == 4, proc.stdout
     if script == "bench_kernels.py":
         _check_three_paths(proc.stdout)
+    if script == "bench_pipeline.py":
+        _check_replay(proc.stdout)
     if script in PROGRESS:  # a line on stderr as each measurement starts, not seconds of silence
         timing = [line for line in proc.stderr.splitlines() if line.startswith("  timing ")]
         assert timing == [f"  timing {step} ..." for step in PROGRESS[script]], proc.stderr
@@ -62,6 +64,33 @@ def _table(stdout: str, title: str) -> tuple[list[str], list[list[str]]]:
             break
         rows.append(re.split(r"\s{2,}", line.strip()))
     return header, rows
+
+
+def _check_replay(stdout: str) -> None:
+    """bench_pipeline replays a captured chain of 100 calls on both backends (issue 22): host
+    time per replayed op against eager per call, wall time against the device-bound limit,
+    the replay's result bit-identical to eager's, and the two targets judged."""
+    header, rows = _table(stdout, "Replay: a chain of 100")
+    assert header == [
+        "backend",
+        "eager host µs/call",
+        "replay host µs/op",
+        "replay/eager host",
+        "replay+sync µs",
+        "limit µs",
+        "replay/limit",
+        "bit-identical",
+    ], header
+    assert [row[0] for row in rows] == ["npu", "numpy"], stdout
+    for row in rows:
+        assert all(re.fullmatch(r"[\d.]+", cell) for cell in row[1:7]), row
+        assert row[7] == "yes", row
+    targets = [
+        r"target replay host/op <= 0\.1x eager host/call \(npu\)",
+        r"target replay\+synchronize <= 1\.25x 100 x kernel time \(npu\)",
+    ]
+    for target in targets:
+        assert re.search(f"^{target}: (met|MISSED)$", stdout, re.M), stdout
 
 
 def _check_three_paths(stdout: str) -> None:
@@ -108,7 +137,8 @@ PROGRESS = {
         *(f"{op} on {source}" for op in OPS for source in ("npu", "npu_uncached", "numpy", "torch")),
         *(f"{op} on cold caches" for op in OPS),
     ],
-    "bench_pipeline.py": [f"{op}, {mode}" for op in OPS for mode in ("default", "blocking", "host")],
+    "bench_pipeline.py": [f"{op}, {mode}" for op in OPS for mode in ("default", "blocking", "host")]
+    + [f"replay chain, {backend}" for backend in ("npu", "numpy")],
 }
 
 
