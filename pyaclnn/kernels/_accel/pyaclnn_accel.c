@@ -724,37 +724,36 @@ static void store_plane(const pool_backward *t, const float *acc, char *dst, uin
     store_slices(t, acc, dst, 0, t->in[0], bits);
 }
 
-/* acc[index - first] += gradient over one row, in C order; for two planes at
- * once, their gradients interleaved (as scatter_pair). */
-#define SLAB_ROW(TYPE)                                                                               \
-    static void slab_row_##TYPE(float *acc, int64_t first, const float *g, const char *ip, int64_t step, \
-                                int64_t n) {                                                         \
-        if (step == (int64_t)sizeof(TYPE)) {                                                         \
-            const TYPE *index = (const TYPE *)ip;                                                    \
-            for (int64_t w = 0; w < n; w++) acc[index[w] - first] += g[w];                           \
-            return;                                                                                  \
-        }                                                                                            \
-        for (int64_t w = 0; w < n; w++) acc[*(const TYPE *)(ip + w * step) - first] += g[w];         \
-    }                                                                                                \
-    static void slab_pair_##TYPE(float *const acc[2], int64_t first, const float *const g[2],        \
-                                 const char *const ip[2], int64_t step, int64_t n) {                 \
-        float *a0 = acc[0] - first, *a1 = acc[1] - first; /* indices from first on */                \
-        const float *g0 = g[0], *g1 = g[1];                                                          \
-        if (step == (int64_t)sizeof(TYPE)) {                                                         \
-            const TYPE *i0 = (const TYPE *)ip[0], *i1 = (const TYPE *)ip[1];                         \
-            for (int64_t w = 0; w < n; w++) {                                                        \
-                a0[i0[w]] += g0[w];                                                                  \
-                a1[i1[w]] += g1[w];                                                                  \
-            }                                                                                        \
-            return;                                                                                  \
-        }                                                                                            \
-        for (int64_t w = 0; w < n; w++) {                                                            \
-            a0[*(const TYPE *)(ip[0] + w * step)] += g0[w];                                          \
-            a1[*(const TYPE *)(ip[1] + w * step)] += g1[w];                                          \
-        }                                                                                            \
+/* acc[index] += gradient over one row, in C order. */
+#define SCATTER_ROW(TYPE)                                                                   \
+    static void scatter_row_##TYPE(float *acc, const float *g, const char *ip, int64_t step, \
+                                   int64_t n) {                                            \
+        if (step == (int64_t)sizeof(TYPE)) {                                                \
+            const TYPE *index = (const TYPE *)ip;                                           \
+            for (int64_t w = 0; w < n; w++) acc[index[w]] += g[w];                          \
+            return;                                                                         \
+        }                                                                                   \
+        for (int64_t w = 0; w < n; w++) acc[*(const TYPE *)(ip + w * step)] += g[w];        \
+    }                                                                                       \
+    static void scatter_pair_##TYPE(float *const acc[2], const float *const g[2],           \
+                                    const char *const ip[2], int64_t step, int64_t n) {     \
+        float *a0 = acc[0], *a1 = acc[1];                                                   \
+        const float *g0 = g[0], *g1 = g[1];                                                 \
+        if (step == (int64_t)sizeof(TYPE)) {                                                \
+            const TYPE *i0 = (const TYPE *)ip[0], *i1 = (const TYPE *)ip[1];                \
+            for (int64_t w = 0; w < n; w++) {                                               \
+                a0[i0[w]] += g0[w];                                                         \
+                a1[i1[w]] += g1[w];                                                         \
+            }                                                                               \
+            return;                                                                         \
+        }                                                                                   \
+        for (int64_t w = 0; w < n; w++) {                                                   \
+            a0[*(const TYPE *)(ip[0] + w * step)] += g0[w];                                 \
+            a1[*(const TYPE *)(ip[1] + w * step)] += g1[w];                                 \
+        }                                                                                   \
     }
-SLAB_ROW(int32_t)
-SLAB_ROW(int64_t)
+SCATTER_ROW(int32_t)
+SCATTER_ROW(int64_t)
 
 /* ``count`` (1 or 2) planes from ``p`` whose indices depths_hold accepted:
  * summed in float32 in C order as in the plane path, but in a window of the
@@ -803,7 +802,10 @@ static void write_slabs(pool_backward *t, int64_t p, int count, float *bufs, flo
         at = next;
         base = z0;
         top = z1;
-        float *slab[2] = {buf[0] + at * cells, count == 2 ? buf[1] + at * cells : NULL};
+        /* Where plane index 0 would be: depth z0 of the plane sits at the slab's `at`, so a
+         * plane index lands in the slab through the plane path's own scatter. */
+        const int64_t shift = (at - z0) * cells;
+        float *origin[2] = {buf[0] + shift, count == 2 ? buf[1] + shift : NULL};
         for (int64_t h = 0; h < oh; h++) {
             const float *g[2];
             const char *irow[2];
@@ -813,48 +815,17 @@ static void write_slabs(pool_backward *t, int64_t p, int count, float *bufs, flo
             }
             if (count == 2) {
                 if (t->index_size == 8)
-                    slab_pair_int64_t(slab, z0 * cells, g, irow, t->is[4], ow);
+                    scatter_pair_int64_t(origin, g, irow, t->is[4], ow);
                 else
-                    slab_pair_int32_t(slab, z0 * cells, g, irow, t->is[4], ow);
+                    scatter_pair_int32_t(origin, g, irow, t->is[4], ow);
             } else if (t->index_size == 8) {
-                slab_row_int64_t(slab[0], z0 * cells, g[0], irow[0], t->is[4], ow);
+                scatter_row_int64_t(origin[0], g[0], irow[0], t->is[4], ow);
             } else {
-                slab_row_int32_t(slab[0], z0 * cells, g[0], irow[0], t->is[4], ow);
+                scatter_row_int32_t(origin[0], g[0], irow[0], t->is[4], ow);
             }
         }
     }
 }
-
-/* acc[index] += gradient over one row, in C order. */
-#define SCATTER_ROW(TYPE)                                                                   \
-    static void scatter_row_##TYPE(float *acc, const float *g, const char *ip, int64_t step, \
-                                   int64_t n) {                                            \
-        if (step == (int64_t)sizeof(TYPE)) {                                                \
-            const TYPE *index = (const TYPE *)ip;                                           \
-            for (int64_t w = 0; w < n; w++) acc[index[w]] += g[w];                          \
-            return;                                                                         \
-        }                                                                                   \
-        for (int64_t w = 0; w < n; w++) acc[*(const TYPE *)(ip + w * step)] += g[w];        \
-    }                                                                                       \
-    static void scatter_pair_##TYPE(float *const acc[2], const float *const g[2],           \
-                                    const char *const ip[2], int64_t step, int64_t n) {     \
-        float *a0 = acc[0], *a1 = acc[1];                                                   \
-        const float *g0 = g[0], *g1 = g[1];                                                 \
-        if (step == (int64_t)sizeof(TYPE)) {                                                \
-            const TYPE *i0 = (const TYPE *)ip[0], *i1 = (const TYPE *)ip[1];                \
-            for (int64_t w = 0; w < n; w++) {                                               \
-                a0[i0[w]] += g0[w];                                                         \
-                a1[i1[w]] += g1[w];                                                         \
-            }                                                                               \
-            return;                                                                         \
-        }                                                                                   \
-        for (int64_t w = 0; w < n; w++) {                                                   \
-            a0[*(const TYPE *)(ip[0] + w * step)] += g0[w];                                 \
-            a1[*(const TYPE *)(ip[1] + w * step)] += g1[w];                                 \
-        }                                                                                   \
-    }
-SCATTER_ROW(int32_t)
-SCATTER_ROW(int64_t)
 
 static void scatter_planes(pool_backward *t) {
     const int64_t od = t->out[2], oh = t->out[3], ow = t->out[4], width = t->in[2];
