@@ -21,7 +21,7 @@ from . import _captures, _context, _decl, acl
 from . import backends as _backends
 from . import dtypes as _dtypes
 from ._pool import Block, MemoryPool
-from ._stream import Stream, current
+from ._stream import Stream, current, require_stream_on
 
 _H2D = _decl.constant("ACL_MEMCPY_HOST_TO_DEVICE")
 _D2D = _decl.constant("ACL_MEMCPY_DEVICE_TO_DEVICE")
@@ -480,11 +480,7 @@ class DeviceArray(Generic[_S]):
             last = self.stream
             stream = last if last is not None and not last.closed else None
             stream = stream or current(ctx, self.device)
-        if not isinstance(stream, Stream) or stream.backend != self.backend or stream.device != self.device:
-            raise ValueError(
-                f"stream must be a pyaclnn.Stream of backend {self.backend!r} on device {self.device}, "
-                f"got {stream!r}"
-            )
+        require_stream_on(stream, self.backend, self.device)
         if stream.closed:
             raise ValueError("stream is closed")
         dense = _dtypes.contiguous_strides(self.shape)  # an offset is fine: the copy starts there

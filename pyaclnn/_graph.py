@@ -59,7 +59,7 @@ from . import _captures, _context, _executors, acl
 from ._array import DeviceArray
 from ._captures import GraphCaptureError
 from ._pool import Block, MemoryPool, _rounded
-from ._stream import Stream, StreamState, current
+from ._stream import Stream, StreamState, current, require_stream_on
 from .errors import AclError
 
 #: torch's names of the capture modes (``capture_error_mode``) -> ACL_MODEL_RI_CAPTURE_MODE_*.
@@ -523,11 +523,7 @@ class Graph:
             raise ValueError(f"capture_error_mode must be one of {sorted(MODES)}, got {capture_error_mode!r}")
         if stream is None:
             stream = current(self._ctx, self.device)
-        if not isinstance(stream, Stream) or stream.backend != self.backend or stream.device != self.device:
-            raise ValueError(
-                f"stream must be a pyaclnn.Stream of backend {self.backend!r} on device {self.device}, "
-                f"got {stream!r}"
-            )
+        require_stream_on(stream, self.backend, self.device)
         if stream.closed:
             raise ValueError("stream is closed")
         if self._ctx.tls.streams.get(self.device) is stream:
@@ -570,11 +566,7 @@ class Graph:
         """
         if stream is None:
             stream = current(self._ctx, self.device)
-        if not isinstance(stream, Stream) or stream.backend != self.backend or stream.device != self.device:
-            raise ValueError(
-                f"stream must be a pyaclnn.Stream of backend {self.backend!r} on device {self.device}, "
-                f"got {stream!r}"
-            )
+        require_stream_on(stream, self.backend, self.device)
         self._state.replay(stream)
 
     def close(self) -> None:

@@ -521,6 +521,15 @@ def current(ctx: _context._Context, device: int | None = None) -> Stream:
     return stream if stream is not None else thread_default(ctx, device)
 
 
+def require_stream_on(stream: Any, backend: str, device: int) -> Stream:
+    """``stream`` if it is a Stream of ``backend`` on ``device``; else ValueError naming what it must be."""
+    if not isinstance(stream, Stream) or stream.backend != backend or stream.device != device:
+        raise ValueError(
+            f"stream must be a pyaclnn.Stream of backend {backend!r} on device {device}, got {stream!r}"
+        )
+    return stream
+
+
 def thread_default(ctx: _context._Context, device: int | None = None) -> Stream:
     """The calling thread's default stream of ``ctx`` on ``device`` (its current device), created
     on first use (and again after it was closed)."""
