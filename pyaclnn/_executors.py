@@ -116,6 +116,15 @@ class Call:
         self.admit = admit
         self.computed = True
 
+    def zero_outputs(self, state: Any) -> None:
+        """Phase 1 found nothing to compute: queue zero fills of the outputs on ``state`` (the
+        caller holds its lock), and say so in ``computed``."""
+        self.computed = False
+        for output in self.outputs:
+            nbytes = output.nbytes
+            if nbytes:
+                state.enqueue_held(acl.rt.memset_async, output.ptr, nbytes, 0, nbytes, state.handle)
+
 
 class ExecutorCache:
     """Repeatable executors of one stream: key -> (executor, workspace size).
@@ -201,11 +210,7 @@ class ExecutorCache:
         generation = self.generation
         size, executor = call.op.phase1(*call.args, backend=self.backend)
         if executor is None:  # nothing to compute: the outputs are zeros
-            call.computed = False
-            for output in call.outputs:
-                nbytes = output.nbytes
-                if nbytes:
-                    state.enqueue_held(acl.rt.memset_async, output.ptr, nbytes, 0, nbytes, state.handle)
+            call.zero_outputs(state)
             return
         cached = key is not None and self._make_repeatable(executor, phase2)
         try:

@@ -190,11 +190,7 @@ class _GraphExecutors:
             op = call.op
             size, executor = op.phase1(*call.args, backend=self.backend)
             if executor is None:  # nothing to compute: the outputs are zeros, at every replay
-                call.computed = False
-                for output in call.outputs:
-                    nbytes = output.nbytes
-                    if nbytes:
-                        state.enqueue_held(acl.rt.memset_async, output.ptr, nbytes, 0, nbytes, state.handle)
+                call.zero_outputs(state)
                 return
             try:
                 acl.set_acl_op_executor_repeatable(executor, backend=self.backend)
