@@ -485,6 +485,46 @@ def test_freeing_memory_a_live_graph_uses_is_a_hazard(name, request, monkeypatch
     assert not any(emulator.live_counts().values())
 
 
+@pytest.mark.parametrize("name", ["numpy", "npu"])
+@pytest.mark.parametrize("step", ["record", "wait"])
+def test_destroying_an_event_a_live_graph_records_or_waits_for_is_a_hazard(
+    name, step, request, monkeypatch, hazards_expected, capfd
+):
+    # Each replay records the event anew, or waits for it: destroyed first, the replay would use a
+    # destroyed event. Destroyed after the graph, it is no hazard.
+    if name == "npu":
+        monkeypatch.setenv("PYACLNN_ASCEND_HOME", str(request.getfixturevalue("emulator_home")))
+    b = name
+    emulator = backends.get(b)
+    acl.rt.set_device(0, backend=b)
+    stream = acl.rt.create_stream(backend=b)
+    used, unused = acl.rt.create_event(backend=b), acl.rt.create_event(backend=b)
+    acl.rt.record_event(used, stream, backend=b)  # recorded before: a wait has a record to wait for
+    acl.rt.synchronize_stream(stream, backend=b)
+    acl.mdl.capture_begin(stream, backend=b)
+    if step == "record":
+        acl.rt.record_event(used, stream, backend=b)
+    else:
+        acl.rt.stream_wait_event(stream, used, backend=b)
+    graph = acl.mdl.capture_end(stream, backend=b)
+    before = emulator.hazard_count()
+    acl.rt.destroy_event(unused, backend=b)
+    assert emulator.hazard_count() == before
+    acl.rt.destroy_event(used, backend=b)
+    assert emulator.hazard_count() == before + 1
+    assert "destroyed while a live graph" in capfd.readouterr().err
+    acl.mdl.destroy(graph, backend=b)
+    again = acl.rt.create_event(backend=b)
+    acl.mdl.capture_begin(stream, backend=b)
+    acl.rt.record_event(again, stream, backend=b)
+    acl.mdl.destroy(acl.mdl.capture_end(stream, backend=b), backend=b)
+    acl.rt.destroy_event(again, backend=b)  # the graph went first: no hazard
+    assert emulator.hazard_count() == before + 1
+    acl.rt.destroy_stream(stream, backend=b)
+    pyaclnn.finalize(b)
+    assert not any(emulator.live_counts().values())
+
+
 # -- the functional API ------------------------------------------------------------------------------
 
 

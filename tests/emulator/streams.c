@@ -715,6 +715,7 @@ typedef struct {
     uint64_t recorded, completed;
     struct timespec stamp; /* when the marker of `completed` ran */
     int refs;
+    int graph_steps; /* records and waits of it in graphs not yet released (part of refs) */
     const void *capture; /* the graph of an active capture it was recorded into, else NULL */
 } emu_event;
 
@@ -798,7 +799,9 @@ aclError aclrtCreateEventWithFlag(aclrtEvent *event, uint32_t flag)
     return create_event("aclrtCreateEventWithFlag", event, flag);
 }
 
-/* Allowed while records are pending: queued markers and waits keep it. */
+/* Allowed while records are pending: queued markers and waits keep it. A
+ * graph that records or waits for it would use a destroyed event at its
+ * next replay: a hazard, as freeing memory a live graph uses. */
 aclError aclrtDestroyEvent(aclrtEvent event)
 {
     if (event == NULL || !pyaclnnEmuHandleRemove(EMU_EVENT, event)) {
@@ -808,6 +811,11 @@ aclError aclrtDestroyEvent(aclrtEvent event)
         return ACL_ERROR_INVALID_PARAM;
     }
     pthread_mutex_lock(&emu_lock);
+    if (((emu_event *)event)->graph_steps > 0) {
+        emu_hazard("event %p destroyed while a live graph (aclmdlRI) records or waits for it (destroy the "
+                   "graph first), aclrtDestroyEvent",
+                   event);
+    }
     event_unref_locked(event);
     pthread_mutex_unlock(&emu_lock);
     return ACL_SUCCESS;
@@ -1097,6 +1105,7 @@ static int graph_add_locked(struct emu_graph *g, emu_task *task, void *event, in
     step->record = record;
     if (event != NULL) {
         step->event->refs++;
+        step->event->graph_steps++;
     }
     if (g->tail != NULL) {
         g->tail->next = step;
@@ -1126,6 +1135,7 @@ static void graph_unref(emu_graph *g)
         if (step->task != NULL) {
             task_free_locked(step->task);
         } else {
+            step->event->graph_steps--;
             event_unref_locked(step->event);
         }
         pthread_mutex_unlock(&emu_lock);

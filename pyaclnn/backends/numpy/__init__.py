@@ -442,6 +442,12 @@ class NumpyBackend(OperatorsMixin):
         # A pending record still runs, and queued waits on it still work: they hold its Marker.
         if event is None or not self.events.remove(event):
             return self._bad_event()
+        if any(isinstance(g, Graph) and g.uses_event(event) for g in self.graphs.values()):
+            self.hazards.report(
+                f"event {id(event):#x} destroyed while a live graph (aclmdlRI) records or waits for it "
+                "(destroy the graph first)",
+                "aclrtDestroyEvent",
+            )
         return ACL_SUCCESS
 
     def aclrtRecordEvent(self, event: Any, stream: Any) -> int:
@@ -460,7 +466,7 @@ class NumpyBackend(OperatorsMixin):
                 "stream of another device (ACL_ERROR_RT_STREAM_CONTEXT)",
             )
         if worker.capture is not None:  # each replay records the event anew, on the replay's stream
-            worker.capture.graph.steps.append(partial(_record, event))
+            worker.capture.graph.add_event_step(partial(_record, event), event)
             worker.capture.events.append(event)
             event.capture = worker.capture
             return ACL_SUCCESS
@@ -545,7 +551,7 @@ class NumpyBackend(OperatorsMixin):
             )
         worker = self._worker(stream)
         if worker.capture is not None:  # each replay waits for the record latest then
-            worker.capture.graph.steps.append(partial(_wait, event))
+            worker.capture.graph.add_event_step(partial(_wait, event), event)
             return ACL_SUCCESS
         _wait(event, worker)  # the record latest now; a later record does not change this wait
         return ACL_SUCCESS

@@ -48,7 +48,8 @@ docs/zh/developer_notes/npugraph.md); tests/emulator/README.md lists the same:
 * the device memory the recorded work uses must stay allocated until the graph
   is destroyed (CANN's capture docs, npugraph.md): freeing it meanwhile is a
   hazard of the emulation, as freeing memory under queued work is; so is destroying a
-  repeatable executor whose launch a live graph holds.
+  repeatable executor whose launch a live graph holds, or an event a live graph
+  records or waits for (its next replay would use the destroyed event).
 
 Not emulated: cross-stream capture (a stream that waits on an event recorded
 in a capture joins it in CANN), the end-capture thread check, task groups and
@@ -86,14 +87,24 @@ class Graph:
     device: int
     steps: list[Callable[[Worker], object]] = field(default_factory=list, repr=False)
     tasks: list[Task] = field(default_factory=list, repr=False)
+    events: list[Any] = field(default_factory=list, repr=False)  # recorded or waited for by steps
 
     def add_task(self, task: Task) -> None:
         self.tasks.append(task)
         self.steps.append(lambda worker: worker.submit(task))
 
+    def add_event_step(self, step: Callable[[Worker], object], event: Any) -> None:
+        """Record ``step``, a record of ``event`` or a wait for it, which each replay repeats."""
+        self.steps.append(step)
+        self.events.append(event)
+
     def uses(self, allocation: object) -> bool:
         """Whether a recorded task uses ``allocation``."""
         return any(allocation in task.uses for task in self.tasks)
+
+    def uses_event(self, event: object) -> bool:
+        """Whether a step records or waits for ``event``."""
+        return any(e is event for e in self.events)
 
 
 @dataclass(eq=False)
