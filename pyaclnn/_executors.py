@@ -34,6 +34,8 @@ Rules that keep that true:
   destroyed at once only if the stream has run everything launched so far;
   otherwise after an event recorded behind those launches has completed
   (polled at the next drop) or the stream is synchronized (:meth:`idle`).
+  While the stream captures (its cache set aside by ``pyaclnn._graph``) no
+  event is recorded: it would be a step of the graph, recorded at every replay.
 * ``set_deterministic`` empties every cache (the plan may depend on it); a
   device error on the stream empties its cache (the failed plan is in it).
 
@@ -333,12 +335,13 @@ class ExecutorCache:
                 else:
                     # The event goes behind the launches only while no close can be past its
                     # wait: under the stream's lock, taken without blocking (this may run in a
-                    # collection inside another stream's launch). Without one, the executors
-                    # wait for the stream's next synchronize or its close.
+                    # collection inside another stream's launch), and never on a capturing
+                    # stream (the record would become a step of the graph). Without one, the
+                    # executors wait for the stream's next synchronize or its close.
                     event = None
                     if state.lock.acquire(blocking=False):
                         try:
-                            if state.open and not state.closing:
+                            if state.open and not state.closing and state.capture is None:
                                 launches = state.queued
                                 event = self._event_behind_launches()
                         finally:

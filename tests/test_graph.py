@@ -555,3 +555,33 @@ def test_arrays_made_in_the_block_are_graph_memory(backend):
         assert _device_allocs(b) == before + 2  # kept for the graph, not cached for others
     assert _device_allocs(b) == before  # freed by close
     x.close()
+
+
+def test_an_executor_dropped_during_a_capture_records_nothing_into_the_graph(backend):
+    # A call cached on a user's stream before its capture; during the capture the caches are
+    # emptied (set_deterministic), which drops the cached executor of the set-aside cache. The
+    # stream has counted the captured launch by then, so the executor looks as if queued work may
+    # still use it: its destruction must wait without recording an event on the capturing stream
+    # (the event would land in the graph, and each replay would record an event the cache destroys).
+    b = backend
+    stream = pyaclnn.Stream(backend=b)
+    old = pyaclnn.to_device(RNG.standard_normal(POOL_SHAPE, dtype=np.float32), backend=b)
+    old_out, old_idx = pyaclnn.max_pool3d_with_argmax(old, 2, stream=stream, backend=b)
+    stream.synchronize()
+    x = pyaclnn.to_device(RNG.standard_normal(POOL_SHAPE, dtype=np.float32), backend=b)
+    with pyaclnn.Graph(backend=b) as g:
+        with pyaclnn.graph(g, stream=stream):
+            out, idx = pyaclnn.max_pool3d_with_argmax(x, 2, stream=stream, backend=b)
+            pyaclnn.set_deterministic(False, backend=b)
+        status, graph = pyaclnn.acl.mdl.capture_get_info(stream.handle, backend=b)
+        assert status == 0 and graph is None  # the capture ended
+        stream.synchronize()  # buries what the cache dropped
+        for _ in range(2):
+            g.replay(stream)
+        want = pyaclnn.max_pool3d_with_argmax(x.numpy(), 2, backend=b)
+        np.testing.assert_array_equal(_bits(out.numpy()), _bits(want[0]))
+        np.testing.assert_array_equal(idx.numpy(), want[1])
+    assert backends.get(b).hazard_count() == 0
+    for a in (old, old_out, old_idx, x, out, idx):
+        a.close()
+    stream.close()
