@@ -293,13 +293,18 @@ class _GraphState:
             with state.lock:
                 if not state.open:
                     raise ValueError("capture_begin(): stream is closed")
+                shared = state.pool
+                shared.stream_capturing(state, True)  # before the capture: no fence may land in it
                 with self.ctx.on_device(self.device):
                     try:
                         acl.mdl.capture_begin(state.handle, mode, backend=self.backend)
-                    except AclError as exc:
-                        raise GraphCaptureError(
-                            f"capture_begin(): {stream!r} cannot be captured: {exc}"
-                        ) from None
+                    except BaseException as exc:
+                        shared.stream_capturing(state, False)
+                        if isinstance(exc, AclError):
+                            raise GraphCaptureError(
+                                f"capture_begin(): {stream!r} cannot be captured: {exc}"
+                            ) from None
+                        raise
                 capture = _Capture(self, state, mode)
                 state.pool, state.executors, state._workspace = capture.pool, capture.executors, None  # type: ignore[assignment]
                 state.capture = self.capture = capture
@@ -319,8 +324,11 @@ class _GraphState:
             queued, done = capture.counts
             if queued == done:  # the captured work is the graph's: none of it runs on the stream
                 state.done = state.queued
-            with self.ctx.on_device(self.device):
-                return acl.mdl.capture_end(state.handle, backend=self.backend)
+            try:
+                with self.ctx.on_device(self.device):
+                    return acl.mdl.capture_end(state.handle, backend=self.backend)
+            finally:
+                state.pool.stream_capturing(state, False)  # ended, or invalidated: not capturing
 
     def end(self) -> None:
         with self.lock:

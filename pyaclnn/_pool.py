@@ -50,6 +50,10 @@ works with (any thread may call any of them, at any time):
   close waits for it: from then on no fence is recorded on it (its blocks are
   handed over by the close), and once it is closed a block released to it is
   idle at once (the close waited for all its work).
+* A stream that captures (``pyaclnn._graph``) is marked ``capturing`` under the
+  pool's lock before its capture begins, until it has ended: no fence is
+  recorded on it meanwhile (the record would become a step of the graph); its
+  blocks wait for its next synchronize.
 * Every ACL call is made with the pool's device bound to the calling thread.
 """
 
@@ -185,8 +189,9 @@ class MemoryPool:
             nbytes = block.nbytes
             if stream is not None and not stream.open:
                 stream = None  # its close waited for all its work
-            if self._cached_bytes + nbytes <= _CACHE_LIMIT or (stream is not None and stream.closing):
-                # (A closing stream gets no fence: its close hands the block over.)
+            if self._cached_bytes + nbytes <= _CACHE_LIMIT or (stream is not None and _unfenced(stream)):
+                # (A closing or capturing stream gets no fence: its close or next synchronize
+                # hands the block over.)
                 by_size = self._released.get(stream) if stream is not None else self._idle
                 if by_size is None:
                     by_size = self._released[stream] = {}
@@ -248,6 +253,12 @@ class MemoryPool:
         with self._lock:
             stream.closing = closing
 
+    def stream_capturing(self, stream: Any, capturing: bool) -> None:
+        """``stream`` is about to capture (``capturing``), or its capture ended or failed to begin:
+        no fence is recorded on a capturing stream, since the record would be captured."""
+        with self._lock:
+            stream.capturing = capturing
+
     def stream_idle(self, stream: Any) -> None:
         """``stream`` has finished all its work for good (closed): its blocks become idle."""
         self.stream_synchronized(self.stream_synchronizing(stream))
@@ -280,7 +291,7 @@ class MemoryPool:
         """
         with self._lock:
             for stream in [
-                s for s, by_size in self._released.items() if any(by_size.values()) and not s.closing
+                s for s, by_size in self._released.items() if any(by_size.values()) and not _unfenced(s)
             ]:
                 self._fences.append(self._fence(stream))
             # Taken out of the list: no other thread polls, retires or destroys them meanwhile.
@@ -380,7 +391,7 @@ class MemoryPool:
                 if (
                     stream is not asking
                     and stream not in fenced
-                    and not stream.closing
+                    and not _unfenced(stream)
                     and by_size.get(fence_size)
                 ):
                     self._fences.append(self._fence(stream))
@@ -441,6 +452,11 @@ class MemoryPool:
         if ptr:
             with self._on_device(self.device):
                 acl.rt.free(ptr, backend=self.backend)
+
+
+def _unfenced(stream: Any) -> bool:
+    """Whether no fence may be recorded on ``stream`` now (caller holds the pool's lock)."""
+    return bool(stream.closing or stream.capturing)
 
 
 def _quiet(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:

@@ -69,6 +69,7 @@ class StreamState:
         "lock",
         "open",
         "closing",
+        "capturing",
         "queued",
         "done",
         "executors",
@@ -87,6 +88,7 @@ class StreamState:
         self.lock = threading.RLock()
         self.open = True
         self.closing = False
+        self.capturing = False  # set under the pool's lock from before a capture begins until it ended
         self.queued = 0
         self.done = 0
         self._ctx = ctx

@@ -585,3 +585,38 @@ def test_an_executor_dropped_during_a_capture_records_nothing_into_the_graph(bac
     for a in (old, old_out, old_idx, x, out, idx):
         a.close()
     stream.close()
+
+
+def test_memory_released_during_a_capture_on_its_stream_records_nothing_into_the_graph(backend, monkeypatch):
+    # An array last used on a stream, closed while that stream captures: its block waits for the
+    # stream in the shared pool. A fence event recorded on the capturing stream would become a step
+    # of the graph (recorded at every replay, after the pool destroyed it), so the block waits for
+    # the stream's next synchronize instead, whether the pool keeps it (cache) or frees it (over
+    # the cache's limit), or another stream's allocation looks for blocks to fence.
+    b = backend
+    monkeypatch.setattr("pyaclnn._pool._CACHE_LIMIT", 0)  # every release goes back behind a fence
+    stream, elsewhere = pyaclnn.Stream(backend=b), pyaclnn.Stream(backend=b)
+    x = pyaclnn.to_device(RNG.standard_normal(POOL_SHAPE, dtype=np.float32), backend=b)
+    olds = [pyaclnn.to_device(RNG.standard_normal(POOL_SHAPE, dtype=np.float32), backend=b) for _ in range(2)]
+    for old in olds:
+        pyaclnn.max_pool3d_with_argmax(old, 2, stream=stream, backend=b)[0].close()
+    stream.synchronize()
+    with pyaclnn.Graph(backend=b) as g:
+        with pyaclnn.graph(g, stream=stream):
+            out, idx = pyaclnn.max_pool3d_with_argmax(x, 2, stream=stream, backend=b)
+            olds[0].close()
+            monkeypatch.setattr("pyaclnn._pool._CACHE_LIMIT", 1 << 30)
+            olds[1].close()  # kept for reuse on the stream
+            # another stream's allocation of that size finds the block and would fence it
+            other = pyaclnn.empty(POOL_SHAPE, backend=b, stream=elsewhere)
+            pyaclnn.memory_pool(backend=b).free_all_blocks()  # and so would this
+        stream.synchronize()
+        for _ in range(2):
+            g.replay(stream)
+        want = pyaclnn.max_pool3d_with_argmax(x.numpy(), 2, backend=b)
+        np.testing.assert_array_equal(_bits(out.numpy()), _bits(want[0]))
+    assert backends.get(b).hazard_count() == 0
+    for a in (x, out, idx, other):
+        a.close()
+    stream.close()
+    elsewhere.close()
