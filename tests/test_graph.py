@@ -581,7 +581,7 @@ def test_an_executor_dropped_during_a_capture_records_nothing_into_the_graph(bac
         want = pyaclnn.max_pool3d_with_argmax(x.numpy(), 2, backend=b)
         np.testing.assert_array_equal(_bits(out.numpy()), _bits(want[0]))
         np.testing.assert_array_equal(idx.numpy(), want[1])
-    assert backends.get(b).hazard_count() == 0
+    # (the backend fixture fails the test on a hazard: a replay recording a destroyed event)
     for a in (old, old_out, old_idx, x, out, idx):
         a.close()
     stream.close()
@@ -615,7 +615,7 @@ def test_memory_released_during_a_capture_on_its_stream_records_nothing_into_the
             g.replay(stream)
         want = pyaclnn.max_pool3d_with_argmax(x.numpy(), 2, backend=b)
         np.testing.assert_array_equal(_bits(out.numpy()), _bits(want[0]))
-    assert backends.get(b).hazard_count() == 0
+    # (the backend fixture fails the test on a hazard: a replay recording a destroyed event)
     for a in (x, out, idx, other):
         a.close()
     stream.close()
