@@ -88,6 +88,7 @@ class Graph:
     tasks: list[Task] = field(default_factory=list, repr=False)
 
     def add_task(self, task: Task) -> None:
+        task.graph = id(self)  # the profiler's "graph" of the task, at each replay
         self.tasks.append(task)
         self.steps.append(lambda worker: worker.submit(task))
 
