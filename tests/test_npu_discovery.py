@@ -106,6 +106,15 @@ def test_classic_layout_prefers_ascendcl_and_falls_back_to_acl_rt(tmp_path):
     assert discover(env(tmp_path, PYACLNN_ASCEND_HOME=rt_only)).chosen.runtime.name == "libacl_rt.so"
 
 
+def test_libmsprofiler_is_optional_and_kept_apart_from_the_required_libraries(tmp_path):
+    with_profiler = make_home(tmp_path, "with", CLASSIC + ("libmsprofiler.so",))
+    chosen = discover(env(tmp_path, PYACLNN_ASCEND_HOME=with_profiler)).chosen
+    assert [p.name for p in chosen.optional] == ["libmsprofiler.so"]
+    assert [p.name for p in chosen.libraries] == list(CLASSIC)
+    without = discover(env(tmp_path, PYACLNN_ASCEND_HOME=make_home(tmp_path, "without", CLASSIC))).chosen
+    assert without.ok and without.optional == ()
+
+
 def test_one_split_operator_library_is_enough(tmp_path):
     home = make_home(tmp_path, "cann", ("libacl_rt.so", "libnnopbase.so", "libopapi_nn.so"))
     chosen = discover(env(tmp_path, PYACLNN_ASCEND_HOME=home)).chosen

@@ -1,6 +1,6 @@
 """CANN's profiler calls (``aclprof*``) on the numpy backend, and the device timeline they record.
 
-The C emulator (tests/emulator) implements the same rules with the same codes;
+The C emulator (tests/emulator/profiler.c) implements the same rules with the same codes;
 tests/emulator/README.md lists them with their sources. They are those of hicann/runtime's
 msprof (src/dfx/msprof/collector/dvvp) as they were before its commit 18799fa3 ("aclprofStart no
 longer depends on aclprofInit"), where aclprofInit still had to come first, as in CANN 8.1.RC1:
@@ -16,9 +16,9 @@ longer depends on aclprofInit"), where aclprofInit still had to come first, as i
   deviceNums 0 without ACL_PROF_MSPROFTX. It stores dataTypeConfig as CANN does: the levels of
   task time imply the lower ones, ACL_PROF_API_STATS keeps only itself and ACL_PROF_ACL_API.
 * aclprofDestroyConfig of NULL is ACL_ERROR_INVALID_PARAM.
-* aclprofStart and aclprofStop (preCheckProfConfig): NULL is ACL_ERROR_INVALID_PARAM (newer
-  CANN starts a default configuration instead; aclprofStop(NULL) stops the running one there,
-  and here succeeds when none runs); a dataTypeConfig with a bit outside the supported set
+* aclprofStart and aclprofStop (preCheckProfConfig): aclprofStart(NULL) is
+  ACL_ERROR_INVALID_PARAM (newer CANN starts a default configuration instead), aclprofStop(NULL)
+  stops what runs and succeeds when nothing does; a dataTypeConfig with a bit outside the supported set
   (PROF_SWITCH_SUPPORT of msprofiler/prof_api_common.h) is ACL_ERROR_PROF_MODULES_UNSUPPORTED;
   then, before aclprofInit, ACL_ERROR_PROF_NOT_RUN (ProfAclMgr::ProfStartPrecheck). An
   aclprofStart while profiling runs checks the configuration against the running one
