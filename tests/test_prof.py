@@ -239,6 +239,20 @@ def test_only_the_devices_of_the_config_are_recorded(b, tmp_path):
     assert [(r["device"], r["kind"]) for r in _records(tmp_path)] == [(1, "memset")]
 
 
+def test_a_null_device_list_with_device_nums_is_refused(b):
+    if b != "npu":
+        pytest.skip("a C NULL: the numpy backend always gets a Python sequence")
+    from pyaclnn.backends.npu._ffi import ffi
+
+    npu = backends.get(b)
+    config = npu._c.aclprofCreateConfig(ffi.NULL, 1, ACL_AICORE_NONE, ffi.NULL, TASK_TIME)
+    assert config == ffi.NULL
+    assert "deviceIdList is NULL" in npu.aclGetRecentErrMsg()
+    config = npu._c.aclprofCreateConfig(ffi.NULL, 0, ACL_AICORE_NONE, ffi.NULL, ACL_PROF_MSPROFTX)
+    assert config != ffi.NULL  # no device: NULL is allowed
+    npu.aclprofDestroyConfig(config)
+
+
 def test_more_devices_than_the_device_count_are_refused(b):
     error = _refused(ACL_ERROR_INVALID_PARAM, acl.prof.create_config, [0, 1], backend=b)
     assert "above the device count" in str(error)

@@ -261,7 +261,9 @@ aclprofConfig *aclprofCreateConfig(uint32_t *deviceIdList, uint32_t deviceNums, 
     if (config == NULL) {
         return no_config("%s: out of host memory", api);
     }
-    memcpy(config->devices, deviceIdList, deviceNums * sizeof *deviceIdList);
+    if (deviceNums > 0) { /* deviceIdList may be NULL then */
+        memcpy(config->devices, deviceIdList, deviceNums * sizeof *deviceIdList);
+    }
     config->count = deviceNums;
     config->metrics = aicoreMetrics;
     config->data_type_config = stored_data_type_config(dataTypeConfig);

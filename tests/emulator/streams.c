@@ -401,7 +401,9 @@ int pyaclnnEmuProfRecordWrite(const char *file)
     g_records = NULL;
     g_record_count = g_record_cap = 0;
     pthread_mutex_unlock(&g_rec_lock);
-    qsort(records, n, sizeof *records, record_order);
+    if (n > 1) { /* qsort of NULL is undefined, even for 0 elements */
+        qsort(records, n, sizeof *records, record_order);
+    }
     FILE *out = fopen(file, "a");
     int rc = out == NULL ? -1 : 0;
     for (size_t i = 0; out != NULL && i < n; i++) {
