@@ -13,11 +13,22 @@ from pathlib import Path
 from typing import NamedTuple
 
 #: Declaration files in the order cffi's ``cdef`` must read them.
-DECL_FILES = ("acl_types.h", "acl_status.h", "acl_runtime.h", "aclnn_meta.h", "aclnn_ops.h", "emulator.h")
+DECL_FILES = (
+    "acl_types.h",
+    "acl_status.h",
+    "acl_runtime.h",
+    "acl_prof.h",
+    "aclnn_meta.h",
+    "aclnn_ops.h",
+    "emulator.h",
+)
+#: Declaration files whose enums and ``#define`` values are constants (acl_status.h: the codes).
+CONSTANT_FILES = ("acl_types.h", "acl_prof.h")
 
-_DEFINE = re.compile(r"^#define\s+(\w+)\s+(-?\d+)\s*$", re.MULTILINE)
+# Decimal, or hex with C's unsigned/long suffixes (acl_prof.h: ``0x0001ULL``).
+_DEFINE = re.compile(r"^#define\s+(\w+)\s+(-?\d+|0[xX][0-9a-fA-F]+)[uUlL]*\s*$", re.MULTILINE)
 _ENUM = re.compile(r"typedef\s+enum\s*\{(?P<body>[^}]*)\}\s*(?P<name>\w+)\s*;", re.DOTALL)
-_ENUMERATOR = re.compile(r"(\w+)\s*=\s*(-?\d+)")
+_ENUMERATOR = re.compile(r"(\w+)\s*=\s*(0[xX][0-9a-fA-F]+|-?\d+)")
 _COMMENT = re.compile(r"/\*.*?\*/", re.DOTALL)
 _PROTOTYPE = re.compile(
     r"^(?P<result>[\w \*]+?)\s*\b(?P<name>\w+)\s*\((?P<params>[^()]*)\)\s*;", re.MULTILINE
@@ -49,19 +60,25 @@ def status_codes() -> dict[str, int]:
     return {name: int(value) for name, value in _DEFINE.findall(read("acl_status.h"))}
 
 
+def _int(text: str) -> int:
+    return int(text, 16) if text[:2] in ("0x", "0X") else int(text)
+
+
 @functools.cache
-def enums() -> dict[str, dict[str, int]]:
-    """``{enum type name: {enumerator: value}}`` of acl_types.h."""
+def enums(file: str | None = None) -> dict[str, dict[str, int]]:
+    """``{enum type name: {enumerator: value}}`` of ``file``, else of every file of CONSTANT_FILES."""
     return {
-        match["name"]: {k: int(v) for k, v in _ENUMERATOR.findall(match["body"])}
-        for match in _ENUM.finditer(read("acl_types.h"))
+        match["name"]: {k: _int(v) for k, v in _ENUMERATOR.findall(match["body"])}
+        for name in ((file,) if file else CONSTANT_FILES)
+        for match in _ENUM.finditer(read(name))
     }
 
 
 @functools.cache
-def flags() -> dict[str, int]:
-    """Every ``#define NAME <int>`` of acl_types.h (flag values such as ``ACL_EVENT_SYNC``)."""
-    return {name: int(value) for name, value in _DEFINE.findall(read("acl_types.h"))}
+def flags(file: str = "acl_types.h") -> dict[str, int]:
+    """Every ``#define NAME <int>`` of ``file``: acl_types.h's flag values such as ``ACL_EVENT_SYNC``,
+    acl_prof.h's data-type bits such as ``ACL_PROF_TASK_TIME``."""
+    return {name: _int(value) for name, value in _DEFINE.findall(read(file))}
 
 
 class Prototype(NamedTuple):
@@ -96,7 +113,7 @@ def parse_prototypes(text: str, file: str = "") -> list[Prototype]:
 
 def constant(name: str) -> int:
     """Value of a status code, flag or enumerator by its C name."""
-    for table in (status_codes(), flags()):
+    for table in (status_codes(), *(flags(file) for file in CONSTANT_FILES)):
         if name in table:
             return table[name]
     for members in enums().values():

@@ -4,7 +4,7 @@
 """Every constant of pyaclnn's C declarations (``include/decl``), by its C name.
 
 Status codes (``aclError``, ``aclnnStatus``), the enumerators of each enum of
-acl_types.h and the ``#define`` flags of acl_types.h, grouped by C type::
+acl_types.h and acl_prof.h and their ``#define`` values, grouped by C type::
 
     from pyaclnn import constants
     if error.status == constants.ACLNN_ERR_PARAM_INVALID: ...
@@ -245,3 +245,34 @@ ACL_EVENT_CAPTURE_STREAM_PROGRESS = 2
 ACL_EVENT_TIME_LINE = 8
 ACL_EVENT_DEVICE_USE_ONLY = 16
 ACL_EVENT_EXTERNAL = 32
+
+# aclprofAicoreMetrics (acl_prof.h)
+ACL_AICORE_ARITHMETIC_UTILIZATION = 0
+ACL_AICORE_PIPE_UTILIZATION = 1
+ACL_AICORE_MEMORY_BANDWIDTH = 2
+ACL_AICORE_L0B_AND_WIDTH = 3
+ACL_AICORE_RESOURCE_CONFLICT_RATIO = 4
+ACL_AICORE_MEMORY_UB = 5
+ACL_AICORE_L2_CACHE = 6
+ACL_AICORE_PIPE_EXECUTE_UTILIZATION = 7
+ACL_AICORE_MEMORY_ACCESS = 8
+ACL_AICORE_NONE = 255
+
+# aclprofCreateConfig dataTypeConfig bits (#define in acl_prof.h)
+ACL_PROF_ACL_API = 1
+ACL_PROF_TASK_TIME = 2
+ACL_PROF_AICORE_METRICS = 4
+ACL_PROF_AICPU = 8
+ACL_PROF_L2CACHE = 16
+ACL_PROF_HCCL_TRACE = 32
+ACL_PROF_TRAINING_TRACE = 64
+ACL_PROF_MSPROFTX = 128
+ACL_PROF_RUNTIME_API = 256
+ACL_PROF_GE_API_L0 = 512
+ACL_PROF_TASK_TIME_L0 = 2048
+ACL_PROF_TASK_MEMORY = 4096
+ACL_PROF_GE_API_L1 = 16777216
+ACL_PROF_TASK_TIME_L2 = 8192
+ACL_PROF_OP_ATTR = 16384
+ACL_PROF_TASK_TIME_L3 = 32768
+ACL_PROF_API_STATS = 17179869184

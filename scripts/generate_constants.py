@@ -31,7 +31,7 @@ _HEADER = '''\
 """Every constant of pyaclnn's C declarations (``include/decl``), by its C name.
 
 Status codes (``aclError``, ``aclnnStatus``), the enumerators of each enum of
-acl_types.h and the ``#define`` flags of acl_types.h, grouped by C type::
+acl_types.h and acl_prof.h and their ``#define`` values, grouped by C type::
 
     from pyaclnn import constants
     if error.status == constants.ACLNN_ERR_PARAM_INVALID: ...
@@ -63,9 +63,15 @@ def groups(decl: ModuleType) -> list[tuple[str, dict[str, int]]]:
         ("aclError (acl_status.h): ACL and runtime status codes", acl),
         ("aclnnStatus (acl_status.h): aclnn status codes", aclnn),
     ]
-    for enum, members in decl.enums().items():
+    prof = "acl_prof.h" in getattr(decl, "CONSTANT_FILES", ())  # (a test's stand-in _decl has one file)
+    for enum, members in (decl.enums("acl_types.h") if prof else decl.enums()).items():
         result.append((f"{enum} (acl_types.h)", members))
     result.append(("aclrtCreateEventWithFlag flags (#define in acl_types.h)", decl.flags()))
+    if prof:
+        for enum, members in decl.enums("acl_prof.h").items():
+            result.append((f"{enum} (acl_prof.h)", members))
+        bits = decl.flags("acl_prof.h")
+        result.append(("aclprofCreateConfig dataTypeConfig bits (#define in acl_prof.h)", bits))
     return result
 
 

@@ -50,10 +50,17 @@ SANITIZERS = {"address": "asan", "undefined": "ubsan"}
 
 #: layout name -> (home directory name, libraries that must exist in lib64/)
 LAYOUTS = {
-    "classic": ("emulator-home", ("libascendcl.so", "libnnopbase.so", "libopapi.so")),
+    "classic": ("emulator-home", ("libascendcl.so", "libnnopbase.so", "libopapi.so", "libmsprofiler.so")),
     "split": (
         "emulator-home-split",
-        ("libacl_rt.so", "libascendcl.so", "libnnopbase.so", "libopapi_nn.so", "libopapi_cv.so"),
+        (
+            "libacl_rt.so",
+            "libascendcl.so",
+            "libnnopbase.so",
+            "libopapi_nn.so",
+            "libopapi_cv.so",
+            "libmsprofiler.so",
+        ),
     ),
 }
 

@@ -394,6 +394,7 @@ def test_split_layout_loads_acl_rt_and_both_operator_libraries_and_runs_both_ops
         "libnnopbase.so",
         "libopapi_nn.so",
         "libopapi_cv.so",
+        "libmsprofiler.so",  # optional, opened last when present
     ]
     # grid (0,0,0) with align_corners is the volume's centre: the mean of 0..7
     assert result["pool"] == 5.0 and result["grid"] == pytest.approx(3.5)
@@ -443,8 +444,37 @@ def test_probe_in_a_fresh_process_loads_the_emulator_and_counts_its_devices():
     assert result["ok"] is True and result["reason"] == ""
     assert result["home"] == str(home) and result["device_count"] >= 1
     assert result["soc_name"].startswith("Ascend")
-    assert [Path(p).name for p in result["libraries"]] == ["libascendcl.so", "libnnopbase.so", "libopapi.so"]
+    assert [Path(p).name for p in result["libraries"]] == [
+        "libascendcl.so",
+        "libnnopbase.so",
+        "libopapi.so",
+        "libmsprofiler.so",  # optional, opened last when present
+    ]
     assert result["missing_functions"] == []
+
+
+def test_without_libmsprofiler_the_aclprof_calls_are_stubs_and_the_rest_works(tmp_path):
+    home = tmp_path / "cann"
+    shutil.copytree(emulator_build.emulator_home("classic"), home, symlinks=True)
+    (home / "lib64" / "libmsprofiler.so").unlink()
+    result = run_child(
+        """
+        from pyaclnn import acl
+        from pyaclnn.errors import AclError
+        try:
+            acl.prof.init("unused", backend="npu")
+        except AclError as exc:
+            status, message = exc.status, str(exc)
+        report(status=status, message=message, pool=max_pool(),
+               missing=sorted(n for n in npu._loaded.missing if n.startswith("aclprof")))
+        """,
+        home,
+    )
+    assert result["status"] == constants.ACL_ERROR_API_NOT_SUPPORT and "aclprofInit" in result["message"]
+    calls = ("Init", "Finalize", "Start", "Stop", "CreateConfig", "DestroyConfig")
+    assert result["missing"] == sorted("aclprof" + call for call in calls)
+    assert result["pool"] == 5.0 and result["leaks"] == {}
+    assert [Path(p).name for p in result["libraries"]] == ["libascendcl.so", "libnnopbase.so", "libopapi.so"]
 
 
 # -- probe's decisions and the missing-symbol error, in this process ------------

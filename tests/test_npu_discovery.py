@@ -106,6 +106,15 @@ def test_classic_layout_prefers_ascendcl_and_falls_back_to_acl_rt(tmp_path):
     assert discover(env(tmp_path, PYACLNN_ASCEND_HOME=rt_only)).chosen.runtime.name == "libacl_rt.so"
 
 
+def test_libmsprofiler_is_optional_and_kept_apart_from_the_required_libraries(tmp_path):
+    with_profiler = make_home(tmp_path, "with", CLASSIC + ("libmsprofiler.so",))
+    chosen = discover(env(tmp_path, PYACLNN_ASCEND_HOME=with_profiler)).chosen
+    assert [p.name for p in chosen.optional] == ["libmsprofiler.so"]
+    assert [p.name for p in chosen.libraries] == list(CLASSIC)
+    without = discover(env(tmp_path, PYACLNN_ASCEND_HOME=make_home(tmp_path, "without", CLASSIC))).chosen
+    assert without.ok and without.optional == ()
+
+
 def test_one_split_operator_library_is_enough(tmp_path):
     home = make_home(tmp_path, "cann", ("libacl_rt.so", "libnnopbase.so", "libopapi_nn.so"))
     chosen = discover(env(tmp_path, PYACLNN_ASCEND_HOME=home)).chosen
@@ -220,9 +229,9 @@ def test_every_backend_method_has_a_declared_c_function():
 
     declared = set(function_names())
     wanted = {n for n in vars(Backend) if n.startswith("acl")}
-    # 44, the 8 event functions, aclrtHostRegister and aclrtHostUnregister, and the 6 aclmdlRI*
-    # stream-capture functions (acl_mdl.h of CANN 8.1.RC1)
-    assert len(wanted) == 60
+    # 44, the 8 event functions, aclrtHostRegister and aclrtHostUnregister, the 6 aclmdlRI*
+    # stream-capture functions (acl_mdl.h of CANN 8.1.RC1) and the 6 aclprof* profiler functions
+    assert len(wanted) == 66
     assert wanted <= declared
     assert wanted <= set(vars(NpuBackend))
     assert parameter_names()["aclrtMemcpy"] == ("dst", "destMax", "src", "count", "kind")

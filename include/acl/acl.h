@@ -14,6 +14,7 @@ extern "C" {
 #include "../decl/acl_types.h"
 #include "../decl/acl_status.h"
 #include "../decl/acl_runtime.h"
+#include "../decl/acl_prof.h"
 #include "../decl/aclnn_meta.h"
 
 #ifdef __cplusplus

@@ -17,12 +17,13 @@ from .. import backends as _backends
 from .._status import check as _check
 from .._status import created as _created
 from ..constants import ACL_ERROR_REPEAT_INITIALIZE, ACLNN_ERR_PARAM_INVALID
-from . import mdl, rt
+from . import mdl, prof, rt
 from ._call import call as _call
 
 __all__ = [
     "rt",
     "mdl",
+    "prof",
     "init",
     "finalize",
     "get_recent_err_msg",

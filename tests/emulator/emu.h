@@ -108,6 +108,14 @@ void pyaclnnEmuTaskFail(emu_task *task, aclError status, const char *fmt, ...)
 void pyaclnnEmuExecutorHold(aclOpExecutor *ex);
 void pyaclnnEmuExecutorUnhold(aclOpExecutor *ex);
 void pyaclnnEmuExecutorDispose(aclOpExecutor *ex, const char *api);
+
+/* The profiler's records (libmsprofiler.so's aclprofStart / Stop / Finalize; streams.c keeps
+ * them). Start: from now on every task that finishes on a stream of one of the `count` devices
+ * is recorded (0 ok). Stop: no more records; those made are kept. Write: append them to `file`
+ * as JSON lines and forget them (0 ok, -1 the file could not be written). */
+int pyaclnnEmuProfRecordStart(const uint32_t *devices, uint32_t count);
+void pyaclnnEmuProfRecordStop(void);
+int pyaclnnEmuProfRecordWrite(const char *file);
 #pragma GCC visibility pop
 
 #define EMU_MAX_DIMS 8

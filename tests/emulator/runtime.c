@@ -718,7 +718,7 @@ static int use_range(emu_task *task, const void *ptr, size_t count)
 /* Enqueue `job` on `stream`. A copy with a pageable host side returns only
  * when it has run (CANN: the pageable copy is synchronous to the caller),
  * plus the PYACLNN_EMU_SYNC_US latency of a synchronization. */
-static aclError submit_copy(const char *api, const copy_job *job, aclrtStream stream)
+static aclError submit_copy(const char *api, const copy_job *job, aclrtStream stream, const char *detail)
 {
     copy_job *copy = malloc(sizeof *copy);
     emu_task *task = copy != NULL ? emu_task_new(api, run_copy, free, copy, 0) : NULL;
@@ -727,6 +727,7 @@ static aclError submit_copy(const char *api, const copy_job *job, aclrtStream st
         pyaclnnEmuSetError("%s: out of host memory for the task", api);
         return ACL_ERROR_RT_RESOURCE_ALLOC_FAIL;
     }
+    emu_task_set_detail(task, detail);
     *copy = *job;
     pthread_mutex_lock(&emu_lock);
     int dst = use_range(task, job->dst, job->count);
@@ -752,6 +753,22 @@ static aclError submit_copy(const char *api, const copy_job *job, aclrtStream st
     return rc;
 }
 
+/* The profiler's name of a copy's direction: " H2D" and so on; with ACL_MEMCPY_DEFAULT a side
+ * is the device's when its pointer is inside an aclrtMalloc allocation. */
+static const char *copy_direction(aclrtMemcpyKind kind, const void *dst, const void *src)
+{
+    static const char *const names[2][2] = {{" H2H", " H2D"}, {" D2H", " D2D"}};
+    int from = kind == ACL_MEMCPY_DEVICE_TO_HOST || kind == ACL_MEMCPY_DEVICE_TO_DEVICE;
+    int to = kind == ACL_MEMCPY_HOST_TO_DEVICE || kind == ACL_MEMCPY_DEVICE_TO_DEVICE;
+    if (kind == ACL_MEMCPY_DEFAULT) {
+        pthread_mutex_lock(&emu_lock);
+        from = emu_block_find(EMU_DEVICE_ALLOC, src, 0) != NULL;
+        to = emu_block_find(EMU_DEVICE_ALLOC, dst, 0) != NULL;
+        pthread_mutex_unlock(&emu_lock);
+    }
+    return names[from][to];
+}
+
 aclError aclrtMemcpyAsync(void *dst, size_t destMax, const void *src, size_t count, aclrtMemcpyKind kind,
                           aclrtStream stream)
 {
@@ -764,7 +781,7 @@ aclError aclrtMemcpyAsync(void *dst, size_t destMax, const void *src, size_t cou
         return rc;
     }
     copy_job job = {dst, src, 0, count};
-    return submit_copy(api, &job, stream);
+    return submit_copy(api, &job, stream, copy_direction(kind, dst, src));
 }
 
 static aclError check_memset(const char *api, void *devPtr, size_t maxCount, size_t count)
@@ -819,7 +836,7 @@ aclError aclrtMemsetAsync(void *devPtr, size_t maxCount, int32_t value, size_t c
         return rc;
     }
     copy_job job = {devPtr, NULL, value, count};
-    return submit_copy(api, &job, stream);
+    return submit_copy(api, &job, stream, "");
 }
 
 aclError aclrtGetMemInfo(aclrtMemAttr attr, size_t *free_bytes, size_t *total)

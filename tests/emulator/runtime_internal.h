@@ -79,6 +79,8 @@ emu_task *emu_task_new(const char *api, void (*run)(void *ctx, emu_task *task), 
  * stream of another device than the current one (ACL_ERROR_RT_STREAM_CONTEXT). *ticket (may be NULL) identifies it for
  * emu_stream_wait. */
 aclError emu_task_submit(emu_task *task, aclrtStream stream, uint64_t *ticket);
+/* The text the profiler's record appends to the task's api (a copy's " H2D"); static storage. */
+void emu_task_set_detail(emu_task *task, const char *detail);
 /* Wait until the task `ticket` of `stream` has finished. */
 void emu_stream_wait(aclrtStream stream, uint64_t ticket);
 /* Caller holds emu_lock. Live aclrtCreateStream streams of `device`. */

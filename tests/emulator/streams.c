@@ -70,6 +70,11 @@ struct emu_task {
     struct emu_stream *stream;
     aclrtStream handle; /* as the caller named the stream (NULL: default) */
     uint64_t ticket;
+    /* For the profiler's records: appended to api (a copy's direction), the event of a record
+     * or wait, the graph whose replay queued it (NULL: none). */
+    const char *detail;
+    const void *event;
+    const void *graph;
 };
 
 typedef struct emu_stream {
@@ -80,6 +85,7 @@ typedef struct emu_stream {
     pthread_t thread;
     pthread_cond_t work; /* a task was queued, or stop was set */
     uint64_t device_clock_ns; /* when the last kernel ends in simulated device time */
+    uint64_t prof_end_ns;     /* the end of its latest profiler record: the next starts no earlier */
     emu_task *head, *tail, *running;
     int syncers; /* threads waiting on it; destroy waits for them */
     aclError error;
@@ -287,6 +293,142 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* ---- the profiler's records (libmsprofiler.so, profiler.c) -------------------------- */
+
+/* Between pyaclnnEmuProfRecordStart and pyaclnnEmuProfRecordStop every task that finishes on
+ * a stream of a listed device is one record, kept (under g_rec_lock, not emu_lock: a worker
+ * records without it) until pyaclnnEmuProfRecordWrite appends them to a file as JSON lines,
+ * the format pyaclnn/backends/numpy/_profiler.py writes too. */
+typedef struct {
+    int device;
+    uintptr_t stream, event, graph;
+    const char *kind, *api, *detail;
+    uint64_t start_ns, end_ns;
+} emu_record;
+
+static int g_recording; /* atomic: read once per task */
+static pthread_mutex_t g_rec_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned char g_rec_devices[EMU_MAX_DEVICES];
+static emu_record *g_records;
+static size_t g_record_count, g_record_cap;
+
+static const char *task_kind(const char *api)
+{
+    static const char *const kinds[][2] = {{"aclrtMemcpyAsync", "memcpy"},
+                                           {"aclrtMemsetAsync", "memset"},
+                                           {"aclrtRecordEvent", "event_record"},
+                                           {"aclrtStreamWaitEvent", "event_wait"}};
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        if (strcmp(api, kinds[i][0]) == 0) {
+            return kinds[i][1];
+        }
+    }
+    return "kernel";
+}
+
+static void prof_append(const emu_record *r)
+{
+    pthread_mutex_lock(&g_rec_lock);
+    /* g_recording is checked again here: a task that ends after aclprofStop is not recorded */
+    if (__atomic_load_n(&g_recording, __ATOMIC_ACQUIRE) && r->device >= 0 && r->device < EMU_MAX_DEVICES
+        && g_rec_devices[r->device]) {
+        if (g_record_count == g_record_cap) {
+            size_t cap = g_record_cap ? 2 * g_record_cap : 256;
+            emu_record *grown = realloc(g_records, cap * sizeof *grown);
+            if (grown != NULL) {
+                g_records = grown;
+                g_record_cap = cap;
+            }
+        }
+        if (g_record_count < g_record_cap) { /* out of host memory: the record is lost */
+            g_records[g_record_count++] = *r;
+        }
+    }
+    pthread_mutex_unlock(&g_rec_lock);
+}
+
+/* On the worker, after the task ran. The stream's records follow one another: one starts no
+ * earlier than the previous one ended. */
+static void prof_record_task(emu_stream *s, const emu_task *t, uint64_t start_ns, uint64_t end_ns)
+{
+    if (start_ns < s->prof_end_ns) {
+        start_ns = s->prof_end_ns;
+    }
+    s->prof_end_ns = end_ns;
+    if (t->api[0] == '\0') {
+        return; /* a replay's bracket: recorded as the replay's own record */
+    }
+    emu_record r = {s->device, (uintptr_t)t->handle, (uintptr_t)t->event, (uintptr_t)t->graph,
+                    task_kind(t->api), t->api, t->detail != NULL ? t->detail : "", start_ns, end_ns};
+    prof_append(&r);
+}
+
+int pyaclnnEmuProfRecordStart(const uint32_t *devices, uint32_t count)
+{
+    pthread_mutex_lock(&g_rec_lock);
+    memset(g_rec_devices, 0, sizeof g_rec_devices);
+    for (uint32_t i = 0; i < count; i++) {
+        if (devices[i] < EMU_MAX_DEVICES) {
+            g_rec_devices[devices[i]] = 1;
+        }
+    }
+    __atomic_store_n(&g_recording, 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&g_rec_lock);
+    return 0;
+}
+
+void pyaclnnEmuProfRecordStop(void)
+{
+    pthread_mutex_lock(&g_rec_lock);
+    __atomic_store_n(&g_recording, 0, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&g_rec_lock);
+}
+
+static int record_order(const void *a, const void *b)
+{
+    const emu_record *x = a, *y = b;
+    if (x->start_ns != y->start_ns) {
+        return x->start_ns < y->start_ns ? -1 : 1;
+    }
+    return x->end_ns < y->end_ns ? -1 : x->end_ns > y->end_ns;
+}
+
+int pyaclnnEmuProfRecordWrite(const char *file)
+{
+    pthread_mutex_lock(&g_rec_lock);
+    emu_record *records = g_records;
+    size_t n = g_record_count;
+    g_records = NULL;
+    g_record_count = g_record_cap = 0;
+    pthread_mutex_unlock(&g_rec_lock);
+    if (n > 1) { /* qsort of NULL is undefined, even for 0 elements */
+        qsort(records, n, sizeof *records, record_order);
+    }
+    FILE *out = fopen(file, "a");
+    int rc = out == NULL ? -1 : 0;
+    for (size_t i = 0; out != NULL && i < n; i++) {
+        const emu_record *r = &records[i];
+        fprintf(out,
+                "{\"device\": %d, \"stream\": \"0x%" PRIxPTR "\", \"kind\": \"%s\", \"name\": \"%s%s\", "
+                "\"start_ns\": %" PRIu64 ", \"end_ns\": %" PRIu64,
+                r->device, r->stream, r->kind, r->api, r->detail, r->start_ns, r->end_ns);
+        if (r->event != 0) {
+            fprintf(out, ", \"event\": \"0x%" PRIxPTR "\"", r->event);
+        }
+        if (r->graph != 0) {
+            fprintf(out, ", \"graph\": \"0x%" PRIxPTR "\"", r->graph);
+        }
+        fputs("}\n", out);
+    }
+    if (out != NULL && fclose(out) != 0) {
+        rc = -1;
+    }
+    free(records);
+    return rc;
+}
+
+void emu_task_set_detail(emu_task *task, const char *detail) { task->detail = detail; }
+
 /* Simulated device time, kept per stream: a task starts when it was queued
  * or when the previous task of its stream ended, whichever is later; a
  * kernel then lasts sleep_us (plus the emulator's own compute time) and its
@@ -298,13 +440,21 @@ static void task_execute(emu_stream *s, emu_task *t)
     uint64_t start = t->queued_ns > s->device_clock_ns ? t->queued_ns : s->device_clock_ns;
     uint64_t end = start + (t->sleep_us > 0 ? (uint64_t)t->sleep_us * 1000u : 0u);
     uint64_t now = now_ns();
+    /* The profiler (aclprofStart .. aclprofStop): one flag read per task while it is off. */
+    int recording = __atomic_load_n(&g_recording, __ATOMIC_ACQUIRE);
+    /* A kernel's record starts with its device time, so it spans its whole simulated time. */
+    uint64_t record_start = t->sleep_us > 0 && start < now ? start : now;
     if (end > now) {
         emu_sleep_us((long)((end - now + 999u) / 1000u));
     }
     t->device_ns = end;
     t->run(t->ctx, t);
-    uint64_t spent = now_ns() - (end > now ? end : now);
+    uint64_t done = now_ns();
+    uint64_t spent = done - (end > now ? end : now);
     s->device_clock_ns = end + (t->sleep_us > 0 ? spent : 0u);
+    if (recording) {
+        prof_record_task(s, t, record_start, done);
+    }
     task_release_ctx(t);
 }
 
@@ -845,9 +995,9 @@ static void run_wait(void *ctx, emu_task *task)
 }
 
 /* Queue `run` on `stream` for the given record of the event (the job holds
- * a reference to the event). */
+ * a reference to the event); `graph`: the graph whose replay queues it, or NULL. */
 static aclError submit_event_job(const char *api, emu_event *e, uint64_t record, aclrtStream stream,
-                                 void (*run)(void *ctx, emu_task *task))
+                                 void (*run)(void *ctx, emu_task *task), const void *graph)
 {
     event_job *job = malloc(sizeof *job);
     if (job == NULL) {
@@ -863,6 +1013,8 @@ static aclError submit_event_job(const char *api, emu_event *e, uint64_t record,
         pyaclnnEmuSetError("%s: out of host memory", api);
         return ACL_ERROR_RT_RESOURCE_ALLOC_FAIL;
     }
+    task->event = e;
+    task->graph = graph;
     return emu_task_submit(task, stream, NULL);
 }
 
@@ -923,7 +1075,7 @@ aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream)
     if (rc != ACL_SUCCESS) {
         return rc;
     }
-    return submit_event_job(api, e, record, stream, run_marker);
+    return submit_event_job(api, e, record, stream, run_marker, NULL);
 }
 
 aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent event)
@@ -961,7 +1113,7 @@ aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent event)
         return rc;
     }
     /* A never-recorded event is complete: nothing to wait for. */
-    return record == 0 ? ACL_SUCCESS : submit_event_job(api, e, record, stream, run_wait);
+    return record == 0 ? ACL_SUCCESS : submit_event_job(api, e, record, stream, run_wait, NULL);
 }
 
 aclError aclrtQueryEventStatus(aclrtEvent event, aclrtEventRecordedStatus *status)
@@ -1417,6 +1569,8 @@ static aclError replay_task(emu_graph *g, emu_task *recorded, aclrtStream stream
         pyaclnnEmuSetError("aclmdlRIExecuteAsync: out of host memory");
         return ACL_ERROR_RT_RESOURCE_ALLOC_FAIL;
     }
+    task->detail = recorded->detail;
+    task->graph = g;
     int used = 0;
     pthread_mutex_lock(&emu_lock);
     for (size_t i = 0; used == 0 && i < recorded->nblocks; i++) {
@@ -1429,6 +1583,54 @@ static aclError replay_task(emu_graph *g, emu_task *recorded, aclrtStream stream
         return ACL_ERROR_RT_RESOURCE_ALLOC_FAIL;
     }
     return emu_task_submit(task, stream, NULL);
+}
+
+/* The profiler's record of one replay: a zero-time task before its tasks notes when they
+ * start, one after them records the span (tasks named "", which are not recorded themselves). */
+typedef struct {
+    const void *graph;
+    uint64_t start_ns;
+} replay_span;
+
+static void run_span_begin(void *ctx, emu_task *task)
+{
+    (void)task;
+    ((replay_span *)ctx)->start_ns = now_ns();
+}
+
+static void run_span_end(void *ctx, emu_task *task)
+{
+    replay_span *span = ctx;
+    uint64_t end = now_ns();
+    emu_record r = {task->stream->device, (uintptr_t)task->handle, 0, (uintptr_t)span->graph, "replay",
+                    "aclmdlRIExecuteAsync", "", span->start_ns, end};
+    prof_append(&r);
+    free(span); /* here, not as the task's release: a failed end task must not free it under the first */
+}
+
+/* The span of a replay, its first task queued; NULL (nothing recorded) when out of memory. */
+static replay_span *replay_span_submit(const void *graph, aclrtStream stream)
+{
+    replay_span *span = calloc(1, sizeof *span);
+    if (span == NULL) {
+        return NULL;
+    }
+    span->graph = graph;
+    emu_task *task = emu_task_new("", run_span_begin, NULL, span, 0);
+    if (task == NULL || emu_task_submit(task, stream, NULL) != ACL_SUCCESS) {
+        free(span);
+        return NULL;
+    }
+    return span;
+}
+
+/* Its second task, which frees the span once it ran (out of host memory: the span is kept). */
+static void replay_span_end(replay_span *span, aclrtStream stream)
+{
+    emu_task *task = emu_task_new("", run_span_end, NULL, span, 0);
+    if (task != NULL) {
+        (void)emu_task_submit(task, stream, NULL);
+    }
 }
 
 aclError aclmdlRIExecuteAsync(aclmdlRI modelRI, aclrtStream stream)
@@ -1458,6 +1660,10 @@ aclError aclmdlRIExecuteAsync(aclmdlRI modelRI, aclrtStream stream)
     if (rc != ACL_SUCCESS) {
         return rc;
     }
+    replay_span *span = NULL;
+    if (__atomic_load_n(&g_recording, __ATOMIC_ACQUIRE)) { /* the profiler's "replay" record */
+        span = replay_span_submit(g, stream);
+    }
     for (const emu_step *step = g->head; rc == ACL_SUCCESS && step != NULL; step = step->next) {
         if (step->task != NULL) {
             rc = replay_task(g, step->task, stream);
@@ -1467,10 +1673,13 @@ aclError aclmdlRIExecuteAsync(aclmdlRI modelRI, aclrtStream stream)
         uint64_t record = step->record ? ++step->event->recorded : step->event->recorded;
         pthread_mutex_unlock(&emu_lock);
         if (step->record) {
-            rc = submit_event_job("aclrtRecordEvent", step->event, record, stream, run_marker);
+            rc = submit_event_job("aclrtRecordEvent", step->event, record, stream, run_marker, g);
         } else if (record > 0) { /* a never-recorded event is complete: nothing to wait for */
-            rc = submit_event_job("aclrtStreamWaitEvent", step->event, record, stream, run_wait);
+            rc = submit_event_job("aclrtStreamWaitEvent", step->event, record, stream, run_wait, g);
         }
+    }
+    if (span != NULL) {
+        replay_span_end(span, stream);
     }
     graph_unref(g);
     return rc;

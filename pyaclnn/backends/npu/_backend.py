@@ -338,6 +338,43 @@ class NpuBackend(OperatorPhases):
     def aclmdlRIDestroy(self, model_ri: Any) -> int:
         return self._c.aclmdlRIDestroy(_graph(model_ri, "aclmdlRIDestroy"))
 
+    # -- profiler (aclprof*, libmsprofiler.so: optional, see _loading) -----------------
+    def aclprofInit(self, profiler_result_path: str | None, length: int) -> int:
+        api = "aclprofInit"
+        path = _cstring(profiler_result_path, api, "profiler_result_path")
+        try:
+            return self._c.aclprofInit(path, length)
+        except (TypeError, OverflowError) as exc:
+            raise self._bad_argument(api, (path, length), exc) from None
+
+    aclprofFinalize = _generic("aclprofFinalize")
+
+    def aclprofCreateConfig(
+        self,
+        device_id_list: Sequence[int],
+        aicore_metrics: int,
+        aicore_events: Any,
+        data_type_config: int,
+    ) -> Any | None:
+        api = "aclprofCreateConfig"
+        try:
+            devices = ffi.new("uint32_t[]", [d.__index__() for d in device_id_list])
+        except (TypeError, AttributeError, OverflowError) as exc:
+            kind = _reraised(exc) if isinstance(exc, OverflowError) else TypeError
+            raise kind(
+                f"{api}: device_id_list must be a sequence of uint32 values, got {_describe(device_id_list)}"
+            ) from None
+        args = (devices, len(device_id_list), aicore_metrics, _handle(aicore_events), data_type_config)
+        try:
+            result = self._c.aclprofCreateConfig(*args)
+        except (TypeError, OverflowError) as exc:
+            raise self._bad_argument(api, args, exc) from None
+        return None if result == NULL else result
+
+    aclprofDestroyConfig = _on_handle("aclprofDestroyConfig")
+    aclprofStart = _on_handle("aclprofStart")
+    aclprofStop = _on_handle("aclprofStop")
+
     aclrtMalloc = _generic("aclrtMalloc")
 
     def aclrtFree(self, ptr: int) -> int:

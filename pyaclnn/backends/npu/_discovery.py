@@ -11,6 +11,9 @@ A *home* is a CANN install root; its ``lib64`` must hold
   ``libopapi.so`` (CANN <= 8.3, everything). The split libraries win when
   present: CANN never ships both kinds for use together.
 
+and may hold ``libmsprofiler.so`` (the profiler, ``aclprof*``): optional, opened
+when present; without it the ``aclprof*`` calls raise ACL_ERROR_API_NOT_SUPPORT.
+
 Homes are tried in this order, the first complete one wins:
 ``$PYACLNN_ASCEND_HOME``, ``$ASCEND_HOME_PATH``, ``$ASCEND_TOOLKIT_HOME``,
 ``/usr/local/Ascend/cann``, ``/usr/local/Ascend/ascend-toolkit/latest``,
@@ -37,6 +40,7 @@ RUNTIME_LIBS = ("libascendcl.so", "libacl_rt.so")  # classic preference; reverse
 NNOPBASE_LIB = "libnnopbase.so"
 SPLIT_OP_LIBS = ("libopapi_nn.so", "libopapi_cv.so")  # CANN >= 8.5
 CLASSIC_OP_LIB = "libopapi.so"  # CANN <= 8.3
+OPTIONAL_LIBS = ("libmsprofiler.so",)  # aclprof* (hicann/runtime src/dfx/msprof/.../msprofiler)
 
 HOW_TO_FIX = (
     "Activate CANN first: `source /usr/local/Ascend/ascend-toolkit/set_env.sh` (CANN <= 8.3) or "
@@ -84,6 +88,8 @@ class Candidate:
         The operator libraries that will be loaded, in load order.
     missing : tuple[str, ...]
         Why the home is unusable, e.g. ``"no libnnopbase.so"`` (empty when usable).
+    optional : tuple[Path, ...]
+        The optional libraries present (``libmsprofiler.so``), opened after the others.
     """
 
     home: Path
@@ -92,6 +98,7 @@ class Candidate:
     nnopbase: Path | None = None
     op_libs: tuple[Path, ...] = ()
     missing: tuple[str, ...] = ()
+    optional: tuple[Path, ...] = ()
 
     @property
     def lib_dir(self) -> Path:
@@ -161,7 +168,8 @@ def _inspect(home: Path, source: str) -> Candidate:
         missing.append("no " + NNOPBASE_LIB)
     if not op_libs:
         missing.append(f"no operator library ({CLASSIC_OP_LIB} or {' / '.join(SPLIT_OP_LIBS)})")
-    return Candidate(home, source, runtime, nnopbase, op_libs, tuple(missing))
+    optional = tuple(p for p in map(have, OPTIONAL_LIBS) if p is not None)
+    return Candidate(home, source, runtime, nnopbase, op_libs, tuple(missing), optional)
 
 
 def search_homes(environ: Mapping[str, str] | None = None) -> list[tuple[Path, str]]:

@@ -1,7 +1,8 @@
 """Loading the npu backend's libraries: once per process, under a lock, on first use.
 
 :func:`load` opens the libraries :func:`.discover` chose, in dependency order
-(runtime, libnnopbase, operator libraries) with ``RTLD_NOW | RTLD_GLOBAL``,
+(runtime, libnnopbase, operator libraries, then the optional profiler library
+libmsprofiler.so when present and loadable) with ``RTLD_NOW | RTLD_GLOBAL``,
 then binds every function of ``include/decl`` to the first library that
 exports it. A function no library exports is bound to a stub: calling it
 raises :class:`pyaclnn.errors.AclError` (:class:`~pyaclnn.errors.AclnnError`
@@ -91,6 +92,11 @@ def _open(discovery: Discovery) -> Loaded:
                 f"could not be opened: {exc}\n{_LOAD_HINT}",
                 discovery,
             ) from exc
+    for path in chosen.optional:
+        try:
+            opened.append((path, ffi.dlopen(str(path), ffi.RTLD_NOW | ffi.RTLD_GLOBAL)))
+        except OSError:
+            pass  # optional: its functions are stubs, as when it is absent
     bound: dict[str, Any] = {}
     missing = set()
     for name in function_names():

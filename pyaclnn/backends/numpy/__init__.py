@@ -27,8 +27,12 @@ from ... import dtypes as _dtypes
 from ...constants import (
     ACL_ERROR_HOST_MEMORY_ALREADY_REGISTERED,
     ACL_ERROR_HOST_MEMORY_NOT_REGISTERED,
+    ACL_ERROR_INVALID_FILE,
     ACL_ERROR_INVALID_PARAM,
+    ACL_ERROR_INVALID_PROFILING_CONFIG,
     ACL_ERROR_INVALID_RESOURCE_HANDLE,
+    ACL_ERROR_PROF_MODULES_UNSUPPORTED,
+    ACL_ERROR_PROF_NOT_RUN,
     ACL_ERROR_REPEAT_FINALIZE,
     ACL_ERROR_REPEAT_INITIALIZE,
     ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT,
@@ -64,6 +68,7 @@ from ...constants import (
     ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE,
     ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED,
     ACL_MODEL_RI_CAPTURE_STATUS_NONE,
+    ACL_PROF_MSPROFTX,
     ACL_SUCCESS,
     ACLNN_ERR_INNER_NULLPTR,
     ACLNN_ERR_PARAM_INVALID,
@@ -71,12 +76,22 @@ from ...constants import (
     ACLNN_SUCCESS,
 )
 from .._interface import LIVE_COUNT_NAMES
+from . import _streams
 from ._capture import Capture, Graph, Modes
 from ._cvalues import c_address, c_bools, c_int, c_ints, c_size
 from ._heap import Allocation, Heap, HeapError
 from ._objects import BoolArray, IntArray, Registry, Stream, Tensor
 from ._ops import BACKWARD_WORKSPACE as BACKWARD_WORKSPACE
 from ._ops import OperatorsMixin
+from ._profiler import (
+    MAX_DEVICES,
+    PATH_MAX,
+    SUPPORTED,
+    Config,
+    Profiler,
+    ReplaySpan,
+    stored_data_type_config,
+)
 from ._streams import (
     SYNC_US,
     Device,
@@ -120,19 +135,22 @@ def _host_address(ptr: Any, memory: np.ndarray) -> int:
     return int(memory.__array_interface__["data"][0])
 
 
-def _record(event: Event, worker: Worker) -> None:
-    """Queue a record of ``event`` on ``worker``: the event now stands for the work queued there so far."""
+def _record(event: Event, worker: Worker, graph: int = 0) -> None:
+    """Queue a record of ``event`` on ``worker``: the event now stands for the work queued there so far.
+
+    ``graph``: the ``id`` of the graph whose replay queues it (0: none), for the profiler.
+    """
     marker = Marker()
     marker.worker = worker
-    marker.seq = worker.submit(Task(marker.run, what="aclrtRecordEvent"))
+    marker.seq = worker.submit(Task(marker.run, what="aclrtRecordEvent", event=id(event), graph=graph))
     event.marker = marker  # replaces what an earlier record captured
 
 
-def _wait(event: Event, worker: Worker) -> None:
+def _wait(event: Event, worker: Worker, graph: int = 0) -> None:
     """Queue on ``worker`` a wait for the latest record of ``event`` (nothing if never recorded)."""
     marker = event.marker
     if marker is not None:
-        worker.submit(Task(marker.wait, what="aclrtStreamWaitEvent"))
+        worker.submit(Task(marker.wait, what="aclrtStreamWaitEvent", event=id(event), graph=graph))
 
 
 def _device_count() -> int:
@@ -160,6 +178,9 @@ class NumpyBackend(OperatorsMixin):
         self.streams = Registry("stream")
         self.events = Registry("event")
         self.graphs = Registry("graph")  # aclmdlRI, from aclmdlRICaptureBegin until aclmdlRIDestroy
+        # aclprofConfig, from aclprofCreateConfig until aclprofDestroyConfig (not a live count)
+        self.prof_configs = Registry("profiler config")
+        self.profiler = Profiler()
         self.modes = Modes()
         self.devices = [Device(i) for i in range(_device_count())]
         self.hazards = Hazards()
@@ -466,7 +487,8 @@ class NumpyBackend(OperatorsMixin):
                 "stream of another device (ACL_ERROR_RT_STREAM_CONTEXT)",
             )
         if worker.capture is not None:  # each replay records the event anew, on the replay's stream
-            worker.capture.graph.add_event_step(partial(_record, event), event)
+            graph = worker.capture.graph
+            graph.add_event_step(partial(_record, event, graph=id(graph)), event)
             worker.capture.events.append(event)
             event.capture = worker.capture
             return ACL_SUCCESS
@@ -551,7 +573,8 @@ class NumpyBackend(OperatorsMixin):
             )
         worker = self._worker(stream)
         if worker.capture is not None:  # each replay waits for the record latest then
-            worker.capture.graph.add_event_step(partial(_wait, event), event)
+            graph = worker.capture.graph
+            graph.add_event_step(partial(_wait, event, graph=id(graph)), event)
             return ACL_SUCCESS
         _wait(event, worker)  # the record latest now; a later record does not change this wait
         return ACL_SUCCESS
@@ -718,7 +741,7 @@ class NumpyBackend(OperatorsMixin):
         self, api: str, dst: Any, dest_max: int, src: Any, count: int, kind: int
     ) -> tuple[int, Any]:
         """Check a memcpy; returns ``(status, ranges)``, ranges None when there is nothing to copy,
-        else ``(target, source, allocations, pageable)``."""
+        else ``(target, source, allocations, pageable, direction)``, direction " H2D" and so on."""
         dest_max = c_size(dest_max, api, "destMax")
         count = c_size(count, api, "count")
         kind = c_int(kind, api, "kind")
@@ -745,7 +768,8 @@ class NumpyBackend(OperatorsMixin):
             return self._error(ACL_ERROR_INVALID_PARAM, str(exc)), None
         allocations = tuple(a for a in (target_alloc, source_alloc) if a is not None)
         pageable = target_alloc is None or source_alloc is None  # a host buffer object
-        return ACL_SUCCESS, (target, source, allocations, pageable)
+        direction = f" {src_side[0].upper()}2{dst_side[0].upper()}"
+        return ACL_SUCCESS, (target, source, allocations, pageable, direction)
 
     def aclrtMemcpy(self, dst: Any, dest_max: int, src: Any, count: int, kind: int) -> int:
         # Synchronous and immediate: CANN does not synchronize any stream for it.
@@ -772,13 +796,14 @@ class NumpyBackend(OperatorsMixin):
         status, ranges = self._copy_ranges(api, dst, dest_max, src, count, kind)
         if ranges is None:
             return status
-        target, source, allocations, pageable = ranges
+        target, source, allocations, pageable, direction = ranges
         worker = self._worker(stream)
         if pageable:
             status = self._pageable_status(api, worker)
             if status:
                 return status
-        seq = self._submit(worker, Task(partial(np.copyto, target, source), allocations, what=api))
+        task = Task(partial(np.copyto, target, source), allocations, what=api, detail=direction)
+        seq = self._submit(worker, task)
         if pageable:
             # CANN returns only once a copy from or to pageable memory is done,
             # still in order after the stream's earlier work.
@@ -966,8 +991,14 @@ class NumpyBackend(OperatorsMixin):
             return self._captured(api, worker)
         if any(model_ri is w.capture.graph for d in self.devices for w in d.workers() if w.capture):
             return self._error(ACL_ERROR_RT_STREAM_CAPTURED, f"{api}: modelRI is still being captured")
+        recorder = _streams.RECORDER
+        span = None if recorder is None else ReplaySpan(recorder, worker, id(model_ri))
+        if span is not None:  # the profiler's "replay" record, from its first task to its last
+            worker.submit(Task(span.begin))
         for step in model_ri.steps:  # in order, each task with its simulated kernel time
             step(worker)
+        if span is not None:
+            worker.submit(Task(span.end))
         return ACL_SUCCESS
 
     def aclmdlRIDestroy(self, model_ri: Any) -> int:
@@ -982,6 +1013,178 @@ class NumpyBackend(OperatorsMixin):
                 f"{api}: modelRI is still being captured (aclmdlRICaptureEnd first)",
             )
         self.graphs.remove(model_ri)  # replays already queued hold their tasks and still run
+        return ACL_SUCCESS
+
+    # -- profiler (aclprof*): the rules and their sources are in _profiler.py --------------
+    def aclprofInit(self, profiler_result_path: str | None, length: int) -> int:
+        api = "aclprofInit"
+        if profiler_result_path is None:
+            return self._error(ACL_ERROR_INVALID_PARAM, f"{api}: profilerResultPath is NULL")
+        length = c_size(length, api, "length")
+        if length == 0 or length >= PATH_MAX:
+            return self._error(
+                ACL_ERROR_INVALID_PARAM,
+                f"{api}: length {length} of profilerResultPath must be in [1, {PATH_MAX})",
+            )
+        raw = profiler_result_path.encode("utf-8")
+        strlen = raw.find(b"\0") if b"\0" in raw else len(raw)
+        if strlen != length:
+            return self._error(
+                ACL_ERROR_INVALID_PARAM,
+                f"{api}: length {length} is not the length of profilerResultPath ({strlen} bytes)",
+            )
+        profiler = self.profiler
+        with profiler.lock:
+            if profiler.path is not None:
+                return self._error(
+                    ACL_ERROR_REPEAT_INITIALIZE,
+                    f"{api}: profiling is already initialized (result path {profiler.path}); call "
+                    "aclprofFinalize first (ACL_ERROR_REPEAT_INITIALIZE)",
+                )
+            path = os.path.abspath(raw[:length].decode("utf-8", "replace"))
+            try:
+                os.makedirs(path, exist_ok=True)
+            except OSError as exc:
+                return self._error(
+                    ACL_ERROR_INVALID_FILE, f"{api}: profilerResultPath {path} cannot be made: {exc}"
+                )
+            if not os.access(path, os.R_OK | os.W_OK | os.X_OK):
+                return self._error(
+                    ACL_ERROR_INVALID_FILE, f"{api}: profilerResultPath {path} is not accessible"
+                )
+            profiler.path = path
+        return ACL_SUCCESS
+
+    def aclprofFinalize(self) -> int:
+        profiler = self.profiler
+        with profiler.lock:
+            if profiler.path is None:
+                return self._prof_not_run("aclprofFinalize")
+            try:
+                profiler.finalize()
+            except OSError as exc:  # the directory went away since aclprofInit
+                return self._error(ACL_ERROR_INVALID_FILE, f"aclprofFinalize: {exc}")
+        return ACL_SUCCESS
+
+    def _prof_not_run(self, api: str) -> int:
+        return self._error(
+            ACL_ERROR_PROF_NOT_RUN,
+            f"{api}: profiling is not initialized; call aclprofInit first (ACL_ERROR_PROF_NOT_RUN)",
+        )
+
+    def aclprofCreateConfig(
+        self,
+        device_id_list: Sequence[int] | None,
+        aicore_metrics: int,
+        aicore_events: Any,
+        data_type_config: int,
+    ) -> Config | None:
+        api = "aclprofCreateConfig"
+        metrics = c_int(aicore_metrics, api, "aicoreMetrics")
+        data_type_config = c_int(data_type_config, api, "dataTypeConfig", (0, 2**64 - 1))
+        if device_id_list is None:
+            devices: list[int] = []  # CANN: a NULL list with deviceNums 0
+        else:
+            devices = [c_int(d, api, "deviceIdList", (0, 2**32 - 1)) for d in device_id_list]
+        if aicore_events is not None:
+            return self._no_config(f"{api}: aicoreEvents must be NULL")
+        if len(devices) > MAX_DEVICES:
+            return self._no_config(f"{api}: deviceNums {len(devices)} is above {MAX_DEVICES}")
+        count = len(self.devices)
+        if len(devices) > count:
+            return self._no_config(
+                f"{api}: deviceNums {len(devices)} is above the device count {count}",
+            )
+        for i, device in enumerate(devices):
+            if device >= count:
+                return self._no_config(
+                    f"{api}: deviceIdList[{i}] is {device}; a device id must be in [0, {count})",
+                )
+            if device in devices[:i]:
+                return self._no_config(f"{api}: deviceIdList[{i}]: device {device} is given twice")
+        if not devices and not data_type_config & ACL_PROF_MSPROFTX:
+            return self._no_config(f"{api}: deviceNums is 0; it can be 0 only with ACL_PROF_MSPROFTX")
+        config = Config(tuple(devices), metrics, stored_data_type_config(data_type_config))
+        return self.prof_configs.add(config)
+
+    def _no_config(self, message: str) -> Config | None:
+        """aclprofCreateConfig's NULL, with the reason left in the recent error message."""
+        self._error(ACL_ERROR_INVALID_PARAM, message)
+        return None
+
+    def aclprofDestroyConfig(self, profiler_config: Any) -> int:
+        api = "aclprofDestroyConfig"
+        if profiler_config is None:
+            return self._error(ACL_ERROR_INVALID_PARAM, f"{api}: profilerConfig is NULL")
+        if not self.prof_configs.remove(profiler_config):
+            return self._dead_config(api)
+        return ACL_SUCCESS
+
+    def _dead_config(self, api: str) -> int:
+        # CANN does not check this (a destroyed config is freed memory): the emulations' choice.
+        return self._error(
+            ACL_ERROR_INVALID_PARAM,
+            f"{api}: profilerConfig is not a live aclprofConfig (destroyed, or not from aclprofCreateConfig)",
+        )
+
+    def _config_status(self, config: Any, api: str) -> int:
+        """preCheckProfConfig: a live config whose dataTypeConfig CANN supports."""
+        if config is None:
+            return self._error(ACL_ERROR_INVALID_PARAM, f"{api}: profilerConfig is NULL")
+        if not self.prof_configs.is_live(config):
+            return self._dead_config(api)
+        unsupported = config.data_type_config & ~SUPPORTED
+        if unsupported:
+            return self._error(
+                ACL_ERROR_PROF_MODULES_UNSUPPORTED,
+                f"{api}: dataTypeConfig {config.data_type_config:#x} has bits {unsupported:#x} that are not "
+                f"supported (supported: {SUPPORTED:#x}) (ACL_ERROR_PROF_MODULES_UNSUPPORTED)",
+            )
+        return ACL_SUCCESS
+
+    def _consistent(self, config: Config, api: str) -> int:
+        """CheckConfigConsistency: ``config`` asks for what runs (called while something runs)."""
+        running = self.profiler.running
+        if config.data_type_config != running:
+            return self._error(
+                ACL_ERROR_INVALID_PROFILING_CONFIG,
+                f"{api}: dataTypeConfig {config.data_type_config:#x} differs from that of the running "
+                f"aclprofStart ({running:#x}) (ACL_ERROR_INVALID_PROFILING_CONFIG)",
+            )
+        return ACL_SUCCESS
+
+    def aclprofStart(self, profiler_config: Any) -> int:
+        api = "aclprofStart"
+        status = self._config_status(profiler_config, api)
+        if status:
+            return status
+        profiler = self.profiler
+        with profiler.lock:
+            if profiler.running is not None:  # a second start changes nothing, if consistent
+                return self._consistent(profiler_config, api)
+            if profiler.path is None:
+                return self._prof_not_run(api)
+            profiler.start(profiler_config)
+        return ACL_SUCCESS
+
+    def aclprofStop(self, profiler_config: Any) -> int:
+        api = "aclprofStop"
+        profiler = self.profiler
+        if profiler_config is None:  # CANN: the running configuration, success when none runs
+            with profiler.lock:
+                profiler.stop()
+            return ACL_SUCCESS
+        status = self._config_status(profiler_config, api)
+        if status:
+            return status
+        with profiler.lock:
+            if profiler.path is None:
+                return self._prof_not_run(api)
+            if profiler.running is not None:
+                status = self._consistent(profiler_config, api)
+                if status:
+                    return status
+            profiler.stop()
         return ACL_SUCCESS
 
     # -- descriptors --------------------------------------------------------

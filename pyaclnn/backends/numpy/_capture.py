@@ -90,6 +90,7 @@ class Graph:
     events: list[Any] = field(default_factory=list, repr=False)  # recorded or waited for by steps
 
     def add_task(self, task: Task) -> None:
+        task.graph = id(self)  # the profiler's "graph" of the task, at each replay
         self.tasks.append(task)
         self.steps.append(lambda worker: worker.submit(task))
 

@@ -107,6 +107,12 @@ class Task:
         C name of the call that enqueued the task, for error messages.
     min_ns : int
         Simulated device time: the task takes at least this long.
+    detail : str
+        Appended to ``what`` in the profiler's record (a copy's direction, ``" H2D"``).
+    event : int
+        The ``id`` of the event a record or wait task is for (0: none), for the profiler.
+    graph : int
+        The ``id`` of the graph (aclmdlRI) that recorded the task (0: none), for the profiler.
     """
 
     run: Callable[[], None]
@@ -114,6 +120,9 @@ class Task:
     owner: object | None = None
     what: str = ""
     min_ns: int = 0
+    detail: str = ""
+    event: int = 0
+    graph: int = 0
 
 
 class Worker:
@@ -290,6 +299,8 @@ class Worker:
 
     def _execute(self, task: Task) -> None:
         """Run one task; a failure becomes the stream's sticky error, never vanishes."""
+        recorder = RECORDER  # the profiler's, from aclprofStart to aclprofStop; else None
+        start_ns = time.monotonic_ns() if recorder is not None else 0
         try:
             # Device time passes before the task writes, so a caller that
             # does not synchronize sees the old contents.
@@ -301,6 +312,8 @@ class Worker:
             self._fail(ACL_ERROR_RT_MEMORY_ALLOCATION, f"{task.what}: out of host memory: {exc}")
         except Exception as exc:  # a bug of the emulation: keep it, report it at the synchronize
             self._fail(ACL_ERROR_RT_INTERNAL_ERROR, f"{task.what}: unexpected {type(exc).__name__}: {exc}")
+        if recorder is not None:
+            recorder.add(self, task, start_ns, time.monotonic_ns())
 
     def _fail(self, status: int, message: str) -> None:
         with self._lock:
@@ -309,6 +322,9 @@ class Worker:
 
 
 _LIVE_WORKERS: weakref.WeakSet[Worker] = weakref.WeakSet()
+#: The numpy backend's profiler records (``_profiler.Recorder``) while aclprofStart..aclprofStop
+#: runs with task time; None otherwise, and then a task costs one read of it.
+RECORDER: Any = None
 
 
 def _restart_workers_in_child() -> None:
