@@ -132,9 +132,16 @@ class Profile:
             with _lock:
                 _active = None
         if failures:
+            interrupts = [f for f in failures if not isinstance(f, Exception)]
+            if interrupts:  # a Ctrl-C while ending is never turned into a warning
+                raise interrupts[0]
             if exc is not None:  # the block's own error goes on; the cleanup's are told, not raised
                 for failure in failures:
-                    warnings.warn(f"pyaclnn.profile: while ending the profile: {failure!r}", stacklevel=2)
+                    warnings.warn(
+                        f"pyaclnn.profile: while ending the profile: {failure!r}",
+                        RuntimeWarning,
+                        stacklevel=2,
+                    )
                 return
             raise failures[0]
 
@@ -153,7 +160,7 @@ class Profile:
         for step in steps:
             try:
                 step()
-            except Exception as error:  # noqa: BLE001  (the first is raised after every step ran)
+            except BaseException as error:  # noqa: BLE001  (Ctrl-C too: the later steps still run)
                 failures.append(error)
         return failures
 
@@ -180,7 +187,8 @@ def profile(
     copy, event record or wait, ``Stream.synchronize`` and ``DeviceArray.numpy``, per
     Python thread. When the block ends, errors included, it waits for the devices, then
     stops, destroys the configuration and finalizes (each step runs even if an earlier one
-    failed; an error of the block is never hidden), and writes ``p.trace_path``,
+    failed; the first error of those steps is raised once all ran, or, if the block raised,
+    given as a RuntimeWarning: the block's error is never hidden), and writes ``p.trace_path``,
     ``<path>/pyaclnn_trace.json``: ``{"traceEvents": [...], "displayTimeUnit": "ms"}``, to
     open in https://ui.perfetto.dev or chrome://tracing.
 

@@ -283,3 +283,24 @@ def test_work_queued_before_the_block_is_waited_for_not_recorded(backend, slow_k
             assert stream.query()  # the profile waited for it on entering
         _close(out, indices, dx)
     assert _slices(_load(p), cat="kernel") == []
+
+
+def test_a_failing_ending_step_leaves_the_others_run_and_is_raised_or_warned(backend, tmp_path, monkeypatch):
+    real_stop = pyaclnn.acl.prof.stop
+
+    def failing_stop(config: Any, *, backend: str | None = None) -> None:
+        real_stop(config, backend=backend)
+        raise RuntimeError("stop failed (test)")
+
+    monkeypatch.setattr(pyaclnn.acl.prof, "stop", failing_stop)
+    with pytest.raises(RuntimeError, match="stop failed"):
+        with pyaclnn.profile(tmp_path / "a", backend=backend) as p:
+            pass
+    assert Path(p.trace_path).exists()  # written after the failed step
+    with pytest.raises(ZeroDivisionError), pytest.warns(RuntimeWarning, match="stop failed"):
+        with pyaclnn.profile(tmp_path / "b", backend=backend):
+            1 / 0  # noqa: B018
+    monkeypatch.undo()
+    with pyaclnn.profile(tmp_path / "c", backend=backend) as q:  # finalize ran both times
+        pyaclnn.max_pool3d_with_argmax(_x(), 2, backend=backend)
+    assert len(_slices(_load(q), cat="kernel")) == 1
