@@ -103,15 +103,11 @@ def end() -> Session | None:
 
 
 def handle_label(backend: str, handle: Any) -> str:
-    """A stream, event or graph handle as the emulations name it in their device records:
-    the numpy backend's worker label (streams) or hex of ``id()``; on npu the handle's address
-    as ``"0x%lx"``, ``"0x0"`` for NULL (a device's default stream)."""
-    if backend == "numpy":
-        worker = getattr(handle, "worker", None)
-        return str(worker.label) if worker is not None else f"{id(handle):#x}"
-    from .backends.npu._ffi import ffi
+    """A stream, event or graph handle as the emulations name it in their device records
+    (``pyaclnn.acl._handles.label``)."""
+    from .acl._handles import label
 
-    return f"{int(ffi.cast('uintptr_t', handle)):#x}"
+    return label(handle, backend)
 
 
 def stream_args(state: Any) -> dict[str, Any]:
