@@ -16,6 +16,7 @@ from . import backends as _backends
 from . import constants
 from . import functional as _functional
 from ._graph import Graph, GraphCaptureError, graph
+from ._profile import Profile, profile
 from .errors import AclError, AclnnError, AclOutOfMemoryError
 from .functional import *  # noqa: F403  (one call per operator of the table: functional.__all__)
 from .runtime import (
@@ -85,6 +86,7 @@ __all__ = [
     "ExternalStream",
     "Graph",
     "GraphCaptureError",
+    "Profile",
     "Stream",
     "bfloat16",
     "constants",
@@ -99,6 +101,7 @@ __all__ = [
     "get_backend",
     "graph",
     "memory_pool",
+    "profile",
     "set_backend",
     "set_deterministic",
     "set_device",

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _captures, _context, acl
+from . import _captures, _context, _timeline, acl
 from ._array import DeviceArray, host_array, to_device
 from ._executors import Call
 from ._host_memory import HostMemory, Mapping
@@ -440,7 +440,10 @@ class Launch:
         # Per-call parameter arrays die with the call: a plan holding them must not be kept.
         call = Call(op, args, self._arrays is None, outputs, admit)
         try:
-            self.stream._state.executors.launch(call)
+            if _timeline.recording:  # the one check when nothing is profiled (pyaclnn.profile)
+                _timeline.launch(self.stream._state, call)
+            else:
+                self.stream._state.executors.launch(call)
         except AclnnError as exc:
             raise _in_python_terms(exc, op.spec.params) from None
         if host_results is not None and not call.computed:

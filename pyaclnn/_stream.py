@@ -24,7 +24,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
-from . import _context, _decl, _executors, acl
+from . import _context, _decl, _executors, _timeline, acl
 from . import backends as _backends
 from ._pool import Block
 from .errors import AclError, make_error
@@ -117,7 +117,10 @@ class StreamState:
             if not self.open:
                 raise ValueError("stream is closed")
             with self._ctx.on_device(self.device):
-                self.enqueue_held(call, *args)
+                if _timeline.recording:  # the one check when nothing is profiled (pyaclnn.profile)
+                    _timeline.timed(f"acl.rt.{call.__name__}", self, self.enqueue_held, call, *args)
+                else:
+                    self.enqueue_held(call, *args)
 
     def enqueue_held(self, call: Callable[..., Any], *args: Any) -> None:
         """:meth:`enqueue` for a caller that holds the lock, has checked the stream is open and
@@ -390,7 +393,12 @@ class Stream(_Owned):
         ValueError
             If the stream is closed.
         """
-        if not self._state.synchronize():
+        state = self._state
+        if _timeline.recording:  # the one check when nothing is profiled (pyaclnn.profile)
+            synchronized = _timeline.timed("Stream.synchronize", state, state.synchronize)
+        else:
+            synchronized = state.synchronize()
+        if not synchronized:
             self._check_open()  # raises
 
     def __enter__(self) -> Stream:

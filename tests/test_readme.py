@@ -98,6 +98,7 @@ def run_block(script: str, environment: dict[str, str], backend: str, home: Path
     """Run ``script`` in a new process on ``backend``, with ``environment`` on top of a clean one."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(_INHERITED_OUT)}
     env["PYACLNN_BACKEND"] = backend
+    env["PYTHONPATH"] = str(ROOT)  # this checkout's pyaclnn, not an installed one
     if home is not None:
         env["PYACLNN_ASCEND_HOME"] = str(home)
     env["PYACLNN_EMU_HAZARD_FATAL"] = "1"  # a hazard aborts, with the stack that caused it
