@@ -34,7 +34,8 @@ from bench_overhead import progress, use_emulator  # noqa: E402
 
 SHAPE = (1, 2, 8, 8, 8)
 ROW_HEIGHT = 26
-LABEL_WIDTH = 300  # the row names' column
+LABEL_WIDTH = 300  # the row names' column, at least
+CHAR_WIDTH = 6.5  # of the 11 px sans-serif font, about: widens the column for long row names
 PLOT_WIDTH = 1100
 TOP = 52  # room for the title and the legend
 AXIS = 30  # room for the time axis below the rows
@@ -126,7 +127,8 @@ def render(trace: dict[str, Any], title: str) -> tuple[str, int, list[str]]:
     span = max(end - start, 1e-3)
     scale = PLOT_WIDTH / span
     height = TOP + ROW_HEIGHT * len(rows) + AXIS
-    width = LABEL_WIDTH + PLOT_WIDTH + 20
+    label_width = max([LABEL_WIDTH] + [round(16 + CHAR_WIDTH * len(name)) for _, name in rows])
+    width = label_width + PLOT_WIDTH + 20
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'font-family="sans-serif" font-size="11">',
@@ -154,7 +156,7 @@ def render(trace: dict[str, Any], title: str) -> tuple[str, int, list[str]]:
         top = TOP + row_of[key] * ROW_HEIGHT
         for s, depth in zip(row_slices, _depths(row_slices)):
             inset = 3 + 5 * depth
-            x = LABEL_WIDTH + (s["ts"] - start) * scale
+            x = label_width + (s["ts"] - start) * scale
             w = max(s["dur"] * scale, 1.0)
             h = max(ROW_HEIGHT - 2 * inset, 4)
             kind = "captured" if s["args"].get("captured") else s.get("cat", "host")
@@ -173,12 +175,12 @@ def render(trace: dict[str, Any], title: str) -> tuple[str, int, list[str]]:
                     f"{escape(label)}</text>"
                 )
     axis_y = TOP + ROW_HEIGHT * len(rows) + 4
-    right = LABEL_WIDTH + PLOT_WIDTH
-    out.append(f'<line x1="{LABEL_WIDTH}" y1="{axis_y}" x2="{right}" y2="{axis_y}" stroke="#333"/>')
+    right = label_width + PLOT_WIDTH
+    out.append(f'<line x1="{label_width}" y1="{axis_y}" x2="{right}" y2="{axis_y}" stroke="#333"/>')
     step = _tick(span)
     t = 0.0
     while t <= span + 1e-9:
-        x = LABEL_WIDTH + t * scale
+        x = label_width + t * scale
         out.append(f'<line x1="{x:.2f}" y1="{axis_y}" x2="{x:.2f}" y2="{axis_y + 5}" stroke="#333"/>')
         out.append(f'<text x="{x:.2f}" y="{axis_y + 17}" text-anchor="middle">{t / 1000:g} ms</text>')
         t += step
@@ -190,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--backend", choices=("npu", "numpy"), default="npu", help="npu: over the emulator")
     parser.add_argument("--calls", type=int, default=6, help="calls in the chain (default 6)")
-    parser.add_argument("--kernel-us", type=int, default=300, help="simulated kernel time (default 300)")
+    parser.add_argument("--kernel-us", type=int, default=100, help="simulated kernel time (default 100)")
     parser.add_argument(
         "--out", default=os.path.join(_common.REPO, "docs", "images", "timeline.svg"), help="the SVG to write"
     )
