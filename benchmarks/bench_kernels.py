@@ -56,7 +56,12 @@ PyTorch's OpenMP threads keep spinning for about 10 ms (measured here: the
 process burns 8-10 ms of CPU in a 20 ms sleep after a torch op), and on a
 2-core machine whatever runs next shares the cores with them. Without the
 pause the contender that follows a torch op in the round paid for torch's
-spinning.
+spinning. Even after 25 ms, a call right after a torch op is slower (fp16
+max-pool backward at load 3, 15 rounds: first quartile 3.1-3.3 ms after a
+torch op, 1.9-2.6 ms after a pyaclnn call, on the NumPy, device and kernel
+paths alike; 2.1-2.3 ms after 100 ms), and with the order rotating each
+contender always follows the same one: the NumPy path followed a torch op in
+every round. So the pause after a torch op is at least ``TORCH_SETTLE_MS``.
 
 Peak extra memory of one call of each path (tracemalloc, which sees NumPy's
 buffers: the peak during the call minus the outputs it returns when it
@@ -103,6 +108,7 @@ DEVICE_GEOMEAN_TARGET = 0.5  # path (c) against torch's best
 NUMPY_VS_DEVICE_TARGET = 1.15  # path (a) against path (c), on every case
 MEMORY_TARGET = 2.0
 SETTLE_MS = 25.0  # pause before every timed call (see the module docstring)
+TORCH_SETTLE_MS = 100.0  # and at least this after a torch op
 
 INTERP = {"bilinear": 0, "nearest": 1}
 PADDING = {"zeros": 0, "border": 1, "reflection": 2}
@@ -451,7 +457,9 @@ def time_settled(
 
     Each call is timed by ``time_interleaved`` itself (one contender, one
     round), so the order (rotating each round) and the timer are the same;
-    only the idle machine at the start of every call is added. ``preempted``,
+    only the idle machine at the start of every call is added (at least
+    ``TORCH_SETTLE_MS`` after a contender whose name starts with "torch", see
+    the module docstring). ``preempted``,
     when given, receives for each call whether a thread of the process was
     preempted during it (:func:`_preemptions`; True where unknown).
     """
@@ -459,10 +467,12 @@ def time_settled(
         fn()  # warm-up, as time_interleaved's
     times: dict[str, list[float]] = {name: [] for name in fns}
     order = list(fns)
+    previous = ""
     for round_ in range(repeat):
         shift = round_ % len(order)
         for name in order[shift:] + order[:shift]:
-            time.sleep(settle)
+            time.sleep(max(settle, TORCH_SETTLE_MS / 1e3) if previous.startswith("torch") else settle)
+            previous = name
             before = _preemptions()
             times[name] += _common.time_interleaved({name: fns[name]}, 1, warmup=0)[name]
             if preempted is not None:
@@ -737,7 +747,8 @@ def main(argv: list[str] | None = None) -> int:
     compiled = [k for k, v in info["accel"]["kernels"].items() if v == "compiled"]
     print(
         f"pyaclnn numpy backend: max-pool kernels use {info['pyaclnn_kernel_threads']} thread(s) "
-        f"(PYACLNN_NUM_THREADS); repeat {args.repeat}, warm-up 1, settle {args.settle:g} ms"
+        f"(PYACLNN_NUM_THREADS); repeat {args.repeat}, warm-up 1, settle {args.settle:g} ms "
+        f"({max(args.settle, TORCH_SETTLE_MS):g} ms after a torch op)"
         f"{', quick shapes' if args.quick else ''}"
     )
     print(
