@@ -57,9 +57,10 @@ process burns 8-10 ms of CPU in a 20 ms sleep after a torch op), and on a
 2-core machine whatever runs next shares the cores with them. Without the
 pause the contender that follows a torch op in the round paid for torch's
 spinning. Even after 25 ms, a call right after a torch op is slower (fp16
-max-pool backward at load 3, 15 rounds: first quartile 3.1-3.3 ms after a
-torch op, 1.9-2.6 ms after a pyaclnn call, on the NumPy, device and kernel
-paths alike; 2.1-2.3 ms after 100 ms), and with the order rotating each
+max-pool backward at load 3, 15 rounds: first quartile 3.0-3.3 ms after a
+torch op against 1.9-2.6 ms after a pyaclnn call on the NumPy and device
+paths, 2.6-2.7 against 1.7-2.1 ms for the kernel alone; 2.2 ms after 100 ms,
+as after a pyaclnn call), and with the order rotating each
 contender always follows the same one: the NumPy path followed a torch op in
 every round. So the pause after a torch op is at least ``TORCH_SETTLE_MS``.
 
