@@ -120,6 +120,14 @@ def _check_three_paths(stdout: str) -> None:
         "device / torch best geometric mean <= 0.5",
     ):
         assert re.search(f"^target {re.escape(target)}: (met|MISSED) ", stdout, re.M), target
+    # the ratios again over the calls no thread of the process was preempted in, as information
+    header, rows = _table(stdout, "The same ratios over the calls")
+    calls = "such calls: numpy, device, torch, torch out="
+    assert header == ["case", "numpy/device", "device/torch best", calls], header
+    assert len(rows) == 11, stdout
+    for row in rows:
+        assert all(re.fullmatch(r"\d+\.\d\d|-", cell) for cell in row[1:3]), row
+        assert re.fullmatch(r"\d+, \d+, \d+, (\d+|-)", row[3]), row
     # the bandwidth floor is shown, no longer judged
     assert "target max-pool backward" not in stdout
     assert "bandwidth floor (information, no target)" in stdout

@@ -628,6 +628,37 @@ def test_the_pool_keeps_at_most_its_limit_idle():
     pool.free_all()
 
 
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, pyaclnn.bfloat16, np.int32, np.int64, np.bool_])
+def test_a_lent_result_is_its_shape_and_dtype_and_its_buffer_comes_back_when_the_last_view_dies(dtype):
+    """A result is a writable C-contiguous array of its shape and dtype on its own pages (built in
+    one step for the dtypes the array interface names, through bytes for bfloat16); the buffer is
+    reused only once no array over it is left, views included."""
+    from pyaclnn._host_pool import HostPool
+
+    pool = HostPool()
+    shape = (2, 3, 5, 7)
+    dt = np.dtype(dtype)
+    result, buffer = pool.lend(shape, dt)
+    assert result.shape == shape and result.dtype == dt and result.flags.c_contiguous
+    assert result.flags.writeable and result.ctypes.data % PAGE == 0
+    assert result.ctypes.data == buffer.ctypes.data and buffer.nbytes >= result.nbytes
+    result[...] = np.arange(result.size).reshape(shape).astype(dt)
+    view = result[1, ::2]
+    del result
+    assert pool.idle_bytes() == 0  # a view still sees the buffer
+    other, other_buffer = pool.lend(shape, dt)
+    assert other_buffer.ctypes.data != buffer.ctypes.data
+    assert np.array_equal(view, np.arange(2 * 3 * 5 * 7).reshape(shape).astype(dt)[1, ::2])
+    del view
+    assert pool.idle_bytes() == buffer.nbytes
+    again, again_buffer = pool.lend(shape, dt)
+    assert again_buffer.ctypes.data == buffer.ctypes.data and again.dtype == dt and again.shape == shape
+    del other, again
+    pool.free_all()
+    scalar, _ = pool.lend((), dt)
+    assert scalar.shape == () and scalar.dtype == dt
+
+
 def test_a_bad_numpy_index_is_told_as_the_host_check_tells_it_and_nothing_is_written(backend):
     x = RNG.random((1, 2, 4, 4, 4), dtype=np.float32)
     values, indices = pyaclnn.max_pool3d_with_argmax(x, 2, backend=backend)
