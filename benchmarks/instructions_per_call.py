@@ -14,9 +14,11 @@ closed after each call, the executor cache on.
 
 Usage: python benchmarks/instructions_per_call.py [--calls N] [--ops OP ...] [--tree DIR ...]
 
-``--tree DIR`` measures the pyaclnn of another checkout (a ``git worktree`` of an
-older commit, say); several trees are measured in turn, op by op. Needs
-valgrind; exit status 2 without it.
+``--tree DIR`` measures another checkout (a ``git worktree`` of an older commit,
+say) as it is: its own pyaclnn, its own bench_overhead.py calls and its own CANN
+emulator (built first, outside callgrind), so a change of the emulator counts
+too; several trees are measured in turn, op by op. Needs valgrind; exit status
+2 without it.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ def main_thread_instructions(tree: Path, op: str, calls: int) -> int:
                 "--separate-threads=yes",
                 f"--callgrind-out-file={pattern}",
                 sys.executable,
-                str(HERE / "instructions_per_call.py"),
+                str(tree / "benchmarks" / "instructions_per_call.py"),  # the tree's own calls and emulator
                 "--child",
                 op,
                 str(calls),
@@ -71,6 +73,13 @@ def main_thread_instructions(tree: Path, op: str, calls: int) -> int:
             if line.startswith(("summary:", "totals:")):
                 return int(line.split()[1])
     raise RuntimeError(f"no instruction total in callgrind's output for {op} in {tree}")
+
+
+def build_emulator(tree: Path) -> None:
+    """Build ``tree``'s emulator now, so that no child run under callgrind builds it."""
+    code = "import emulator_build; emulator_build.emulator_home('classic')"
+    env = dict(os.environ, PYTHONPATH=str(tree / "tests"))
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, env=env, cwd=tree)
 
 
 def per_call(tree: Path, op: str, calls: int) -> float:
@@ -94,10 +103,13 @@ def main(argv: list[str] | None = None) -> int:
     unknown = set(args.ops) - set(bench_overhead.OPS)
     if unknown:
         parser.error(f"unknown ops {sorted(unknown)}; choose from {list(bench_overhead.OPS)}")
+    trees = [tree.resolve() for tree in args.tree]
+    for tree in trees:
+        build_emulator(tree)
     print(f"instructions per call of the main thread, {args.calls} calls (valgrind --tool=callgrind)")
     for op in args.ops:
-        for tree in args.tree:
-            print(f"{op:34s} {per_call(tree.resolve(), op, args.calls):>10,.0f}  {tree}")
+        for tree in trees:
+            print(f"{op:34s} {per_call(tree, op, args.calls):>10,.0f}  {tree}")
     return 0
 
 
