@@ -49,6 +49,7 @@ import _common  # noqa: E402
 import bench_overhead  # noqa: E402
 
 WARMUP = 50
+_BUILT = "INSTRUCTIONS_PER_CALL_EMULATOR_BUILT"  # set for a child when PYACLNN_ASCEND_HOME is the tree's
 LAYERED_OP = "max_pool3d_with_argmax_backward"
 #: (piece, what it runs): the chain of one phase 2, innermost first, then the parts beside it.
 LAYERS = (
@@ -69,7 +70,7 @@ LAYERS = (
 def _layer_pieces() -> tuple[dict[str, Callable[[], Any]], Callable[[], None], Any]:
     """One zero-argument function per piece of LAYERS, the synchronize of their stream, and the
     context manager the "stubbed" piece runs under."""
-    bench_overhead.use_emulator()
+    _use_emulator()
     import numpy as np
 
     import pyaclnn
@@ -145,6 +146,9 @@ def _layer_pieces() -> tuple[dict[str, Callable[[], Any]], Callable[[], None], A
     return pieces, stream.synchronize, stub
 
 
+_homes: dict[Path, str] = {}  # tree -> the home of its emulator, built by main()
+
+
 def _child(op: str, calls: int) -> None:
     """Warm up, then ``calls`` calls of ``op`` (run under callgrind); ``op`` "layer:PIECE" runs
     one piece of LAYERS instead, between two synchronizes (so that the exit waits for nothing)."""
@@ -158,7 +162,7 @@ def _child(op: str, calls: int) -> None:
                 piece()
         synchronize()
         return
-    bench_overhead.use_emulator()
+    _use_emulator()
     call = bench_overhead.pyaclnn_calls("npu")[op]
     for _ in range(WARMUP + calls):
         call()
@@ -176,11 +180,13 @@ def _child_times(calls: int) -> None:
 
 def main_thread_instructions(tree: Path, op: str, calls: int) -> int:
     """Instructions the main thread of one child run executed (warm-up and start-up included)."""
+    home = _homes[tree]
     with tempfile.TemporaryDirectory() as out:
         pattern = os.path.join(out, "cg.%p")
         # One hash seed for every child: a random one moves the count by millions of instructions
         # from run to run (dict and set layouts), which the difference of two runs would keep.
-        env = dict(os.environ, PYTHONPATH=str(tree), PYTHONHASHSEED="0")
+        env = dict(os.environ, PYTHONPATH=str(tree), PYTHONHASHSEED="0", PYACLNN_ASCEND_HOME=home)
+        env[_BUILT] = "1"
         subprocess.run(
             [
                 "valgrind",
@@ -205,11 +211,22 @@ def main_thread_instructions(tree: Path, op: str, calls: int) -> int:
     raise RuntimeError(f"no instruction total in callgrind's output for {op} in {tree}")
 
 
-def build_emulator(tree: Path) -> None:
-    """Build ``tree``'s emulator now, so that no child run under callgrind builds it."""
-    code = "import emulator_build; emulator_build.emulator_home('classic')"
+def build_emulator(tree: Path) -> str:
+    """Build ``tree``'s emulator now and return its home, so that no child run under callgrind
+    builds it: the incremental build a child would run reads CMake's output in a loop whose
+    instructions follow the machine's load (millions, against a few for 20 calls)."""
+    code = "import emulator_build; print(emulator_build.emulator_home('classic'))"
     env = dict(os.environ, PYTHONPATH=str(tree / "tests"))
-    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, env=env, cwd=tree)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True, env=env, cwd=tree
+    )
+    return proc.stdout.strip().splitlines()[-1]
+
+
+def _use_emulator() -> None:
+    """The emulator the parent built (its home in the environment), else bench_overhead's."""
+    if os.environ.get(_BUILT) != "1":
+        bench_overhead.use_emulator()
 
 
 def per_call(tree: Path, op: str, calls: int) -> float:
@@ -220,7 +237,8 @@ def per_call(tree: Path, op: str, calls: int) -> float:
 def layers(tree: Path, calls: int) -> None:
     """Print LAYERS for ``tree``: instructions and microseconds per call of each piece."""
     script = str(tree / "benchmarks" / "instructions_per_call.py")
-    env = dict(os.environ, PYTHONPATH=str(tree))
+    env = dict(os.environ, PYTHONPATH=str(tree), PYACLNN_ASCEND_HOME=_homes[tree])
+    env[_BUILT] = "1"
     proc = subprocess.run(
         [sys.executable, script, "--child-times", str(calls)],
         check=True,
@@ -263,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown ops {sorted(unknown)}; choose from {list(bench_overhead.OPS)}")
     trees = [tree.resolve() for tree in args.tree]
     for tree in trees:
-        build_emulator(tree)
+        _homes[tree] = build_emulator(tree)
     if args.layers:
         for tree in trees:
             layers(tree, args.calls)
