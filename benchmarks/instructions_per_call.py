@@ -12,43 +12,181 @@ follow the load; the main thread's do not.) The calls are bench_overhead.py's:
 device-resident inputs on the npu backend over the CANN emulator, outputs
 closed after each call, the executor cache on.
 
-Usage: python benchmarks/instructions_per_call.py [--calls N] [--ops OP ...] [--tree DIR ...]
+Usage: python benchmarks/instructions_per_call.py [--calls N] [--ops OP ...] [--tree DIR ...] [--layers]
 
-``--tree DIR`` measures the pyaclnn of another checkout (a ``git worktree`` of an
-older commit, say); several trees are measured in turn, op by op. Needs
-valgrind; exit status 2 without it.
+``--tree DIR`` measures another checkout (a ``git worktree`` of an older commit,
+say) as it is: its own pyaclnn, its own bench_overhead.py calls and its own CANN
+emulator (built first, outside callgrind), so a change of the emulator counts
+too; several trees are measured in turn, op by op. Needs valgrind; exit status
+2 without it.
+
+``--layers`` splits one call of max_pool3d_with_argmax_backward (a hit of the
+executor cache) by layer instead: the same phase 2 entered at each layer in
+turn, from the cffi call into the emulator up to the functional call, and the
+parts beside that chain (the Launch, one output, the descriptors, the argument
+normalisation), each as instructions per call (counted as above) and as
+microseconds per call (the best of 7 loops of ``--calls`` calls, in a process
+without valgrind). A layer's own share is its figure minus the one below it.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import types
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+import _common  # noqa: E402
 import bench_overhead  # noqa: E402
 
 WARMUP = 50
+_BUILT = "INSTRUCTIONS_PER_CALL_EMULATOR_BUILT"  # set for a child when PYACLNN_ASCEND_HOME is the tree's
+LAYERED_OP = "max_pool3d_with_argmax_backward"
+#: (piece, what it runs): the chain of one phase 2, innermost first, then the parts beside it.
+LAYERS = (
+    ("cffi", "the C function of phase 2, cffi's call into the emulator (enqueue + wake)"),
+    ("backend", "+ the npu backend's method (marshaling: workspace, stream, executor)"),
+    ("aclnn", "+ pyaclnn.aclnn's phase-2 wrapper (backend look-up, status)"),
+    ("enqueue", "+ StreamState.enqueue_held (the count of queued work)"),
+    ("cache", "+ ExecutorCache.launch, a hit (stream lock, key, workspace)"),
+    ("functional", "the whole functional call, its output closed"),
+    ("stubbed", "the same with phase 2's C function a stub returning 0: Python alone"),
+    ("launch", "beside: Launch enter and exit, no arrays"),
+    ("output", "beside: one output made (pool, DeviceArray) and closed"),
+    ("descriptors", "beside: the call's four descriptors, cached"),
+    ("arguments", "beside: pool_ints, flag, out_one, check_plane_size"),
+)
+
+
+def _layer_pieces() -> tuple[dict[str, Callable[[], Any]], Callable[[], None], Any]:
+    """One zero-argument function per piece of LAYERS, the synchronize of their stream, and the
+    context manager the "stubbed" piece runs under."""
+    _use_emulator()
+    import numpy as np
+
+    import pyaclnn
+    from pyaclnn import _arguments, _operators
+    from pyaclnn._executors import Call
+    from pyaclnn._launch import Launch
+
+    stream = pyaclnn.Stream("npu")
+    state = stream._state
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(bench_overhead.POOL_SHAPE, dtype=np.float32)
+    _, idx = pyaclnn.max_pool3d_with_argmax(x, 2, backend="numpy")
+    go, dx, di = (pyaclnn.to_device(a, backend="npu") for a in (np.ones((1, 1, 1, 1, 1), np.float32), x, idx))
+
+    def functional() -> None:
+        pyaclnn.max_pool3d_with_argmax_backward(go, dx, di, 2, backend="npu", stream=stream).close()
+
+    for _ in range(WARMUP):
+        functional()
+    ((phase2, args),) = state.executors._entries  # the one plan, cached by the calls above
+    executor, size = state.executors._entries[(phase2, args)]
+    op = _operators.OPERATORS[LAYERED_OP]
+    backend = pyaclnn.backends.get("npu")
+    method = getattr(backend, op.phase2_api)
+    c_function = getattr(backend._c, op.phase2_api)
+    from pyaclnn.backends.npu._ffi import ffi
+
+    workspace = state.workspace(size)
+    c_workspace = ffi.cast("void *", workspace) if workspace else ffi.NULL
+    handle = state.handle
+    call = Call(op, args, True, ())
+    nd = pyaclnn.dtypes.ACL_FORMAT_ND
+
+    def launch() -> None:
+        with Launch("npu", stream, (), "max_pool3d_with_argmax_backward"):
+            pass
+
+    def output() -> None:
+        with Launch("npu", stream, (), "max_pool3d_with_argmax_backward") as launch:
+            out = launch.output(dx.shape, dx.dtype)
+        out.close()
+
+    def descriptors() -> None:
+        go.descriptor(nd), dx.descriptor(nd), di.descriptor(nd), dx.descriptor(nd)
+
+    def arguments() -> None:
+        _arguments.pool_ints(2, (), 0, 1), _arguments.flag("ceil_mode", False), _arguments.out_one(None)
+        _operators.check_plane_size(op, dx.shape)
+
+    @contextlib.contextmanager
+    def stub() -> Iterator[None]:
+        """The backend's namespace of C functions with phase 2's a stub returning 0 (nothing queued)."""
+        real = backend._c
+        backend._c = types.SimpleNamespace(**{**vars(real), op.phase2_api: lambda *args: 0})
+        try:
+            yield
+        finally:
+            backend._c = real
+
+    pieces: dict[str, Callable[[], Any]] = {
+        "cffi": lambda: c_function(c_workspace, size, executor, handle),
+        "backend": lambda: method(workspace, size, executor, handle),
+        "aclnn": lambda: phase2(workspace, size, executor, handle, backend="npu"),
+        "enqueue": lambda: state.enqueue_held(phase2, workspace, size, executor, handle),
+        "cache": lambda: state.executors.launch(call),
+        "functional": functional,
+        "stubbed": functional,  # under stub()
+        "launch": launch,
+        "output": output,
+        "descriptors": descriptors,
+        "arguments": arguments,
+    }
+    return pieces, stream.synchronize, stub
+
+
+_homes: dict[Path, str] = {}  # tree -> the home of its emulator, built by main()
 
 
 def _child(op: str, calls: int) -> None:
-    """Warm up, then ``calls`` calls of ``op`` (run under callgrind)."""
-    bench_overhead.use_emulator()
+    """Warm up, then ``calls`` calls of ``op`` (run under callgrind); ``op`` "layer:PIECE" runs
+    one piece of LAYERS instead, between two synchronizes (so that the exit waits for nothing)."""
+    if op.startswith("layer:"):
+        pieces, synchronize, stub = _layer_pieces()
+        name = op.split(":", 1)[1]
+        piece = pieces[name]
+        synchronize()
+        with stub() if name == "stubbed" else contextlib.nullcontext():
+            for _ in range(calls):
+                piece()
+        synchronize()
+        return
+    _use_emulator()
     call = bench_overhead.pyaclnn_calls("npu")[op]
     for _ in range(WARMUP + calls):
         call()
 
 
+def _child_times(calls: int) -> None:
+    """Print ``PIECE SECONDS`` per piece of LAYERS: the best of 7 loops of ``calls`` calls."""
+    pieces, synchronize, stub = _layer_pieces()
+    for name, piece in pieces.items():
+        synchronize()
+        with stub() if name == "stubbed" else contextlib.nullcontext():
+            print(name, min(_common.time_loops(piece, calls, 7)))
+        synchronize()
+
+
 def main_thread_instructions(tree: Path, op: str, calls: int) -> int:
     """Instructions the main thread of one child run executed (warm-up and start-up included)."""
+    home = _homes[tree]
     with tempfile.TemporaryDirectory() as out:
         pattern = os.path.join(out, "cg.%p")
-        env = dict(os.environ, PYTHONPATH=str(tree))
+        # One hash seed for every child: a random one moves the count by millions of instructions
+        # from run to run (dict and set layouts), which the difference of two runs would keep.
+        env = dict(os.environ, PYTHONPATH=str(tree), PYTHONHASHSEED="0", PYACLNN_ASCEND_HOME=home)
+        env[_BUILT] = "1"
         subprocess.run(
             [
                 "valgrind",
@@ -56,7 +194,7 @@ def main_thread_instructions(tree: Path, op: str, calls: int) -> int:
                 "--separate-threads=yes",
                 f"--callgrind-out-file={pattern}",
                 sys.executable,
-                str(HERE / "instructions_per_call.py"),
+                str(tree / "benchmarks" / "instructions_per_call.py"),  # the tree's own calls and emulator
                 "--child",
                 op,
                 str(calls),
@@ -73,9 +211,49 @@ def main_thread_instructions(tree: Path, op: str, calls: int) -> int:
     raise RuntimeError(f"no instruction total in callgrind's output for {op} in {tree}")
 
 
+def build_emulator(tree: Path) -> str:
+    """Build ``tree``'s emulator now and return its home, so that no child run under callgrind
+    builds it: the incremental build a child would run reads CMake's output in a loop whose
+    instructions follow the machine's load (millions, against a few for 20 calls)."""
+    code = "import emulator_build; print(emulator_build.emulator_home('classic'))"
+    env = dict(os.environ, PYTHONPATH=str(tree / "tests"))
+    proc = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True, env=env, cwd=tree
+    )
+    return proc.stdout.strip().splitlines()[-1]
+
+
+def _use_emulator() -> None:
+    """The emulator the parent built (its home in the environment), else bench_overhead's."""
+    if os.environ.get(_BUILT) != "1":
+        bench_overhead.use_emulator()
+
+
 def per_call(tree: Path, op: str, calls: int) -> float:
     """Instructions per call of ``op``: (``calls`` calls - 0 calls) / ``calls``."""
     return (main_thread_instructions(tree, op, calls) - main_thread_instructions(tree, op, 0)) / calls
+
+
+def layers(tree: Path, calls: int) -> None:
+    """Print LAYERS for ``tree``: instructions and microseconds per call of each piece."""
+    script = str(tree / "benchmarks" / "instructions_per_call.py")
+    env = dict(os.environ, PYTHONPATH=str(tree), PYACLNN_ASCEND_HOME=_homes[tree])
+    env[_BUILT] = "1"
+    proc = subprocess.run(
+        [sys.executable, script, "--child-times", str(calls)],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tree,
+    )
+    seconds = {name: float(value) for name, value in (line.split() for line in proc.stdout.splitlines())}
+    base = main_thread_instructions(tree, "layer:cffi", 0)
+    print(f"{LAYERED_OP} by layer, {tree} (a hit of the executor cache; {calls} calls)")
+    print(f"{'piece':12s} {'instr/call':>10s} {'µs/call':>8s}  what it runs")
+    for name, what in LAYERS:
+        count = (main_thread_instructions(tree, f"layer:{name}", calls) - base) / calls
+        print(f"{name:12s} {count:>10,.0f} {seconds[name] * 1e6:>8.2f}  {what}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -83,10 +261,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=1000, help="calls counted per op (default 1000)")
     parser.add_argument("--ops", nargs="+", default=list(bench_overhead.TARGET_OPS), metavar="OP")
     parser.add_argument("--tree", nargs="+", type=Path, default=[HERE.parent], metavar="DIR")
+    parser.add_argument(
+        "--layers", action="store_true", help=f"split one call of {LAYERED_OP} by layer instead"
+    )
     parser.add_argument("--child", nargs=2, metavar=("OP", "CALLS"), help=argparse.SUPPRESS)
+    parser.add_argument("--child-times", type=int, metavar="CALLS", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         _child(args.child[0], int(args.child[1]))
+        return 0
+    if args.child_times:
+        _child_times(args.child_times)
         return 0
     if shutil.which("valgrind") is None:
         print("valgrind is not installed: nothing counted", file=sys.stderr)
@@ -94,10 +279,17 @@ def main(argv: list[str] | None = None) -> int:
     unknown = set(args.ops) - set(bench_overhead.OPS)
     if unknown:
         parser.error(f"unknown ops {sorted(unknown)}; choose from {list(bench_overhead.OPS)}")
+    trees = [tree.resolve() for tree in args.tree]
+    for tree in trees:
+        _homes[tree] = build_emulator(tree)
+    if args.layers:
+        for tree in trees:
+            layers(tree, args.calls)
+        return 0
     print(f"instructions per call of the main thread, {args.calls} calls (valgrind --tool=callgrind)")
     for op in args.ops:
-        for tree in args.tree:
-            print(f"{op:34s} {per_call(tree.resolve(), op, args.calls):>10,.0f}  {tree}")
+        for tree in trees:
+            print(f"{op:34s} {per_call(tree, op, args.calls):>10,.0f}  {tree}")
     return 0
 
 

@@ -17,6 +17,7 @@ positionally, in the C order and under their snake_case names (its
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from . import _optable
@@ -90,14 +91,22 @@ def _phase2(operator: str) -> _Phase2:
     """The wrapper of phase 2 of ``operator``: launch ``executor`` on ``stream`` with the workspace."""
     spec = _optable.by_name()[operator]
     api = spec.phase2_api
+    # backend name -> its method of ``api``: a backend object lives as long as the process, so
+    # the launches of a loop skip the look-up of the backend and of its method. (backend=None,
+    # the active backend, which may change, is looked up every time.)
+    methods: dict[str | None, Callable[[int, int, Any, Any], int]] = {}
 
     def launch(
         workspace: int, workspace_size: int, executor: Any, stream: Any, *, backend: str | None = None
     ) -> None:
-        b = _backends.get(backend)
-        status = getattr(b, api)(workspace, workspace_size, executor, stream)
+        method = methods.get(backend)
+        if method is None:
+            method = getattr(_backends.get(backend), api)
+            if backend is not None:
+                methods[backend] = method
+        status = method(workspace, workspace_size, executor, stream)
         if status:
-            _check(b, status, api)
+            _check(_backends.get(backend), status, api)
 
     launch.__doc__ = f"``{api}``: launch ``executor`` (from phase 1) on ``stream``."
     launch.__name__ = launch.__qualname__ = spec.python_name

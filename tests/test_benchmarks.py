@@ -179,6 +179,18 @@ def test_instruction_counter_reports_a_plausible_count_per_call(emulator_home):
     assert 10_000 < count < 1_000_000, row
 
 
+def test_layers_of_a_call_each_time_their_piece(emulator_home):
+    """instructions_per_call.py --layers runs each piece of the split call in a child; the
+    timing child (no valgrind) gives every piece of LAYERS, in order, a time per call."""
+    proc = _run("instructions_per_call.py", "--child-times", "5", emulator_home=emulator_home)
+    rows = [line.split() for line in proc.stdout.splitlines()]
+    assert [name for name, _ in rows] == [
+        *("cffi", "backend", "aclnn", "enqueue", "cache", "functional", "stubbed"),  # the chain
+        *("launch", "output", "descriptors", "arguments"),  # beside it
+    ], proc.stdout
+    assert all(float(seconds) > 0 for _, seconds in rows), proc.stdout
+
+
 @pytest.mark.skipif(shutil.which(os.environ.get("CC") or "cc") is None, reason="no C compiler for the probe")
 def test_floor_probe_gives_every_part_of_each_backward_case(emulator_home):
     proc = _run("bench_floor.py", "--quick", "--repeat", "1", emulator_home=emulator_home)

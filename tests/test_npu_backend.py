@@ -293,6 +293,24 @@ def test_handles_of_the_wrong_kind_are_type_errors(npu, stream):
         npu.aclrtFree(ptr)
 
 
+def test_phase_two_checks_every_stream_object_and_workspace_type_after_a_launch(npu, stream):
+    """Phase 2 checks a stream object once (a cdata's type never changes) and casts a recurring
+    workspace address once: another object at the same address, or a workspace address of
+    another type, is still refused as it was before any launch."""
+    from pyaclnn.backends.npu._ffi import ffi
+
+    ptr = to_device(npu, np.zeros(128, np.float32))
+    try:
+        assert npu.aclnnMaxPool3dWithArgmax(ptr, 512, None, stream) != 0  # no executor; both accepted
+        with pytest.raises(TypeError, match=r"aclnnMaxPool3dWithArgmax: stream must be a stream"):
+            npu.aclnnMaxPool3dWithArgmax(ptr, 512, None, ffi.cast("void *", stream))
+        with pytest.raises(TypeError, match=r"aclnnMaxPool3dWithArgmax: workspace must be an int"):
+            npu.aclnnMaxPool3dWithArgmax(float(ptr), 512, None, stream)  # equal to the cached address
+        assert npu.aclnnMaxPool3dWithArgmax(0, 0, None, None) == 0  # None is still NULL: nothing to launch
+    finally:
+        npu.aclrtFree(ptr)
+
+
 def test_bad_scalars_pointers_and_buffers_are_named(npu):
     with pytest.raises(TypeError, match="aclrtSetDevice: deviceId"):
         npu.aclrtSetDevice("0")

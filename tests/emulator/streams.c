@@ -50,6 +50,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -460,24 +461,21 @@ static void task_execute(emu_stream *s, emu_task *t)
 
 /* Without the lock: a worker whose queue ran dry looks for new work a little
  * longer before it sleeps, as a device polls its queue, so a host queuing
- * call after call does not pay a thread wake-up for each. */
+ * call after call does not pay a thread wake-up for each. A device polls
+ * with its own scheduler and takes no host CPU: the worker yields the CPU
+ * while it looks, so on a loaded host (2 vCPUs shared with other work) it
+ * does not take the core the calling thread or other processes need. (It
+ * spun with a pause instruction: under load a call of the loop in
+ * bench_overhead.py cost 15-21 us against 8-9 us without phase 2's C call;
+ * yielding, 10 us.) */
 #define EMU_LINGER_NS 20000u
-
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ volatile("yield");
-#endif
-}
 
 static void linger(const emu_stream *s)
 {
     uint64_t until = now_ns() + EMU_LINGER_NS;
     while (__atomic_load_n(&s->head, __ATOMIC_ACQUIRE) == NULL && !__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)
            && now_ns() < until) {
-        cpu_relax();
+        sched_yield();
     }
 }
 

@@ -58,6 +58,8 @@ from ._marshal import (
     _reraised,
     _stream,
     _workspace,
+    _workspace_pointers,
+    accepted_stream,
 )
 
 
@@ -114,13 +116,20 @@ def _phase2(api: str) -> Any:
     """The method of an operator's launch: ``(workspace, workspace_size, executor, stream) -> status``."""
 
     def method(self: NpuBackend, workspace: int, workspace_size: int, executor: Any, stream: Any) -> int:
-        ws = _workspace(workspace, api)
-        st = _stream(stream, api)
+        # Every launch of a loop passes the same stream and workspace: the checks of _stream and
+        # _workspace are made once (identity, one look-up), not once per launch.
+        ws = None
+        if type(workspace) is int:  # (not a bool or float equal to a cached address)
+            ws = _workspace_pointers.get(workspace) if workspace else NULL
+        if ws is None:
+            ws = _workspace(workspace, api)
+        st = stream if stream is accepted_stream[0] else _stream(stream, api)
         ex = NULL if executor is None else executor
         try:
-            return cast(int, getattr(self._c, api)(ws, workspace_size, ex, st))
+            status: int = getattr(self._c, api)(ws, workspace_size, ex, st)
         except (TypeError, OverflowError) as exc:
             raise self._bad_argument(api, (ws, workspace_size, ex, st), exc) from None
+        return status
 
     method.__name__ = method.__qualname__ = api
     return method

@@ -169,10 +169,16 @@ def _graph(graph: Any, api: str) -> Any:
     )
 
 
+#: The last stream :func:`_stream` accepted, in a one-item list: a cdata object's type never
+#: changes, so launch after launch on one stream is checked once (phase 2 compares identity first).
+accepted_stream: list[Any] = [object()]  # (not None, which _stream turns into NULL)
+
+
 def _stream(stream: Any, api: str) -> Any:
     if stream is None:
         return NULL
     if type(stream) is _CDATA and ffi.typeof(stream) is _STREAM:
+        accepted_stream[0] = stream
         return stream
     raise TypeError(
         f"{api}: stream must be a stream from aclrtCreateStream (or None), got {_describe(stream)}"
