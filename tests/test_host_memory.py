@@ -68,6 +68,7 @@ def numpy_backend():
 @pytest.fixture
 def emulation(backend):
     """The backend under test (numpy, or npu over the C emulator), its device bound in this thread."""
+    pyaclnn.finalize(backend)  # from nothing: earlier calls on NumPy arrays may leave idle mappings
     pyaclnn.synchronize(backend=backend)  # initialises and binds device 0
     return backend
 
