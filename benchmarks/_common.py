@@ -113,6 +113,37 @@ def peak_extra_bytes(fn: Callable[[], Any]) -> tuple[int, int]:
     return peak - base, current - base
 
 
+class SamplerChain:
+    """``calls`` dependent ``grid_sampler3d`` calls on DeviceArrays of one stream, each call's output
+    the next call's input: the chain bench_pipeline replays and timeline_picture draws.
+
+    Its arrays (``input``, ``grid``, ``outputs``) are made on ``stream`` from fixed random data;
+    :meth:`queue` queues the calls, :meth:`close` closes the arrays.
+    """
+
+    def __init__(self, backend: str, stream: Any, shape: tuple[int, ...], calls: int) -> None:
+        import pyaclnn
+
+        rng = np.random.default_rng(1)
+        x = rng.standard_normal(shape, dtype=np.float32)
+        grid = rng.uniform(-1, 1, (*shape[:1], *shape[2:], 3)).astype(np.float32)
+        self.backend, self.stream = backend, stream
+        self.input = pyaclnn.to_device(x, backend=backend, stream=stream)
+        self.grid = pyaclnn.to_device(grid, backend=backend, stream=stream)
+        self.outputs = [pyaclnn.zeros(shape, backend=backend, stream=stream) for _ in range(calls)]
+        self._op = pyaclnn.grid_sampler3d
+
+    def queue(self) -> None:
+        value = self.input
+        for out in self.outputs:
+            self._op(value, self.grid, out=out, backend=self.backend, stream=self.stream)
+            value = out
+
+    def close(self) -> None:
+        for array in (self.input, self.grid, *self.outputs):
+            array.close()
+
+
 def geomean(values: Sequence[float]) -> float:
     values = [v for v in values if v > 0 and math.isfinite(v)]
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")

@@ -151,19 +151,9 @@ def measure_replay(backend: str, loops: int, kernel_us: int, sync_us: int) -> di
 
     os.environ["PYACLNN_EMU_KERNEL_US"] = str(kernel_us)  # a capture records the kernel time
     os.environ["PYACLNN_EMU_SYNC_US"] = str(sync_us)
-    rng = np.random.default_rng(1)
-    x = rng.standard_normal(SHAPE, dtype=np.float32)
-    grid = rng.uniform(-1, 1, (*SHAPE[:1], *SHAPE[2:], 3)).astype(np.float32)
     with pyaclnn.Stream(backend) as stream:
-        dx, dgrid = (pyaclnn.to_device(a, backend=backend, stream=stream) for a in (x, grid))
-        outs = [pyaclnn.zeros(SHAPE, backend=backend, stream=stream) for _ in range(REPLAY_CALLS)]
-
-        def queue() -> None:  # each call's output is the next call's input
-            value = dx
-            for out in outs:
-                pyaclnn.grid_sampler3d(value, dgrid, out=out, backend=backend, stream=stream)
-                value = out
-
+        chain = _common.SamplerChain(backend, stream, SHAPE, REPLAY_CALLS)
+        queue, outs = chain.queue, chain.outputs
         reps = 5 * loops
         queue()  # warm-up: plans cached
         stream.synchronize()
@@ -190,8 +180,7 @@ def measure_replay(backend: str, loops: int, kernel_us: int, sync_us: int) -> di
                 end = time.perf_counter()
                 host, wall = min(host, returned - start), min(wall, end - start)
             got = outs[-1].numpy()
-        for a in (dx, dgrid, *outs):
-            a.close()
+        chain.close()
     return {
         "eager_host": eager / REPLAY_CALLS,
         "replay_host": host / REPLAY_CALLS,

@@ -26,8 +26,6 @@ from collections.abc import Sequence
 from typing import Any
 from xml.sax.saxutils import escape
 
-import numpy as np
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common  # noqa: E402
 from bench_overhead import progress, use_emulator  # noqa: E402
@@ -56,19 +54,9 @@ def record(backend: str, calls: int, kernel_us: int, trace_dir: str) -> str:
     import pyaclnn
 
     os.environ["PYACLNN_EMU_KERNEL_US"] = str(kernel_us)  # a capture records the kernel time too
-    rng = np.random.default_rng(1)
-    x = rng.standard_normal(SHAPE, dtype=np.float32)
-    grid = rng.uniform(-1, 1, (*SHAPE[:1], *SHAPE[2:], 3)).astype(np.float32)
     with pyaclnn.Stream(backend) as stream:
-        dx, dgrid = (pyaclnn.to_device(a, backend=backend, stream=stream) for a in (x, grid))
-        outs = [pyaclnn.zeros(SHAPE, backend=backend, stream=stream) for _ in range(calls)]
-
-        def queue() -> None:  # each call's output is the next call's input
-            value = dx
-            for out in outs:
-                pyaclnn.grid_sampler3d(value, dgrid, out=out, backend=backend, stream=stream)
-                value = out
-
+        chain = _common.SamplerChain(backend, stream, SHAPE, calls)
+        queue = chain.queue
         queue()  # warm-up, not recorded: plans cached as in a steady loop
         stream.synchronize()
         with pyaclnn.Graph(backend=backend) as g, pyaclnn.profile(trace_dir, backend=backend) as p:
@@ -78,8 +66,7 @@ def record(backend: str, calls: int, kernel_us: int, trace_dir: str) -> str:
                 queue()
             g.replay(stream)
             stream.synchronize()
-        for a in (dx, dgrid, *outs):
-            a.close()
+        chain.close()
     pyaclnn.finalize(backend)
     return p.trace_path
 
