@@ -157,6 +157,8 @@ def max_pool3d_with_argmax(
 def _int32_indices(indices: Any) -> Any:
     """int64 ``indices`` (NumPy or a DeviceArray) narrowed on the host to the int32 the device
     takes; a value outside int32 is reported. Anything else is returned as it is."""
+    if type(indices) is DeviceArray and indices.dtype is _INT32:
+        return indices  # the common case (the forward's own indices), without the general test below
     if not isinstance(indices, (np.ndarray, DeviceArray)) or indices.dtype != _INT64:
         return indices
     host = indices.numpy() if isinstance(indices, DeviceArray) else indices
