@@ -251,7 +251,7 @@ def max_pool3d_with_argmax_backward(
             known,
         )
         nd = _dtypes.ACL_FORMAT_ND
-        check = _host_indices_check(indices, input)
+        check = _host_indices_check(indices, input) if isinstance(indices, np.ndarray) else None
         try:
             call.launch(
                 _MAX_POOL_BACKWARD,
@@ -262,7 +262,7 @@ def max_pool3d_with_argmax_backward(
                 ceil,
                 grad_input.descriptor(nd),
                 outputs=(grad_input,),
-                admit=None if call.kernel_checks_first else check,
+                admit=None if check is None or call.kernel_checks_first else check,
             )
             return call.result(grad_input)
         except AclError as exc:
