@@ -157,6 +157,8 @@ def max_pool3d_with_argmax(
 def _int32_indices(indices: Any) -> Any:
     """int64 ``indices`` (NumPy or a DeviceArray) narrowed on the host to the int32 the device
     takes; a value outside int32 is reported. Anything else is returned as it is."""
+    if type(indices) is DeviceArray and indices.dtype is _INT32:
+        return indices  # the common case (the forward's own indices), without the general test below
     if not isinstance(indices, (np.ndarray, DeviceArray)) or indices.dtype != _INT64:
         return indices
     host = indices.numpy() if isinstance(indices, DeviceArray) else indices
@@ -249,7 +251,7 @@ def max_pool3d_with_argmax_backward(
             known,
         )
         nd = _dtypes.ACL_FORMAT_ND
-        check = _host_indices_check(indices, input)
+        check = _host_indices_check(indices, input) if isinstance(indices, np.ndarray) else None
         try:
             call.launch(
                 _MAX_POOL_BACKWARD,
@@ -260,7 +262,7 @@ def max_pool3d_with_argmax_backward(
                 ceil,
                 grad_input.descriptor(nd),
                 outputs=(grad_input,),
-                admit=None if call.kernel_checks_first else check,
+                admit=None if check is None or call.kernel_checks_first else check,
             )
             return call.result(grad_input)
         except AclError as exc:
