@@ -285,21 +285,9 @@ class DeviceArray(Generic[_S]):
     ) -> DeviceArray[_T]:
         """A contiguous array of an already valid shape and dtype for work on ``stream``
         (the outputs of a call)."""
-        # _setup's work written out, in its order: this runs for every output of every call.
         array: DeviceArray[_T] = DeviceArray.__new__(DeviceArray)  # no subclass makes outputs
         strides, size = _contiguous_layout(shape)
-        state = stream._state
-        pool = state.pool
-        array.backend = ctx.name
-        array.shape, array.dtype, array.strides, array.offset = shape, dtype, strides, 0
-        array.storage_size = size
-        array._pool = pool
-        array._last_descriptor = array._block = None  # so that a failing acquire leaves a closed array
-        array._stream = stream
-        array._base = array._held = None
-        array._views = 0
-        nbytes = size * dtype.itemsize
-        array._block = pool.acquire(nbytes, state) if nbytes else pool.empty_block
+        array._setup(ctx, shape, dtype, strides, 0, size, stream, stream._state.pool)
         return array
 
     def _setup(

@@ -197,13 +197,7 @@ class Launch:
                 raise ValueError(
                     f"{name} lives on backend {x.backend!r}, but this call runs on {self.backend!r}"
                 )
-            # DeviceArray.closed written out for the class itself (a subclass's property is asked)
-            if type(x) is DeviceArray:
-                block = x._block
-                closed = block is None or (block.ptr == 0 and block.nbytes > 0)
-            else:
-                closed = x.closed
-            if closed:
+            if x.closed:
                 raise ValueError(f"{name} is a closed DeviceArray: its memory was freed")
             if x._pool.device != self.device_id:
                 raise ValueError(
@@ -475,12 +469,8 @@ class Launch:
     def result(self, array: DeviceArray) -> np.ndarray | DeviceArray:
         """What the caller gets for output ``array``: itself for DeviceArray calls, else NumPy (the
         array the operator wrote, or a copy; this waits for the stream)."""
-        if self.device_results:  # _keep written out: this runs for every output of every call
-            returned = self._returned
-            if returned is None:
-                self._returned = [array]
-            elif array not in returned:  # identity: DeviceArray defines no __eq__
-                returned.append(array)
+        if self.device_results:
+            self._keep(array)
             return array
         entry = self._host_results.get(id(array)) if self._host_results is not None else None
         if entry is None:
@@ -492,10 +482,11 @@ class Launch:
 
     def _keep(self, array: DeviceArray) -> None:
         """``array`` goes to the caller: not given back when the call ends."""
-        if self._returned is None:
-            self._returned = []
-        if array not in self._returned:  # identity: DeviceArray defines no __eq__
-            self._returned.append(array)
+        returned = self._returned
+        if returned is None:
+            self._returned = [array]
+        elif array not in returned:  # identity: DeviceArray defines no __eq__
+            returned.append(array)
 
 
 def _end_mappings(
