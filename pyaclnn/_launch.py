@@ -149,8 +149,7 @@ class Launch:
                 and self._mapped is None
                 and not self._premapped
                 and self.stream._state.capture is None
-                and self._returned is not None
-                and len(self._returned) == len(self._outputs)
+                and self._returned == self._outputs  # identity: DeviceArray defines no __eq__
             ):
                 return
             self._give_back(exc_type)
@@ -174,10 +173,9 @@ class Launch:
         # Outputs the call made go back unless returned (all of them after an error);
         # arrays given with out= are the caller's and stay open.
         kept = self._returned if exc_type is None else None
-        if kept is None or len(kept) != len(self._outputs):
-            for array in self._outputs:
-                if kept is None or array not in kept:
-                    array.close()
+        for array in self._outputs:
+            if kept is None or array not in kept:
+                array.close()
         for destroy, handle in self._arrays or ():
             try:
                 destroy(handle, backend=self.backend)

@@ -129,6 +129,57 @@ def test_soak_with_device_arrays_frees_every_result(backend):
     d.close()
 
 
+@pytest.mark.parametrize(
+    ("out_shape", "call"),
+    [
+        pytest.param(  # out= for the values; the made int32 indices are widened, not returned
+            (1, 2, 2, 2, 2),
+            lambda d, given, backend: pyaclnn.max_pool3d_with_argmax(
+                d, 2, indices_dtype=np.int64, out=(given, None), backend=backend
+            ),
+            id="max_pool_int64_indices_with_out",
+        ),
+        pytest.param(  # out= for grad_input; the grid gradient is made but masked off
+            (1, 2, 4, 4, 4),
+            lambda d, given, backend: pyaclnn.grid_sampler3d_backward(
+                d,
+                d,
+                np.zeros((1, 4, 4, 4, 3), np.float32),
+                output_mask=(True, False),
+                out=(given, None),
+                backend=backend,
+            ),
+            id="grid_backward_masked_output_with_out",
+        ),
+    ],
+)
+def test_an_output_the_call_made_and_does_not_return_is_closed_by_the_call(
+    backend, monkeypatch, out_shape, call
+):
+    """An output a call allocated but does not hand back goes back to the pool when the call
+    ends, not whenever the garbage collector finalizes it (as many returned arrays as made ones
+    must not pass for "all of them returned")."""
+    finalized_open = []
+    real_del = pyaclnn.DeviceArray.__del__
+
+    def recording_del(self):
+        if getattr(self, "_block", None) is not None:
+            finalized_open.append(self.shape)
+        real_del(self)
+
+    monkeypatch.setattr(pyaclnn.DeviceArray, "__del__", recording_del)
+    d = pyaclnn.to_device(RNG.standard_normal((1, 2, 4, 4, 4)).astype(np.float32), backend=backend)
+    given = pyaclnn.empty(out_shape, np.float32, backend=backend)
+    results = call(d, given, backend)
+    assert results[0] is given
+    gc.collect()
+    assert finalized_open == []
+    for r in results:
+        if r is not None:
+            r.close()
+    d.close()
+
+
 def test_device_arrays_compare_by_identity(backend):
     # A call tells the outputs it returns from those it gives back by membership (`in`),
     # which is identity only while DeviceArray defines no __eq__ of its own.
