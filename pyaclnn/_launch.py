@@ -64,6 +64,7 @@ class Launch:
         "_waited",
         "_premapped",
         "_caller",
+        "_pool",
     )
 
     def __init__(
@@ -88,7 +89,9 @@ class Launch:
             if not stream._state.open:
                 raise ValueError("stream is closed")
         self.stream = stream
-        self.device_id = device = stream.device
+        state = stream._state
+        self._pool = state.pool  # its device's memory: the arrays of the call are usually there
+        self.device_id = device = state.device
         # A device guard: the call runs with its stream's device bound, as CANN wants.
         self._previous_device = None
         bound = ctx.tls.bound
@@ -191,13 +194,15 @@ class Launch:
         if x is None:
             return None
         if type(x) is DeviceArray or isinstance(x, DeviceArray):
-            if x.backend != self.backend:
+            # The usual input lives in the memory pool of the call's device: one test for both rules.
+            elsewhere = x._pool is not self._pool
+            if elsewhere and x.backend != self.backend:
                 raise ValueError(
                     f"{name} lives on backend {x.backend!r}, but this call runs on {self.backend!r}"
                 )
             if x.closed:
                 raise ValueError(f"{name} is a closed DeviceArray: its memory was freed")
-            if x._pool.device != self.device_id:
+            if elsewhere and x._pool.device != self.device_id:
                 raise ValueError(
                     f"{name} lives on device {x._pool.device}, but this call runs on device {self.device_id} "
                     "(its stream's)"
@@ -467,8 +472,12 @@ class Launch:
     def result(self, array: DeviceArray) -> np.ndarray | DeviceArray:
         """What the caller gets for output ``array``: itself for DeviceArray calls, else NumPy (the
         array the operator wrote, or a copy; this waits for the stream)."""
-        if self.device_results:
-            self._keep(array)
+        if self.device_results:  # the caller gets it: not given back when the call ends
+            returned = self._returned
+            if returned is None:
+                self._returned = [array]
+            elif array not in returned:  # identity: DeviceArray defines no __eq__
+                returned.append(array)
             return array
         entry = self._host_results.get(id(array)) if self._host_results is not None else None
         if entry is None:
@@ -477,14 +486,6 @@ class Launch:
         if array in self._outputs:  # not mapped: a device output read into the given array
             np.copyto(entry[1], array.numpy())
         return entry[1]
-
-    def _keep(self, array: DeviceArray) -> None:
-        """``array`` goes to the caller: not given back when the call ends."""
-        returned = self._returned
-        if returned is None:
-            self._returned = [array]
-        elif array not in returned:  # identity: DeviceArray defines no __eq__
-            returned.append(array)
 
 
 def _end_mappings(
