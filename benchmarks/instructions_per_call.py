@@ -12,7 +12,15 @@ follow the load; the main thread's do not.) The calls are bench_overhead.py's:
 device-resident inputs on the npu backend over the CANN emulator, outputs
 closed after each call, the executor cache on.
 
-Usage: python benchmarks/instructions_per_call.py [--calls N] [--ops OP ...] [--tree DIR ...] [--layers]
+``--bytecodes`` counts instead the Python bytecodes a call executes and the
+Python functions it calls (``sys.settrace`` with opcode events, in a child per
+tree): exact, repeatable and seconds to get, without valgrind. Each bytecode
+costs a few dozen instructions here (a call into C, a lock, counts as one), so
+it ranks where the Python goes, function by function, rather than replacing
+the count above. With one tree it lists the functions that execute the most.
+
+Usage: python benchmarks/instructions_per_call.py [--calls N] [--ops OP ...] [--tree DIR ...]
+                                                   [--layers | --bytecodes]
 
 ``--tree DIR`` measures another checkout (a ``git worktree`` of an older commit,
 say) as it is: its own pyaclnn, its own bench_overhead.py calls and its own CANN
@@ -32,7 +40,9 @@ without valgrind). A layer's own share is its figure minus the one below it.
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
+import json
 import os
 import shutil
 import subprocess
@@ -168,6 +178,54 @@ def _child(op: str, calls: int) -> None:
         call()
 
 
+def _child_bytecodes(op: str, calls: int) -> None:
+    """Print, as one JSON object, the bytecodes and Python calls per call of ``op`` (after the
+    warm-up), in all and per function ("file:line:name", most bytecodes first)."""
+    _use_emulator()
+    call = bench_overhead.pyaclnn_calls("npu")[op]
+    for _ in range(WARMUP):
+        call()
+    bytecodes: collections.Counter[str] = collections.Counter()
+    entered: collections.Counter[str] = collections.Counter()
+
+    def trace(frame: types.FrameType, event: str, arg: Any) -> Any:
+        code = frame.f_code
+        where = f"{Path(code.co_filename).name}:{code.co_firstlineno}:{code.co_name}"
+        if event == "call":
+            entered[where] += 1
+            frame.f_trace_opcodes = True
+        elif event == "opcode":
+            bytecodes[where] += 1
+        return trace
+
+    sys.settrace(trace)
+    try:
+        for _ in range(calls):
+            call()
+    finally:
+        sys.settrace(None)
+    functions = [[where, n / calls, entered[where] / calls] for where, n in bytecodes.most_common()]
+    total, called = sum(bytecodes.values()) / calls, sum(entered.values()) / calls
+    print(json.dumps({"bytecodes": total, "calls": called, "functions": functions}))
+
+
+def bytecodes_per_call(tree: Path, op: str, calls: int) -> dict[str, Any]:
+    """The child's count of ``op`` in ``tree`` (its own pyaclnn and emulator)."""
+    env = dict(os.environ, PYTHONPATH=str(tree), PYACLNN_ASCEND_HOME=_homes[tree], PYTHONHASHSEED="0")
+    env[_BUILT] = "1"
+    script = str(tree / "benchmarks" / "instructions_per_call.py")
+    proc = subprocess.run(
+        [sys.executable, script, "--child-bytecodes", op, str(calls)],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tree,
+    )
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
 def _child_times(calls: int) -> None:
     """Print ``PIECE SECONDS`` per piece of LAYERS: the best of 7 loops of ``calls`` calls."""
     pieces, synchronize, stub = _layer_pieces()
@@ -256,6 +314,28 @@ def layers(tree: Path, calls: int) -> None:
         print(f"{name:12s} {count:>10,.0f} {seconds[name] * 1e6:>8.2f}  {what}")
 
 
+def _built_trees(trees: list[Path]) -> list[Path]:
+    """``trees`` resolved, each with its emulator built (outside any measurement)."""
+    resolved = [tree.resolve() for tree in trees]
+    for tree in resolved:
+        _homes[tree] = build_emulator(tree)
+    return resolved
+
+
+def _bytecodes(args: argparse.Namespace) -> int:
+    """--bytecodes: a row per op and tree; with one tree, the functions of each op."""
+    trees = _built_trees(args.tree)
+    print(f"Python bytecodes and function calls per call, {args.calls} calls (sys.settrace)")
+    for op in args.ops:
+        for tree in trees:
+            counted = bytecodes_per_call(tree, op, args.calls)
+            print(f"{op:34s} {counted['bytecodes']:>8,.0f} bytecodes {counted['calls']:>5.0f} calls  {tree}")
+            if len(trees) == 1:
+                for where, n, entered in counted["functions"][:25]:
+                    print(f"    {n:>7.1f} {entered:>5.1f}  {where}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=1000, help="calls counted per op (default 1000)")
@@ -264,7 +344,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--layers", action="store_true", help=f"split one call of {LAYERED_OP} by layer instead"
     )
+    parser.add_argument(
+        "--bytecodes",
+        action="store_true",
+        help="count Python bytecodes and calls per call instead (no valgrind)",
+    )
     parser.add_argument("--child", nargs=2, metavar=("OP", "CALLS"), help=argparse.SUPPRESS)
+    parser.add_argument("--child-bytecodes", nargs=2, metavar=("OP", "CALLS"), help=argparse.SUPPRESS)
     parser.add_argument("--child-times", type=int, metavar="CALLS", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -273,15 +359,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.child_times:
         _child_times(args.child_times)
         return 0
-    if shutil.which("valgrind") is None:
-        print("valgrind is not installed: nothing counted", file=sys.stderr)
-        return 2
+    if args.child_bytecodes:
+        _child_bytecodes(args.child_bytecodes[0], int(args.child_bytecodes[1]))
+        return 0
     unknown = set(args.ops) - set(bench_overhead.OPS)
     if unknown:
         parser.error(f"unknown ops {sorted(unknown)}; choose from {list(bench_overhead.OPS)}")
-    trees = [tree.resolve() for tree in args.tree]
-    for tree in trees:
-        _homes[tree] = build_emulator(tree)
+    if args.bytecodes:
+        return _bytecodes(args)
+    if shutil.which("valgrind") is None:
+        print("valgrind is not installed: nothing counted", file=sys.stderr)
+        return 2
+    trees = _built_trees(args.tree)
     if args.layers:
         for tree in trees:
             layers(tree, args.calls)

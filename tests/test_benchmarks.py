@@ -179,6 +179,28 @@ def test_instruction_counter_reports_a_plausible_count_per_call(emulator_home):
     assert 10_000 < count < 1_000_000, row
 
 
+def test_bytecode_counter_counts_a_call_and_names_its_functions(emulator_home):
+    """--bytecodes (no valgrind): per call, hundreds of bytecodes in dozens of Python calls (the
+    warm-up or the start-up leaking in would be far more), the functional call among them."""
+    proc = _run(
+        "instructions_per_call.py",
+        "--bytecodes",
+        "--calls",
+        "5",
+        "--ops",
+        "grid_sampler3d_backward",
+        emulator_home=emulator_home,
+    )
+    lines = proc.stdout.splitlines()
+    (row,) = [line for line in lines if line.startswith("grid_sampler3d_backward")]
+    words = row.split()
+    bytecodes, calls = int(words[1].replace(",", "")), int(words[3])
+    assert 300 < bytecodes < 20_000 and 10 < calls < 500, row
+    listed = [line.split() for line in lines if line.startswith("    ")]
+    assert any(where.endswith(":grid_sampler3d_backward") for *_, where in listed), proc.stdout
+    assert sum(float(n) for n, *_ in listed) <= bytecodes + 1, proc.stdout  # a part of the whole
+
+
 def test_layers_of_a_call_each_time_their_piece(emulator_home):
     """instructions_per_call.py --layers runs each piece of the split call in a child; the
     timing child (no valgrind) gives every piece of LAYERS, in order, a time per call."""
