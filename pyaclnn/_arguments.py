@@ -101,14 +101,34 @@ def int64(name: str, value: int | np.integer) -> int:
     return operator.index(value)
 
 
+#: pool_ints of plain ints (stride: also the default ``()``) -> its result, as calls repeat them
+_PLAIN_POOL_INTS: dict[tuple[Any, ...], PoolInts] = {}
+_PLAIN_POOL_INTS_LIMIT = 256
+
+
 def pool_ints(kernel_size: IntOrSeq, stride: IntOrSeq, padding: IntOrSeq, dilation: IntOrSeq) -> PoolInts:
     """The four pooling parameters as tuples of ints (see :func:`int_tuple`)."""
-    return (
+    # The types are tested before the look-up: True == 1 and np.int64(2) == 2 hash alike, but
+    # int_tuple refuses a bool, and only plain ints (that fit int64) were ever kept.
+    plain = (
+        type(kernel_size) is int
+        and type(padding) is int
+        and type(dilation) is int
+        and (type(stride) is int or (type(stride) is tuple and not stride))
+    )
+    if plain:
+        found = _PLAIN_POOL_INTS.get((kernel_size, stride, padding, dilation))
+        if found is not None:
+            return found
+    ints = (
         int_tuple("kernel_size", kernel_size),
         int_tuple("stride", stride),
         int_tuple("padding", padding),
         int_tuple("dilation", dilation),
     )
+    if plain and len(_PLAIN_POOL_INTS) < _PLAIN_POOL_INTS_LIMIT:
+        _PLAIN_POOL_INTS[(kernel_size, stride, padding, dilation)] = ints
+    return ints
 
 
 def mode(name: str, value: str | int, names: dict[str, int]) -> int:

@@ -256,6 +256,20 @@ def test_bad_argument_types_raise_naming_the_argument(backend, kwargs, error, wo
         pyaclnn.max_pool3d_with_argmax(backend=backend, **args)
 
 
+@pytest.mark.parametrize("name", ["kernel_size", "stride", "padding", "dilation"])
+def test_pool_parameters_equal_to_those_of_an_earlier_call_are_still_checked(backend, name):
+    """The normalised pooling parameters of plain ints are kept from call to call; a bool equal to
+    such an int (True == 1, False == 0, with the same hash) is still refused, naming the argument,
+    and a NumPy integer still accepted, with the same result."""
+    x = np.arange(8, dtype=np.float32).reshape(1, 1, 2, 2, 2)
+    params = dict(kernel_size=1, stride=1, padding=0, dilation=1)
+    want, _ = pyaclnn.max_pool3d_with_argmax(x, **params, backend=backend)  # kept now
+    with pytest.raises(TypeError, match=name):
+        pyaclnn.max_pool3d_with_argmax(x, **(params | {name: bool(params[name])}), backend=backend)
+    got, _ = pyaclnn.max_pool3d_with_argmax(x, **(params | {name: np.int64(params[name])}), backend=backend)
+    np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize(
     "kwargs, error, words",
     [
