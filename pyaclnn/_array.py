@@ -71,6 +71,7 @@ class DeviceArray(Generic[_S]):
     """
 
     # Slots make the per-call outputs cheaper to build; __dict__ keeps arrays open to user attributes.
+    # _block: the memory; _CLOSED once closed (not None: `closed` then reads one attribute of it).
     # _last_descriptor: (format, block, handle) of the latest descriptor() call.
     # _stream: the Stream of the last call that used the array (None: no queued work can use it).
     # _base: for a view (reshape), the array it views, which owns the block and the stream of
@@ -100,7 +101,7 @@ class DeviceArray(Generic[_S]):
     offset: int
     storage_size: int
     _pool: MemoryPool
-    _block: Block | None  # None once closed
+    _block: Block
     _last_descriptor: tuple[int, Block, Any] | None  # Any: the backend's aclTensor handle
     _stream: Stream | None
     _base: DeviceArray[_S] | None
@@ -279,13 +280,13 @@ class DeviceArray(Generic[_S]):
         array._block = ForeignBlock(ptr, nbytes, owner) if nbytes else pool.empty_block
         return array
 
-    @classmethod
+    @staticmethod  # (not a classmethod: no subclass makes outputs, and no bound method is made per call)
     def _contiguous(
-        cls, ctx: _context._Context, shape: tuple[int, ...], dtype: np.dtype[_T], stream: Stream
+        ctx: _context._Context, shape: tuple[int, ...], dtype: np.dtype[_T], stream: Stream
     ) -> DeviceArray[_T]:
         """A contiguous array of an already valid shape and dtype for work on ``stream``
         (the outputs of a call)."""
-        array: DeviceArray[_T] = DeviceArray.__new__(DeviceArray)  # no subclass makes outputs
+        array: DeviceArray[_T] = DeviceArray.__new__(DeviceArray)
         strides, size = _contiguous_layout(shape)
         array._setup(ctx, shape, dtype, strides, 0, size, stream, stream._state.pool)
         return array
@@ -301,24 +302,27 @@ class DeviceArray(Generic[_S]):
         stream: Stream | None,
         pool: MemoryPool,
     ) -> None:
-        self.backend = ctx.name
-        self.shape, self.dtype, self.strides, self.offset = shape, dtype, strides, offset
-        self.storage_size = storage_size
-        self._pool = pool
-        self._last_descriptor = self._block = None  # so that a failing acquire leaves a closed array
-        self._stream = stream
-        self._base = self._held = None
-        self._views = 0
         nbytes = storage_size * dtype.itemsize
+        # The block first: after an acquire that raised, __del__ finds no _block, nothing to give back.
         state = stream._state if stream is not None else None
         self._block = pool.acquire(nbytes, state) if nbytes else pool.empty_block
+        self.backend = ctx.name
+        self.shape = shape  # one attribute a statement: no tuple is packed and unpacked
+        self.dtype = dtype
+        self.strides = strides
+        self.offset = offset
+        self.storage_size = storage_size
+        self._pool = pool
+        self._stream = stream
+        self._last_descriptor = self._base = self._held = None
+        self._views = 0
 
     # -- properties ---------------------------------------------------------
     @property
     def ptr(self) -> int:
         """Device address of the storage base (0 for an empty array)."""
         block = self._block
-        if block is None:
+        if block is _CLOSED:
             raise _closed_error()
         return block.ptr
 
@@ -343,8 +347,7 @@ class DeviceArray(Generic[_S]):
     @property
     def closed(self) -> bool:
         """True after close(), or once finalize() freed the memory under it."""
-        block = self._block
-        return block is None or (block.ptr == 0 and block.nbytes > 0)
+        return self._block.gone
 
     def is_contiguous(self) -> bool:
         return self.offset == 0 and self.strides == _dtypes.contiguous_strides(self.shape)
@@ -413,22 +416,24 @@ class DeviceArray(Generic[_S]):
         Cached with the memory block and freed with it: never destroy it yourself.
         """
         last = self._last_descriptor
-        if (
-            last is not None
-            and last[0] == fmt
-            and last[1] is self._block
-            and (last[1].ptr or not last[1].nbytes)
-        ):
+        if last is not None and last[0] == fmt and last[1] is self._block and not last[1].gone:
             return last[2]  # the same array asked again (an input reused across calls)
         block = self._block
-        if block is None or (block.ptr == 0 and block.nbytes > 0):
+        if block.gone:
             raise _closed_error()
         key = (self.shape, self.strides, self.offset, self.dtype, fmt, self.storage_size)
         handle = block.descriptors.get(key)  # a reused block usually has it
-        if handle is None:  # the pool creates it, checking again under its lock
-            handle = self._pool.descriptor(block, key, lambda: self._create_descriptor(fmt))
+        if handle is None:
+            handle = self._new_descriptor(block, key, fmt)
         self._last_descriptor = (fmt, block, handle)
         return handle
+
+    def _new_descriptor(self, block: Block, key: tuple[Any, ...], fmt: int) -> Any:
+        """The descriptor for ``key`` from the pool, which creates it, checking again under its lock.
+
+        Apart from :meth:`descriptor`, whose usual case then needs no closure over ``self``.
+        """
+        return self._pool.descriptor(block, key, lambda: self._create_descriptor(fmt))
 
     def _create_descriptor(self, fmt: int) -> Any:
         return acl.create_tensor(
@@ -596,19 +601,19 @@ class DeviceArray(Generic[_S]):
             if not self._close_shared():
                 return
         block = self._block
-        if block is not None and block.nbytes and type(block) is ForeignBlock:
-            self._block = None
+        self._block = _CLOSED
+        if not block.nbytes:
+            return  # an empty array, or closed already
+        if type(block) is ForeignBlock:
             try:
                 if self._stream is not None:
                     self._stream._state.wait_queued()
             finally:
                 self._pool.forget_foreign(block)
             return
-        self._block = None
-        if block is not None and block.nbytes:
-            stream = self._stream
-            # The pool decides under its lock whether the stream is still open (a close may race this).
-            self._pool.release(block, stream._state if stream is not None else None)
+        stream = self._stream
+        # The pool decides under its lock whether the stream is still open (a close may race this).
+        self._pool.release(block, stream._state if stream is not None else None)
 
     def _close_shared(self) -> bool:
         """close() of an array that shares its block: whether the block is to be given back now."""
@@ -616,19 +621,19 @@ class DeviceArray(Generic[_S]):
         if base is None:  # views are open: keep the block for them
             with _VIEWS_LOCK:
                 if self._views:
-                    if self._block is not None:
-                        self._held, self._block = self._block, None
+                    if self._block is not _CLOSED:
+                        self._held, self._block = self._block, _CLOSED
                     return False
             return True
-        if self._block is None:
+        if self._block is _CLOSED:
             return False
-        self._block = self._last_descriptor = None
+        self._block, self._last_descriptor = _CLOSED, None
         with _VIEWS_LOCK:
             base._views -= 1
-            last = base._views == 0 and base._held is not None
-            if last:
-                base._block, base._held = base._held, None
-        if last:
+            held = base._held if base._views == 0 else None
+            if held is not None:
+                base._block, base._held = held, None
+        if held is not None:
             base.close()  # the base was closed while views were open: now its memory goes back
         return False
 
@@ -640,8 +645,11 @@ class DeviceArray(Generic[_S]):
         )
 
     def __del__(self) -> None:
-        if getattr(self, "_block", None) is None:
-            return  # closed already (the common case), or never set up
+        try:
+            if self._block is _CLOSED:
+                return  # closed already (the common case)
+        except AttributeError:
+            return  # never set up (its __init__ or acquire raised)
         try:
             self.close()
         except Exception:  # noqa: BLE001 - a finalizer must not raise (e.g. at interpreter exit)
@@ -660,6 +668,11 @@ class DeviceArray(Generic[_S]):
     def __repr__(self) -> str:
         state = " closed" if self.closed else ""
         return f"<pyaclnn.DeviceArray shape={self.shape} dtype={self.dtype} backend={self.backend!r}{state}>"
+
+
+_CLOSED = Block(0, 0)  # the block of every closed array: no memory, gone
+_CLOSED.in_use = False
+_CLOSED.gone = True
 
 
 class ForeignBlock(Block):

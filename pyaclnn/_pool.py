@@ -62,6 +62,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import weakref
+from collections import defaultdict, deque
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
@@ -83,16 +84,21 @@ def _rounded(nbytes: int) -> int:
 
 
 class Block:
-    """One device allocation: its pointer (0 once freed), size, whether an array holds it, descriptors."""
+    """One device allocation: its pointer (0 once freed), size, whether an array holds it, descriptors,
+    and whether it is gone (freed: arrays still holding it are closed)."""
 
-    __slots__ = ("ptr", "nbytes", "in_use", "descriptors")
+    __slots__ = ("ptr", "nbytes", "in_use", "descriptors", "gone")
 
     def __init__(self, ptr: int, nbytes: int) -> None:
         self.ptr = ptr
         self.nbytes = nbytes
         self.in_use = True
+        self.gone = False
         # (shape, strides, offset, dtype, format, storage) -> aclTensor
         self.descriptors: dict[tuple[Any, ...], Any] = {}
+
+
+_BySize = defaultdict[int, deque[Block]]  # size -> blocks
 
 
 class _Fence:
@@ -132,8 +138,11 @@ class MemoryPool:
         # Re-entrant: garbage collection may close a DeviceArray (and so call release) in any
         # allocation made while the lock is held, e.g. while a descriptor is being created.
         self._lock = threading.RLock()
-        self._released: dict[Any, dict[int, list[Block]]] = {}  # stream -> size -> blocks
-        self._idle: dict[int, list[Block]] = {}  # size -> blocks no queued work uses
+        # Free lists are deques (a list shrunk to no item and grown again reallocates its storage,
+        # and the usual one holds one block, taken and given back by every call), by size in
+        # defaultdicts (a subscript is cheaper than a get call).
+        self._released: dict[Any, _BySize] = {}  # stream -> size -> blocks
+        self._idle: _BySize = defaultdict(deque)  # size -> blocks no queued work uses
         self._fences: list[_Fence] = []
         self._cached_bytes = 0  # released, idle and fenced (not to be freed) blocks
         self._blocks: dict[int, Block] = {}  # ptr -> every block not yet freed
@@ -143,23 +152,19 @@ class MemoryPool:
         # them first, since their graphs' executors use descriptors of this pool's blocks.
         self.children: weakref.WeakSet[MemoryPool] = weakref.WeakSet()
 
-    # acquire and release run for every output of every call: explicit lock calls in
-    # try/finally and a flag on the block keep them cheap.
+    # acquire and release run for every output of every call: the usual case (a block of the
+    # size the stream released last time) comes first, in explicit lock calls in try/finally,
+    # and the rest is in helpers.
     def acquire(self, nbytes: int, stream: Any = None) -> Block:
         """A block of at least ``nbytes`` (> 0) bytes for work queued on ``stream``."""
-        size = -(-nbytes // _SMALL) * _SMALL if nbytes <= _LARGE else _rounded(nbytes)
+        size = (nbytes + _SMALL - 1) & -_SMALL if nbytes <= _LARGE else _rounded(nbytes)
         lock = self._lock
         lock.acquire()
         try:
             own = self._released.get(stream)
-            blocks = own.get(size) if own else None
-            if not blocks and self._fences:
-                blocks = self._own_fenced(size, stream)
+            blocks = own[size] if own is not None else None
             if not blocks:
-                blocks = self._idle.get(size)
-                if not blocks and self._other_streams_hold(size, stream):
-                    self._poll_fences(fence_size=size, asking=stream)
-                    blocks = self._idle.get(size)
+                blocks = self._cached(size, stream)
             if blocks:
                 block = blocks.pop()
                 self._cached_bytes -= size
@@ -187,29 +192,57 @@ class MemoryPool:
                 return  # released already, or freed by release_all
             block.in_use = False
             nbytes = block.nbytes
-            if stream is not None and not stream.open:
-                stream = None  # its close waited for all its work
-            if self._cached_bytes + nbytes <= _CACHE_LIMIT or (stream is not None and _unfenced(stream)):
-                # (A closing or capturing stream gets no fence: its close or next synchronize
-                # hands the block over.)
-                by_size = self._released.get(stream) if stream is not None else self._idle
-                if by_size is None:
-                    by_size = self._released[stream] = {}
-                blocks = by_size.get(nbytes)
-                if blocks is None:
-                    blocks = by_size[nbytes] = []
-                blocks.append(block)
-                self._cached_bytes += nbytes
+            cached = self._cached_bytes + nbytes
+            if stream is not None and cached <= _CACHE_LIMIT and stream.open:
+                own = self._released.get(stream)
+                if own is not None:  # the usual case: the stream has released blocks before
+                    own[nbytes].append(block)
+                    self._cached_bytes = cached
+                    return
+            if not self._keep(block, stream):
                 return
-            if stream is not None:  # over the limit, and queued work may still use it
-                self._fences.append(_Fence(stream, self._record(stream), [block], free=True))
-                return
-            del self._blocks[block.ptr]
         finally:
             lock.release()
         self._free(block)
 
-    def stream_synchronizing(self, stream: Any) -> tuple[Any, dict[int, list[Block]], list[_Fence]]:
+    def _cached(self, size: int, stream: Any) -> deque[Block] | None:
+        """Blocks of ``size`` that ``stream`` may use, other than those it released (caller holds the lock).
+
+        A fence over ``stream`` (its own work orders the block), else idle blocks, else those
+        of completed fences, once other streams holding the size are fenced (polled, never waited for).
+        """
+        blocks = self._own_fenced(size, stream) if self._fences else None
+        if not blocks:
+            blocks = self._idle.get(size)
+            if not blocks and self._other_streams_hold(size, stream):
+                self._poll_fences(fence_size=size, asking=stream)
+                blocks = self._idle.get(size)
+        return blocks
+
+    def _keep(self, block: Block, stream: Any) -> bool:
+        """Cache ``block``, just released on ``stream``, or fence it; whether to free it now.
+
+        The part of :meth:`release` beyond its usual case; the caller holds the lock.
+        """
+        nbytes = block.nbytes
+        if stream is not None and not stream.open:
+            stream = None  # its close waited for all its work
+        if self._cached_bytes + nbytes <= _CACHE_LIMIT or (stream is not None and _unfenced(stream)):
+            # (A closing or capturing stream gets no fence: its close or next synchronize
+            # hands the block over.)
+            if stream is None:
+                self._idle[nbytes].append(block)
+            else:
+                self._released.setdefault(stream, defaultdict(deque))[nbytes].append(block)
+            self._cached_bytes += nbytes
+            return False
+        if stream is not None:  # over the limit, and queued work may still use it
+            self._fences.append(_Fence(stream, self._record(stream), [block], free=True))
+            return False
+        del self._blocks[block.ptr]
+        return True
+
+    def stream_synchronizing(self, stream: Any) -> tuple[Any, _BySize, list[_Fence]]:
         """Set aside what ``stream`` released so far: idle once the synchronize about to start returns.
 
         Blocks released while it runs stay the stream's: their last use may be queued after it began.
@@ -218,19 +251,19 @@ class MemoryPool:
         """
         with self._lock:
             fences = [f for f in self._fences if f.stream is stream] if self._fences else []
-            return stream, self._released.pop(stream, {}), fences
+            return stream, self._released.pop(stream, None) or defaultdict(deque), fences
 
-    def stream_synchronized(self, token: tuple[Any, dict[int, list[Block]], list[_Fence]]) -> None:
+    def stream_synchronized(self, token: tuple[Any, _BySize, list[_Fence]]) -> None:
         """The synchronize of :meth:`stream_synchronizing` returned: what it set aside is idle."""
         _, by_size, fences = token
         if by_size:
             with self._lock:
                 for size, blocks in by_size.items():
-                    self._idle.setdefault(size, []).extend(blocks)
+                    self._idle[size].extend(blocks)
         for fence in fences:
             self._retire(fence)
 
-    def stream_unsynchronized(self, token: tuple[Any, dict[int, list[Block]], list[_Fence]]) -> None:
+    def stream_unsynchronized(self, token: tuple[Any, _BySize, list[_Fence]]) -> None:
         """The synchronize of :meth:`stream_synchronizing` raised: the blocks are the stream's again.
 
         Unless the stream was closed meanwhile (its close waited for its work): then they are idle.
@@ -240,12 +273,12 @@ class MemoryPool:
             return
         with self._lock:
             if stream.open:
-                own = self._released.setdefault(stream, {})
+                own = self._released.setdefault(stream, defaultdict(deque))
                 for size, blocks in by_size.items():
-                    own.setdefault(size, []).extend(blocks)
+                    own[size].extend(blocks)
             else:
                 for size, blocks in by_size.items():
-                    self._idle.setdefault(size, []).extend(blocks)
+                    self._idle[size].extend(blocks)
 
     def stream_closing(self, stream: Any, closing: bool) -> None:
         """``stream``'s close waits for it (``closing``), or that wait raised: no fence is recorded
@@ -348,6 +381,7 @@ class MemoryPool:
             handles = list(block.descriptors.values())
             block.descriptors.clear()
             block.ptr = 0
+            block.gone = True
         for handle in handles:
             self._destroy_descriptor(handle)
 
@@ -366,8 +400,8 @@ class MemoryPool:
             return True
         return any(s is not asking and by_size.get(size) for s, by_size in self._released.items())
 
-    def _own_fenced(self, size: int, stream: Any) -> list[Block] | None:
-        """A one-block list of ``size`` from a fence over ``stream`` (its own work orders it), or None.
+    def _own_fenced(self, size: int, stream: Any) -> deque[Block] | None:
+        """A one-block deque of ``size`` from a fence over ``stream`` (its own work orders it), or None.
 
         Caller holds the lock.
         """
@@ -377,7 +411,7 @@ class MemoryPool:
             if fence.stream is stream and not fence.free:
                 for i, block in enumerate(fence.blocks):
                     if block.nbytes == size:
-                        return [fence.blocks.pop(i)]
+                        return deque((fence.blocks.pop(i),))
         return None
 
     def _poll_fences(self, fence_size: int, asking: Any) -> None:
@@ -401,7 +435,7 @@ class MemoryPool:
 
     def _fence(self, stream: Any) -> _Fence:
         """A fence over every block released on ``stream`` so far (caller holds the lock)."""
-        by_size = self._released.pop(stream, {})
+        by_size = self._released.pop(stream, None) or defaultdict(deque)
         blocks = [b for bs in by_size.values() for b in bs]
         return _Fence(stream, self._record(stream), blocks, free=False)
 
@@ -432,7 +466,7 @@ class MemoryPool:
                     if self._blocks.pop(block.ptr, None) is not None:
                         freed.append(block)
                 else:
-                    self._idle.setdefault(block.nbytes, []).append(block)
+                    self._idle[block.nbytes].append(block)
         with self._on_device(self.device):
             _quiet(acl.rt.destroy_event, fence.event, backend=self.backend)
         for block in freed:
@@ -450,6 +484,7 @@ class MemoryPool:
         block.descriptors.clear()
         ptr, block.ptr = block.ptr, 0
         if ptr:
+            block.gone = True  # (the empty block has no memory to free and stays)
             with self._on_device(self.device):
                 acl.rt.free(ptr, backend=self.backend)
 

@@ -24,6 +24,7 @@ import pytest
 
 import pyaclnn
 from pyaclnn import AclError, AclnnError, acl, aclnn, backends, runtime
+from pyaclnn._array import _CLOSED
 from pyaclnn.dtypes import ACL_FLOAT, ACL_FORMAT_ND, ACL_INT32
 
 SOAK_ITERATIONS = int(os.environ.get("PYACLNN_SOAK_ITERATIONS", "1000"))
@@ -163,7 +164,7 @@ def test_an_output_the_call_made_and_does_not_return_is_closed_by_the_call(
     real_del = pyaclnn.DeviceArray.__del__
 
     def recording_del(self):
-        if getattr(self, "_block", None) is not None:
+        if getattr(self, "_block", _CLOSED) is not _CLOSED:  # still holding memory
             finalized_open.append(self.shape)
         real_del(self)
 
