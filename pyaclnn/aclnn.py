@@ -113,6 +113,29 @@ def _phase2(operator: str) -> _Phase2:
     return launch
 
 
+def bound_phase2(
+    api: str, workspace: int, workspace_size: int, executor: Any, stream: Any, *, backend: str | None = None
+) -> Callable[[], None]:
+    """Phase 2 ``api`` with every argument fixed: a function of no argument that launches it.
+
+    For a repeatable executor launched again and again with the same workspace on
+    the same stream (the executor cache): the backend checks and marshals the
+    arguments once, here (:meth:`~pyaclnn.backends._interface.Backend.phase2_call`),
+    and each call of the result makes only the launch and the status check of the
+    phase-2 wrapper (AclnnError naming ``api`` on failure).
+    """
+    b = _backends.get(backend)
+    function, args = b.phase2_call(api, workspace, workspace_size, executor, stream)
+
+    def launch() -> None:
+        status = function(*args)
+        if status:
+            _check(b, status, api)
+
+    launch.__qualname__ = launch.__name__ = f"{api}_bound"
+    return launch
+
+
 def init(config_path: str | None = None, *, backend: str | None = None) -> None:
     """``aclnnInit``."""
     _call(backend, "aclnnInit", config_path)
