@@ -12,6 +12,8 @@ The wrappers are made from the backend interface
 so each C prototype is written once: a wrapper takes the C arguments
 positionally, in the C order and under their snake_case names (its
 ``__signature__`` shows them), plus the keyword ``backend``.
+:func:`bound_phase2` fixes every argument of a phase 2 once, for a repeatable
+executor launched again and again (the executor cache's hits).
 """
 
 from __future__ import annotations
