@@ -64,10 +64,8 @@ LAYERED_OP = "max_pool3d_with_argmax_backward"
 #: (piece, what it runs): the chain of one phase 2, innermost first, then the parts beside it.
 LAYERS = (
     ("cffi", "the C function of phase 2, cffi's call into the emulator (enqueue + wake)"),
-    ("backend", "+ the npu backend's method (marshaling: workspace, stream, executor)"),
-    ("aclnn", "+ pyaclnn.aclnn's phase-2 wrapper (backend look-up, status)"),
-    ("enqueue", "+ StreamState.enqueue_held (the count of queued work)"),
-    ("cache", "+ ExecutorCache.launch, a hit (stream lock, key, workspace)"),
+    ("bound", "+ the plan's phase 2, bound once (aclnn.bound_phase2: the status check)"),
+    ("cache", "+ ExecutorCache.launch, a hit (stream lock, key, in-flight mark, count)"),
     ("functional", "the whole functional call, its output closed"),
     ("stubbed", "the same with phase 2's C function a stub returning 0: Python alone"),
     ("launch", "beside: Launch enter and exit, no arrays"),
@@ -100,17 +98,12 @@ def _layer_pieces() -> tuple[dict[str, Callable[[], Any]], Callable[[], None], A
 
     for _ in range(WARMUP):
         functional()
-    ((phase2, args),) = state.executors._entries  # the one plan, cached by the calls above
-    executor, size = state.executors._entries[(phase2, args)]
+    (((_, args), plan),) = state.executors._entries.items()  # the one plan, cached by the calls above
     op = _operators.OPERATORS[LAYERED_OP]
     backend = pyaclnn.backends.get("npu")
-    method = getattr(backend, op.phase2_api)
-    c_function = getattr(backend._c, op.phase2_api)
-    from pyaclnn.backends.npu._ffi import ffi
-
-    workspace = state.workspace(size)
-    c_workspace = ffi.cast("void *", workspace) if workspace else ffi.NULL
-    handle = state.handle
+    c_function, c_args = backend.phase2_call(
+        op.phase2_api, state.workspace(plan.size), plan.size, plan.executor, state.handle
+    )
     call = Call(op, args, True, ())
     nd = pyaclnn.dtypes.ACL_FORMAT_ND
 
@@ -132,19 +125,20 @@ def _layer_pieces() -> tuple[dict[str, Callable[[], Any]], Callable[[], None], A
 
     @contextlib.contextmanager
     def stub() -> Iterator[None]:
-        """The backend's namespace of C functions with phase 2's a stub returning 0 (nothing queued)."""
+        """The backend's namespace of C functions with phase 2's a stub returning 0 (nothing queued);
+        the stream's plans are dropped on the way in and out (each binds its C function once)."""
         real = backend._c
         backend._c = types.SimpleNamespace(**{**vars(real), op.phase2_api: lambda *args: 0})
+        state.executors.clear()
         try:
             yield
         finally:
             backend._c = real
+            state.executors.clear()
 
     pieces: dict[str, Callable[[], Any]] = {
-        "cffi": lambda: c_function(c_workspace, size, executor, handle),
-        "backend": lambda: method(workspace, size, executor, handle),
-        "aclnn": lambda: phase2(workspace, size, executor, handle, backend="npu"),
-        "enqueue": lambda: state.enqueue_held(phase2, workspace, size, executor, handle),
+        "cffi": lambda: c_function(*c_args),
+        "bound": plan.launch,
         "cache": lambda: state.executors.launch(call),
         "functional": functional,
         "stubbed": functional,  # under stub()

@@ -4,7 +4,7 @@ This module owns the whole protocol: the key of a call, the launch of its two
 phases (:meth:`ExecutorCache.launch`), and every way an entry leaves. A cache
 works with objects, never with callbacks into the layers above: the state of
 its stream (:class:`pyaclnn._stream.StreamState`: the handle, the lock, the
-workspace, the counts of work and the one enqueue that counts) and, per launch,
+workspace, the counts of work and the enqueue that counts) and, per launch,
 a :class:`Call` value (the operator's record, the arguments of phase 1, the
 outputs to zero-fill).
 
@@ -12,7 +12,9 @@ A call with the same descriptors, parameter arrays and scalars as an earlier
 call on the same stream would get the same plan from phase 1. So after phase
 1 the executor is made repeatable (``aclSetAclOpExecutorRepeatable``) and kept
 here, keyed by everything phase 1 was given; the next such call runs phase 2
-on it directly. The key holds descriptor handles, and a handle always
+on it directly, bound once to the executor, the stream and the workspace
+buffer (:func:`pyaclnn.aclnn.bound_phase2`; bound again when the stream's
+buffer is replaced). The key holds descriptor handles, and a handle always
 describes the same memory, shape and dtype while it lives (the pool owns it
 and caches it per block), so a hit is exactly the call phase 1 planned.
 
@@ -26,10 +28,12 @@ Rules that keep that true:
   not cached (``cacheable=False``).
 * One cache per stream, used by launches under the stream's lock: an executor
   never runs on two streams or threads at once, which CANN does not promise to
-  support. A launch is queued with the state's ``enqueue_held``, the one
-  place the stream's count of work changes. :func:`forget` takes only the
-  cache's own lock, so it never waits for a stream (no lock-order cycle with
-  threads whose garbage collection frees blocks inside a launch).
+  support. The stream's count of work (``state.queued``) changes only once the
+  runtime took the work: in the state's ``enqueue_held``, and after a cached
+  plan's bound launch returned (its executor still marked in flight).
+  :func:`forget` takes only the cache's own lock, so it never waits for a
+  stream (no lock-order cycle with threads whose garbage collection frees
+  blocks inside a launch).
 * A dropped executor may still have launches queued on the stream: it is
   destroyed at once only if the stream has run everything launched so far;
   otherwise after an event recorded behind those launches has completed
@@ -50,7 +54,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from . import acl
+from . import acl, aclnn
 from ._decl import constant
 from .errors import AclError
 
@@ -128,8 +132,25 @@ class Call:
                 state.enqueue_held(acl.rt.memset_async, output.ptr, nbytes, 0, nbytes, state.handle)
 
 
+class _Plan:
+    """A cached plan: its repeatable executor and workspace size, and phase 2 bound to them, to
+    the stream and to the workspace buffer it was bound with (``launch()`` launches it; a launch
+    from the cache binds it again when the stream's buffer is another one)."""
+
+    __slots__ = ("executor", "size", "launch", "workspace")
+
+    def __init__(self, executor: Any, size: int) -> None:
+        self.executor = executor
+        self.size = size
+        self.launch: Callable[[], None]  # set by ExecutorCache._bind, at the first launch from the cache
+        self.workspace: Any = _UNBOUND  # the stream's Block (or None) ``launch`` was bound with
+
+
+_UNBOUND = object()  # never a stream's workspace buffer: a new plan is bound at its first hit
+
+
 class ExecutorCache:
-    """Repeatable executors of one stream: key -> (executor, workspace size).
+    """Repeatable executors of one stream: key -> plan (:class:`_Plan`).
 
     Launches take the stream's lock (``state.lock``); the cache's own
     (re-entrant) lock guards only its dict and the executors waiting to be
@@ -156,7 +177,7 @@ class ExecutorCache:
         self.state = state
         self.enabled = enabled
         self.generation = 0  # bumped by forget() and clear(): a plan made before may hold a dead handle
-        self._entries: dict[tuple[Any, ...], tuple[Any, int]] = {}
+        self._entries: dict[tuple[Any, ...], _Plan] = {}
         self._inflight: Any = None  # the cached executor a launch is queuing right now
         self._lock = threading.RLock()  # re-entrant: a collection inside may free descriptors
         self._unrepeatable: set[Any] = set()  # ops whose executors the runtime refused to make repeatable
@@ -179,36 +200,58 @@ class ExecutorCache:
         with state.lock:
             if not state.open:
                 raise ValueError("stream is closed")
-            phase2 = call.op.phase2
-            key = (phase2, call.args) if call.cacheable and self.enabled else None
-            generation = self.generation
-            entry = self._entries.get(key) if key is not None else None
-            if entry is not None and key is not None:  # (entry implies key; said for type checkers)
-                executor, size = entry
-                if call.admit is not None:
-                    call.admit()
-                # Another thread may drop the entry at any time (forget(), a descriptor freed):
-                # marked in flight, the executor outlives this launch; dropped before the mark, it
-                # is not launched (planned afresh below). Only forget() drops entries without the
-                # stream's lock, and it bumps the generation before it drops: an unchanged
-                # generation spares the second look-up.
-                self._inflight = executor
-                if self.generation == generation or self._entries.get(key) is entry:
-                    try:
-                        state.enqueue_held(phase2, state.workspace(size), size, executor, state.handle)
-                    except BaseException:
+            if call.cacheable:  # (no entry is kept while the cache is disabled)
+                key = (call.op.phase2, call.args)
+                generation = self.generation
+                plan = self._entries.get(key)
+                if plan is not None:
+                    if call.admit is not None:
+                        call.admit()
+                    # Another thread may drop the entry at any time (forget(), a descriptor freed):
+                    # marked in flight, the executor outlives this launch; dropped before the mark, it
+                    # is not launched (planned afresh below). Only forget() drops entries without the
+                    # stream's lock, and it bumps the generation before it drops: an unchanged
+                    # generation spares the second look-up.
+                    self._inflight = plan.executor
+                    if self.generation == generation or self._entries.get(key) is plan:
+                        try:
+                            # Bound to the buffer the stream has: state.workspace(plan.size) would
+                            # give the same pointer again (a buffer is replaced, never resized).
+                            if plan.workspace is not state._workspace:
+                                self._bind(plan, call.op.phase2_api)
+                            plan.launch()
+                            # The one enqueue not through state.enqueue_held (one Python call less per
+                            # cached call): counted the same way, once the runtime took it, and
+                            # before the executor stops being in flight.
+                            state.queued += 1
+                        except BaseException:
+                            self._inflight = None
+                            self.discard(key)  # the executor may be what failed: plan again next time
+                            raise
                         self._inflight = None
-                        self.discard(key)  # the executor may be what failed: plan again next time
-                        raise
+                        return
                     self._inflight = None
-                    return
-                self._inflight = None
+            else:
+                key = None
             self._plan_and_launch(call, key)
 
+    def _bind(self, plan: _Plan, api: str) -> None:
+        """Bind ``plan``'s phase 2 (C name ``api``) to the stream and its workspace buffer (acquired
+        or grown here)."""
+        state = self.state
+        buffer = state.workspace(plan.size)
+        plan.launch = aclnn.bound_phase2(
+            api, buffer, plan.size, plan.executor, state.handle, backend=self.backend
+        )
+        plan.workspace = state._workspace
+
     def _plan_and_launch(self, call: Call, key: tuple[Any, ...] | None) -> None:
-        """Phase 1, then phase 2 on its executor (kept under ``key``, if any, when repeatable)."""
+        """Phase 1, then phase 2 on its executor (kept under ``key``, if any and the cache is
+        enabled, when repeatable)."""
         state = self.state
         phase2 = call.op.phase2
+        if not self.enabled:
+            key = None
         generation = self.generation
         size, executor = call.op.phase1(*call.args, backend=self.backend)
         if executor is None:  # nothing to compute: the outputs are zeros
@@ -228,7 +271,7 @@ class ExecutorCache:
             self._abandon(executor, cached, consumed=True)
             raise
         if cached and key is not None:  # (cached implies key)
-            self._put(key, (executor, size), generation)
+            self._put(key, _Plan(executor, size), generation)
 
     def _abandon(self, executor: Any, repeatable: bool, consumed: bool) -> None:
         """Free a fresh executor whose launch failed: nothing queued it."""
@@ -238,7 +281,7 @@ class ExecutorCache:
             _consume(executor, self.backend)  # phase 2 never ran: it is ours to free
 
     # -- entries ----------------------------------------------------------------
-    def _put(self, key: tuple[Any, ...], entry: tuple[Any, int], generation: int) -> None:
+    def _put(self, key: tuple[Any, ...], entry: _Plan, generation: int) -> None:
         """Keep a new ``entry`` for ``key``, unless a descriptor was forgotten since ``generation``
         (read before its phase 1: the plan may hold it)."""
         dropped = []
@@ -315,9 +358,9 @@ class ExecutorCache:
         with _caches_lock:  # nothing is left for forget() and clear_all() to drop
             _caches.get(self.backend, weakref.WeakSet()).discard(self)
 
-    def _drop(self, entries: list[tuple[Any, int]]) -> None:
+    def _drop(self, entries: list[_Plan]) -> None:
         """Destroy the executors of ``entries`` once no queued launch can still use them."""
-        executors = [executor for executor, _ in entries]
+        executors = [entry.executor for entry in entries]
         if not executors and not self._waiting:
             return
         state = self.state

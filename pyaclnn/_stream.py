@@ -43,9 +43,12 @@ class StreamState:
     (a key of its free lists) and the executor cache share, and it never refers
     back to the Stream, so the Stream can be collected while work is queued.
 
-    Work joins the stream one way: :meth:`enqueue` (an upload, a fill, an event
-    record or wait) or a launch of the executor cache, both through
-    :meth:`enqueue_held`, the one place ``queued`` changes. ``queued`` counts the
+    Work joins the stream through :meth:`enqueue_held` (from :meth:`enqueue`: an
+    upload, a fill, an event record or wait; and from the executor cache's
+    launches after a phase 1), which counts it in ``queued``; the one other place
+    ``queued`` changes is a launch of a cached plan, which ``ExecutorCache.launch``
+    makes through the plan's bound phase 2 and counts itself (one Python call less
+    per operator call), also right after the runtime took it. ``queued`` counts the
     work pyaclnn queued on the stream, ``done`` how much of it a wait has seen
     finish (:meth:`_finished`, only after the wait returned): equal means nothing
     of pyaclnn's is pending. Both change under ``lock``, with the enqueue they
@@ -158,6 +161,8 @@ class StreamState:
 
         The caller holds the lock. A buffer outgrown goes back to the pool on this
         stream, so only work queued after the launches that used it can reuse it.
+        A buffer is replaced, never resized: the executor cache's plans keep its
+        pointer while ``_workspace`` is the same Block.
         """
         if size <= 0:
             return 0

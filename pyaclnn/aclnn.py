@@ -12,6 +12,8 @@ The wrappers are made from the backend interface
 so each C prototype is written once: a wrapper takes the C arguments
 positionally, in the C order and under their snake_case names (its
 ``__signature__`` shows them), plus the keyword ``backend``.
+:func:`bound_phase2` fixes every argument of a phase 2 once, for a repeatable
+executor launched again and again (the executor cache's hits).
 """
 
 from __future__ import annotations
@@ -110,6 +112,29 @@ def _phase2(operator: str) -> _Phase2:
 
     launch.__doc__ = f"``{api}``: launch ``executor`` (from phase 1) on ``stream``."
     launch.__name__ = launch.__qualname__ = spec.python_name
+    return launch
+
+
+def bound_phase2(
+    api: str, workspace: int, workspace_size: int, executor: Any, stream: Any, *, backend: str | None = None
+) -> Callable[[], None]:
+    """Phase 2 ``api`` with every argument fixed: a function of no argument that launches it.
+
+    For a repeatable executor launched again and again with the same workspace on
+    the same stream (the executor cache): the backend checks and marshals the
+    arguments once, here (:meth:`~pyaclnn.backends._interface.Backend.phase2_call`),
+    and each call of the result makes only the launch and the status check of the
+    phase-2 wrapper (AclnnError naming ``api`` on failure).
+    """
+    b = _backends.get(backend)
+    function, args = b.phase2_call(api, workspace, workspace_size, executor, stream)
+
+    def launch() -> None:
+        status = function(*args)
+        if status:
+            _check(b, status, api)
+
+    launch.__qualname__ = launch.__name__ = f"{api}_bound"
     return launch
 
 

@@ -183,6 +183,68 @@ def test_a_failed_launch_on_a_cached_plan_leaves_no_plan(backend, stream, torch)
         np.testing.assert_array_equal(got.numpy(), _pool_backward_oracle(torch, grad, x, idx))
 
 
+def test_a_launch_refused_on_a_cached_plan_raises_counts_nothing_and_leaves_no_plan(
+    backend, stream, torch, monkeypatch
+):
+    """A hit launches phase 2 bound once to the plan (``Backend.phase2_call``): a failing status
+    of that launch raises AclnnError naming phase 2, like any launch; the stream's count of work
+    is unchanged (nothing was queued) and the plan is dropped, its executor destroyed."""
+    base = _live_executors(backend)  # what earlier tests left on other streams
+    rng = np.random.default_rng(10)
+    x, idx = _pool_inputs(torch, rng)
+    grad = rng.standard_normal(GRAD_SHAPE, dtype=np.float32)
+    arrays = [pyaclnn.to_device(a, backend=backend, stream=stream) for a in (grad, x, idx)]
+    pyaclnn.max_pool3d_with_argmax_backward(*arrays, 2, backend=backend, stream=stream).close()
+    assert len(stream._state.executors) == 1
+    b = backends.get(backend)
+    api = "aclnnMaxPool3dWithArgmaxBackward"
+    launched = []
+
+    def refusing(*args):
+        launched.append(args)
+        return errors.ACLNN_ERR_PARAM_INVALID
+
+    monkeypatch.setattr(b, "phase2_call", lambda *args: (refusing, args[1:]))
+    state = stream._state
+    queued = state.queued
+    with pytest.raises(errors.AclnnError, match=api) as info:
+        pyaclnn.max_pool3d_with_argmax_backward(*arrays, 2, backend=backend, stream=stream)
+    assert info.value.status == errors.ACLNN_ERR_PARAM_INVALID and info.value.api == api
+    assert len(launched) == 1 and launched[0][3] is state.handle
+    assert state.queued == queued and len(state.executors) == 0
+    stream.synchronize()
+    assert _live_executors(backend) == base
+    monkeypatch.undo()
+    with pyaclnn.max_pool3d_with_argmax_backward(*arrays, 2, backend=backend, stream=stream) as got:
+        np.testing.assert_array_equal(got.numpy(), _pool_backward_oracle(torch, grad, x, idx))
+    assert state.queued == queued + 1
+
+
+def test_a_cached_plan_launches_with_the_stream_s_current_workspace_buffer(backend, stream, torch):
+    """A hit reuses the workspace pointer its launch was bound with only while the stream keeps
+    that buffer: once a larger one replaced it (and the old one was freed), the next hit runs on
+    the new one (a launch on the freed buffer would be refused)."""
+    rng = np.random.default_rng(11)
+    x, idx = _pool_inputs(torch, rng)
+    grad = rng.standard_normal(GRAD_SHAPE, dtype=np.float32)
+    arrays = [pyaclnn.to_device(a, backend=backend, stream=stream) for a in (grad, x, idx)]
+    want = _pool_backward_oracle(torch, grad, x, idx)
+    out = pyaclnn.empty(X_SHAPE, np.float32, backend=backend)  # kept: the plan's key holds it
+    for _ in range(2):  # planned, then a hit
+        pyaclnn.max_pool3d_with_argmax_backward(*arrays, 2, backend=backend, stream=stream, out=out)
+    state = stream._state
+    old = state._workspace
+    assert old is not None and len(state.executors) == 1
+    state.workspace(old.nbytes + 1)  # a larger buffer: the old one goes back to the pool
+    assert state._workspace is not old
+    stream.synchronize()
+    pyaclnn.memory_pool(backend).free_all_blocks()  # ... and is freed
+    assert old.ptr == 0 and len(state.executors) == 1
+    pyaclnn.max_pool3d_with_argmax_backward(*arrays, 2, backend=backend, stream=stream, out=out)
+    np.testing.assert_array_equal(out.numpy(), want)
+    assert len(state.executors) == 1  # still the same plan
+
+
 def test_set_deterministic_and_closing_the_stream_destroy_the_plans(backend, monkeypatch, torch):
     base = _live_executors(backend)  # what earlier tests left on other streams
     calls = _count_phase1(monkeypatch, backend, "aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize")

@@ -552,6 +552,26 @@ def test_a_missing_runtime_function_raises_acl_error_and_an_operator_aclnn_error
         _missing_stub("aclnnGridSampler3D", libs)(0, 0, None, None)
 
 
+def test_a_launch_bound_once_is_checked_once_with_the_messages_of_the_method(npu, stream):
+    """phase2_call checks and marshals phase 2's arguments for the executor cache's repeated
+    launches: what the method would refuse at each call is refused there, once."""
+    api = "aclnnGridSampler3D"
+    with pytest.raises(TypeError, match=f"{api}: workspace must be an int address"):
+        npu.phase2_call(api, np.zeros(2), 0, None, stream)
+    with pytest.raises(TypeError, match=f"{api}: stream must be a stream from aclrtCreateStream"):
+        npu.phase2_call(api, 0, 0, None, 5)
+    array = npu.aclCreateIntArray([1])  # a handle of another type
+    try:
+        with pytest.raises(TypeError, match=rf"{api}: executor \(aclOpExecutor \*\) needs a handle"):
+            npu.phase2_call(api, 0, 0, array, stream)
+    finally:
+        assert npu.aclDestroyIntArray(array) == 0
+    with pytest.raises(errors.ArgumentOverflowError, match=f"{api}: workspaceSize"):
+        npu.phase2_call(api, 0, -1, None, stream)
+    function, args = npu.phase2_call(api, 0, 0, None, stream)  # nothing to launch: status 0
+    assert function(*args) == 0 and function(*args) == 0
+
+
 def test_arrays_where_scalars_belong_are_type_errors(npu, stream):
     with pytest.raises(TypeError, match="aclCreateBoolArray: values"):
         npu.aclCreateBoolArray([np.array([True, False])])

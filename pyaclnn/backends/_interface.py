@@ -87,6 +87,13 @@ class Backend(Protocol):
     # the device owning [ptr, ptr + nbytes) in one allocation; -1: not device memory; None: cannot tell
     def device_memory(self, ptr: Pointer, nbytes: int) -> int | None: ...
 
+    # -- a launch made again and again (not a C function) ----------------------------
+    # Phase 2 ``api`` as (function, args), the arguments checked and marshaled once as the
+    # method ``api`` would: function(*args) launches it and returns the status, as that method.
+    def phase2_call(
+        self, api: str, workspace: Pointer, workspace_size: int, executor: Handle, stream: Handle
+    ) -> tuple[Callable[..., int], tuple[Any, ...]]: ...
+
     # -- the C functions -----------------------------------------------------------
     # One method per prototype of include/decl, derived by scripts/generate_interface.py
     # (its docstring gives the rules). aclrtQueryEventStatus returns an

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numbers
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -224,8 +224,30 @@ class NpuBackend(OperatorPhases):
         """None: real CANN cannot tell which memory is whose; the caller answers for the pointer."""
         return None
 
+    def phase2_call(
+        self, api: str, workspace: int, workspace_size: int, executor: Any, stream: Any
+    ) -> tuple[Callable[..., int], tuple[Any, ...]]:
+        """Phase 2 ``api`` as its C function and the arguments it is given, checked and marshaled
+        once (with the method's own checks and messages): each launch is then one cffi call."""
+        args = (
+            _workspace(workspace, api),
+            workspace_size,
+            NULL if executor is None else executor,
+            _stream(stream, api),
+        )
+        function = getattr(self._c, api)
+        if isinstance(function, ffi.CData):  # (not the stub of a missing function: it raises when called)
+            refused = self._refused(api, args)
+            if refused is not None:
+                raise refused
+        return function, args
+
     def _bad_argument(self, api: str, args: tuple[Any, ...], exc: Exception) -> Exception:
         """Name the argument cffi refused (the slow path of a failed call)."""
+        return self._refused(api, args) or exc
+
+    def _refused(self, api: str, args: tuple[Any, ...]) -> Exception | None:
+        """The error naming the first of ``args`` that cffi refuses for ``api``; None if it takes them all."""
         ctype = ffi.typeof(getattr(self._c, api))
         for param, ptype, value in zip(parameter_names()[api], ctype.args, args):
             if ptype.cname == "char *" and isinstance(value, bytes):
@@ -237,7 +259,7 @@ class NpuBackend(OperatorPhases):
                 return _reraised(err)(
                     f"{api}: {param} ({ptype.cname}) needs {what}, got {_describe(value)}: {err}"
                 )
-        return exc
+        return None
 
     # -- runtime (libascendcl / libacl_rt) ---------------------------------------
     def aclInit(self, config_path: str | None) -> int:

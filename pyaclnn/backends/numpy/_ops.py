@@ -165,6 +165,13 @@ class OperatorsMixin(OperatorPhases):
         values: tuple[Any, ...] = obj.values
         return values
 
+    def phase2_call(
+        self, api: str, workspace: int, workspace_size: int, executor: Any, stream: Any
+    ) -> tuple[Callable[..., int], tuple[Any, ...]]:
+        """Phase 2 ``api`` as its method and arguments (see the Backend protocol): the method checks
+        them at every launch, and keeps what it resolved while nothing changed (``executor.bound``)."""
+        return getattr(self, api), (workspace, workspace_size, executor, stream)
+
     def _launch(self, api: str, workspace: int, workspace_size: int, executor: Any, stream: Any) -> int:
         """Phase 2 of every operator: the launch-time checks, then the kernel queued on the stream."""
         workspace = c_address(workspace, api, "workspace")
