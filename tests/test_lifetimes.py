@@ -83,19 +83,33 @@ def _soak_cases():
     return operators.per_operator(cases, "the lifetime soak")
 
 
+#: How many more of one kind of live object (blocks, descriptors, plans) the soak may leave than
+#: its warm-up did. A call that finds the other stream's blocks still in use takes a new one (with
+#: its descriptor and plans), and the pool keeps it: how often depends on timing (a fence queried
+#: before the other stream's worker ran it), so the working set may grow a little at any time,
+#: up to the pool's and the plan cache's limits. A leak of one object per call passes it by the
+#: first count (50 calls).
+SOAK_SLACK = 24
+
+
+def _grown(before: dict[str, int], after: dict[str, int]) -> int:
+    """The largest growth of one kind of live object from ``before`` to ``after``."""
+    return max(after[kind] - before.get(kind, 0) for kind in after)
+
+
 def _as_tuple(result) -> tuple:
     return result if isinstance(result, tuple) else (result,)
 
 
 @pytest.mark.parametrize("op", list(_soak_cases()))
-def test_soak_memory_and_live_objects_stay_flat(backend, op):
+def test_soak_memory_and_live_objects_stay_bounded(backend, op):
     call = _soak_cases()[op]
     first = _as_tuple(call(backend))
     stream = pyaclnn.Stream(backend)
     for i in range(WARMUP):  # an even count: the loop below goes on with the same pattern
         # As in the loop below, each result is alive during the next call: the host pool's buffers
         # (kept mapped for the device between results) and the plans made for them, per stream,
-        # reach their working set here.
+        # reach their working set here (but see SOAK_SLACK).
         result = _as_tuple(call(backend, stream=stream if i % 2 else None))
     gc.collect()
     base_counts, base_rss = counts(backend), rss()
@@ -103,10 +117,13 @@ def test_soak_memory_and_live_objects_stay_flat(backend, op):
         # alternate the calling thread's default stream and an explicit one
         result = _as_tuple(call(backend, stream=stream if i % 2 else None))
         if i % 50 == 49:
-            assert counts(backend) == base_counts, f"live objects moved after {i + 1} calls of {op}"
+            now = counts(backend)
+            assert _grown(base_counts, now) <= SOAK_SLACK, (
+                f"live objects grew after {i + 1} calls of {op}: {now}"
+            )
     gc.collect()
     grown = rss() - base_rss
-    assert counts(backend) == base_counts
+    assert _grown(base_counts, counts(backend)) <= SOAK_SLACK
     assert grown <= RSS_BOUND, f"RSS grew by {grown / 2**20:.1f} MiB over {SOAK_ITERATIONS} calls of {op}"
     for a, b in zip(first, result):  # and the answer did not drift
         np.testing.assert_array_equal(a, b)
