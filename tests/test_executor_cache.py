@@ -66,12 +66,18 @@ def _pool_backward_oracle(torch, grad, x, idx):
     ).numpy()
 
 
-def _repeat_pool_backward(backend, stream, torch, seed: int, times: int) -> None:
-    """``times`` max-pool backward calls on the same device arrays, each equal to the oracle."""
+def _pool_backward_case(backend, stream, torch, seed: int):
+    """(grad, x, idx) of a max-pool backward on NumPy, and the three on the device for ``stream``."""
     rng = np.random.default_rng(seed)
     x, idx = _pool_inputs(torch, rng)
     grad = rng.standard_normal(GRAD_SHAPE, dtype=np.float32)
     arrays = [pyaclnn.to_device(a, backend=backend, stream=stream) for a in (grad, x, idx)]
+    return (grad, x, idx), arrays
+
+
+def _repeat_pool_backward(backend, stream, torch, seed: int, times: int) -> None:
+    """``times`` max-pool backward calls on the same device arrays, each equal to the oracle."""
+    (grad, x, idx), arrays = _pool_backward_case(backend, stream, torch, seed)
     for _ in range(times):
         with pyaclnn.max_pool3d_with_argmax_backward(*arrays, 2, backend=backend, stream=stream) as got:
             np.testing.assert_array_equal(got.numpy(), _pool_backward_oracle(torch, grad, x, idx))
@@ -130,10 +136,7 @@ def test_a_plan_dies_before_its_descriptors(backend, stream, torch):
     """Freeing the blocks destroys their descriptors; the plans using them must go first,
     and a new array at a recycled address with another shape must get a plan of its own."""
     base = _live_executors(backend)  # what earlier tests left on other streams
-    rng = np.random.default_rng(3)
-    x, idx = _pool_inputs(torch, rng)
-    grad = rng.standard_normal(GRAD_SHAPE, dtype=np.float32)
-    arrays = [pyaclnn.to_device(a, backend=backend, stream=stream) for a in (grad, x, idx)]
+    (grad, x, idx), arrays = _pool_backward_case(backend, stream, torch, 3)
     pyaclnn.max_pool3d_with_argmax_backward(*arrays, 2, backend=backend, stream=stream).close()
     assert len(stream._state.executors) == 1 and _live_executors(backend) == base + 1
     for array in arrays:
@@ -145,6 +148,7 @@ def test_a_plan_dies_before_its_descriptors(backend, stream, torch):
     assert _live_executors(backend) <= base
 
     # another shape, very likely at the same addresses
+    rng = np.random.default_rng(30)
     x2, idx2 = _pool_inputs(torch, rng, (1, 2, 4, 4, 6))
     grad2 = rng.standard_normal((1, 2, 2, 2, 3), dtype=np.float32)
     arrays = [pyaclnn.to_device(a, backend=backend, stream=stream) for a in (grad2, x2, idx2)]
@@ -190,10 +194,7 @@ def test_a_launch_refused_on_a_cached_plan_raises_counts_nothing_and_leaves_no_p
     of that launch raises AclnnError naming phase 2, like any launch; the stream's count of work
     is unchanged (nothing was queued) and the plan is dropped, its executor destroyed."""
     base = _live_executors(backend)  # what earlier tests left on other streams
-    rng = np.random.default_rng(10)
-    x, idx = _pool_inputs(torch, rng)
-    grad = rng.standard_normal(GRAD_SHAPE, dtype=np.float32)
-    arrays = [pyaclnn.to_device(a, backend=backend, stream=stream) for a in (grad, x, idx)]
+    (grad, x, idx), arrays = _pool_backward_case(backend, stream, torch, 10)
     pyaclnn.max_pool3d_with_argmax_backward(*arrays, 2, backend=backend, stream=stream).close()
     assert len(stream._state.executors) == 1
     b = backends.get(backend)
@@ -224,10 +225,7 @@ def test_a_cached_plan_launches_with_the_stream_s_current_workspace_buffer(backe
     """A hit reuses the workspace pointer its launch was bound with only while the stream keeps
     that buffer: once a larger one replaced it (and the old one was freed), the next hit runs on
     the new one (a launch on the freed buffer would be refused)."""
-    rng = np.random.default_rng(11)
-    x, idx = _pool_inputs(torch, rng)
-    grad = rng.standard_normal(GRAD_SHAPE, dtype=np.float32)
-    arrays = [pyaclnn.to_device(a, backend=backend, stream=stream) for a in (grad, x, idx)]
+    (grad, x, idx), arrays = _pool_backward_case(backend, stream, torch, 11)
     want = _pool_backward_oracle(torch, grad, x, idx)
     out = pyaclnn.empty(X_SHAPE, np.float32, backend=backend)  # kept: the plan's key holds it
     for _ in range(2):  # planned, then a hit
