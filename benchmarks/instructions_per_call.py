@@ -59,6 +59,7 @@ import _common  # noqa: E402
 import bench_overhead  # noqa: E402
 
 WARMUP = 50
+CALLGRIND = ("valgrind", "--tool=callgrind", "--separate-threads=yes")  # a count per thread
 _BUILT = "INSTRUCTIONS_PER_CALL_EMULATOR_BUILT"  # set for a child when PYACLNN_ASCEND_HOME is the tree's
 LAYERED_OP = "max_pool3d_with_argmax_backward"
 #: (piece, what it runs): the chain of one phase 2, innermost first, then the parts beside it.
@@ -179,17 +180,15 @@ def _child_bytecodes(op: str, calls: int) -> None:
     call = bench_overhead.pyaclnn_calls("npu")[op]
     for _ in range(WARMUP):
         call()
-    bytecodes: collections.Counter[str] = collections.Counter()
-    entered: collections.Counter[str] = collections.Counter()
+    bytecodes: collections.Counter[types.CodeType] = collections.Counter()
+    entered: collections.Counter[types.CodeType] = collections.Counter()
 
     def trace(frame: types.FrameType, event: str, arg: Any) -> Any:
-        code = frame.f_code
-        where = f"{Path(code.co_filename).name}:{code.co_firstlineno}:{code.co_name}"
-        if event == "call":
-            entered[where] += 1
+        if event == "opcode":
+            bytecodes[frame.f_code] += 1
+        elif event == "call":
+            entered[frame.f_code] += 1
             frame.f_trace_opcodes = True
-        elif event == "opcode":
-            bytecodes[where] += 1
         return trace
 
     sys.settrace(trace)
@@ -198,25 +197,32 @@ def _child_bytecodes(op: str, calls: int) -> None:
             call()
     finally:
         sys.settrace(None)
-    functions = [[where, n / calls, entered[where] / calls] for where, n in bytecodes.most_common()]
+    functions = [
+        [f"{Path(c.co_filename).name}:{c.co_firstlineno}:{c.co_name}", n / calls, entered[c] / calls]
+        for c, n in bytecodes.most_common()
+    ]
     total, called = sum(bytecodes.values()) / calls, sum(entered.values()) / calls
     print(json.dumps({"bytecodes": total, "calls": called, "functions": functions}))
 
 
-def bytecodes_per_call(tree: Path, op: str, calls: int) -> dict[str, Any]:
-    """The child's count of ``op`` in ``tree`` (its own pyaclnn and emulator)."""
-    env = dict(os.environ, PYTHONPATH=str(tree), PYACLNN_ASCEND_HOME=_homes[tree], PYTHONHASHSEED="0")
+def _run_child(tree: Path, *args: str, under: tuple[str, ...] = ()) -> str:
+    """Run ``tree``'s own copy of this script (its pyaclnn, its calls, its built emulator) with
+    ``args``, under the command ``under`` if any; its standard output."""
+    # One hash seed for every child: a random one moves the count by millions of instructions
+    # from run to run (dict and set layouts), which the difference of two runs would keep.
+    env = dict(os.environ, PYTHONPATH=str(tree), PYTHONHASHSEED="0", PYACLNN_ASCEND_HOME=_homes[tree])
     env[_BUILT] = "1"
     script = str(tree / "benchmarks" / "instructions_per_call.py")
     proc = subprocess.run(
-        [sys.executable, script, "--child-bytecodes", op, str(calls)],
-        check=True,
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tree,
+        [*under, sys.executable, script, *args], check=True, capture_output=True, text=True, env=env, cwd=tree
     )
-    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return proc.stdout
+
+
+def bytecodes_per_call(tree: Path, op: str, calls: int) -> dict[str, Any]:
+    """The child's count of ``op`` in ``tree`` (its own pyaclnn and emulator)."""
+    output = _run_child(tree, "--child-bytecodes", op, str(calls))
+    result: dict[str, Any] = json.loads(output.splitlines()[-1])
     return result
 
 
@@ -232,30 +238,9 @@ def _child_times(calls: int) -> None:
 
 def main_thread_instructions(tree: Path, op: str, calls: int) -> int:
     """Instructions the main thread of one child run executed (warm-up and start-up included)."""
-    home = _homes[tree]
     with tempfile.TemporaryDirectory() as out:
         pattern = os.path.join(out, "cg.%p")
-        # One hash seed for every child: a random one moves the count by millions of instructions
-        # from run to run (dict and set layouts), which the difference of two runs would keep.
-        env = dict(os.environ, PYTHONPATH=str(tree), PYTHONHASHSEED="0", PYACLNN_ASCEND_HOME=home)
-        env[_BUILT] = "1"
-        subprocess.run(
-            [
-                "valgrind",
-                "--tool=callgrind",
-                "--separate-threads=yes",
-                f"--callgrind-out-file={pattern}",
-                sys.executable,
-                str(tree / "benchmarks" / "instructions_per_call.py"),  # the tree's own calls and emulator
-                "--child",
-                op,
-                str(calls),
-            ],
-            check=True,
-            capture_output=True,
-            env=env,
-            cwd=tree,
-        )
+        _run_child(tree, "--child", op, str(calls), under=(*CALLGRIND, f"--callgrind-out-file={pattern}"))
         (main,) = Path(out).glob("cg.*-01")  # thread 1: the main thread
         for line in main.read_text().splitlines():
             if line.startswith(("summary:", "totals:")):
@@ -288,18 +273,8 @@ def per_call(tree: Path, op: str, calls: int) -> float:
 
 def layers(tree: Path, calls: int) -> None:
     """Print LAYERS for ``tree``: instructions and microseconds per call of each piece."""
-    script = str(tree / "benchmarks" / "instructions_per_call.py")
-    env = dict(os.environ, PYTHONPATH=str(tree), PYACLNN_ASCEND_HOME=_homes[tree])
-    env[_BUILT] = "1"
-    proc = subprocess.run(
-        [sys.executable, script, "--child-times", str(calls)],
-        check=True,
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tree,
-    )
-    seconds = {name: float(value) for name, value in (line.split() for line in proc.stdout.splitlines())}
+    times = _run_child(tree, "--child-times", str(calls))
+    seconds = {name: float(value) for name, value in (line.split() for line in times.splitlines())}
     base = main_thread_instructions(tree, "layer:cffi", 0)
     print(f"{LAYERED_OP} by layer, {tree} (a hit of the executor cache; {calls} calls)")
     print(f"{'piece':12s} {'instr/call':>10s} {'µs/call':>8s}  what it runs")
