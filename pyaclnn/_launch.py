@@ -224,6 +224,78 @@ class Launch:
                 return mapped
         return self.temporary(to_device(x, backend=self.backend, stream=self.stream))
 
+    def written(self, name: str, x: np.ndarray | DeviceArray) -> DeviceArray:
+        """An array the caller gives for the operator to write (and perhaps read first: an in-place
+        operator's), which :meth:`result` returns: a DeviceArray as :meth:`device` takes it; a
+        NumPy array mapped where it is, else uploaded and copied back after the wait.
+
+        No overlap rule applies (an in-place operator may be given the same array twice). The
+        caller refuses a NumPy array here when the call has a DeviceArray (its call returns
+        before the work is done).
+        """
+        if isinstance(x, DeviceArray):
+            return self.device(name, x)  # type: ignore[return-value]  # (None only for None)
+        x = host_array(name, x)
+        if not x.flags.writeable:
+            raise ValueError(f"{name} is a read-only NumPy array: pass a writable one")
+        if _captures.active:
+            self._refuse_host(name)
+        self._host_inputs.append((name, x))
+        if self._host is not None:
+            mapped = self._map(x)
+            if mapped is not None:
+                return self._host_result(mapped, x)
+        array = to_device(x, backend=self.backend, stream=self.stream)  # its values: it may be read
+        self._outputs.append(array)
+        if self._host_results is None:
+            self._host_results = {}
+        self._host_results[id(array)] = (array, x)
+        return array
+
+    def scalar(self, value: np.ndarray, data_type: int) -> Any:
+        """An aclScalar of ``value``'s bytes as ``data_type``, the call's (destroyed when it ends)."""
+        handle = acl.create_scalar(value, data_type, backend=self.backend)
+        self._own_array(acl.destroy_scalar, handle)
+        return handle
+
+    def float_array(self, values: Sequence[float]) -> Any:
+        """An aclFloatArray of ``values``, the call's."""
+        handle = acl.create_float_array(values, backend=self.backend)
+        self._own_array(acl.destroy_float_array, handle)
+        return handle
+
+    def tensor_list(self, items: Sequence[DeviceArray], formats: Sequence[int]) -> Any:
+        """An aclTensorList of ``items`` (each described with its format), the call's.
+
+        The list owns its descriptors (CANN destroys them with it), so they are made for it
+        rather than taken from the pool's cache.
+        """
+        descriptors: list[Any] = []
+        try:
+            for item, fmt in zip(items, formats):
+                descriptors.append(item._create_descriptor(fmt))
+            handle = acl.create_tensor_list(descriptors, backend=self.backend)
+        except BaseException:
+            for descriptor in descriptors:
+                acl.destroy_tensor(descriptor, backend=self.backend)
+            raise
+        self._own_array(acl.destroy_tensor_list, handle)
+        return handle
+
+    def scalar_list(self, values: Sequence[tuple[np.ndarray, int]]) -> Any:
+        """An aclScalarList of ``(value, data_type)`` pairs, the call's (it owns its scalars)."""
+        scalars: list[Any] = []
+        try:
+            for value, data_type in values:
+                scalars.append(acl.create_scalar(value, data_type, backend=self.backend))
+            handle = acl.create_scalar_list(scalars, backend=self.backend)
+        except BaseException:
+            for scalar in scalars:
+                acl.destroy_scalar(scalar, backend=self.backend)
+            raise
+        self._own_array(acl.destroy_scalar_list, handle)
+        return handle
+
     def _map(self, x: np.ndarray) -> DeviceArray | None:
         """A DeviceArray over ``x``'s own memory, mapped for the device until the call ends;
         None when ``x`` cannot be mapped (the caller copies it)."""
@@ -437,8 +509,13 @@ class Launch:
         *args: Any,
         outputs: Sequence[DeviceArray],
         admit: Callable[[], None] | None = None,
+        repeatable: bool = True,
     ) -> None:
         """Enqueue both phases of ``op`` on the call's stream (phase 1 skipped on an executor-cache hit).
+
+        ``repeatable=False`` keeps the call out of the executor cache (phase 1 every time, its
+        executor consumed by phase 2): the generic operators of ``pyaclnn.ops``, some of which
+        break when an executor is reused. A graph capture still keeps its executors.
 
         Outputs are zero-filled, on the stream, when phase 1 finds nothing to
         compute (empty tensors). ``admit()`` runs once phase 1 has accepted the
@@ -454,7 +531,7 @@ class Launch:
             # if nothing is computed.
             outputs = [o for o in outputs if id(o) not in host_results or o in self._outputs]
         # Per-call parameter arrays die with the call: a plan holding them must not be kept.
-        call = Call(op, args, self._arrays is None, outputs, admit)
+        call = Call(op, args, repeatable and self._arrays is None, outputs, admit)
         try:
             if _timeline.recording:  # the one check when nothing is profiled (pyaclnn.profile)
                 _timeline.launch(self.stream._state, call)

@@ -138,6 +138,36 @@ def bound_phase2(
     return launch
 
 
+def operator_phases(declaration: Any, backend: str | None = None) -> tuple[_Phase1, _Phase2]:
+    """The two phases of an operator read off a header (``pyaclnn.ops``), as the wrappers of the
+    table's operators are: phase 1 returns ``(workspace_size, executor)``, phase 2 launches; a
+    failing status raises :class:`~pyaclnn.AclnnError` naming the C function.
+
+    ``declaration`` is the operator as its header declares it (its ``phase1_api``,
+    ``phase2_api``, prototypes and parameters). LookupError when ``backend`` cannot run it.
+    """
+    b = _backends.get(backend)
+    first, second = b.operator_phases(declaration)
+    api, launch_api = declaration.phase1_api, declaration.phase2_api
+
+    def get_workspace_size(*args: Any, backend: str | None = None) -> tuple[int, Any]:
+        status, workspace_size, executor = first(*args)
+        if status:
+            _check(b, status, api)
+        return workspace_size, executor
+
+    def launch(
+        workspace: int, workspace_size: int, executor: Any, stream: Any, *, backend: str | None = None
+    ) -> None:
+        status = second(workspace, workspace_size, executor, stream)
+        if status:
+            _check(b, status, launch_api)
+
+    get_workspace_size.__name__ = get_workspace_size.__qualname__ = api
+    launch.__name__ = launch.__qualname__ = launch_api
+    return get_workspace_size, launch
+
+
 def init(config_path: str | None = None, *, backend: str | None = None) -> None:
     """``aclnnInit``."""
     _call(backend, "aclnnInit", config_path)

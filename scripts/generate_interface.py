@@ -29,13 +29,16 @@ Rules for ``Backend``, C type to Python (the conventions of include/decl):
   pointer) are not arguments; they are returned after the status:
   ``(status, out1, ...)``; a function without one returns the status alone;
 * ``const int64_t *p, uint64_t pNum`` (an array and its count) is one
-  ``Sequence[int]`` (``Sequence[bool]`` for ``const bool *``); an array
+  ``Sequence[int]`` (``Sequence[bool]`` for ``const bool *``, ``Sequence[float]`` for
+  ``const float *``, ``Sequence[Handle]`` for ``const aclTensor *const *`` and the other
+  arrays of handles); an array
   without its own count takes the length of the one before and may be NULL
   (``aclCreateTensor``'s strides): ``Sequence[int] | None``;
 * ``const char *`` arguments are ``str | None``; a ``const char *`` result is
   ``str | None`` (``aclGetRecentErrMsg``: ``str``, "" when none);
 * ``void *`` is a ``Pointer`` (int), a ``HostBuffer`` for memcpy's ``dst`` and
-  ``src`` and for the host memory ``ptr`` of aclrtHostRegister/Unregister;
+  ``src``, for the host memory ``ptr`` of aclrtHostRegister/Unregister and for
+  ``aclCreateScalar``'s ``value`` (the scalar's bytes);
   handle types (streams, events, tensors, arrays, executors) are
   ``Handle``, a returned one ``Handle | None`` (NULL); the executor of phase 1
   is ``Handle | None``;
@@ -83,10 +86,6 @@ NOT_IN_BACKENDS = frozenset(
     {
         "aclFinalizeReference",
         "aclrtGetVersion",
-        "aclCreateScalar",
-        "aclCreateFloatArray",
-        "aclDestroyScalar",
-        "aclDestroyFloatArray",
         "aclGetViewOffset",
         "aclGetFormat",
         "aclGetDataType",
@@ -99,7 +98,18 @@ NOT_IN_BACKENDS = frozenset(
 RESULT_OVERRIDES = {"aclGetRecentErrMsg": "str"}  # "" when none; reading clears it
 POINTER_TYPEDEFS = frozenset({"aclrtStream", "aclrtEvent", "aclmdlRI"})  # typedef void *
 STRUCT_TYPES = frozenset(
-    {"aclTensor", "aclIntArray", "aclBoolArray", "aclOpExecutor", "aclprofConfig", "aclprofAicoreEvents"}
+    {
+        "aclTensor",
+        "aclScalar",
+        "aclIntArray",
+        "aclFloatArray",
+        "aclBoolArray",
+        "aclTensorList",
+        "aclScalarList",
+        "aclOpExecutor",
+        "aclprofConfig",
+        "aclprofAicoreEvents",
+    }
 )
 HANDLE_TYPES = POINTER_TYPEDEFS | STRUCT_TYPES
 STATUS_TYPES = frozenset({"aclError", "aclnnStatus"})
@@ -110,7 +120,13 @@ IN_OUT_PARAMS = frozenset({("aclmdlRICaptureThreadExchangeMode", "mode")})
 #: [IN]"): one ``Sequence[int]``, as a const array is.
 IN_ARRAYS = frozenset({("aclprofCreateConfig", "deviceIdList")})
 
-_PARAM = re.compile(r"^(?P<const>const\s+)?(?P<base>\w+)\s*(?P<stars>\**)\s*(?P<name>\w+)$")
+# ``const aclTensor *const *value``: the inner ``const`` is part of the stars (an array of handles).
+_PARAM = re.compile(
+    r"^(?P<const>const\s+)?(?P<base>\w+)\s*(?P<stars>(?:\*\s*(?:const\s+)?)*)\s*(?P<name>\w+)$"
+)
+#: Host values read by the call (``aclCreateScalar``'s ``void *value``, of the scalar's type): a
+#: ``HostBuffer``, as memcpy's host side is.
+HOST_VALUES = frozenset({("aclCreateScalar", "value")})
 
 
 SYMBOLS_HEAD = '''
@@ -205,7 +221,8 @@ def method(result: str, name: str, params: tuple[str, ...]) -> str:
     for i, p in enumerate(parsed):
         if i in skip:
             continue
-        base, stars, const = p["base"], p["stars"], bool(p["const"])
+        base, const = p["base"], bool(p["const"])
+        stars = p["stars"].replace("const", "").replace(" ", "")
         pname = snake(p["name"])
         depth = len(stars) + (base in POINTER_TYPEDEFS)
         if (name, p["name"]) in IN_ARRAYS:
@@ -217,8 +234,9 @@ def method(result: str, name: str, params: tuple[str, ...]) -> str:
             if (name, p["name"]) in IN_OUT_PARAMS:
                 args.append(f"{pname}: {out_type(base, stars)}")
             continue
-        if const and stars == "*" and base in ("int64_t", "bool"):
-            item = "bool" if base == "bool" else "int"
+        handles = const and stars == "**" and base in HANDLE_TYPES  # aclTensor *const *: a list
+        if (const and stars == "*" and base in ("int64_t", "bool", "float")) or handles:
+            item = {"bool": "bool", "float": "float", "int64_t": "int"}.get(base, "Handle")
             following = parsed[i + 1] if i + 1 < len(parsed) else None
             if following is not None and following["base"] == "uint64_t" and not following["stars"]:
                 skip.add(i + 1)
@@ -229,7 +247,11 @@ def method(result: str, name: str, params: tuple[str, ...]) -> str:
         if base == "char" and stars == "*":
             pytype = "str | None"
         elif base == "void" and stars == "*":
-            host_side = pname in ("dst", "src") or (pname == "ptr" and name.startswith("aclrtHost"))
+            host_side = (
+                pname in ("dst", "src")
+                or (pname == "ptr" and name.startswith("aclrtHost"))
+                or (name, p["name"]) in HOST_VALUES
+            )
             pytype = "HostBuffer" if host_side else "Pointer"
         elif base in HANDLE_TYPES:
             pytype = "Handle"

@@ -34,6 +34,14 @@ __all__ = [
     "destroy_int_array",
     "create_bool_array",
     "destroy_bool_array",
+    "create_scalar",
+    "destroy_scalar",
+    "create_float_array",
+    "destroy_float_array",
+    "create_tensor_list",
+    "destroy_tensor_list",
+    "create_scalar_list",
+    "destroy_scalar_list",
     "set_acl_op_executor_repeatable",
     "destroy_acl_op_executor",
 ]
@@ -114,6 +122,53 @@ def create_bool_array(values: Sequence[bool], *, backend: str | None = None) -> 
 def destroy_bool_array(array: Any, *, backend: str | None = None) -> None:
     """``aclDestroyBoolArray``."""
     _call(backend, "aclDestroyBoolArray", array)
+
+
+def create_scalar(value: Any, data_type: int, *, backend: str | None = None) -> Any:
+    """``aclCreateScalar``: a scalar of ACL type ``data_type`` whose bytes are ``value`` (a host
+    buffer, e.g. a 0-d NumPy array of that type); the value is copied."""
+    b = _backends.get(backend)
+    return _created(b, b.aclCreateScalar(value, data_type), "aclCreateScalar", ACLNN_ERR_PARAM_INVALID)
+
+
+def destroy_scalar(scalar: Any, *, backend: str | None = None) -> None:
+    """``aclDestroyScalar``."""
+    _call(backend, "aclDestroyScalar", scalar)
+
+
+def create_float_array(values: Sequence[float], *, backend: str | None = None) -> Any:
+    """``aclCreateFloatArray`` (the values are copied, as C floats)."""
+    b = _backends.get(backend)
+    return _created(b, b.aclCreateFloatArray(values), "aclCreateFloatArray", ACLNN_ERR_PARAM_INVALID)
+
+
+def destroy_float_array(array: Any, *, backend: str | None = None) -> None:
+    """``aclDestroyFloatArray``."""
+    _call(backend, "aclDestroyFloatArray", array)
+
+
+def create_tensor_list(tensors: Sequence[Any], *, backend: str | None = None) -> Any:
+    """``aclCreateTensorList`` of tensor descriptors, which the list owns from then on:
+    :func:`destroy_tensor_list` destroys them with it (never destroy them yourself)."""
+    b = _backends.get(backend)
+    return _created(b, b.aclCreateTensorList(tensors), "aclCreateTensorList", ACLNN_ERR_PARAM_INVALID)
+
+
+def destroy_tensor_list(tensor_list: Any, *, backend: str | None = None) -> None:
+    """``aclDestroyTensorList``."""
+    _call(backend, "aclDestroyTensorList", tensor_list)
+
+
+def create_scalar_list(scalars: Sequence[Any], *, backend: str | None = None) -> Any:
+    """``aclCreateScalarList`` of scalars, which the list owns from then on: :func:`destroy_scalar_list`
+    destroys them with it."""
+    b = _backends.get(backend)
+    return _created(b, b.aclCreateScalarList(scalars), "aclCreateScalarList", ACLNN_ERR_PARAM_INVALID)
+
+
+def destroy_scalar_list(scalar_list: Any, *, backend: str | None = None) -> None:
+    """``aclDestroyScalarList``."""
+    _call(backend, "aclDestroyScalarList", scalar_list)
 
 
 def set_acl_op_executor_repeatable(executor: Any, *, backend: str | None = None) -> None:

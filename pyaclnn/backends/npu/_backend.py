@@ -27,7 +27,7 @@ from typing import Any, cast
 
 from .._interface import LIVE_COUNT_NAMES, OperatorPhases, Symbols, install_operator_phases
 from ._ffi import ffi, out_parameters, parameter_names
-from ._loading import load
+from ._loading import load, operator_function
 from ._marshal import (
     _ADDRESS_LIMIT,
     _CAPTURE_MODEP,
@@ -48,8 +48,10 @@ from ._marshal import (
     _cstring,
     _describe,
     _event,
+    _floats,
     _graph,
     _handle,
+    _handles,
     _host,
     _int64s,
     _new_event,
@@ -241,6 +243,39 @@ class NpuBackend(OperatorPhases):
             if refused is not None:
                 raise refused
         return function, args
+
+    # -- operators of pyaclnn.ops (any operator header of the home) -------------------
+    def operator_headers(self) -> Path:
+        """The CANN home the libraries came from: its operator headers declare what can be called."""
+        return self.home
+
+    def operator_phases(self, declaration: Any) -> tuple[Callable[..., Any], Callable[..., int]]:
+        """Phase 1 and phase 2 of a declared operator (see the Backend protocol): cffi declarations
+        made from its prototypes, the symbols from the library that exports them; LookupError when
+        none does."""
+        api, launch_api = declaration.phase1_api, declaration.phase2_api
+        first = operator_function(self._loaded, api, declaration.phase1_prototype)
+        second = operator_function(self._loaded, launch_api, declaration.phase2_prototype)
+        names = [p.name for p in declaration.params]
+
+        def phase1(*args: Any) -> tuple[int, int, Any | None]:
+            size, executor = _outs()
+            try:
+                status = first(*[NULL if a is None else a for a in args], size, executor)
+            except (TypeError, OverflowError) as exc:
+                raise _generic_refusal(api, names, args, exc) from None
+            ex = executor[0]
+            return status, size[0], (ex if status == 0 and ex else None)
+
+        def phase2(workspace: int, workspace_size: int, executor: Any, stream: Any) -> int:
+            ws = _workspace(workspace, launch_api)
+            st = stream if stream is accepted_stream[0] else _stream(stream, launch_api)
+            status: int = second(ws, workspace_size, NULL if executor is None else executor, st)
+            return status
+
+        phase1.__name__ = phase1.__qualname__ = api
+        phase2.__name__ = phase2.__qualname__ = launch_api
+        return phase1, phase2
 
     def _bad_argument(self, api: str, args: tuple[Any, ...], exc: Exception) -> Exception:
         """Name the argument cffi refused (the slow path of a failed call)."""
@@ -524,6 +559,38 @@ class NpuBackend(OperatorPhases):
         return None if result == NULL else result
 
     aclDestroyBoolArray = _on_handle("aclDestroyBoolArray")
+
+    def aclCreateScalar(self, value: Any, data_type: int) -> Any | None:
+        api = "aclCreateScalar"
+        buffer = _host(value, 0, False, api, "value")  # CANN copies the value
+        try:
+            result = self._c.aclCreateScalar(buffer, data_type)
+        except (TypeError, OverflowError) as exc:
+            raise self._bad_argument(api, (buffer, data_type), exc) from None
+        return None if result == NULL else result
+
+    aclDestroyScalar = _on_handle("aclDestroyScalar")
+
+    def aclCreateFloatArray(self, values: Sequence[float]) -> Any | None:
+        array = _floats(values, "aclCreateFloatArray", "value")
+        result = self._c.aclCreateFloatArray(array, len(array))
+        return None if result == NULL else result
+
+    aclDestroyFloatArray = _on_handle("aclDestroyFloatArray")
+
+    def aclCreateTensorList(self, values: Sequence[Any]) -> Any | None:
+        array = _handles(values, "aclTensor *", "aclCreateTensorList", "value")
+        result = self._c.aclCreateTensorList(array, len(array))
+        return None if result == NULL else result
+
+    aclDestroyTensorList = _on_handle("aclDestroyTensorList")
+
+    def aclCreateScalarList(self, values: Sequence[Any]) -> Any | None:
+        array = _handles(values, "aclScalar *", "aclCreateScalarList", "value")
+        result = self._c.aclCreateScalarList(array, len(array))
+        return None if result == NULL else result
+
+    aclDestroyScalarList = _on_handle("aclDestroyScalarList")
     aclSetAclOpExecutorRepeatable = _on_handle("aclSetAclOpExecutorRepeatable")
     aclDestroyAclOpExecutor = _on_handle("aclDestroyAclOpExecutor")
 
@@ -540,6 +607,20 @@ def _outs() -> tuple[Any, Any]:
     size[0] = 0
     executor[0] = NULL
     return size, executor
+
+
+def _generic_refusal(api: str, names: Sequence[str], args: tuple[Any, ...], exc: Exception) -> Exception:
+    """The error for an argument cffi refused in a call of a generic operator: it names the C
+    parameter when cffi's message tells its position (``argument N``)."""
+    text = str(exc)
+    words = text.split()
+    position = None
+    for before, word in zip(words, words[1:]):
+        if before == "argument" and word.isdigit():
+            position = int(word) - 1
+    if position is not None and 0 <= position < len(names):
+        text = f"{names[position]} ({_describe(args[position])}): {text}"
+    return _reraised(exc)(f"{api}: {text}")
 
 
 def _nulls(values: tuple[Any, ...]) -> tuple[Any, ...]:

@@ -112,6 +112,54 @@ def _open(discovery: Discovery) -> Loaded:
     return Loaded(chosen, tuple(opened), types.SimpleNamespace(**bound), frozenset(missing))
 
 
+_declared: set[str] = set()  # functions cdef'd here from operator headers (include/decl's are not)
+_extra: list[tuple[Path, Any]] = []  # operator libraries opened for a generic operator
+_extra_tried: set[Path] = set()
+
+
+def operator_function(loaded: Loaded, name: str, prototype: str) -> Any:
+    """The C function ``name`` of an operator header, declared to cffi from ``prototype`` (once) and
+    looked up in the opened libraries, then in the other operator libraries of the home
+    (``lib64/libopapi_*.so``, then ``lib64/libaclnn_*.so``: torch_npu's order), opened on demand.
+
+    Raises
+    ------
+    LookupError
+        When no library exports it; the message names every library searched.
+    """
+    with _lock:
+        if name not in _declared and name not in function_names():
+            ffi.cdef(prototype)
+            _declared.add(name)
+        if name in function_names():
+            found = getattr(loaded.symbols, name)
+            if name not in loaded.missing:
+                return found
+        searched = [*loaded.libraries, *_extra]
+        for _path, lib in searched:
+            try:
+                return getattr(lib, name)
+            except AttributeError:
+                continue
+        lib64 = loaded.candidate.home / "lib64"
+        for path in [*sorted(lib64.glob("libopapi_*.so")), *sorted(lib64.glob("libaclnn_*.so"))]:
+            if path in _extra_tried or any(path == p for p, _ in loaded.libraries):
+                continue
+            _extra_tried.add(path)
+            try:
+                lib = ffi.dlopen(str(path), ffi.RTLD_NOW | ffi.RTLD_GLOBAL)
+            except OSError:
+                continue  # a library that does not open exports nothing we can use
+            _extra.append((path, lib))
+            searched.append((path, lib))
+            try:
+                return getattr(lib, name)
+            except AttributeError:
+                continue
+        libraries = ", ".join(str(p) for p, _ in searched) or "none"
+        raise LookupError(f"{name} is not exported by any loaded CANN library (searched {libraries})")
+
+
 def load(environ: dict[str, str] | None = None) -> Loaded:
     """Open CANN's libraries once per process (thread-safe) and return them.
 

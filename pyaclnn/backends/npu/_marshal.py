@@ -101,6 +101,37 @@ def _reraised(exc: Exception) -> type[Exception]:
     return errors.ArgumentOverflowError if isinstance(exc, OverflowError) else type(exc)
 
 
+_F32ARR = ffi.typeof("float[]")
+
+
+def _floats(values: Any, api: str, param: str) -> Any:
+    """A sequence of real numbers as a C ``float[]``."""
+    try:
+        items = [v for v in values]
+        if any(isinstance(v, (bool, str, bytes)) for v in items):
+            raise TypeError
+        return ffi.new(_F32ARR, items)
+    except (TypeError, OverflowError):
+        raise TypeError(f"{api}: {param} must be a sequence of floats, got {_describe(values)}") from None
+
+
+def _handles(values: Any, ctype: str, api: str, param: str) -> Any:
+    """A sequence of handles (cffi pointers of ``ctype``, never None) as a C array of them."""
+    try:
+        items = list(values)
+    except TypeError:
+        raise TypeError(
+            f"{api}: {param} must be a sequence of {ctype} handles, got {_describe(values)}"
+        ) from None
+    for i, item in enumerate(items):
+        if item is None or not isinstance(item, ffi.CData):
+            raise TypeError(f"{api}: {param}[{i}] must be a {ctype} handle, got {_describe(item)}")
+    try:
+        return ffi.new(f"{ctype}[]", items)
+    except TypeError as exc:
+        raise TypeError(f"{api}: {param} must hold {ctype} handles: {exc}") from None
+
+
 def _bools(values: Any, api: str, param: str) -> Any:
     try:
         flags = [_as_bool(v) for v in values]

@@ -78,9 +78,9 @@ from ...constants import (
 from .._interface import LIVE_COUNT_NAMES
 from . import _streams
 from ._capture import Capture, Graph, Modes
-from ._cvalues import c_address, c_bools, c_int, c_ints, c_size
+from ._cvalues import c_address, c_bools, c_floats, c_int, c_ints, c_size
 from ._heap import Allocation, Heap, HeapError
-from ._objects import BoolArray, IntArray, Registry, Stream, Tensor
+from ._objects import BoolArray, FloatArray, HandleList, IntArray, Registry, Scalar, Stream, Tensor
 from ._ops import BACKWARD_WORKSPACE as BACKWARD_WORKSPACE
 from ._ops import OperatorsMixin
 from ._profiler import (
@@ -174,6 +174,10 @@ class NumpyBackend(OperatorsMixin):
         self.tensors = Registry("tensor")
         self.int_arrays = Registry("int array")
         self.bool_arrays = Registry("bool array")
+        self.scalars = Registry("scalar")
+        self.float_arrays = Registry("float array")
+        self.tensor_lists = Registry("tensor list")
+        self.scalar_lists = Registry("scalar list")
         self.executors = Registry("executor")
         self.streams = Registry("stream")
         self.events = Registry("event")
@@ -1249,6 +1253,72 @@ class NumpyBackend(OperatorsMixin):
     def aclDestroyBoolArray(self, array: Any) -> int:
         return self._destroy(self.bool_arrays, array)
 
+    def aclCreateScalar(self, value: Any, data_type: int) -> Scalar | None:
+        api = "aclCreateScalar"
+        try:
+            dtype = _dtypes.to_numpy(c_int(data_type, api, "dataType"))
+        except ValueError as exc:
+            self._null(ACLNN_ERR_PARAM_INVALID, str(exc))
+            return None
+        if value is None:
+            self._null(ACLNN_ERR_PARAM_NULLPTR, "aclCreateScalar: value is a null pointer")
+            return None
+        try:
+            raw = memoryview(value).cast("B")
+        except TypeError:
+            raise TypeError(
+                f"{api}: value must be a host buffer holding the scalar, got {type(value).__name__}"
+            ) from None
+        if len(raw) < dtype.itemsize:
+            raise ValueError(f"{api}: value holds {len(raw)} bytes, a {dtype} scalar needs {dtype.itemsize}")
+        # Copied now, as CANN copies it: the caller's buffer may change after the call.
+        number = np.frombuffer(bytes(raw[: dtype.itemsize]), dtype=dtype)[0]
+        return self.scalars.add(Scalar(number, int(data_type)))
+
+    def aclDestroyScalar(self, scalar: Any) -> int:
+        return self._destroy(self.scalars, scalar)
+
+    def aclCreateFloatArray(self, values: Sequence[float]) -> FloatArray:
+        return self.float_arrays.add(FloatArray(c_floats(values, "aclCreateFloatArray", "value")))
+
+    def aclDestroyFloatArray(self, array: Any) -> int:
+        return self._destroy(self.float_arrays, array)
+
+    def aclCreateTensorList(self, values: Sequence[Any]) -> HandleList | None:
+        return self._handle_list(values, self.tensors, self.tensor_lists, "aclCreateTensorList")
+
+    def aclDestroyTensorList(self, array: Any) -> int:
+        return self._destroy_list(self.tensor_lists, self.tensors, array)
+
+    def aclCreateScalarList(self, values: Sequence[Any]) -> HandleList | None:
+        return self._handle_list(values, self.scalars, self.scalar_lists, "aclCreateScalarList")
+
+    def aclDestroyScalarList(self, array: Any) -> int:
+        return self._destroy_list(self.scalar_lists, self.scalars, array)
+
+    def _destroy_list(self, lists: Registry, items: Registry, array: Any) -> int:
+        """Destroy a list and the handles in it: CANN's list owns them ("the aclTensors in an
+        aclTensorList need not be freed again", aclDestroyTensorList's documentation)."""
+        status = self._destroy(lists, array)
+        if status == ACL_SUCCESS:
+            for item in array.items:
+                items.remove(item)
+        return status
+
+    def _handle_list(self, values: Any, items: Registry, lists: Registry, api: str) -> HandleList | None:
+        """A list of live handles of ``items`` (refused, NULL, if one is not live); it owns them from
+        now on: destroying it destroys them."""
+        if values is None:
+            self._null(ACLNN_ERR_PARAM_NULLPTR, f"{api}: value is a null pointer")
+            return None
+        handles = tuple(values)
+        for i, handle in enumerate(handles):
+            if handle is None or not items.is_live(handle):
+                message = f"{api}: value[{i}] is not a live {items.kind} of this backend"
+                self._null(ACLNN_ERR_PARAM_INVALID, message)
+                return None
+        return lists.add(HandleList(handles))
+
     def _destroy(self, registry: Registry, obj: Any) -> int:
         if obj is None:
             return self._error(ACLNN_ERR_PARAM_NULLPTR, f"the {registry.kind} is a null pointer")
@@ -1312,6 +1382,10 @@ class NumpyBackend(OperatorsMixin):
             streams,
             self.heap.live_count(host=False, device=device, mapped=True),
             sum(1 for g in self.graphs.values() if device is None or getattr(g, "device", None) == device),
+            len(self.scalars),
+            len(self.float_arrays),
+            len(self.tensor_lists),
+            len(self.scalar_lists),
         )
         return dict(zip(LIVE_COUNT_NAMES, counts))
 

@@ -38,6 +38,18 @@ def c_ints(values: Any, api: str, param: str, bounds: tuple[int, int] = INT64) -
     return tuple(c_int(v, api, param, bounds) for v in values)
 
 
+def c_floats(values: Any, api: str, param: str) -> tuple[float, ...]:
+    """A sequence of C ``float`` values: real numbers, rounded to float32 as C stores them."""
+    if not isinstance(values, Iterable) or isinstance(values, (str, bytes)):
+        raise TypeError(f"{api}: {param} must be a sequence of floats, got {type(values).__name__}")
+    found = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, numbers.Real):
+            raise TypeError(f"{api}: {param} must be a sequence of floats, got an item {type(v).__name__}")
+        found.append(float(np.float32(v)))
+    return tuple(found)
+
+
 def c_size(value: Any, api: str, param: str) -> int:
     """A ``size_t`` / ``uint64_t``."""
     return c_int(value, api, param, UINT64)

@@ -54,6 +54,29 @@ class BoolArray(_Values[bool]):
 
 
 @dataclass(eq=False)
+class FloatArray:
+    """An aclFloatArray: float32 values copied at creation, as Python floats."""
+
+    values: tuple[float, ...]
+
+
+@dataclass(eq=False)
+class Scalar:
+    """An aclScalar: its value copied at creation, as a NumPy scalar of its data type."""
+
+    value: Any
+    data_type: int
+
+
+@dataclass(eq=False)
+class HandleList:
+    """An aclTensorList or aclScalarList: the handles it was made of, which it owns (destroying
+    the list destroys them, as in CANN)."""
+
+    items: tuple[Any, ...]
+
+
+@dataclass(eq=False)
 class Stream:
     device: int  # the device current when the stream was made
     worker: Any = None  # its _streams.Worker

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ... import _optable
+from ... import _decl, _optable
 from ... import dtypes as _dtypes
 from ...constants import (
     ACL_ERROR_RT_CONTEXT_NULL,
@@ -48,13 +48,22 @@ from ...constants import (
     ACLNN_SUCCESS,
 )
 from ...kernels import checks as _checks
+from ...kernels import references as _references
 from .._interface import OperatorPhases, install_operator_phases
 from ._cvalues import c_address, c_bool, c_int, c_size
 from ._heap import Allocation, Heap, HeapError
 from ._kernels import BACKWARD_WORKSPACE as BACKWARD_WORKSPACE
 from ._kernels import KERNELS
-from ._objects import Executor, Registry, Stream, Tensor
+from ._objects import BoolArray, Executor, FloatArray, HandleList, IntArray, Registry, Scalar, Stream, Tensor
 from ._streams import KERNEL_US, Hazards, Task, Worker, env_ns
+
+_INT_BOUNDS = {
+    "int64_t": (-(2**63), 2**63 - 1),
+    "int32_t": (-(2**31), 2**31 - 1),
+    "int": (-(2**31), 2**31 - 1),
+    "int8_t": (-128, 127),
+    "uint64_t": (0, 2**64 - 1),
+}
 
 # Phase 1's result when the plan says there is nothing to do (empty tensors): no executor.
 NOTHING_TO_DO = (ACLNN_SUCCESS, 0, None)
@@ -129,6 +138,118 @@ class OperatorsMixin(OperatorPhases):
         def _stream_status(self, stream: Any, api: str = "", own: bool = True) -> int: ...
         def _worker(self, stream: Stream | None) -> Worker: ...
         def _submit(self, worker: Worker, task: Task) -> int: ...
+
+    scalars: Registry
+    float_arrays: Registry
+    tensor_lists: Registry
+    scalar_lists: Registry
+
+    # -- operators of pyaclnn.ops: the NumPy references ------------------------
+    def operator_headers(self) -> dict[str, str]:
+        """The C declarations of the operators this backend runs, by header name: its NumPy
+        references and the operators of the table (include/decl's declarations of them)."""
+        return {_optable.DECL_FILE: _decl.read(_optable.DECL_FILE), **_references.headers()}
+
+    def operator_phases(self, declaration: Any) -> tuple[Callable[..., Any], Callable[..., int]]:
+        """Phase 1 and phase 2 of a declared operator (see the Backend protocol), run by its NumPy
+        reference (:mod:`pyaclnn.kernels.references`); LookupError if it has none."""
+        if declaration.name in _optable.by_name():  # one of the table's: its own phase methods
+            own = _optable.by_name()[declaration.name]
+            return getattr(self, own.phase1_api), getattr(self, own.phase2_api)
+        reference = _references.get(declaration.name)
+        if reference is None:
+            raise LookupError(declaration.phase2_api)
+        api = declaration.phase1_api
+        launch_api = declaration.phase2_api
+        params = tuple(declaration.params)
+
+        def phase1(*args: Any) -> tuple[int, int, Any]:
+            if len(args) != len(params):
+                raise TypeError(f"{api}() takes {len(params)} arguments ({len(args)} given)")
+            try:
+                values, tensors = self._reference_values(api, params, args)
+                reference.check(*values)
+            except _checks.CheckFailed as exc:
+                return self._error(exc.status, exc.message), 0, None
+
+            def bind(views: _Views) -> Callable[[], None]:
+                resolved = list(values)
+                for index in tensors:  # tensors and tensor lists: their memory, resolved now
+                    arg, name = args[index], params[index].name
+                    if isinstance(arg, Tensor):
+                        resolved[index] = views.array(arg, name)
+                    else:
+                        resolved[index] = [views.array(t, f"{name}[{i}]") for i, t in enumerate(arg.items)]
+                return lambda: reference.kernel(*resolved)
+
+            executor = Executor(launch_api, bind, 0)
+            self.executors.add(executor)
+            return ACLNN_SUCCESS, 0, executor
+
+        def phase2(workspace: Any, workspace_size: Any, executor: Any, stream: Any) -> int:
+            return self._launch(launch_api, workspace, workspace_size, executor, stream)
+
+        phase1.__name__ = phase1.__qualname__ = api
+        phase2.__name__ = phase2.__qualname__ = launch_api
+        return phase1, phase2
+
+    def _reference_values(
+        self, api: str, params: tuple[Any, ...], args: tuple[Any, ...]
+    ) -> tuple[list[Any], list[int]]:
+        """A reference's values for phase 1 (tensors as TensorInfo) and the indices of the tensor
+        and tensor-list arguments, resolved in phase 2. CheckFailed for a handle that is not live."""
+        values: list[Any] = []
+        tensors: list[int] = []
+        for index, (param, arg) in enumerate(zip(params, args)):
+            name, c_type = param.name, param.type.removeprefix("const ")
+            if arg is None:
+                values.append(None)
+            elif isinstance(arg, Tensor):
+                values.append(self._tensor_info(arg, name))
+                tensors.append(index)
+            elif isinstance(arg, HandleList):
+                if self.tensor_lists.is_live(arg):
+                    values.append([self._tensor_info(t, f"{name}[{i}]") for i, t in enumerate(arg.items)])
+                    tensors.append(index)
+                elif self.scalar_lists.is_live(arg):
+                    values.append([item.value for item in arg.items])
+                else:
+                    raise _checks.CheckFailed(
+                        ACLNN_ERR_PARAM_INVALID, f"{name} is not a live list of this backend"
+                    )
+            elif isinstance(arg, (Scalar, IntArray, BoolArray, FloatArray)):
+                registry = {
+                    Scalar: self.scalars,
+                    IntArray: self.int_arrays,
+                    BoolArray: self.bool_arrays,
+                    FloatArray: self.float_arrays,
+                }[type(arg)]
+                if not registry.is_live(arg):
+                    raise _checks.CheckFailed(
+                        ACLNN_ERR_PARAM_INVALID, f"{name} is not a live {registry.kind} of this backend"
+                    )
+                values.append(arg.value if isinstance(arg, Scalar) else tuple(arg.values))
+            elif c_type == "aclDataType":
+                try:
+                    values.append(_dtypes.to_numpy(c_int(arg, api, name)))
+                except ValueError as exc:
+                    raise _checks.CheckFailed(ACLNN_ERR_PARAM_INVALID, f"{name}: {exc}") from None
+            elif c_type == "bool":
+                values.append(c_bool(arg, api, name))
+            elif c_type in ("double", "float"):
+                values.append(float(arg))
+            elif c_type in _INT_BOUNDS:
+                values.append(c_int(arg, api, name, _INT_BOUNDS[c_type]))
+            else:
+                values.append(arg)  # a string
+        return values, tensors
+
+    def _tensor_info(self, tensor: Tensor, name: str) -> _references.TensorInfo:
+        if not self.tensors.is_live(tensor):
+            raise _checks.CheckFailed(
+                ACLNN_ERR_PARAM_INVALID, f"{name} is not a live aclTensor of this backend"
+            )
+        return _references.TensorInfo(tensor.shape, _dtypes.to_numpy(tensor.data_type))
 
     # -- operators: shared machinery ----------------------------------------
     def _arguments(self, spec: _optable.OperatorSpec, args: tuple[Any, ...]) -> list[Any]:

@@ -1,0 +1,248 @@
+"""NumPy references of aclnn operators that the numpy backend runs through ``pyaclnn.ops``.
+
+One mechanism for every operator: a :class:`Reference` holds the operator's C
+declaration (the text of its CANN 8.1.RC1 header, which the catalogue reads as
+it reads CANN's own headers), its phase-1 check (the rules with CANN's status
+codes, :class:`~pyaclnn.kernels.checks.CheckFailed`) and its kernel. Both get
+the call's values in header order: a tensor is a :class:`TensorInfo` for the
+check and a NumPy view for the kernel (which writes its outputs in place), a
+tensor list a list of them, a scalar a NumPy scalar of its type, an
+``aclDataType`` a NumPy dtype, arrays tuples, the rest Python values.
+
+Semantics follow the aten operators these implement (``add``, ``_to_copy``,
+``copy_``): torch's type promotion, ``alpha`` applied only when it is not 1 (so
+integers stay exact), fp16/bf16 computed in float32 and rounded once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..constants import ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR
+from .checks import CheckFailed
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """What phase 1 knows of a tensor: its shape and dtype."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+
+@dataclass(frozen=True)
+class Reference:
+    """An operator's NumPy reference: its C name (``"Add"``), the header that declares it and the
+    declaration's text, its phase-1 check and its kernel."""
+
+    name: str
+    header: str
+    declaration: str
+    check: Callable[..., None]
+    kernel: Callable[..., None]
+
+
+_REFERENCES: dict[str, Reference] = {}
+
+
+def register(reference: Reference) -> None:
+    """Make ``reference`` the numpy backend's implementation of its operator."""
+    _REFERENCES[reference.name] = reference
+
+
+def get(name: str) -> Reference | None:
+    """The reference of operator ``name`` (C name without ``aclnn``), or None."""
+    return _REFERENCES.get(name)
+
+
+def names() -> tuple[str, ...]:
+    return tuple(_REFERENCES)
+
+
+def headers() -> dict[str, str]:
+    """``{header file name: C declarations}`` of every registered reference."""
+    texts: dict[str, str] = {}
+    for reference in _REFERENCES.values():
+        texts[reference.header] = texts.get(reference.header, "") + reference.declaration
+    return texts
+
+
+# -- rules shared by the references -------------------------------------------
+
+_FLOATS = ("float16", "bfloat16", "float32", "float64")
+_INTS = ("int8", "uint8", "int16", "int32", "int64")
+_ARITHMETIC = frozenset((*_FLOATS, *_INTS, "bool"))
+_CATEGORY = {"bool": 0, **dict.fromkeys(_INTS, 1), **dict.fromkeys(_FLOATS, 2)}
+
+
+def _fail(message: str, status: int = ACLNN_ERR_PARAM_INVALID) -> CheckFailed:
+    return CheckFailed(status, message)
+
+
+def _required(**tensors: Any) -> None:
+    """ACLNN_ERR_PARAM_NULLPTR for the first of ``tensors`` that is None (NULL), naming it."""
+    for name, value in tensors.items():
+        if value is None:
+            raise _fail(f"{name} is a null pointer, it must be an aclTensor", ACLNN_ERR_PARAM_NULLPTR)
+
+
+def _dtype_in(name: str, t: TensorInfo, allowed: frozenset[str]) -> None:
+    if t.dtype.name not in allowed:
+        raise _fail(f"{name} has dtype {t.dtype.name}, which is not one of {', '.join(sorted(allowed))}")
+
+
+def promote(a: np.dtype, b: np.dtype) -> np.dtype:
+    """torch's result type of two tensors: the higher category (bool < int < float) wins; within
+    one, the wider type (float16 with bfloat16 gives float32, int8 with uint8 int16)."""
+    ca, cb = _CATEGORY[a.name], _CATEGORY[b.name]
+    if ca != cb:
+        return a if ca > cb else b
+    if a == b:
+        return a
+    if {a.name, b.name} == {"float16", "bfloat16"}:
+        return np.dtype(np.float32)
+    return np.promote_types(a, b)
+
+
+def _can_cast(source: np.dtype, target: np.dtype) -> bool:
+    """torch's ``canCast``: no float to an integer or bool, no integer to bool."""
+    return _CATEGORY[target.name] >= _CATEGORY[source.name]
+
+
+def _broadcast(name_a: str, a: tuple[int, ...], name_b: str, b: tuple[int, ...]) -> tuple[int, ...]:
+    try:
+        return tuple(np.broadcast_shapes(a, b))
+    except ValueError:
+        raise _fail(f"{name_a} shape {list(a)} and {name_b} shape {list(b)} do not broadcast") from None
+
+
+def _compute(dtype: np.dtype) -> np.dtype:
+    """fp16 and bf16 compute in float32 and round once."""
+    return np.dtype(np.float32) if dtype.name in ("float16", "bfloat16") else dtype
+
+
+def _is_one(value: Any) -> bool:
+    return bool(value == 1) and not isinstance(value, (np.bool_, bool))
+
+
+# -- Add ----------------------------------------------------------------------
+
+_ADD_H = """
+ACLNN_API aclnnStatus aclnnAddGetWorkspaceSize(const aclTensor* self, const aclTensor* other,
+                                               const aclScalar* alpha, aclTensor* out,
+                                               uint64_t* workspaceSize, aclOpExecutor** executor);
+ACLNN_API aclnnStatus aclnnAdd(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
+                               aclrtStream stream);
+"""
+
+
+def _check_add(self: TensorInfo, other: TensorInfo, alpha: Any, out: TensorInfo) -> None:
+    _required(self=self, other=other, out=out)
+    if alpha is None:
+        raise _fail("alpha is a null pointer, it must be an aclScalar", ACLNN_ERR_PARAM_NULLPTR)
+    for name, t in (("self", self), ("other", other), ("out", out)):
+        _dtype_in(name, t, _ARITHMETIC)
+    result = promote(self.dtype, other.dtype)
+    if not _can_cast(result, out.dtype):
+        raise _fail(
+            f"out has dtype {out.dtype.name}, which {result.name} (self with other) cannot be cast to"
+        )
+    alpha_type = np.asarray(alpha).dtype
+    if _CATEGORY.get(alpha_type.name, 2) > _CATEGORY[result.name]:
+        raise _fail(f"alpha has type {alpha_type.name}, which {result.name} (self with other) cannot take")
+    shape = _broadcast("self", self.shape, "other", other.shape)
+    if out.shape != shape:
+        raise _fail(f"out has shape {list(out.shape)}; self and other broadcast to {list(shape)}")
+
+
+def _kernel_add(self: np.ndarray, other: np.ndarray, alpha: Any, out: np.ndarray) -> None:
+    result = promote(self.dtype, other.dtype)
+    compute = _compute(result)
+    a = self.astype(compute, copy=False)
+    b = other.astype(compute, copy=False)
+    if not _is_one(alpha):
+        b = b * np.asarray(alpha).astype(compute)
+    total = np.add(a, b, dtype=compute)
+    out[...] = total.astype(result, copy=False).astype(out.dtype, copy=False)
+
+
+register(Reference("Add", "aclnn_add.h", _ADD_H, _check_add, _kernel_add))
+
+
+# -- Cast ---------------------------------------------------------------------
+
+_CAST_H = """
+ACLNN_API aclnnStatus aclnnCastGetWorkspaceSize(const aclTensor* self, const aclDataType dtype,
+                                                aclTensor* out, uint64_t* workspaceSize,
+                                                aclOpExecutor** executor);
+ACLNN_API aclnnStatus aclnnCast(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
+                                aclrtStream stream);
+"""
+
+
+def _check_cast(self: TensorInfo, dtype: np.dtype, out: TensorInfo) -> None:
+    _required(self=self, out=out)
+    _dtype_in("self", self, _ARITHMETIC)
+    if dtype.name not in _ARITHMETIC:
+        raise _fail(f"dtype {dtype.name} is not one of {', '.join(sorted(_ARITHMETIC))}")
+    if out.dtype != dtype:
+        raise _fail(f"out has dtype {out.dtype.name}, but dtype asks for {dtype.name}")
+    if out.shape != self.shape:
+        raise _fail(f"out has shape {list(out.shape)}, self {list(self.shape)}: they must be equal")
+
+
+def _convert(source: np.ndarray, target: np.dtype) -> np.ndarray:
+    """``source`` as ``target`` the way the device casts: floats to integers toward zero,
+    anything to bool by != 0, bfloat16 through float32 (rounded once)."""
+    if target == np.bool_:
+        nonzero: np.ndarray = source != 0
+        return nonzero
+    if source.dtype.name == "bfloat16" or (target.name == "bfloat16" and source.dtype != np.float32):
+        source = source.astype(np.float32)
+    with np.errstate(invalid="ignore", over="ignore"):
+        converted: np.ndarray = source.astype(target)
+    return converted
+
+
+def _kernel_cast(self: np.ndarray, dtype: np.dtype, out: np.ndarray) -> None:
+    out[...] = _convert(self, out.dtype)
+
+
+register(Reference("Cast", "aclnn_cast.h", _CAST_H, _check_cast, _kernel_cast))
+
+
+# -- InplaceCopy ----------------------------------------------------------------
+
+_COPY_H = """
+ACLNN_API aclnnStatus aclnnInplaceCopyGetWorkspaceSize(aclTensor* selfRef, const aclTensor* src,
+                                                       uint64_t* workspaceSize, aclOpExecutor** executor);
+ACLNN_API aclnnStatus aclnnInplaceCopy(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
+                                       const aclrtStream stream);
+"""
+
+
+def _check_inplace_copy(self_ref: TensorInfo, src: TensorInfo) -> None:
+    _required(selfRef=self_ref, src=src)
+    _dtype_in("selfRef", self_ref, _ARITHMETIC)
+    _dtype_in("src", src, _ARITHMETIC)
+    shape = _broadcast("selfRef", self_ref.shape, "src", src.shape)
+    if shape != self_ref.shape:
+        raise _fail(f"src shape {list(src.shape)} does not broadcast to selfRef shape {list(self_ref.shape)}")
+
+
+def _kernel_inplace_copy(self_ref: np.ndarray, src: np.ndarray) -> None:
+    # src may overlap selfRef (a view of it): convert into a new array before writing
+    self_ref[...] = np.array(_convert(src, self_ref.dtype), copy=True)
+
+
+register(Reference("InplaceCopy", "aclnn_copy.h", _COPY_H, _check_inplace_copy, _kernel_inplace_copy))
+
+
+def run(name: str, values: Sequence[Any]) -> None:
+    """Run operator ``name``'s kernel on ``values`` (its check passed)."""
+    reference = _REFERENCES[name]
+    reference.kernel(*values)

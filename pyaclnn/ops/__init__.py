@@ -1,0 +1,207 @@
+"""Every aclnn operator of the installed CANN, from Python: ``pyaclnn.ops.<name>``.
+
+``pyaclnn.ops.add(x, y, 1, out)`` calls ``aclnnAdd``: the operator's C name in
+snake_case without ``aclnn``, made on first use from its declaration in CANN's
+operator headers (the npu backend's CANN home; on the numpy backend, the
+declarations of its NumPy references). Parameters come in header order,
+positional or by keyword, in snake_case (``keepDims`` is ``keep_dims``; a Python
+keyword gets a trailing underscore, ``from_``); ``...Optional`` parameters may
+be None and default to it; keyword-only ``stream=None`` means the current
+stream. The call returns the operator's outputs: one as itself, several as a
+tuple in header order. Arguments by C type (one table, :mod:`pyaclnn.ops._types`):
+
+==========================================  ==============================================
+C type (``const`` forms too)                Python
+==========================================  ==============================================
+``aclTensor*``                              DeviceArray or NumPy array (None if Optional)
+``aclTensorList*``                          sequence of arrays
+``aclScalar*``                              bool (ACL_BOOL), int (ACL_INT64), float
+                                            (ACL_DOUBLE), NumPy scalar (its dtype)
+``aclScalarList*``                          sequence of scalars, by the same rule
+``aclIntArray*``, ``aclBoolArray*``,        sequence of int, bool, float
+``aclFloatArray*``
+``int64_t``, ``int32_t``, ``int8_t``,       int, checked against the C type's range
+``int``, ``uint64_t``
+``bool``                                    bool
+``double``, ``float``                       float
+``char*``                                   str
+``aclDataType``                             NumPy dtype, ``pyaclnn.bfloat16`` or ACL_* constant
+==========================================  ==============================================
+
+An operator with a parameter of another type is refused, naming the type
+(``python -m pyaclnn ops`` lists the refusals with their reasons). Which tensors
+an operator writes, the headers do not say reliably: a tensor is an output when
+its type is not ``const``, when its C name is ``out``/``output`` or ends in
+``Out``, ``Ref`` or ``Output``, or when it is the first tensor of an ``Inplace``
+operator. Outputs are returned and written back into NumPy arrays; a tensor an
+operator writes without being an output by this rule must be a DeviceArray.
+"""
+
+from __future__ import annotations
+
+import inspect
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from .. import _generic
+from .. import runtime as _runtime
+from . import _call, _types
+from ._headers import Catalogue, Declaration, HeaderError
+
+__all__ = ["HeaderError", "catalogue", "signature_of"]
+
+_lock = threading.Lock()
+_functions: dict[tuple[str, str], Callable[..., Any]] = {}  # (backend, Python name) -> function
+
+
+class _Required:
+    """The default shown for a required parameter after an optional one (a Python signature needs
+    a default there); the call refuses it as missing."""
+
+    def __repr__(self) -> str:
+        return "<required>"
+
+
+REQUIRED: Any = _Required()
+
+
+def catalogue(backend: str | None = None) -> Catalogue:
+    """The declarations the operators of ``backend`` (the active one by default) are made from."""
+    return _generic.catalogue(backend)
+
+
+def signature_of(declaration: Declaration) -> inspect.Signature:
+    """The Python signature of an operator: its parameters in header order, then ``*, stream=None``."""
+    params = _types.parameters(declaration)
+    result = []
+    for i, param in enumerate(params):
+        if param.optional:
+            default: Any = None
+        elif any(p.optional for p in params[:i]):
+            default = REQUIRED
+        else:
+            default = inspect.Parameter.empty
+        result.append(
+            inspect.Parameter(
+                param.python_name,
+                inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                default=default,
+                annotation=_types.PYTHON_FORMS[param.kind],
+            )
+        )
+    stream = inspect.Parameter(
+        "stream", inspect.Parameter.KEYWORD_ONLY, default=None, annotation="Stream | None"
+    )
+    return inspect.Signature([*result, stream])
+
+
+def _docstring(declaration: Declaration, params: tuple[_types.Parameter, ...], where: str) -> str:
+    outputs = _types.outputs(params)
+    lines = [
+        f"Run ``{declaration.phase2_api}`` (declared in {where}).",
+        "",
+        "Parameters",
+        "----------",
+    ]
+    for param in params:
+        lines.append(param.describe())
+    lines += [
+        "stream : Stream, optional",
+        "    The stream to queue the work on; None: the current stream.",
+        "",
+    ]
+    lines += ["Returns", "-------"]
+    if outputs:
+        for param in outputs:
+            lines.append(f"{param.python_name}")
+            lines.append(
+                "    The array passed for it, written"
+                + (" (None if None was passed)" if param.optional else "")
+            )
+    else:
+        lines.append("None")
+    lines += [
+        "",
+        "Notes",
+        "-----",
+        "The C prototypes::",
+        "",
+        f"    {declaration.phase1_prototype}",
+        f"    {declaration.phase2_prototype}",
+    ]
+    return "\n".join(lines)
+
+
+def make(declaration: Declaration, where: str = "") -> Callable[..., Any]:
+    """The Python function of ``declaration``: checks its arguments, launches, returns the outputs."""
+    params = _types.parameters(declaration)
+    count = len(params)
+    index = {p.python_name: i for i, p in enumerate(params)}
+    python_name = _types.python_operator_name(declaration.name)
+    missing = object()
+
+    def operator(*args: Any, stream: _runtime.Stream | None = None, **kwargs: Any) -> Any:
+        if len(args) > count:
+            raise TypeError(f"{python_name}() takes {count} positional arguments but {len(args)} were given")
+        values = [*args, *([missing] * (count - len(args)))]
+        for key, value in kwargs.items():
+            position = index.get(key)
+            if position is None:
+                raise TypeError(f"{python_name}() got an unexpected keyword argument {key!r}")
+            if values[position] is not missing:
+                raise TypeError(f"{python_name}() got multiple values for argument {key!r}")
+            values[position] = value
+        checked = []
+        for param, value in zip(params, values):
+            if value is missing or value is REQUIRED:
+                if not param.optional:
+                    raise TypeError(
+                        f"{python_name}() missing required argument {param.python_name!r} ({param.c})"
+                    )
+                value = None
+            checked.append(_call.check(param, value))
+        return _call.launch(declaration, params, checked, stream)
+
+    operator.__name__ = operator.__qualname__ = python_name
+    operator.__module__ = __name__
+    operator.__doc__ = _docstring(declaration, params, where or str(declaration.header))
+    operator.__signature__ = signature_of(declaration)  # type: ignore[attr-defined]
+    operator.declaration = declaration  # type: ignore[attr-defined]
+    return operator
+
+
+def _unavailable(name: str, backend: str) -> AttributeError:
+    if backend == "numpy":
+        known = ", ".join(sorted(_types.python_operator_name(n) for n in catalogue("numpy").index()))
+        return AttributeError(
+            f"pyaclnn.ops.{name}: the numpy backend has no NumPy reference for an operator named {name!r} "
+            f"(it runs {known}); other operators need the npu backend with CANN"
+        )
+    return AttributeError(
+        f"pyaclnn.ops.{name}: no operator header of this CANN declares aclnn operator {name!r}"
+    )
+
+
+def __getattr__(name: str) -> Callable[..., Any]:
+    if name.startswith("_"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    backend = _generic.active_backend()
+    key = (backend, name)
+    found = _functions.get(key)
+    if found is not None:
+        return found
+    source = catalogue(backend)
+    declaration = source.find(name, _types.python_operator_name)
+    if declaration is None:
+        raise _unavailable(name, backend)
+    reason = _types.refusal(declaration)
+    if reason is not None:
+        raise AttributeError(f"pyaclnn.ops.{name} ({declaration.phase2_api}) cannot be called: {reason}")
+    function = make(declaration, source.relative(declaration.header))
+    with _lock:
+        return _functions.setdefault(key, function)
+
+
+def __dir__() -> list[str]:
+    return sorted({*__all__, "REQUIRED", *(_types.python_operator_name(n) for n in catalogue().index())})

@@ -1,0 +1,248 @@
+"""One generic operator call: Python arguments checked and converted by their C types, then one
+launch through the runtime the four crafted operators use.
+
+Every argument is checked before anything is made for the call, so a wrong one
+raises (TypeError, or ValueError for an int out of its C type's range) naming
+the Python parameter and leaves nothing behind. Then a
+:class:`~pyaclnn.runtime.Launch` puts the arrays on the device (NumPy inputs
+uploaded or mapped, written NumPy arrays copied back), the scalars, arrays and
+lists made for the call are owned by it (destroyed once phase 2 was queued),
+and phase 1 runs every time: an executor of a generic operator is never made
+repeatable outside a graph capture (operators with internal copies break when
+reused); a capture keeps its executors for the replays.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .. import _generic
+from .. import dtypes as _dtypes
+from ..errors import ArgumentOverflowError
+from ..runtime import DeviceArray, Launch, Stream
+from . import _types
+from ._headers import Declaration
+
+# Descriptor format by rank, as torch_npu creates them (3-D NCL, 4-D NCHW, 5-D NCDHW, else ND).
+_FORMATS = {3: _dtypes.FORMATS["ACL_FORMAT_NCL"], 4: _dtypes.ACL_FORMAT_NCHW, 5: _dtypes.ACL_FORMAT_NCDHW}
+_ND = _dtypes.ACL_FORMAT_ND
+_ARRAY_TYPES = (np.ndarray, DeviceArray)
+
+
+def _format(array: DeviceArray) -> int:
+    return _FORMATS.get(array.ndim, _ND)
+
+
+def _describe(value: Any) -> str:
+    """A value's type, and its shape for arrays: never the repr of a whole array."""
+    if isinstance(value, _ARRAY_TYPES):
+        return f"{type(value).__name__} of shape {list(value.shape)}"
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 40 else text[:37] + '...'}"
+
+
+class _Checked:
+    """One argument checked by kind: what the launch needs to make its C value."""
+
+    __slots__ = ("param", "value")
+
+    def __init__(self, param: _types.Parameter, value: Any) -> None:
+        self.param = param
+        self.value = value
+
+
+def _sequence(param: _types.Parameter, value: Any, what: str) -> Sequence[Any]:
+    if isinstance(value, (str, bytes, np.ndarray, DeviceArray)) or not isinstance(value, Sequence):
+        if not (isinstance(value, np.ndarray) and param.kind in _NUMERIC_ARRAYS):
+            raise TypeError(f"{param.python_name} must be a sequence of {what}, got {_describe(value)}")
+        return list(value.tolist())
+    return value
+
+
+_NUMERIC_ARRAYS = (_types.INT_ARRAY, _types.BOOL_ARRAY, _types.FLOAT_ARRAY)
+
+
+def _int(param: _types.Parameter, value: Any, bounds: tuple[int, int], what: str = "an int") -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{param.python_name} must be {what}, got {_describe(value)}")
+    number = int(value)
+    if not bounds[0] <= number <= bounds[1]:
+        raise ArgumentOverflowError(
+            f"{param.python_name} = {number} is outside the range of {_types.base_type(param.c.type)} "
+            f"[{bounds[0]}, {bounds[1]}]"
+        )
+    return number
+
+
+def _bool(param: _types.Parameter, value: Any) -> bool:
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise TypeError(f"{param.python_name} must be a bool, got {_describe(value)}")
+
+
+def _float(param: _types.Parameter, value: Any) -> float:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{param.python_name} must be a float, got {_describe(value)}")
+    return float(value)
+
+
+_INT64 = _types.INT_RANGES["int64_t"]
+
+
+def scalar_value(name: str, value: Any) -> tuple[np.ndarray, int]:
+    """A Python or NumPy scalar as (its bytes in a 0-d array, its aclDataType), typed as torch_npu
+    types an ``at::Scalar``: bool -> ACL_BOOL, int -> ACL_INT64, float -> ACL_DOUBLE; a NumPy
+    scalar (or 0-d array) keeps its dtype."""
+    if isinstance(value, bool):
+        array = np.array(value, dtype=np.bool_)
+    elif isinstance(value, np.generic) or (isinstance(value, np.ndarray) and value.ndim == 0):
+        array = np.array(value)
+    elif isinstance(value, numbers.Integral):
+        if not _INT64[0] <= int(value) <= _INT64[1]:
+            raise ArgumentOverflowError(f"{name} = {int(value)} is outside the range of an int64 scalar")
+        array = np.array(int(value), dtype=np.int64)
+    elif isinstance(value, numbers.Real):
+        array = np.array(float(value), dtype=np.float64)
+    else:
+        raise TypeError(f"{name} must be a bool, int, float or NumPy scalar, got {_describe(value)}")
+    try:
+        data_type = _dtypes.from_numpy(array.dtype)
+    except TypeError:
+        raise TypeError(f"{name} has dtype {array.dtype}, which has no aclDataType") from None
+    return array, data_type
+
+
+def data_type(name: str, value: Any) -> int:
+    """An ``aclDataType`` argument: a NumPy dtype (or anything ``numpy.dtype`` takes,
+    ``pyaclnn.bfloat16`` included) or an ``ACL_*`` constant."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        if int(value) not in _dtypes.DATA_TYPES.values():
+            raise ValueError(
+                f"{name} = {int(value)} is not an aclDataType (an ACL_* constant or a NumPy dtype)"
+            )
+        return int(value)
+    try:
+        return _dtypes.from_numpy(_dtypes.as_dtype(value))
+    except TypeError:
+        raise TypeError(
+            f"{name} must be a NumPy dtype, pyaclnn.bfloat16 or an ACL_* constant, got {_describe(value)}"
+        ) from None
+
+
+def check(param: _types.Parameter, value: Any) -> Any:
+    """``value`` checked for ``param`` and normalised (arrays and lists as they are; the rest as
+    the C value, or what makes it)."""
+    kind, name = param.kind, param.python_name
+    if value is None:
+        if param.optional:
+            return None
+        what = "an array" if kind in (_types.TENSOR, _types.TENSOR_LIST) else "a value"
+        raise TypeError(f"{name} is required ({param.c}): got None, it needs {what}")
+    if kind == _types.TENSOR:
+        if not isinstance(value, _ARRAY_TYPES):
+            raise TypeError(f"{name} must be a DeviceArray or a NumPy array, got {_describe(value)}")
+        return value
+    if kind == _types.TENSOR_LIST:
+        items = _sequence(param, value, "arrays")
+        for i, item in enumerate(items):
+            if not isinstance(item, _ARRAY_TYPES):
+                raise TypeError(f"{name}[{i}] must be a DeviceArray or a NumPy array, got {_describe(item)}")
+        return list(items)
+    if kind == _types.SCALAR:
+        return scalar_value(name, value)
+    if kind == _types.SCALAR_LIST:
+        return [scalar_value(f"{name}[{i}]", v) for i, v in enumerate(_sequence(param, value, "scalars"))]
+    if kind == _types.INT_ARRAY:
+        return tuple(_int(param, v, _INT64, "a sequence of ints") for v in _sequence(param, value, "ints"))
+    if kind == _types.BOOL_ARRAY:
+        return tuple(_bool(param, v) for v in _sequence(param, value, "bools"))
+    if kind == _types.FLOAT_ARRAY:
+        return tuple(_float(param, v) for v in _sequence(param, value, "floats"))
+    if kind == _types.INT:
+        return _int(param, value, param.int_range)
+    if kind == _types.BOOL:
+        return _bool(param, value)
+    if kind == _types.FLOAT:
+        return _float(param, value)
+    if kind == _types.STRING:
+        if not isinstance(value, str):
+            raise TypeError(f"{name} must be a str, got {_describe(value)}")
+        return value.encode("utf-8")
+    if kind == _types.DTYPE:
+        return data_type(name, value)
+    raise AssertionError(kind)  # the type table has no other kind
+
+
+def launch(
+    declaration: Declaration,
+    params: Sequence[_types.Parameter],
+    values: Sequence[Any],
+    stream: Stream | None,
+) -> Any:
+    """Run the operator on ``values`` (checked, in header order) on ``stream`` (None: the current
+    stream); return its outputs: one as itself, several as a tuple in header order (None where
+    an optional output was None, a list for a tensor list)."""
+    python_name = _types.python_operator_name(declaration.name)
+    arrays: list[Any] = []
+    for param, value in zip(params, values):
+        if param.kind == _types.TENSOR and value is not None:
+            arrays.append(value)
+        elif param.kind == _types.TENSOR_LIST and value is not None:
+            arrays.extend(value)
+    if any(isinstance(a, DeviceArray) for a in arrays):
+        for param, value in zip(params, values):
+            items = value if param.kind == _types.TENSOR_LIST else [value]
+            if param.is_output and any(isinstance(v, np.ndarray) for v in items or ()):
+                raise TypeError(
+                    f"{param.python_name} is a NumPy array the operator writes, but the call has a "
+                    "DeviceArray, so it returns before its work is done: pass a DeviceArray"
+                )
+    op = _generic.operator(declaration)
+    with Launch(None, stream, arrays, python_name) as call:
+        c_args: list[Any] = []
+        written: list[Any] = []  # per output parameter: a DeviceArray, a list of them, or None
+        made: list[DeviceArray] = []
+        for param, value in zip(params, values):
+            kind, name = param.kind, param.python_name
+            if value is None:
+                c_args.append(None)
+                if param.is_output:
+                    written.append(None)
+            elif kind == _types.TENSOR:
+                array = call.written(name, value) if param.is_output else call.device(name, value)
+                assert array is not None
+                c_args.append(array.descriptor(_format(array)))
+                if param.is_output:
+                    written.append(array)
+                    made.append(array)
+            elif kind == _types.TENSOR_LIST:
+                place = call.written if param.is_output else call.device
+                items = [place(f"{name}[{i}]", v) for i, v in enumerate(value)]
+                c_args.append(call.tensor_list(items, [_format(item) for item in items]))
+                if param.is_output:
+                    written.append(items)
+                    made.extend(items)
+            elif kind == _types.SCALAR:
+                c_args.append(call.scalar(*value))
+            elif kind == _types.SCALAR_LIST:
+                c_args.append(call.scalar_list(value))
+            elif kind == _types.INT_ARRAY:
+                c_args.append(call.int_array(value))
+            elif kind == _types.BOOL_ARRAY:
+                c_args.append(call.bool_array(value))
+            elif kind == _types.FLOAT_ARRAY:
+                c_args.append(call.float_array(value))
+            else:
+                c_args.append(value)
+        call.launch(op, *c_args, outputs=made, repeatable=False)
+        results = [
+            None if w is None else [call.result(a) for a in w] if isinstance(w, list) else call.result(w)
+            for w in written
+        ]
+    if len(results) == 1:
+        return results[0]
+    return tuple(results) if results else None
