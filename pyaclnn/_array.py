@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any, Generic, overload
 import numpy as np
 import numpy.typing as npt
 
-from . import _captures, _context, _decl, _timeline, acl
+from . import _captures, _context, _decl, _generic, _timeline, acl
 from . import backends as _backends
 from . import dtypes as _dtypes
+from ._executors import Call
 from ._pool import Block, MemoryPool
 from ._stream import Stream, current, require_stream_on
 
@@ -467,12 +468,13 @@ class DeviceArray(Generic[_S]):
     ) -> DeviceArray[_S]:
         """Copy ``src`` into this array, queued on ``stream``; returns this array (torch's ``copy_``).
 
-        ``src`` has this array's shape and dtype (no broadcasting, no cast). From a
-        NumPy array the copy is ``aclrtMemcpyAsync`` from host memory, which returns
-        once the data has left it, so ``src`` may change afterwards; from a
-        DeviceArray of the same backend and device it is a device-to-device copy,
-        ordered after the work that used ``src``. Both this array and a device
-        ``src`` must be contiguous.
+        ``src`` is broadcast to this array's shape and cast to its dtype, as torch's
+        ``copy_`` does. The same shape and dtype, both contiguous, is a plain copy:
+        ``aclrtMemcpyAsync`` from host memory for a NumPy ``src`` (which returns once
+        the data has left it, so ``src`` may change afterwards), device to device for a
+        DeviceArray. Anything else (a strided source or destination, a broadcast, another
+        dtype) runs the operator ``aclnnInplaceCopy`` on the device, a NumPy ``src`` first
+        uploaded. Either way the copy is ordered after the work that used ``src``.
 
         Parameters
         ----------
@@ -484,24 +486,17 @@ class DeviceArray(Generic[_S]):
         Raises
         ------
         TypeError
-            For a ``src`` that is not an array (a list, a torch tensor), or of another dtype.
+            For a ``src`` that is not an array (a list, a torch tensor), or of a dtype
+            without an aclDataType.
         ValueError
-            For another shape, a closed array or stream, a stream, ``src`` or this array
-            on another backend or device, a non-contiguous destination or device
-            ``src``, or a ``src`` whose memory overlaps this array's.
+            For a ``src`` shape that does not broadcast to this array's, a closed array or
+            stream, a stream, ``src`` or this array on another backend or device, or a
+            device ``src`` whose memory overlaps this array's.
+        pyaclnn.AclnnError
+            When ``aclnnInplaceCopy`` refuses the copy (a dtype it does not cast).
         """
         self._check_open()
-        ctx = _context.context(self.backend)
-        if stream is None:
-            last = self.stream
-            stream = last if last is not None and not last.closed else None
-            stream = stream or current(ctx, self.device)
-        require_stream_on(stream, self.backend, self.device)
-        if stream.closed:
-            raise ValueError("stream is closed")
-        dense = _dtypes.contiguous_strides(self.shape)  # an offset is fine: the copy starts there
-        if self.strides != dense:
-            raise ValueError(f"copy_ needs a contiguous destination, got strides {list(self.strides)}")
+        stream = self._default_stream(stream)
         if isinstance(src, DeviceArray):
             if src.backend != self.backend or src.device != self.device:
                 raise ValueError(
@@ -509,21 +504,40 @@ class DeviceArray(Generic[_S]):
                     f"{self.backend!r} device {self.device}: copy through src.numpy()"
                 )
             src._check_open()
-            if src.strides != _dtypes.contiguous_strides(src.shape):
-                raise ValueError(f"src must be contiguous, got strides {list(src.strides)}")
+            if _byte_ranges_overlap(src, self):
+                raise ValueError("src overlaps this array's memory: copy through a temporary")
         else:
             src = host_array("src", src)
-        if src.shape != self.shape:
-            raise ValueError(f"src has shape {list(src.shape)}, this array {list(self.shape)}")
-        if src.dtype != self.dtype:
-            raise TypeError(f"src has dtype {src.dtype}, this array {self.dtype}: cast it first")
+        try:
+            shape = tuple(np.broadcast_shapes(src.shape, self.shape))
+        except ValueError:
+            shape = None
+        if shape != self.shape:
+            raise ValueError(
+                f"src has shape {list(src.shape)}, which does not broadcast to {list(self.shape)}"
+            )
+        dense = _dtypes.contiguous_strides(self.shape)  # an offset is fine: the copy starts there
+        plain = src.shape == self.shape and src.dtype == self.dtype and self.strides == dense
+        if isinstance(src, DeviceArray) and src.strides != _dtypes.contiguous_strides(src.shape):
+            plain = False
+        if not plain:
+            if isinstance(src, DeviceArray):
+                return self._inplace_copy(src, stream)
+            if _captures.active:
+                _captures.refuse(
+                    stream._state,
+                    self.backend,
+                    self.device,
+                    "DeviceArray.copy_(src=NumPy array)",
+                    _captures.PAGEABLE,
+                )
+            with to_device(src, backend=self.backend, stream=stream) as uploaded:
+                return self._inplace_copy(uploaded, stream)
         start = self.ptr + self.offset * self.dtype.itemsize
         nbytes = self.size * self.dtype.itemsize
         state = stream._state
         if isinstance(src, DeviceArray):
             source = src.ptr + src.offset * src.dtype.itemsize
-            if nbytes and source < start + nbytes and start < source + nbytes:
-                raise ValueError("src overlaps this array's memory: copy through a temporary")
             src._use_on(stream)
             self._use_on(stream)
             if nbytes:
@@ -540,6 +554,67 @@ class DeviceArray(Generic[_S]):
             if nbytes:
                 state.enqueue(acl.rt.memcpy_async, start, nbytes, host, nbytes, _H2D, state.handle)
         return self
+
+    def _default_stream(self, stream: Stream | None) -> Stream:
+        """``stream`` checked, or by default the stream of this array's last use if open, else the
+        calling thread's current stream of its device."""
+        ctx = _context.context(self.backend)
+        if stream is None:
+            last = self.stream
+            stream = last if last is not None and not last.closed else None
+            stream = stream or current(ctx, self.device)
+        require_stream_on(stream, self.backend, self.device)
+        if stream.closed:
+            raise ValueError("stream is closed")
+        return stream
+
+    def _inplace_copy(self, src: DeviceArray[Any], stream: Stream) -> DeviceArray[_S]:
+        """``aclnnInplaceCopy(self, src)`` on ``stream``: broadcast, cast, any strides."""
+        _run_operator("inplace_copy", "aclnn_copy.h", stream, (self, src), (self, src), (self,))
+        return self
+
+    def astype(self, dtype: Any, stream: Stream | None = None) -> DeviceArray[Any]:
+        """A new contiguous array of this one's values cast to ``dtype`` (NumPy's ``astype``: a copy
+        also when the dtype is the same), computed by ``aclnnCast`` on ``stream`` (by default as
+        :meth:`copy_` chooses it).
+
+        Raises
+        ------
+        TypeError
+            For a dtype without an aclDataType.
+        pyaclnn.AclnnError
+            When ``aclnnCast`` refuses the cast.
+        """
+        self._check_open()
+        target = _dtypes.as_dtype(dtype)
+        data_type = _dtypes.from_numpy(target)
+        stream = self._default_stream(stream)
+        out: DeviceArray[Any] = DeviceArray(self.shape, target, backend=self.backend, stream=stream)
+        try:
+            if target == self.dtype:
+                return out.copy_(self, stream)
+            _run_operator("cast", "aclnn_cast.h", stream, (self, data_type, out), (self, out), (out,))
+        except BaseException:
+            out.close()
+            raise
+        return out
+
+    def copy(self, stream: Stream | None = None) -> DeviceArray[_S]:
+        """A new contiguous array with this one's values (queued on ``stream``, see :meth:`copy_`)."""
+        self._check_open()
+        stream = self._default_stream(stream)
+        out: DeviceArray[_S] = DeviceArray(self.shape, self.dtype, backend=self.backend, stream=stream)
+        try:
+            return out.copy_(self, stream)
+        except BaseException:
+            out.close()
+            raise
+
+    def contiguous(self, stream: Stream | None = None) -> DeviceArray[_S]:
+        """This array if it is contiguous (from its storage's start), else a contiguous copy
+        (torch's ``contiguous``)."""
+        self._check_open()
+        return self if self.is_contiguous() else self.copy(stream)
 
     def reshape(self, *shape: int | Sequence[int]) -> DeviceArray[_S]:
         """A view of the same memory with another shape (NumPy's ``reshape``; one -1 is inferred).
@@ -720,6 +795,44 @@ def _inferred_shape(values: Any, size: int) -> tuple[int, ...]:
     if prod(shape) != size:
         raise ValueError(f"shape {list(items)} has {prod(shape)} elements, the array {size}")
     return tuple(shape)
+
+
+def _byte_ranges_overlap(a: DeviceArray[Any], b: DeviceArray[Any]) -> bool:
+    """Whether the bytes ``a`` and ``b`` span intersect (by bounds, as ``np.may_share_memory``)."""
+    if a.size == 0 or b.size == 0:
+        return False
+    spans = []
+    for x in (a, b):
+        extent = 1 + sum((d - 1) * s for d, s in zip(x.shape, x.strides))
+        start = x.ptr + x.offset * x.dtype.itemsize
+        spans.append((start, start + extent * x.dtype.itemsize))
+    return spans[0][0] < spans[1][1] and spans[1][0] < spans[0][1]
+
+
+def _run_operator(
+    python_name: str,
+    header: str,
+    stream: Stream,
+    args: tuple[Any, ...],
+    arrays: tuple[DeviceArray[Any], ...],
+    outputs: tuple[DeviceArray[Any], ...],
+) -> None:
+    """Queue an operator of the backend's catalogue (``pyaclnn.ops``' own: phase 1 every time) on
+    ``stream``, with ``args`` in header order (DeviceArrays given as themselves, described in
+    ND), ordered after the work that used ``arrays``."""
+    backend = arrays[0].backend
+    declaration = _generic.catalogue(backend).find(python_name, header)
+    if declaration is None:
+        raise LookupError(f"no operator header of the {backend} backend declares {python_name} ({header})")
+    op = _generic.operator(declaration, backend)
+    state = stream._state
+    with state.on_device():
+        for array in arrays:
+            array._use_on(stream)
+        c_args = tuple(a.descriptor(_dtypes.ACL_FORMAT_ND) if isinstance(a, DeviceArray) else a for a in args)
+        state.executors.launch(Call(op, c_args, False, outputs))
+    if state.capture is not None:  # the graph's replays use them: it keeps them
+        state.capture.hold(arrays)
 
 
 def _closed_error() -> ValueError:

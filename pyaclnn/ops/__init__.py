@@ -42,12 +42,16 @@ from __future__ import annotations
 import inspect
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .. import _generic
-from .. import runtime as _runtime
-from . import _call, _types
+from . import _types
 from ._headers import Catalogue, Declaration, HeaderError
+
+if TYPE_CHECKING:
+    from ..runtime import Stream
+
+# The runtime is imported on first use, not here: the runtime itself reads this package's
+# header reader (pyaclnn.ops._headers), whose import runs this module first.
 
 __all__ = ["HeaderError", "catalogue", "signature_of"]
 
@@ -68,6 +72,8 @@ REQUIRED: Any = _Required()
 
 def catalogue(backend: str | None = None) -> Catalogue:
     """The declarations the operators of ``backend`` (the active one by default) are made from."""
+    from .. import _generic
+
     return _generic.catalogue(backend)
 
 
@@ -141,7 +147,9 @@ def make(declaration: Declaration, where: str = "") -> Callable[..., Any]:
     python_name = _types.python_operator_name(declaration.name)
     missing = object()
 
-    def operator(*args: Any, stream: _runtime.Stream | None = None, **kwargs: Any) -> Any:
+    from . import _call
+
+    def operator(*args: Any, stream: Stream | None = None, **kwargs: Any) -> Any:
         if len(args) > count:
             raise TypeError(f"{python_name}() takes {count} positional arguments but {len(args)} were given")
         values = [*args, *([missing] * (count - len(args)))]
@@ -186,13 +194,15 @@ def _unavailable(name: str, backend: str) -> AttributeError:
 def __getattr__(name: str) -> Callable[..., Any]:
     if name.startswith("_"):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from .. import _generic
+
     backend = _generic.active_backend()
     key = (backend, name)
     found = _functions.get(key)
     if found is not None:
         return found
     source = catalogue(backend)
-    declaration = source.find(name, _types.python_operator_name)
+    declaration = source.find(name)
     if declaration is None:
         raise _unavailable(name, backend)
     reason = _types.refusal(declaration)

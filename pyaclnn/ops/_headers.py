@@ -46,6 +46,7 @@ _MACROS = re.compile(r"\b(?:ACLNN_API|ACL_FUNC_VISIBILITY|extern\s+\"C\")\b")
 _DECLARATION = re.compile(r"\baclnnStatus\s+(aclnn\w+)\s*\(([^;{}()]*)\)\s*;")
 _NAME_ONLY = re.compile(r"\baclnnStatus\s+(aclnn\w+)" + _PHASE1_SUFFIX + r"\s*\(")
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+_OPERATOR_WORD_START = re.compile(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 
 #: What pycparser is told before a declaration: the ACL types, the fixed-width integers and
 #: ``bool``, as C declares them (their sizes do not matter here, only that they are types).
@@ -69,6 +70,12 @@ _KNOWN_TYPES = {
 _C_WORDS = frozenset(
     "const volatile void char short int long float double signed unsigned struct enum union _Bool".split()
 )
+
+
+def python_operator_name(name: str) -> str:
+    """``Add`` -> ``add``, ``MaxPool3dWithArgmaxBackward`` -> ``max_pool3d_with_argmax_backward``,
+    ``GridSampler3DBackward`` -> ``grid_sampler3d_backward`` (the functional layer's rule)."""
+    return _OPERATOR_WORD_START.sub("_", name).lower()
 
 
 class HeaderError(ValueError):
@@ -339,20 +346,20 @@ class Catalogue:
             self._index = index
         return self._index
 
-    def find(self, python_name: str, to_python: object) -> Declaration | None:
-        """The declaration of the operator whose Python name (by ``to_python(c_name)``) is
-        ``python_name``, or None."""
-        if self.folder is not None and self._index is None:
-            guess = self.folder / f"aclnn_{python_name}.h"
-            if guess.is_file():
+    def find(self, python_name: str, header: str | None = None) -> Declaration | None:
+        """The declaration of the operator called ``python_name`` in Python (:func:`python_name`),
+        or None. ``header`` (a file name) is where to look first; by default the file CANN
+        would name after the operator, ``aclnn_<python name>.h``. Only if it does not declare
+        the operator are the names of every header read."""
+        if self._index is None:
+            guess = self.folder / (header or f"aclnn_{python_name}.h") if self.folder else None
+            if guess is not None and guess.is_file():
                 for declaration in self._declarations_of(guess).values():
-                    if to_python(declaration.name) == python_name:  # type: ignore[operator]
-                        # the first header declaring it wins: take the guess only if nothing
-                        # sorts before it (a header of the folder itself; subfolders sort after)
+                    if python_operator_name(declaration.name) == python_name:
                         return declaration
-        for c_name, header in self.index().items():
-            if to_python(c_name) == python_name:  # type: ignore[operator]
-                return self._declarations_of(header).get(c_name)
+        for c_name, path in self.index().items():
+            if python_operator_name(c_name) == python_name:
+                return self._declarations_of(path).get(c_name)
         return None
 
     def declarations(self) -> list[Declaration]:

@@ -24,7 +24,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ._headers import CParam, Declaration
+from ._headers import CParam, Declaration, python_operator_name
 
 # Kinds of parameter.
 TENSOR = "tensor"
@@ -86,9 +86,9 @@ PYTHON_FORMS: dict[str, str] = {
 _TENSOR_KINDS = (TENSOR, TENSOR_LIST)
 _OUTPUT_NAME = re.compile(r"^(?:out|output|.*(?:Out|Ref|Output))(?:Optional)?$")
 _WORD_START = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
-_OPERATOR_WORD_START = re.compile(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 
 INPUT, OUTPUT = "input", "output"
+__all__ = ["python_operator_name"]  # the rule lives with the reader; the type table re-exports it
 
 
 def base_type(c_type: str) -> str:
@@ -99,12 +99,6 @@ def base_type(c_type: str) -> str:
 def kind_of(c_type: str) -> str | None:
     """The kind of a C parameter type; None when pyaclnn has no Python form for it."""
     return KINDS.get(base_type(c_type))
-
-
-def python_operator_name(name: str) -> str:
-    """``Add`` -> ``add``, ``MaxPool3dWithArgmaxBackward`` -> ``max_pool3d_with_argmax_backward``,
-    ``GridSampler3DBackward`` -> ``grid_sampler3d_backward`` (the functional layer's rule)."""
-    return _OPERATOR_WORD_START.sub("_", name).lower()
 
 
 def python_parameter_name(name: str) -> str:
