@@ -1,9 +1,15 @@
-"""Command line: ``python -m pyaclnn [--version] info | selftest | bench`` (also installed as ``pyaclnn``).
+"""Command line: ``python -m pyaclnn [--version] info | ops | selftest | bench`` (or ``pyaclnn``).
 
 info      what pyaclnn runs on: version, active backend and why, the CANN
           libraries found (or why the npu backend is unusable and where it
           looked), SoC, devices, memory; ``--json`` for a machine-readable report.
           Exits 1 when the requested backend (PYACLNN_BACKEND) cannot be used.
+ops       the aclnn operators ``pyaclnn.ops`` can call, with their Python signatures, and
+          the refused ones with the reason; ``PATTERN`` keeps the names that
+          contain it (or match it, with ``*``); ``--headers DIR`` reads a folder of
+          operator headers or a CANN home instead of the active backend's (the npu
+          backend's CANN home, or the numpy backend's NumPy references);
+          ``--json`` for a machine-readable catalogue
 selftest  the four operators on a backend against the NumPy reference kernels
           (and, on numpy, against golden PyTorch outputs); ``--json`` gives every
           case with its error and tolerance; exits 1 when a case fails
@@ -414,11 +420,17 @@ def _parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(prog="python -m pyaclnn", description=_plain(__doc__.splitlines()[0]))
     parser.add_argument("--version", action="version", version=f"pyaclnn {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{info,selftest,bench}")
+    sub = parser.add_subparsers(dest="command", metavar="{info,ops,selftest,bench}")
     info_parser = sub.add_parser(
         "info", help="version, backend, CANN libraries, devices", description=_command_description("info")
     )
     info_parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    ops_parser = sub.add_parser(
+        "ops", help="the aclnn operators pyaclnn.ops can call", description=_command_description("ops")
+    )
+    ops_parser.add_argument("pattern", nargs="?", default=None, help="keep operators whose name holds it")
+    ops_parser.add_argument("--headers", metavar="DIR", help="a folder of operator headers, or a CANN home")
+    ops_parser.add_argument("--json", action="store_true", help="print the catalogue as JSON")
     st = sub.add_parser(
         "selftest",
         help="check the operators on a backend against the reference kernels",
@@ -450,6 +462,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "info":
             return info(as_json=args.json)
+        if args.command == "ops":
+            from .ops import _listing
+
+            return _listing.run(args.pattern, args.headers, args.json, sys.stdout)
         if args.command == "selftest":
             from . import selftest
 

@@ -24,6 +24,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .. import _optable
 from ._headers import CParam, Declaration, python_operator_name
 
 # Kinds of parameter.
@@ -147,7 +148,25 @@ def refusal(declaration: Declaration) -> str | None:
 
 
 def parameters(declaration: Declaration) -> tuple[Parameter, ...]:
-    """The parameters of a callable declaration (:func:`refusal` is None), with kinds and roles."""
+    """The parameters of a callable declaration (:func:`refusal` is None), with kinds and roles.
+
+    The roles of pyaclnn's own operators (the table of include/decl) are known: the rule is
+    not applied to them (it would make max-pool's ``gradOutput`` an output).
+    """
+    known = _optable.by_name().get(declaration.name)
+    if known is not None and [p.c_name for p in known.params] == [p.name for p in declaration.params]:
+        written = {p.c_name for p in known.outputs}
+        return tuple(
+            Parameter(
+                c,
+                kind,
+                python_parameter_name(c.name),
+                (OUTPUT if c.name in written else INPUT) if kind in _TENSOR_KINDS else None,
+                c.name.endswith("Optional"),
+            )
+            for c in declaration.params
+            for kind in (KINDS[base_type(c.type)],)
+        )
     inplace = declaration.name.startswith("Inplace")
     first_tensor = True
     result = []
