@@ -452,4 +452,4 @@ def test_info_does_not_load_ml_dtypes():
 
 def test_main_without_a_command_prints_help_and_returns_2(capsys):
     assert cli.main([]) == 2
-    assert "{info,selftest,bench}" in capsys.readouterr().out
+    assert "{info,ops,selftest,bench}" in capsys.readouterr().out

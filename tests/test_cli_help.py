@@ -60,7 +60,7 @@ def test_help_is_plain_text(args):
 
 def test_the_top_level_help_names_the_commands_in_plain_words():
     proc = _pyaclnn("--help", cwd=ROOT)
-    assert "Command line: python -m pyaclnn [--version] info | selftest | bench" in " ".join(
+    assert "Command line: python -m pyaclnn [--version] info | ops | selftest | bench" in " ".join(
         proc.stdout.split()
     )
 
