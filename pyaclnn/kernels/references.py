@@ -246,3 +246,132 @@ def run(name: str, values: Sequence[Any]) -> None:
     """Run operator ``name``'s kernel on ``values`` (its check passed)."""
     reference = _REFERENCES[name]
     reference.kernel(*values)
+
+
+# -- Cat ----------------------------------------------------------------------------
+
+_CAT_H = """
+ACLNN_API aclnnStatus aclnnCatGetWorkspaceSize(const aclTensorList* tensors, int64_t dim, aclTensor* out,
+                                               uint64_t* workspaceSize, aclOpExecutor** executor);
+ACLNN_API aclnnStatus aclnnCat(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
+                               aclrtStream stream);
+"""
+
+
+def _check_cat(tensors: list[TensorInfo] | None, dim: int, out: TensorInfo) -> None:
+    if tensors is None:
+        raise _fail("tensors is a null pointer, it must be an aclTensorList", ACLNN_ERR_PARAM_NULLPTR)
+    _required(out=out)
+    if not tensors:
+        raise _fail("tensors is empty: it needs at least one tensor")
+    first = tensors[0]
+    rank = len(first.shape)
+    if not -rank <= dim < max(rank, 1):
+        raise _fail(f"dim {dim} is outside [{-rank}, {rank - 1}] for tensors of {rank} dims")
+    axis = dim % rank if rank else 0
+    result = first.dtype
+    total = 0
+    for i, t in enumerate(tensors):
+        _dtype_in(f"tensors[{i}]", t, _ARITHMETIC)
+        if len(t.shape) != rank or any(
+            a != b for k, (a, b) in enumerate(zip(t.shape, first.shape)) if k != axis
+        ):
+            raise _fail(
+                f"tensors[{i}] has shape {list(t.shape)}, tensors[0] {list(first.shape)}: they must agree "
+                f"except in dim {dim}"
+            )
+        result = promote(result, t.dtype)
+        total += t.shape[axis] if rank else 0
+    _dtype_in("out", out, _ARITHMETIC)
+    if not _can_cast(result, out.dtype):
+        raise _fail(f"out has dtype {out.dtype.name}, which {result.name} (the tensors) cannot be cast to")
+    expected = tuple(total if k == axis else d for k, d in enumerate(first.shape))
+    if out.shape != expected:
+        raise _fail(f"out has shape {list(out.shape)}; the tensors concatenate to {list(expected)}")
+
+
+def _kernel_cat(tensors: list[np.ndarray], dim: int, out: np.ndarray) -> None:
+    parts = [_convert(t, out.dtype) for t in tensors]
+    out[...] = np.concatenate(parts, axis=dim)
+
+
+register(Reference("Cat", "aclnn_cat.h", _CAT_H, _check_cat, _kernel_cat))
+
+
+# -- LayerNorm -------------------------------------------------------------------------
+
+_LAYER_NORM_H = """
+ACLNN_API aclnnStatus aclnnLayerNormGetWorkspaceSize(
+    const aclTensor* input, const aclIntArray* normalizedShape, const aclTensor* weightOptional,
+    const aclTensor* biasOptional, double eps, aclTensor* out, aclTensor* meanOutOptional,
+    aclTensor* rstdOutOptional, uint64_t* workspaceSize, aclOpExecutor** executor);
+ACLNN_API aclnnStatus aclnnLayerNorm(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
+                                     aclrtStream stream);
+"""
+_NORM_DTYPES = frozenset(("float16", "bfloat16", "float32"))
+
+
+def _check_layer_norm(
+    input: TensorInfo,
+    normalized_shape: tuple[int, ...] | None,
+    weight: TensorInfo | None,
+    bias: TensorInfo | None,
+    eps: float,
+    out: TensorInfo,
+    mean: TensorInfo | None,
+    rstd: TensorInfo | None,
+) -> None:
+    _required(input=input, out=out)
+    if normalized_shape is None:
+        raise _fail("normalizedShape is a null pointer, it must be an aclIntArray", ACLNN_ERR_PARAM_NULLPTR)
+    _dtype_in("input", input, _NORM_DTYPES)
+    count = len(normalized_shape)
+    if count < 1 or count > len(input.shape) or tuple(input.shape[-count:]) != tuple(normalized_shape):
+        raise _fail(
+            f"normalizedShape {list(normalized_shape)} must be the last dims of input "
+            f"(shape {list(input.shape)})"
+        )
+    for name, t in (("weightOptional", weight), ("biasOptional", bias)):
+        if t is not None:
+            _dtype_in(name, t, _NORM_DTYPES)
+            if t.shape != tuple(normalized_shape):
+                raise _fail(
+                    f"{name} has shape {list(t.shape)}; it must be normalizedShape {list(normalized_shape)}"
+                )
+    if out.shape != input.shape or out.dtype != input.dtype:
+        raise _fail(f"out has shape {list(out.shape)} and dtype {out.dtype.name}; it must be input's")
+    reduced = (*input.shape[: len(input.shape) - count], *(1,) * count)
+    for name, t in (("meanOutOptional", mean), ("rstdOutOptional", rstd)):
+        if t is not None:
+            _dtype_in(name, t, _NORM_DTYPES)
+            if t.shape != reduced:
+                raise _fail(f"{name} has shape {list(t.shape)}; it must be {list(reduced)}")
+
+
+def _kernel_layer_norm(
+    input: np.ndarray,
+    normalized_shape: tuple[int, ...],
+    weight: np.ndarray | None,
+    bias: np.ndarray | None,
+    eps: float,
+    out: np.ndarray,
+    mean: np.ndarray | None,
+    rstd: np.ndarray | None,
+) -> None:
+    axes = tuple(range(input.ndim - len(normalized_shape), input.ndim))
+    x = input.astype(np.float32)
+    mu = x.mean(axis=axes, keepdims=True)
+    inverse = 1.0 / np.sqrt(((x - mu) ** 2).mean(axis=axes, keepdims=True) + np.float32(eps))
+    y = (x - mu) * inverse
+    if weight is not None:
+        y = y * weight.astype(np.float32)
+    if bias is not None:
+        y = y + bias.astype(np.float32)
+    out[...] = y.astype(out.dtype)
+    if mean is not None:
+        mean[...] = mu.astype(mean.dtype)
+    if rstd is not None:
+        rstd[...] = inverse.astype(rstd.dtype)
+
+
+register(Reference("LayerNorm", "aclnn_layer_norm.h", _LAYER_NORM_H, _check_layer_norm, _kernel_layer_norm))

@@ -155,13 +155,13 @@ def parameters(declaration: Declaration) -> tuple[Parameter, ...]:
     """
     known = _optable.by_name().get(declaration.name)
     if known is not None and [p.c_name for p in known.params] == [p.name for p in declaration.params]:
-        written = {p.c_name for p in known.outputs}
+        known_outputs = {p.c_name for p in known.outputs}
         return tuple(
             Parameter(
                 c,
                 kind,
                 python_parameter_name(c.name),
-                (OUTPUT if c.name in written else INPUT) if kind in _TENSOR_KINDS else None,
+                (OUTPUT if c.name in known_outputs else INPUT) if kind in _TENSOR_KINDS else None,
                 c.name.endswith("Optional"),
             )
             for c in declaration.params

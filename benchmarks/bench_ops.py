@@ -1,0 +1,114 @@
+"""Host cost of a generic call (``pyaclnn.ops.add`` on tiny device arrays) against
+``torch.add(..., out=)`` on tiny CPU tensors, and the time to read a whole catalogue of
+operator headers.
+
+Target: ops.add per call <= 2.0x torch's, on the npu backend over the CANN emulator (the
+host work an NPU host does: argument checks, descriptors, a scalar, both phases). The
+numpy backend's figure is printed too (it also runs the NumPy reference's check).
+
+``--headers DIR`` also times ``python -m pyaclnn ops --headers DIR --json`` in a new
+interpreter (start included; target <= 3 s) and prints how many operators it binds and
+refuses, e.g. over an installed CANN 8.1.RC1 tree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import _common
+import numpy as np
+
+TARGET = 2.0
+CATALOGUE_TARGET_S = 3.0
+SHAPE = (2, 2)
+
+
+def add_call(backend: str) -> Callable[[], Any]:
+    """ops.add on tiny DeviceArrays of ``backend``, on a stream of its own."""
+    import pyaclnn
+    from pyaclnn import ops
+
+    pyaclnn.set_backend(backend)
+    stream = pyaclnn.Stream(backend=backend)
+    x = pyaclnn.to_device(np.ones(SHAPE, np.float32), backend=backend, stream=stream)
+    y = pyaclnn.to_device(np.ones(SHAPE, np.float32), backend=backend, stream=stream)
+    out = pyaclnn.empty(SHAPE, np.float32, backend=backend, stream=stream)
+    add = ops.add
+
+    def call() -> None:
+        add(x, y, 1, out, stream=stream)
+
+    call()
+    stream.synchronize()
+    return call
+
+
+def torch_call(torch: Any) -> Callable[[], Any]:
+    x, y, out = torch.ones(SHAPE), torch.ones(SHAPE), torch.empty(SHAPE)
+    return lambda: torch.add(x, y, alpha=1, out=out)
+
+
+def catalogue(directory: str) -> dict[str, Any]:
+    """Seconds to list ``directory``'s catalogue in a new interpreter, and its counts."""
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "pyaclnn", "ops", "--headers", directory, "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": _common.REPO},
+    )
+    seconds = time.perf_counter() - start
+    report = json.loads(done.stdout)
+    return {"seconds": seconds, "bound": len(report["operators"]), "refused": len(report["refused"])}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer calls, for a smoke run")
+    parser.add_argument("--calls", type=int, help="calls per loop (default 2000, 200 with --quick)")
+    parser.add_argument("--loops", type=int, help="loops, the best one counts (default 5, 3 with --quick)")
+    parser.add_argument("--headers", metavar="DIR", help="also time reading this catalogue of headers")
+    parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    args = parser.parse_args(argv)
+    calls = args.calls or (200 if args.quick else 2000)
+    loops = args.loops or (3 if args.quick else 5)
+    torch = _common.import_torch("bench_ops")
+    from bench_overhead import progress, use_emulator
+
+    home = use_emulator()
+    _common.print_machine(_common.machine(torch))
+    print(f"npu backend over the CANN emulator at {home}; best of {loops} loops of {calls} calls, {SHAPE} float32\n")
+    timings: dict[str, float] = {}
+    for source, make in (("npu", lambda: add_call("npu")), ("numpy", lambda: add_call("numpy"))):
+        progress(f"timing ops.add on {source}")
+        timings[source] = min(_common.time_loops(make(), calls, loops))
+    progress("timing torch.add(out=)")
+    timings["torch"] = min(_common.time_loops(torch_call(torch), calls, loops))
+    rows = [[s, f"{timings[s] * 1e6:.1f}", f"{timings[s] / timings['torch']:.2f}"] for s in ("npu", "numpy", "torch")]
+    _common.print_table(["ops.add on", "µs/call", "/torch"], rows)
+    ratio = timings["npu"] / timings["torch"]
+    met = ratio <= TARGET
+    print(f"\ntarget, ops.add per call on npu <= {TARGET}x torch.add(out=): {'met' if met else 'not met'} ({ratio:.2f}x)")
+    if args.headers:
+        progress(f"reading the catalogue of {args.headers}")
+        found = catalogue(args.headers)
+        catalogue_met = found["seconds"] <= CATALOGUE_TARGET_S
+        met = met and catalogue_met
+        print(
+            f"catalogue of {args.headers}: {found['bound']} operators bound, {found['refused']} refused, "
+            f"{found['seconds']:.2f} s with interpreter start (target <= {CATALOGUE_TARGET_S} s: "
+            f"{'met' if catalogue_met else 'not met'})"
+        )
+    return 1 if args.strict and not met else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
