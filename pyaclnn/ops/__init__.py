@@ -88,17 +88,12 @@ def signature_of(declaration: Declaration) -> inspect.Signature:
             default = REQUIRED
         else:
             default = inspect.Parameter.empty
+        # No annotations: the docstring says what each takes (a made-up type name would print
+        # as a quoted string).
         result.append(
-            inspect.Parameter(
-                param.python_name,
-                inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                default=default,
-                annotation=_types.PYTHON_FORMS[param.kind],
-            )
+            inspect.Parameter(param.python_name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default)
         )
-    stream = inspect.Parameter(
-        "stream", inspect.Parameter.KEYWORD_ONLY, default=None, annotation="Stream | None"
-    )
+    stream = inspect.Parameter("stream", inspect.Parameter.KEYWORD_ONLY, default=None)
     return inspect.Signature([*result, stream])
 
 
