@@ -16,6 +16,7 @@ integers stay exact), fp16/bf16 computed in float32 and rounded once.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -90,27 +91,33 @@ def _required(**tensors: Any) -> None:
             raise _fail(f"{name} is a null pointer, it must be an aclTensor", ACLNN_ERR_PARAM_NULLPTR)
 
 
+@functools.lru_cache(maxsize=64)
+def _name(dtype: np.dtype) -> str:
+    """``dtype.name``, cached: NumPy works the name out at every access (a hot path of every check)."""
+    return str(dtype.name)
+
+
 def _dtype_in(name: str, t: TensorInfo, allowed: frozenset[str]) -> None:
-    if t.dtype.name not in allowed:
+    if _name(t.dtype) not in allowed:
         raise _fail(f"{name} has dtype {t.dtype.name}, which is not one of {', '.join(sorted(allowed))}")
 
 
 def promote(a: np.dtype, b: np.dtype) -> np.dtype:
     """torch's result type of two tensors: the higher category (bool < int < float) wins; within
     one, the wider type (float16 with bfloat16 gives float32, int8 with uint8 int16)."""
-    ca, cb = _CATEGORY[a.name], _CATEGORY[b.name]
+    ca, cb = _CATEGORY[_name(a)], _CATEGORY[_name(b)]
     if ca != cb:
         return a if ca > cb else b
     if a == b:
         return a
-    if {a.name, b.name} == {"float16", "bfloat16"}:
+    if {_name(a), _name(b)} == {"float16", "bfloat16"}:
         return np.dtype(np.float32)
     return np.promote_types(a, b)
 
 
 def _can_cast(source: np.dtype, target: np.dtype) -> bool:
     """torch's ``canCast``: no float to an integer or bool, no integer to bool."""
-    return _CATEGORY[target.name] >= _CATEGORY[source.name]
+    return _CATEGORY[_name(target)] >= _CATEGORY[_name(source)]
 
 
 def _broadcast(name_a: str, a: tuple[int, ...], name_b: str, b: tuple[int, ...]) -> tuple[int, ...]:
@@ -122,7 +129,7 @@ def _broadcast(name_a: str, a: tuple[int, ...], name_b: str, b: tuple[int, ...])
 
 def _compute(dtype: np.dtype) -> np.dtype:
     """fp16 and bf16 compute in float32 and round once."""
-    return np.dtype(np.float32) if dtype.name in ("float16", "bfloat16") else dtype
+    return np.dtype(np.float32) if _name(dtype) in ("float16", "bfloat16") else dtype
 
 
 def _is_one(value: Any) -> bool:
@@ -152,7 +159,7 @@ def _check_add(self: TensorInfo, other: TensorInfo, alpha: Any, out: TensorInfo)
             f"out has dtype {out.dtype.name}, which {result.name} (self with other) cannot be cast to"
         )
     alpha_type = np.asarray(alpha).dtype
-    if _CATEGORY.get(alpha_type.name, 2) > _CATEGORY[result.name]:
+    if _CATEGORY.get(_name(alpha_type), 2) > _CATEGORY[_name(result)]:
         raise _fail(f"alpha has type {alpha_type.name}, which {result.name} (self with other) cannot take")
     shape = _broadcast("self", self.shape, "other", other.shape)
     if out.shape != shape:
@@ -187,7 +194,7 @@ ACLNN_API aclnnStatus aclnnCast(void* workspace, uint64_t workspaceSize, aclOpEx
 def _check_cast(self: TensorInfo, dtype: np.dtype, out: TensorInfo) -> None:
     _required(self=self, out=out)
     _dtype_in("self", self, _ARITHMETIC)
-    if dtype.name not in _ARITHMETIC:
+    if _name(dtype) not in _ARITHMETIC:
         raise _fail(f"dtype {dtype.name} is not one of {', '.join(sorted(_ARITHMETIC))}")
     if out.dtype != dtype:
         raise _fail(f"out has dtype {out.dtype.name}, but dtype asks for {dtype.name}")
@@ -201,7 +208,7 @@ def _convert(source: np.ndarray, target: np.dtype) -> np.ndarray:
     if target == np.bool_:
         nonzero: np.ndarray = source != 0
         return nonzero
-    if source.dtype.name == "bfloat16" or (target.name == "bfloat16" and source.dtype != np.float32):
+    if _name(source.dtype) == "bfloat16" or (_name(target) == "bfloat16" and source.dtype != np.float32):
         source = source.astype(np.float32)
     with np.errstate(invalid="ignore", over="ignore"):
         converted: np.ndarray = source.astype(target)

@@ -164,7 +164,7 @@ def make(declaration: Declaration, where: str = "") -> Callable[..., Any]:
                     )
                 value = None
             checked.append(_call.check(param, value))
-        return _call.launch(declaration, params, checked, stream)
+        return _call.launch(declaration, params, checked, stream, python_name)
 
     operator.__name__ = operator.__qualname__ = python_name
     operator.__module__ = __name__

@@ -182,11 +182,12 @@ def launch(
     params: Sequence[_types.Parameter],
     values: Sequence[Any],
     stream: Stream | None,
+    python_name: str,
 ) -> Any:
     """Run the operator on ``values`` (checked, in header order) on ``stream`` (None: the current
     stream); return its outputs: one as itself, several as a tuple in header order (None where
-    an optional output was None, a list for a tensor list)."""
-    python_name = _types.python_operator_name(declaration.name)
+    an optional output was None, a list for a tensor list). ``python_name`` names the call in
+    messages."""
     arrays: list[Any] = []
     for param, value in zip(params, values):
         if param.kind == _types.TENSOR and value is not None:
