@@ -341,3 +341,71 @@ def test_importing_pyaclnn_reads_no_header():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["False", "0"]
+
+
+@pytest.mark.parametrize(
+    "c_name, value, error, words",
+    [
+        ("self", [1.0], TypeError, "self must be a DeviceArray or a NumPy array, got list"),
+        ("self", None, TypeError, r"self is required \(const aclTensor\* self\)"),
+        ("tensors", (1, 2), TypeError, r"tensors\[0\] must be a DeviceArray or a NumPy array"),
+        ("tensors", "ab", TypeError, "tensors must be a sequence of arrays"),
+        ("alpha", "1", TypeError, "alpha must be a bool, int, float or NumPy scalar"),
+        (
+            "alpha",
+            2**63,
+            OverflowError,
+            "alpha = 9223372036854775808 is outside the range of an int64 scalar",
+        ),
+        ("scalars", [1, "x"], TypeError, r"scalars\[1\] must be a bool, int, float or NumPy scalar"),
+        ("dims", [1, 2.5], TypeError, "dims must be a sequence of ints"),
+        ("dims", [True], TypeError, "dims must be a sequence of ints"),
+        ("mask", [1, 0], TypeError, "mask must be a bool"),
+        ("scales", ["a"], TypeError, "scales must be a float"),
+        ("dim", 1.0, TypeError, "dim must be an int, got float"),
+        (
+            "n",
+            2**31,
+            OverflowError,
+            r"n = 2147483648 is outside the range of int32_t \[-2147483648, 2147483647\]",
+        ),
+        ("small", -129, OverflowError, r"small = -129 is outside the range of int8_t"),
+        ("sections", -1, OverflowError, r"sections = -1 is outside the range of uint64_t"),
+        ("keep_dims", 1, TypeError, "keep_dims must be a bool, got int"),
+        ("eps", "0.1", TypeError, "eps must be a float, got str"),
+        ("mode", b"nearest", TypeError, "mode must be a str, got bytes"),
+        ("dtype", "no such type", TypeError, "dtype must be a NumPy dtype, pyaclnn.bfloat16 or an ACL_"),
+        ("dtype", 12345, ValueError, "dtype = 12345 is not an aclDataType"),
+    ],
+)
+def test_each_kind_refuses_a_wrong_value_naming_the_python_parameter(folder, c_name, value, error, words):
+    from pyaclnn.ops import _call
+
+    params = {p.c.name: p for p in _types.parameters(_declaration(folder, "EveryKind"))}
+    param = params.get(c_name) or next(p for p in params.values() if p.python_name == c_name)
+    with pytest.raises(error, match=words):
+        _call.check(param, value)
+
+
+def test_each_kind_takes_its_python_forms(folder):
+    import numpy as np
+
+    from pyaclnn.ops import _call
+
+    params = {p.python_name: p for p in _types.parameters(_declaration(folder, "EveryKind"))}
+    assert _call.check(params["alpha"], True)[1] == pyaclnn_constant("ACL_BOOL")
+    assert _call.check(params["alpha"], 3)[1] == pyaclnn_constant("ACL_INT64")
+    assert _call.check(params["alpha"], 0.5)[1] == pyaclnn_constant("ACL_DOUBLE")
+    value, data_type = _call.check(params["alpha"], np.float16(1.5))
+    assert data_type == pyaclnn_constant("ACL_FLOAT16") and value.tobytes() == np.float16(1.5).tobytes()
+    assert _call.check(params["dims"], np.array([1, 2])) == (1, 2)
+    assert _call.check(params["mode"], "nearest") == b"nearest"
+    assert _call.check(params["dtype"], np.float16) == pyaclnn_constant("ACL_FLOAT16")
+    assert _call.check(params["dtype"], "bfloat16") == pyaclnn_constant("ACL_BF16")
+    assert _call.check(params["eps"], 1) == 1.0
+
+
+def pyaclnn_constant(name: str) -> int:
+    import pyaclnn
+
+    return int(getattr(pyaclnn.constants, name))
