@@ -1312,6 +1312,10 @@ class NumpyBackend(OperatorsMixin):
             streams,
             self.heap.live_count(host=False, device=device, mapped=True),
             sum(1 for g in self.graphs.values() if device is None or getattr(g, "device", None) == device),
+            0,  # scalars, float arrays, tensor lists, scalar lists: this backend has none of them
+            0,
+            0,
+            0,
         )
         return dict(zip(LIVE_COUNT_NAMES, counts))
 
