@@ -766,3 +766,146 @@ aclnnStatus emu_phase2_launch(const char *api, const char *op_name, void *worksp
     /* The stream was live in emu_phase2_begin; it may have gone since. */
     return pyaclnnEmuTaskSubmit(task, stream) == ACL_SUCCESS ? ACLNN_SUCCESS : ACLNN_ERR_RUNTIME_ERROR;
 }
+
+/* ---- the math operators' shared rules ------------------------------------ */
+
+int emu_is_basic_dtype(aclDataType dtype)
+{
+    switch (dtype) {
+    case ACL_FLOAT:
+    case ACL_FLOAT16:
+    case ACL_BF16:
+    case ACL_DOUBLE:
+    case ACL_INT8:
+    case ACL_UINT8:
+    case ACL_INT16:
+    case ACL_INT32:
+    case ACL_INT64:
+    case ACL_BOOL:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* Rank in torch's promotion lattice within one category. */
+static int int_rank(aclDataType t)
+{
+    switch (t) {
+    case ACL_BOOL: return 0;
+    case ACL_UINT8: return 1;
+    case ACL_INT8: return 1;
+    case ACL_INT16: return 2;
+    case ACL_INT32: return 3;
+    default: return 4; /* INT64 */
+    }
+}
+
+aclDataType emu_promote(aclDataType a, aclDataType b)
+{
+    if (a == b) {
+        return a;
+    }
+    int fa = emu_is_float_dtype(a), fb = emu_is_float_dtype(b);
+    if (fa && !fb) {
+        return a;
+    }
+    if (fb && !fa) {
+        return b;
+    }
+    if (fa && fb) {
+        if (a == ACL_DOUBLE || b == ACL_DOUBLE) {
+            return ACL_DOUBLE;
+        }
+        return ACL_FLOAT; /* FLOAT with anything, or FLOAT16 with BF16 */
+    }
+    if ((a == ACL_UINT8 && b == ACL_INT8) || (a == ACL_INT8 && b == ACL_UINT8)) {
+        return ACL_INT16;
+    }
+    return int_rank(a) >= int_rank(b) ? a : b;
+}
+
+int emu_can_cast(aclDataType from, aclDataType to)
+{
+    if (emu_is_float_dtype(from) && !emu_is_float_dtype(to)) {
+        return 0;
+    }
+    if (from != ACL_BOOL && to == ACL_BOOL) {
+        return 0;
+    }
+    return 1;
+}
+
+void emu_convert(const emu_view *src, int64_t soff, const emu_view *dst, int64_t doff)
+{
+    if (emu_is_int_dtype(src->dtype)) {
+        int64_t i = emu_load_i64(src, soff);
+        if (emu_is_int_dtype(dst->dtype)) {
+            emu_store_i64(dst, doff, i);
+        } else {
+            emu_store(dst, doff, (double)i);
+        }
+        return;
+    }
+    emu_store(dst, doff, emu_load(src, soff));
+}
+
+aclnnStatus emu_check_tensor_list(const char *api, const char *arg, const aclTensorList *list)
+{
+    if (list == NULL) {
+        pyaclnnEmuSetError("%s: %s is NULL; expected an aclTensorList", api, arg);
+        return ACLNN_ERR_PARAM_NULLPTR;
+    }
+    if (!pyaclnnEmuHandleIsLive(EMU_TENSOR_LIST, list)) {
+        pyaclnnEmuSetError("%s: %s %p is not a live aclTensorList (destroyed, or never created)", api, arg,
+                           (const void *)list);
+        return ACLNN_ERR_PARAM_INVALID;
+    }
+    for (uint64_t i = 0; i < list->size; i++) {
+        if (!pyaclnnEmuHandleIsLive(EMU_TENSOR, list->values[i])) {
+            pyaclnnEmuSetError("%s: %s[%llu] %p is not a live aclTensor (destroyed, or never created)", api, arg,
+                               (unsigned long long)i, (const void *)list->values[i]);
+            return ACLNN_ERR_PARAM_INVALID;
+        }
+    }
+    return ACLNN_SUCCESS;
+}
+
+static void release_multi(aclOpExecutor *base)
+{
+    emu_multi_exec *ex = (emu_multi_exec *)base;
+    free(ex->views);
+    free(ex->names);
+    free(ex);
+}
+
+emu_multi_exec *emu_multi_new(const char *api, const char *op_name, size_t size, int n)
+{
+    emu_multi_exec *ex = calloc(1, size);
+    emu_view *views = calloc((size_t)n + 1, sizeof *views);
+    const char **names = calloc((size_t)n + 1, sizeof *names);
+    if (ex == NULL || views == NULL || names == NULL) {
+        free(ex);
+        free(views);
+        free(names);
+        pyaclnnEmuSetError("%s: out of host memory", api);
+        return NULL;
+    }
+    ex->base = (aclOpExecutor){op_name, 0, release_multi, 0, 0};
+    ex->nviews = n;
+    ex->views = views;
+    ex->names = names;
+    return ex;
+}
+
+int emu_multi_views(const aclOpExecutor *base, const char *names[], const emu_view *views[])
+{
+    const emu_multi_exec *ex = (const emu_multi_exec *)base;
+    if (names != NULL) {
+        for (int i = 0; i < ex->nviews; i++) {
+            names[i] = ex->names[i];
+            views[i] = &ex->views[i];
+        }
+    }
+    return ex->nviews;
+}

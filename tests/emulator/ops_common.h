@@ -59,6 +59,31 @@ int emu_broadcasts_to(const aclTensor *t, int ndim, const int64_t *dims);
 void emu_bcast_strides(const emu_view *v, int ndim, const int64_t *dims, int64_t strides[EMU_MAX_DIMS]);
 int64_t emu_tensor_numel(const aclTensor *t);
 
+/* The data types the math operators take: FLOAT, FLOAT16, BF16, DOUBLE,
+ * INT8, UINT8, INT16, INT32, INT64, BOOL. */
+int emu_is_basic_dtype(aclDataType dtype);
+/* torch's result type of two tensors (bool < integers < floating). */
+aclDataType emu_promote(aclDataType a, aclDataType b);
+/* Whether a result of type `from` may be written to an out of type `to`
+ * (torch's can_cast: no floating -> integer, no number -> bool). */
+int emu_can_cast(aclDataType from, aclDataType to);
+/* dst[doff] = src[soff] converted (integers exactly, floats rounded once). */
+void emu_convert(const emu_view *src, int64_t soff, const emu_view *dst, int64_t doff);
+/* A live list (161001 NULL, 161002 not live) whose elements are all live tensors
+ * (161002 naming arg[i]). */
+aclnnStatus emu_check_tensor_list(const char *api, const char *arg, const aclTensorList *list);
+/* Executors of the math operators: a flat array of snapshotted views. */
+typedef struct {
+    aclOpExecutor base;
+    int nviews;
+    emu_view *views;
+    const char **names;
+} emu_multi_exec;
+/* calloc'ed executor of `size` bytes (>= sizeof(emu_multi_exec)) with room for n views;
+ * NULL (message set) when out of memory. release frees views, names and the struct. */
+emu_multi_exec *emu_multi_new(const char *api, const char *op_name, size_t size, int n);
+int emu_multi_views(const aclOpExecutor *ex, const char *names[], const emu_view *views[]);
+
 /* Phase-1 helpers; each sets the recent error message on failure. */
 /* NULL checks of all n arguments first (161001), then liveness of each
  * (161002); kinds[i] is an EMU_* handle kind (tensor, arrays, scalar, lists). */
