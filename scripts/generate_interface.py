@@ -86,6 +86,9 @@ NOT_IN_BACKENDS = frozenset(
     {
         "aclFinalizeReference",
         "aclrtGetVersion",
+        "aclGetFloatArraySize",
+        "aclGetTensorListSize",
+        "aclGetScalarListSize",
         "aclGetViewOffset",
         "aclGetFormat",
         "aclGetDataType",
@@ -205,7 +208,8 @@ def _parsed(name: str, params: tuple[str, ...]) -> list[re.Match[str]]:
     """The parameters of C function ``name``, each split into const, base type, stars and name."""
     parsed = []
     for text in params:
-        match = _PARAM.match(text)
+        # `const aclTensor *const *value` (aclCreateTensorList): the inner const says nothing to Python.
+        match = _PARAM.match(re.sub(r"\*\s*const\s*\*", "**", text))
         if match is None:
             raise ValueError(f"{name}: cannot read parameter {text!r}")
         parsed.append(match)

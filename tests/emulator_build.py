@@ -59,6 +59,7 @@ LAYOUTS = {
             "libnnopbase.so",
             "libopapi_nn.so",
             "libopapi_cv.so",
+            "libopapi_math.so",
             "libmsprofiler.so",
         ),
     ),

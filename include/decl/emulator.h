@@ -4,9 +4,10 @@
  *
  * pyaclnnEmuLiveCounts fills counts[0..n) with the numbers of live
  * device allocations, host allocations, tensors, int arrays, bool arrays,
- * executors, streams, host registrations (aclrtHostRegister) and graphs
- * (aclmdlRI, from aclmdlRICaptureBegin until aclmdlRIDestroy), in that
- * order, and returns how many it wrote.
+ * executors, streams, host registrations (aclrtHostRegister), graphs
+ * (aclmdlRI, from aclmdlRICaptureBegin until aclmdlRIDestroy), scalars,
+ * float arrays, tensor lists and scalar lists, in that order (at most 13),
+ * and returns how many it wrote.
  */
 
 int pyaclnnEmuLiveCounts(int64_t *counts, int n);

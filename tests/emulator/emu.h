@@ -22,9 +22,9 @@
 #include "aclnnop/aclnn_ops.h"
 #include "decl/emulator.h"
 
-/* Kinds of tracked objects. The first seven, then EMU_MAPPED_ALLOC and EMU_GRAPH, are the
- * order of pyaclnnEmuLiveCounts; allocations are counted from the allocation
- * table. */
+/* Kinds of tracked objects. The first seven, then EMU_MAPPED_ALLOC, EMU_GRAPH, EMU_SCALAR,
+ * EMU_FLOAT_ARRAY, EMU_TENSOR_LIST and EMU_SCALAR_LIST are the order of pyaclnnEmuLiveCounts;
+ * allocations are counted from the allocation table. */
 enum {
     EMU_DEVICE_ALLOC = 0,
     EMU_HOST_ALLOC = 1,
@@ -38,7 +38,9 @@ enum {
     EMU_EVENT = 9,
     EMU_MAPPED_ALLOC = 10, /* host memory mapped with aclrtHostRegister: the caller's, never freed here */
     EMU_GRAPH = 11,        /* aclmdlRI, from aclmdlRICaptureBegin until aclmdlRIDestroy */
-    EMU_KIND_COUNT = 12
+    EMU_TENSOR_LIST = 12,
+    EMU_SCALAR_LIST = 13,
+    EMU_KIND_COUNT = 14
 };
 
 /* Record the calling thread's recent error message (printf-style). */
@@ -150,6 +152,18 @@ struct aclFloatArray {
 struct aclScalar {
     aclDataType dtype;
     unsigned char value[16];
+};
+
+/* Lists hold the handles they were given (not copies); destroying a list
+ * destroys them, as CANN's aclDestroyTensorList / aclDestroyScalarList do. */
+struct aclTensorList {
+    uint64_t size;
+    const aclTensor **values;
+};
+
+struct aclScalarList {
+    uint64_t size;
+    const aclScalar **values;
 };
 
 /* An operator's executor: each op embeds this as the first member of its

@@ -2,7 +2,8 @@
  *
  * Every handle is registered with the runtime library, so a NULL, foreign or
  * already destroyed handle gives a status (161001 NULL, 161002 unknown)
- * instead of a crash. Descriptors own copies of everything they were given.
+ * instead of a crash. Descriptors own copies of everything they were given;
+ * lists hold (and own) the handles they were given.
  * aclCreateTensor, unlike CANN, verifies that the described storage lies in
  * one live aclrtMalloc allocation and that the view fits in the storage.
  */
@@ -305,6 +306,121 @@ aclnnStatus aclDestroyBoolArray(const aclBoolArray *array)
     return rc;
 }
 
+/* ---- lists ---------------------------------------------------------------
+ * A list keeps the handles it was given (no copies of the tensors or
+ * scalars) and owns them: CANN's documentation of aclDestroyTensorList and
+ * aclDestroyScalarList says the elements are not to be released again, so
+ * destroying the list destroys them. */
+
+/* Shared body of the two list constructors: every element a live handle. */
+static void *create_list(const char *api, int list_kind, int elem_kind, const char *elem_name,
+                         const void *const *value, uint64_t size)
+{
+    if (size > 0 && value == NULL) {
+        pyaclnnEmuSetError("%s: value is NULL but size is %llu", api, (unsigned long long)size);
+        return NULL;
+    }
+    if (size > ((uint64_t)1 << 24)) {
+        pyaclnnEmuSetError("%s: size %llu is unreasonably large", api, (unsigned long long)size);
+        return NULL;
+    }
+    for (uint64_t i = 0; i < size; i++) {
+        if (value[i] == NULL) {
+            pyaclnnEmuSetError("%s: value[%llu] is NULL; expected an %s", api, (unsigned long long)i, elem_name);
+            return NULL;
+        }
+        if (!pyaclnnEmuHandleIsLive(elem_kind, value[i])) {
+            pyaclnnEmuSetError("%s: value[%llu] %p is not a live %s (destroyed, or never created)", api,
+                               (unsigned long long)i, value[i], elem_name);
+            return NULL;
+        }
+        for (uint64_t j = 0; j < i; j++) {
+            if (value[j] == value[i]) {
+                /* The list owns its elements: one handle twice would be destroyed twice. */
+                pyaclnnEmuSetError("%s: value[%llu] and value[%llu] are the same %s; a list owns its elements, "
+                                   "so each may appear once",
+                                   api, (unsigned long long)j, (unsigned long long)i, elem_name);
+                return NULL;
+            }
+        }
+    }
+    /* Header (size + pointer) and the copied handle pointers in one block. */
+    char *block = calloc(1, sizeof(aclTensorList) + (size_t)size * sizeof(void *) + 1);
+    if (block == NULL || pyaclnnEmuHandleAdd(list_kind, block) != 0) {
+        free(block);
+        pyaclnnEmuSetError("%s: out of host memory", api);
+        return NULL;
+    }
+    if (size > 0) {
+        memcpy(block + sizeof(aclTensorList), value, (size_t)size * sizeof(void *));
+    }
+    return block;
+}
+
+aclTensorList *aclCreateTensorList(const aclTensor *const *value, uint64_t size)
+{
+    aclTensorList *l = create_list("aclCreateTensorList", EMU_TENSOR_LIST, EMU_TENSOR, "aclTensor",
+                                   (const void *const *)value, size);
+    if (l != NULL) {
+        l->size = size;
+        l->values = (const aclTensor **)(l + 1);
+    }
+    return l;
+}
+
+aclScalarList *aclCreateScalarList(const aclScalar *const *value, uint64_t size)
+{
+    aclScalarList *l = create_list("aclCreateScalarList", EMU_SCALAR_LIST, EMU_SCALAR, "aclScalar",
+                                   (const void *const *)value, size);
+    if (l != NULL) {
+        l->size = size;
+        l->values = (const aclScalar **)(l + 1);
+    }
+    return l;
+}
+
+/* Destroy a list and the elements still live. An element destroyed on its
+ * own before (which CANN would free twice) gives 161002 naming it; the list
+ * and the other elements are destroyed all the same. */
+static aclnnStatus destroy_list(const char *api, int list_kind, int elem_kind, const void *list, uint64_t size,
+                                const void *const *values)
+{
+    aclnnStatus rc = destroy_handle(api, "array", list_kind, list);
+    if (rc != ACLNN_SUCCESS) {
+        return rc;
+    }
+    for (uint64_t i = 0; i < size; i++) {
+        if (pyaclnnEmuHandleRemove(elem_kind, values[i])) {
+            free((void *)values[i]);
+        } else if (rc == ACLNN_SUCCESS) {
+            pyaclnnEmuSetError("%s: element %llu (%p) of array was already destroyed; the list owns its elements "
+                               "(destroy the list only)",
+                               api, (unsigned long long)i, values[i]);
+            rc = ACLNN_ERR_PARAM_INVALID;
+        }
+    }
+    free((void *)list);
+    return rc;
+}
+
+aclnnStatus aclDestroyTensorList(const aclTensorList *array)
+{
+    if (array == NULL || !pyaclnnEmuHandleIsLive(EMU_TENSOR_LIST, array)) {
+        return destroy_handle("aclDestroyTensorList", "array", EMU_TENSOR_LIST, array);
+    }
+    return destroy_list("aclDestroyTensorList", EMU_TENSOR_LIST, EMU_TENSOR, array, array->size,
+                        (const void *const *)array->values);
+}
+
+aclnnStatus aclDestroyScalarList(const aclScalarList *array)
+{
+    if (array == NULL || !pyaclnnEmuHandleIsLive(EMU_SCALAR_LIST, array)) {
+        return destroy_handle("aclDestroyScalarList", "array", EMU_SCALAR_LIST, array);
+    }
+    return destroy_list("aclDestroyScalarList", EMU_SCALAR_LIST, EMU_SCALAR, array, array->size,
+                        (const void *const *)array->values);
+}
+
 #define GETTER_PROLOGUE(api, kind, handle, out)                                                              \
     aclnnStatus rc_ = check_live(api, #handle, kind, handle);                                                \
     if (rc_ != ACLNN_SUCCESS) {                                                                              \
@@ -347,6 +463,27 @@ aclnnStatus aclGetBoolArraySize(const aclBoolArray *array, uint64_t *size)
 {
     GETTER_PROLOGUE("aclGetBoolArraySize", EMU_BOOL_ARRAY, array, size)
     *size = array->size;
+    return ACLNN_SUCCESS;
+}
+
+aclnnStatus aclGetFloatArraySize(const aclFloatArray *array, uint64_t *size)
+{
+    GETTER_PROLOGUE("aclGetFloatArraySize", EMU_FLOAT_ARRAY, array, size)
+    *size = array->size;
+    return ACLNN_SUCCESS;
+}
+
+aclnnStatus aclGetTensorListSize(const aclTensorList *tensorList, uint64_t *size)
+{
+    GETTER_PROLOGUE("aclGetTensorListSize", EMU_TENSOR_LIST, tensorList, size)
+    *size = tensorList->size;
+    return ACLNN_SUCCESS;
+}
+
+aclnnStatus aclGetScalarListSize(const aclScalarList *scalarList, uint64_t *size)
+{
+    GETTER_PROLOGUE("aclGetScalarListSize", EMU_SCALAR_LIST, scalarList, size)
+    *size = scalarList->size;
     return ACLNN_SUCCESS;
 }
 

@@ -144,7 +144,7 @@ double emu_load(const emu_view *v, int64_t elem)
         return d;
     }
     default:
-        return (double)emu_load_index(v, elem);
+        return (double)emu_load_i64(v, elem);
     }
 }
 
@@ -171,9 +171,206 @@ void emu_store(const emu_view *v, int64_t elem, double value)
         memcpy(p, &value, sizeof value);
         break;
     default:
-        emu_store_index(v, elem, (int64_t)value);
+        if (v->dtype == ACL_BOOL) {
+            emu_store_i64(v, elem, value != 0); /* NaN is true, as torch casts it */
+        } else {
+            emu_store_i64(v, elem, emu_double_to_i64(value));
+        }
         break;
     }
+}
+
+int emu_is_int_dtype(aclDataType dtype)
+{
+    switch (dtype) {
+    case ACL_INT8:
+    case ACL_UINT8:
+    case ACL_INT16:
+    case ACL_UINT16:
+    case ACL_INT32:
+    case ACL_UINT32:
+    case ACL_INT64:
+    case ACL_UINT64:
+    case ACL_BOOL:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+int emu_is_float_dtype(aclDataType dtype)
+{
+    return dtype == ACL_FLOAT || dtype == ACL_FLOAT16 || dtype == ACL_BF16 || dtype == ACL_DOUBLE;
+}
+
+int64_t emu_double_to_i64(double value)
+{
+    /* Truncation toward zero; NaN gives 0 and values out of range saturate (C leaves both undefined). */
+    if (isnan(value)) {
+        return 0;
+    }
+    if (value >= 9223372036854775807.0) {
+        return INT64_MAX;
+    }
+    if (value <= -9223372036854775808.0) {
+        return INT64_MIN;
+    }
+    return (int64_t)value;
+}
+
+int64_t emu_load_i64(const emu_view *v, int64_t elem)
+{
+    const char *p = v->data + (v->offset + elem) * (int64_t)v->itemsize;
+    switch (v->dtype) {
+    case ACL_INT8: return *(const int8_t *)p;
+    case ACL_UINT8: return *(const uint8_t *)p;
+    case ACL_BOOL: return *(const uint8_t *)p != 0;
+    case ACL_INT16: {
+        int16_t x;
+        memcpy(&x, p, sizeof x);
+        return x;
+    }
+    case ACL_UINT16: {
+        uint16_t x;
+        memcpy(&x, p, sizeof x);
+        return x;
+    }
+    case ACL_INT32: {
+        int32_t x;
+        memcpy(&x, p, sizeof x);
+        return x;
+    }
+    case ACL_UINT32: {
+        uint32_t x;
+        memcpy(&x, p, sizeof x);
+        return x;
+    }
+    case ACL_INT64:
+    case ACL_UINT64: {
+        int64_t x;
+        memcpy(&x, p, sizeof x);
+        return x;
+    }
+    default:
+        return emu_is_float_dtype(v->dtype) ? emu_double_to_i64(emu_load(v, elem)) : 0;
+    }
+}
+
+void emu_store_i64(const emu_view *v, int64_t elem, int64_t value)
+{
+    char *p = v->data + (v->offset + elem) * (int64_t)v->itemsize;
+    /* Narrower integers wrap (two's complement), as torch's casts do. */
+    uint64_t u = (uint64_t)value;
+    switch (v->dtype) {
+    case ACL_INT8:
+    case ACL_UINT8:
+        *(uint8_t *)p = (uint8_t)u;
+        break;
+    case ACL_BOOL:
+        *(uint8_t *)p = value != 0;
+        break;
+    case ACL_INT16:
+    case ACL_UINT16: {
+        uint16_t x = (uint16_t)u;
+        memcpy(p, &x, sizeof x);
+        break;
+    }
+    case ACL_INT32:
+    case ACL_UINT32: {
+        uint32_t x = (uint32_t)u;
+        memcpy(p, &x, sizeof x);
+        break;
+    }
+    case ACL_INT64:
+    case ACL_UINT64:
+        memcpy(p, &value, sizeof value);
+        break;
+    default:
+        if (emu_is_float_dtype(v->dtype)) {
+            emu_store(v, elem, (double)value);
+        }
+        break;
+    }
+}
+
+/* ---- shapes, broadcasting, walks ----------------------------------------- */
+
+int64_t emu_walk(int ndim, const int64_t *dims, const int64_t *strides, int64_t linear)
+{
+    int64_t at = 0;
+    for (int i = ndim - 1; i >= 0; i--) {
+        if (dims[i] > 0) {
+            at += (linear % dims[i]) * strides[i];
+            linear /= dims[i];
+        }
+    }
+    return at;
+}
+
+int emu_broadcast_shape(const aclTensor *a, const aclTensor *b, int *ndim, int64_t dims[EMU_MAX_DIMS])
+{
+    int n = a->ndim > b->ndim ? a->ndim : b->ndim;
+    for (int i = 0; i < n; i++) {
+        int ia = a->ndim - n + i, ib = b->ndim - n + i;
+        int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
+        if (da != db && da != 1 && db != 1) {
+            return -1;
+        }
+        dims[i] = da == 1 ? db : da;
+    }
+    *ndim = n;
+    return 0;
+}
+
+int emu_broadcasts_to(const aclTensor *t, int ndim, const int64_t *dims)
+{
+    if (t->ndim > ndim) {
+        return 0;
+    }
+    for (int i = 0; i < t->ndim; i++) {
+        int64_t d = t->dims[i], want = dims[ndim - t->ndim + i];
+        if (d != want && d != 1) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+void emu_bcast_strides(const emu_view *v, int ndim, const int64_t *dims, int64_t strides[EMU_MAX_DIMS])
+{
+    for (int i = 0; i < ndim; i++) {
+        int iv = v->ndim - ndim + i;
+        strides[i] = (iv < 0 || (v->dims[iv] == 1 && dims[i] != 1)) ? 0 : v->strides[iv];
+    }
+}
+
+int64_t emu_tensor_numel(const aclTensor *t)
+{
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++) {
+        n *= t->dims[i];
+    }
+    return n;
+}
+
+double emu_scalar_f64(const aclScalar *s)
+{
+    emu_view v;
+    memset(&v, 0, sizeof v);
+    v.data = (char *)s->value;
+    v.dtype = s->dtype;
+    v.itemsize = aclDataTypeSize(s->dtype);
+    return emu_load(&v, 0);
+}
+
+int64_t emu_scalar_i64(const aclScalar *s)
+{
+    emu_view v;
+    memset(&v, 0, sizeof v);
+    v.data = (char *)s->value;
+    v.dtype = s->dtype;
+    v.itemsize = aclDataTypeSize(s->dtype);
+    return emu_load_i64(&v, 0);
 }
 
 int64_t emu_load_index(const emu_view *v, int64_t elem)
@@ -204,7 +401,16 @@ void emu_store_index(const emu_view *v, int64_t elem, int64_t value)
 
 static const char *kind_name(int kind)
 {
-    return kind == EMU_TENSOR ? "aclTensor" : kind == EMU_INT_ARRAY ? "aclIntArray" : "aclBoolArray";
+    switch (kind) {
+    case EMU_TENSOR: return "aclTensor";
+    case EMU_INT_ARRAY: return "aclIntArray";
+    case EMU_BOOL_ARRAY: return "aclBoolArray";
+    case EMU_FLOAT_ARRAY: return "aclFloatArray";
+    case EMU_SCALAR: return "aclScalar";
+    case EMU_TENSOR_LIST: return "aclTensorList";
+    case EMU_SCALAR_LIST: return "aclScalarList";
+    default: return "handle";
+    }
 }
 
 aclnnStatus emu_check_args(const char *api, int n, const char *const names[], const void *const ptrs[],
@@ -454,6 +660,9 @@ aclnnStatus emu_phase2_begin(const char *api, const char *op_name, void *workspa
 int emu_views(int n, const char *const names_in[], const emu_view *const views_in[], const char *names[],
               const emu_view *views[])
 {
+    if (names == NULL) {
+        return n; /* the count only */
+    }
     for (int i = 0; i < n; i++) {
         names[i] = names_in[i];
         views[i] = views_in[i];
@@ -486,18 +695,29 @@ static void release_launch(void *ctx)
 static aclnnStatus use_memory(const char *api, emu_task *task, const aclOpExecutor *ex, emu_views_fn list,
                               void *workspace)
 {
-    const char *names[EMU_MAX_VIEWS];
-    const emu_view *views[EMU_MAX_VIEWS];
-    int n = list(ex, names, views);
+    int n = list(ex, NULL, NULL);
+    const char **names = malloc(((size_t)n + 1) * sizeof *names);
+    const emu_view **views = malloc(((size_t)n + 1) * sizeof *views);
+    if (names == NULL || views == NULL) {
+        free(names);
+        free(views);
+        pyaclnnEmuSetError("%s: out of host memory for the launch", api);
+        return ACLNN_ERR_INNER;
+    }
+    list(ex, names, views);
     int used = 1;
     for (int i = 0; used == 1 && i < n; i++) {
         used = views[i]->storage_bytes == 0 ? 1 : pyaclnnEmuTaskUse(task, views[i]->data, views[i]->storage_bytes);
         if (used == 0) {
             pyaclnnEmuSetError("%s: the memory of %s (%p) was freed after phase 1", api, names[i],
                                (void *)views[i]->data);
+            free(names);
+            free(views);
             return ACLNN_ERR_RUNTIME_ERROR;
         }
     }
+    free(names);
+    free(views);
     if (used == 1 && ex->workspace > 0) {
         used = pyaclnnEmuTaskUse(task, workspace, (size_t)ex->workspace);
         if (used == 0) {
@@ -545,4 +765,147 @@ aclnnStatus emu_phase2_launch(const char *api, const char *op_name, void *worksp
     }
     /* The stream was live in emu_phase2_begin; it may have gone since. */
     return pyaclnnEmuTaskSubmit(task, stream) == ACL_SUCCESS ? ACLNN_SUCCESS : ACLNN_ERR_RUNTIME_ERROR;
+}
+
+/* ---- the math operators' shared rules ------------------------------------ */
+
+int emu_is_basic_dtype(aclDataType dtype)
+{
+    switch (dtype) {
+    case ACL_FLOAT:
+    case ACL_FLOAT16:
+    case ACL_BF16:
+    case ACL_DOUBLE:
+    case ACL_INT8:
+    case ACL_UINT8:
+    case ACL_INT16:
+    case ACL_INT32:
+    case ACL_INT64:
+    case ACL_BOOL:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* Rank in torch's promotion lattice within one category. */
+static int int_rank(aclDataType t)
+{
+    switch (t) {
+    case ACL_BOOL: return 0;
+    case ACL_UINT8: return 1;
+    case ACL_INT8: return 1;
+    case ACL_INT16: return 2;
+    case ACL_INT32: return 3;
+    default: return 4; /* INT64 */
+    }
+}
+
+aclDataType emu_promote(aclDataType a, aclDataType b)
+{
+    if (a == b) {
+        return a;
+    }
+    int fa = emu_is_float_dtype(a), fb = emu_is_float_dtype(b);
+    if (fa && !fb) {
+        return a;
+    }
+    if (fb && !fa) {
+        return b;
+    }
+    if (fa && fb) {
+        if (a == ACL_DOUBLE || b == ACL_DOUBLE) {
+            return ACL_DOUBLE;
+        }
+        return ACL_FLOAT; /* FLOAT with anything, or FLOAT16 with BF16 */
+    }
+    if ((a == ACL_UINT8 && b == ACL_INT8) || (a == ACL_INT8 && b == ACL_UINT8)) {
+        return ACL_INT16;
+    }
+    return int_rank(a) >= int_rank(b) ? a : b;
+}
+
+int emu_can_cast(aclDataType from, aclDataType to)
+{
+    if (emu_is_float_dtype(from) && !emu_is_float_dtype(to)) {
+        return 0;
+    }
+    if (from != ACL_BOOL && to == ACL_BOOL) {
+        return 0;
+    }
+    return 1;
+}
+
+void emu_convert(const emu_view *src, int64_t soff, const emu_view *dst, int64_t doff)
+{
+    if (emu_is_int_dtype(src->dtype)) {
+        int64_t i = emu_load_i64(src, soff);
+        if (emu_is_int_dtype(dst->dtype)) {
+            emu_store_i64(dst, doff, i);
+        } else {
+            emu_store(dst, doff, (double)i);
+        }
+        return;
+    }
+    emu_store(dst, doff, emu_load(src, soff));
+}
+
+aclnnStatus emu_check_tensor_list(const char *api, const char *arg, const aclTensorList *list)
+{
+    if (list == NULL) {
+        pyaclnnEmuSetError("%s: %s is NULL; expected an aclTensorList", api, arg);
+        return ACLNN_ERR_PARAM_NULLPTR;
+    }
+    if (!pyaclnnEmuHandleIsLive(EMU_TENSOR_LIST, list)) {
+        pyaclnnEmuSetError("%s: %s %p is not a live aclTensorList (destroyed, or never created)", api, arg,
+                           (const void *)list);
+        return ACLNN_ERR_PARAM_INVALID;
+    }
+    for (uint64_t i = 0; i < list->size; i++) {
+        if (!pyaclnnEmuHandleIsLive(EMU_TENSOR, list->values[i])) {
+            pyaclnnEmuSetError("%s: %s[%llu] %p is not a live aclTensor (destroyed, or never created)", api, arg,
+                               (unsigned long long)i, (const void *)list->values[i]);
+            return ACLNN_ERR_PARAM_INVALID;
+        }
+    }
+    return ACLNN_SUCCESS;
+}
+
+static void release_multi(aclOpExecutor *base)
+{
+    emu_multi_exec *ex = (emu_multi_exec *)base;
+    free(ex->views);
+    free(ex->names);
+    free(ex);
+}
+
+emu_multi_exec *emu_multi_new(const char *api, const char *op_name, size_t size, int n)
+{
+    emu_multi_exec *ex = calloc(1, size);
+    emu_view *views = calloc((size_t)n + 1, sizeof *views);
+    const char **names = calloc((size_t)n + 1, sizeof *names);
+    if (ex == NULL || views == NULL || names == NULL) {
+        free(ex);
+        free(views);
+        free(names);
+        pyaclnnEmuSetError("%s: out of host memory", api);
+        return NULL;
+    }
+    ex->base = (aclOpExecutor){op_name, 0, release_multi, 0, 0};
+    ex->nviews = n;
+    ex->views = views;
+    ex->names = names;
+    return ex;
+}
+
+int emu_multi_views(const aclOpExecutor *base, const char *names[], const emu_view *views[])
+{
+    const emu_multi_exec *ex = (const emu_multi_exec *)base;
+    if (names != NULL) {
+        for (int i = 0; i < ex->nviews; i++) {
+            names[i] = ex->names[i];
+            views[i] = &ex->views[i];
+        }
+    }
+    return ex->nviews;
 }

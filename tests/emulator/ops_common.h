@@ -37,10 +37,56 @@ double emu_load(const emu_view *v, int64_t elem);
 void emu_store(const emu_view *v, int64_t elem, double value);
 int64_t emu_load_index(const emu_view *v, int64_t elem);
 void emu_store_index(const emu_view *v, int64_t elem, int64_t value);
+/* Integer and bool elements exactly (floats truncated toward zero); a store
+ * into a narrower integer wraps, into bool stores value != 0. */
+int64_t emu_load_i64(const emu_view *v, int64_t elem);
+void emu_store_i64(const emu_view *v, int64_t elem, int64_t value);
+int64_t emu_double_to_i64(double value);
+int emu_is_int_dtype(aclDataType dtype); /* the integer types and bool */
+int emu_is_float_dtype(aclDataType dtype);
+/* The value of a scalar descriptor, as double or exactly as an integer. */
+double emu_scalar_f64(const aclScalar *s);
+int64_t emu_scalar_i64(const aclScalar *s);
+
+/* Shapes. emu_walk: element offset of the `linear`-th index of a row-major
+ * walk over dims with the given strides. emu_broadcast_shape: the broadcast
+ * shape of a and b (-1 if they do not broadcast). emu_broadcasts_to: whether
+ * t broadcasts to dims. emu_bcast_strides: v's strides aligned to the right
+ * of dims, 0 on broadcast axes. */
+int64_t emu_walk(int ndim, const int64_t *dims, const int64_t *strides, int64_t linear);
+int emu_broadcast_shape(const aclTensor *a, const aclTensor *b, int *ndim, int64_t dims[EMU_MAX_DIMS]);
+int emu_broadcasts_to(const aclTensor *t, int ndim, const int64_t *dims);
+void emu_bcast_strides(const emu_view *v, int ndim, const int64_t *dims, int64_t strides[EMU_MAX_DIMS]);
+int64_t emu_tensor_numel(const aclTensor *t);
+
+/* The data types the math operators take: FLOAT, FLOAT16, BF16, DOUBLE,
+ * INT8, UINT8, INT16, INT32, INT64, BOOL. */
+int emu_is_basic_dtype(aclDataType dtype);
+/* torch's result type of two tensors (bool < integers < floating). */
+aclDataType emu_promote(aclDataType a, aclDataType b);
+/* Whether a result of type `from` may be written to an out of type `to`
+ * (torch's can_cast: no floating -> integer, no number -> bool). */
+int emu_can_cast(aclDataType from, aclDataType to);
+/* dst[doff] = src[soff] converted (integers exactly, floats rounded once). */
+void emu_convert(const emu_view *src, int64_t soff, const emu_view *dst, int64_t doff);
+/* A live list (161001 NULL, 161002 not live) whose elements are all live tensors
+ * (161002 naming arg[i]). */
+aclnnStatus emu_check_tensor_list(const char *api, const char *arg, const aclTensorList *list);
+/* Executors of the math operators: a flat array of snapshotted views. */
+typedef struct {
+    aclOpExecutor base;
+    int nviews;
+    emu_view *views;
+    const char **names;
+} emu_multi_exec;
+/* calloc'ed executor of `size` bytes (>= sizeof(emu_multi_exec)) with room for n views;
+ * NULL (message set) when out of memory. release frees views, names and the struct. */
+emu_multi_exec *emu_multi_new(const char *api, const char *op_name, size_t size, int n);
+int emu_multi_views(const aclOpExecutor *ex, const char *names[], const emu_view *views[]);
 
 /* Phase-1 helpers; each sets the recent error message on failure. */
 /* NULL checks of all n arguments first (161001), then liveness of each
- * (161002); kinds[i] is EMU_TENSOR, EMU_INT_ARRAY or EMU_BOOL_ARRAY. */
+ * (161002); kinds[i] is an EMU_* handle kind (tensor, arrays, scalar, lists). */
 aclnnStatus emu_check_args(const char *api, int n, const char *const names[], const void *const ptrs[],
                            const int kinds[]);
 /* 161001 if workspaceSize or executor is NULL; otherwise zeroes both. */
@@ -73,9 +119,8 @@ aclnnStatus emu_executor_publish(const char *api, aclOpExecutor *ex, aclOpExecut
 aclnnStatus emu_phase2_begin(const char *api, const char *op_name, void *workspace, uint64_t workspace_size,
                              aclOpExecutor *ex, aclrtStream stream, int *run, int *owned);
 
-#define EMU_MAX_VIEWS 8
 /* An op's list of the views its executor snapshotted (name as the C
- * argument, view); returns how many (<= EMU_MAX_VIEWS). */
+ * argument, view); returns how many. With names NULL it only counts. */
 typedef int (*emu_views_fn)(const aclOpExecutor *ex, const char *names[], const emu_view *views[]);
 /* An op's kernel: runs on the stream's worker; device errors go to
  * pyaclnnEmuTaskFail(task, ...). */

@@ -1077,14 +1077,20 @@ size_t aclDataTypeSize(aclDataType dataType)
 }
 
 /* The kind counted at position i of pyaclnnEmuLiveCounts. */
-static int live_kind(int i) { return i < 7 ? i : i == 7 ? EMU_MAPPED_ALLOC : EMU_GRAPH; }
+static int live_kind(int i)
+{
+    static const int later[] = {EMU_MAPPED_ALLOC, EMU_GRAPH, EMU_SCALAR, EMU_FLOAT_ARRAY, EMU_TENSOR_LIST,
+                                EMU_SCALAR_LIST};
+    return i < 7 ? i : later[i - 7];
+}
+#define EMU_LIVE_COUNTS 13
 
 int pyaclnnEmuLiveCounts(int64_t *counts, int n)
 {
     if (counts == NULL || n <= 0) {
         return 0;
     }
-    int written = n < 9 ? n : 9;
+    int written = n < EMU_LIVE_COUNTS ? n : EMU_LIVE_COUNTS;
     pthread_mutex_lock(&emu_lock);
     for (int i = 0; i < written; i++) {
         counts[i] = g_live[live_kind(i)];
@@ -1108,7 +1114,7 @@ int pyaclnnEmuDeviceLiveCounts(int32_t device, int64_t *counts, int n)
     if (counts == NULL || n <= 0 || device < 0 || device >= emu_device_count()) {
         return 0;
     }
-    int written = n < 9 ? n : 9;
+    int written = n < EMU_LIVE_COUNTS ? n : EMU_LIVE_COUNTS;
     pthread_mutex_lock(&emu_lock);
     for (int i = 0; i < written; i++) {
         counts[i] = g_live[live_kind(i)]; /* descriptors and executors are global */

@@ -12,6 +12,9 @@
  */
 #include "ops_common.h"
 
+#include "../aclnnop/aclnn_grid_sampler3d.h"
+#include "../aclnnop/aclnn_grid_sampler3d_backward.h"
+
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>

@@ -14,6 +14,9 @@
  */
 #include "ops_common.h"
 
+#include "../aclnnop/aclnn_max_pool3d_with_argmax.h"
+#include "../aclnnop/aclnn_max_pool3d_with_argmax_backward.h"
+
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>

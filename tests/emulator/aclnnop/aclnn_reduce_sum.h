@@ -1,0 +1,34 @@
+/* aclnn_reduce_sum.h: Sum over the given dimensions (all of them when dims is empty).
+ * CANN-form header of the host emulator (tests/emulator): the same file name,
+ * prototypes and macros as CANN 8.1.RC1's aclnnop/aclnn_reduce_sum.h; the comments are the
+ * emulator's own. Only the functions the emulator implements are declared.
+ */
+#ifndef PYACLNN_EMU_ACLNNOP_REDUCE_SUM_H_
+#define PYACLNN_EMU_ACLNNOP_REDUCE_SUM_H_
+
+#include "aclnn/acl_meta.h"
+#include "aclnn_util.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/**
+ * @brief First phase of aclnnReduceSum: checks the arguments and returns the workspace size
+ * and an executor for the second phase.
+ */
+ACLNN_API aclnnStatus aclnnReduceSumGetWorkspaceSize(const aclTensor* self, const aclIntArray* dims, bool keepDims,
+                                                     aclDataType dtype, aclTensor* out, uint64_t* workspaceSize,
+                                                     aclOpExecutor** executor);
+
+/**
+ * @brief Second phase of aclnnReduceSum: runs the computation on the stream.
+ */
+ACLNN_API aclnnStatus aclnnReduceSum(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
+                                     aclrtStream stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
