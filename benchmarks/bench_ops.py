@@ -85,18 +85,23 @@ def main(argv: list[str] | None = None) -> int:
 
     home = use_emulator()
     _common.print_machine(_common.machine(torch))
-    print(f"npu backend over the CANN emulator at {home}; best of {loops} loops of {calls} calls, {SHAPE} float32\n")
+    print(f"npu backend over the CANN emulator at {home}")
+    print(f"best of {loops} loops of {calls} calls, {SHAPE} float32\n")
     timings: dict[str, float] = {}
     for source, make in (("npu", lambda: add_call("npu")), ("numpy", lambda: add_call("numpy"))):
         progress(f"timing ops.add on {source}")
         timings[source] = min(_common.time_loops(make(), calls, loops))
     progress("timing torch.add(out=)")
     timings["torch"] = min(_common.time_loops(torch_call(torch), calls, loops))
-    rows = [[s, f"{timings[s] * 1e6:.1f}", f"{timings[s] / timings['torch']:.2f}"] for s in ("npu", "numpy", "torch")]
+    rows = [
+        [source, f"{timings[source] * 1e6:.1f}", f"{timings[source] / timings['torch']:.2f}"]
+        for source in ("npu", "numpy", "torch")
+    ]
     _common.print_table(["ops.add on", "µs/call", "/torch"], rows)
     ratio = timings["npu"] / timings["torch"]
     met = ratio <= TARGET
-    print(f"\ntarget, ops.add per call on npu <= {TARGET}x torch.add(out=): {'met' if met else 'not met'} ({ratio:.2f}x)")
+    verdict = "met" if met else "not met"
+    print(f"\ntarget, ops.add per call on npu <= {TARGET}x torch.add(out=): {verdict} ({ratio:.2f}x)")
     if args.headers:
         progress(f"reading the catalogue of {args.headers}")
         found = catalogue(args.headers)

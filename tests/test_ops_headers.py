@@ -36,9 +36,11 @@ extern "C" {
 ACLNN_API aclnnStatus aclnnEveryKindGetWorkspaceSize(const aclTensor* self, const aclTensorList *tensors,
                                                      const aclScalar* alpha, const aclScalarList* scalars,
                                                      const aclIntArray* dims, const aclBoolArray *mask,
-                                                     const aclFloatArray* scales, int64_t dim, const int32_t n,
+                                                     const aclFloatArray* scales, int64_t dim,
+                                                     const int32_t n,
                                                      int8_t small, int count, uint64_t sections,
-                                                     bool keepDims, const bool flag, double eps, const float f,
+                                                     bool keepDims, const bool flag, double eps,
+                                                     const float f,
                                                      const char* mode, char *reduce, const aclDataType dtype,
                                                      aclTensor* out, aclTensorList* outList,
                                                      uint64_t* workspaceSize, aclOpExecutor** executor);
@@ -106,7 +108,8 @@ ACLNN_API aclnnStatus aclnnInplaceHardswishGetWorkspaceSize(const aclTensor* sel
 ACLNN_API aclnnStatus aclnnInplaceHardswish(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
                                             aclrtStream stream);
 ACLNN_API aclnnStatus aclnnRolesGetWorkspaceSize(const aclTensor* x, const aclTensor* output,
-    const aclTensor* meanOut, const aclTensor* stateRef, const aclTensor* yOutput, const aclTensor* rstdOutOptional,
+    const aclTensor* meanOut, const aclTensor* stateRef, const aclTensor* yOutput,
+    const aclTensor* rstdOutOptional,
     const aclTensor* outer, uint64_t* workspaceSize, aclOpExecutor** executor);
 ACLNN_API aclnnStatus aclnnRoles(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
                                  aclrtStream stream);
