@@ -117,7 +117,8 @@ ACLNN_API aclnnStatus aclnnRoles(void* workspace, uint64_t workspaceSize, aclOpE
 
 REFUSED = """\
 ACLNN_API aclnnStatus aclnnOddTypeGetWorkspaceSize(const aclTensor* self, const aclOpaqueThing* thing,
-                                                   aclTensor* out, uint64_t* workspaceSize, aclOpExecutor** executor);
+                                                   aclTensor* out, uint64_t* workspaceSize,
+                                                   aclOpExecutor** executor);
 ACLNN_API aclnnStatus aclnnOddType(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
                                    aclrtStream stream);
 ACLNN_API aclnnStatus aclnnNoLaunchGetWorkspaceSize(const aclTensor* self, uint64_t* workspaceSize,
