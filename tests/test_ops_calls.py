@@ -268,3 +268,119 @@ def test_a_captured_generic_call_replays(active):
     for a in (x, out):
         a.close()
     stream.close()
+
+
+# -- every kind of argument end to end: the emulator's operators through ops.* (npu backend) ---------
+
+
+@pytest.fixture
+def npu(emulator_home):
+    """The npu backend over the C emulator, active, with the checks of the backend fixture."""
+    import os
+
+    from pyaclnn import backends
+
+    os.environ["PYACLNN_ASCEND_HOME"] = str(emulator_home)
+    previous = pyaclnn.get_backend()
+    pyaclnn.set_backend("npu")
+    hazards = backends.get("npu").hazard_count()
+    yield "npu"
+    pyaclnn.set_backend(previous)
+    pyaclnn.finalize("npu")
+    emulation = backends.get("npu")
+    counts = emulation.live_counts()
+    assert not any(counts.values()), counts
+    assert emulation.hazard_count() == hazards
+
+
+def test_cat_takes_a_list_of_numpy_and_device_arrays(npu):
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    b = np.arange(3, dtype=np.float32).reshape(1, 3) + 10
+    np.testing.assert_array_equal(ops.cat([a, b], 0, np.empty((3, 3), np.float32)), np.concatenate([a, b]))
+    da, db = pyaclnn.to_device(a), pyaclnn.to_device(b)
+    out = ops.cat([da, db, da], 0, pyaclnn.empty((5, 3), np.float32))
+    np.testing.assert_array_equal(out.numpy(), np.concatenate([a, b, a]))
+    for x in (da, db, out):
+        x.close()
+
+
+def test_split_tensor_writes_a_list_of_outputs_and_returns_it(npu):
+    x = np.arange(10, dtype=np.float32)
+    parts = [np.empty(4, np.float32), np.empty(4, np.float32), np.empty(2, np.float32)]
+    result = ops.split_tensor(x, 4, 0, parts)
+    assert isinstance(result, list) and all(r is p for r, p in zip(result, parts))
+    for got, expected in zip(parts, np.split(x, [4, 8])):
+        np.testing.assert_array_equal(got, expected)
+
+
+def test_reduce_sum_takes_dims_keep_dims_and_a_dtype(npu, torch):
+    x = _rng().standard_normal((2, 3, 4)).astype(np.float32)
+    out = ops.reduce_sum(x, [0, 2], True, np.float32, np.empty((1, 3, 1), np.float32))
+    expected = torch.ops.aten.sum.dim_IntList(torch.from_numpy(x), [0, 2], True).numpy()
+    np.testing.assert_allclose(out, expected, rtol=1e-6)
+
+
+def test_nan_to_num_takes_three_floats(npu):
+    x = np.array([np.nan, np.inf, -np.inf, 1.5], np.float32)
+    out = ops.nan_to_num(x, 0.5, 100.0, -100.0, np.empty(4, np.float32))
+    np.testing.assert_array_equal(out, [0.5, 100.0, -100.0, 1.5])
+
+
+def test_layer_norm_with_none_for_optional_inputs_and_outputs(npu, torch):
+    x = _rng().standard_normal((2, 3, 8)).astype(np.float32)
+    out, mean, rstd = ops.layer_norm(
+        x, [8], None, None, 1e-5, np.empty_like(x), None, np.empty((2, 3, 1), np.float32)
+    )
+    assert mean is None
+    expected = torch.ops.aten.native_layer_norm(torch.from_numpy(x), [8], None, None, 1e-5)
+    np.testing.assert_allclose(out, expected[0].numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(rstd, expected[2].numpy(), rtol=1e-5)
+
+
+def test_foreach_add_scalar_list_takes_a_scalar_list_and_writes_a_list(npu):
+    xs = [np.ones(2, np.float32), np.arange(3, dtype=np.float32)]
+    outs = [np.empty(2, np.float32), np.empty(3, np.float32)]
+    result = ops.foreach_add_scalar_list(xs, [1.5, 2.0], outs)
+    assert len(result) == 2 and all(r is o for r, o in zip(result, outs))
+    np.testing.assert_array_equal(outs[0], [2.5, 2.5])
+    np.testing.assert_array_equal(outs[1], [2.0, 3.0, 4.0])
+
+
+def test_resize_takes_a_float_array_and_a_string(npu, torch):
+    x = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)
+    out = ops.resize(x, [1.0, 1.0, 0.5, 0.5], "nearest", np.empty((1, 1, 2, 2), np.float32))
+    expected = torch.nn.functional.interpolate(torch.from_numpy(x), size=(2, 2), mode="nearest").numpy()
+    np.testing.assert_array_equal(out, expected)
+    with pytest.raises(pyaclnn.AclnnError, match="ACLNN_ERR_PARAM_INVALID"):
+        ops.resize(x, [1.0, 1.0, 0.5, 0.5], "cubic", np.empty((1, 1, 2, 2), np.float32))
+
+
+def test_the_emulator_home_catalogue_has_the_fourteen_operators(npu):
+    names = set(ops.catalogue("npu").index())
+    assert {
+        "Add",
+        "Cast",
+        "InplaceCopy",
+        "Cat",
+        "ReduceSum",
+        "SplitTensor",
+        "NanToNum",
+        "LayerNorm",
+        "ForeachAddScalarList",
+        "Resize",
+        "MaxPool3dWithArgmax",
+        "MaxPool3dWithArgmaxBackward",
+        "GridSampler3D",
+        "GridSampler3DBackward",
+    } <= names
+
+
+def test_a_generic_call_is_a_row_of_the_profile_named_by_the_operator(active, tmp_path):
+    import json
+
+    x = np.ones(3, np.float32)
+    with pyaclnn.profile(tmp_path):
+        ops.add(x, x, 1, np.empty(3, np.float32))
+    trace = json.loads((tmp_path / "pyaclnn_trace.json").read_text())
+    names = {event.get("name") for event in trace["traceEvents"]}
+    assert "add" in names
