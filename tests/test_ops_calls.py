@@ -384,3 +384,16 @@ def test_a_generic_call_is_a_row_of_the_profile_named_by_the_operator(active, tm
     trace = json.loads((tmp_path / "pyaclnn_trace.json").read_text())
     names = {event.get("name") for event in trace["traceEvents"]}
     assert "add" in names
+
+
+def test_on_the_numpy_backend_an_operator_without_a_reference_says_it_needs_cann():
+    previous = pyaclnn.get_backend()
+    pyaclnn.set_backend("numpy")
+    try:
+        with pytest.raises(
+            AttributeError, match=r"pyaclnn.ops.mul: .*other operators need the npu backend with CANN"
+        ):
+            ops.mul  # noqa: B018
+        assert "add" in dir(ops) and "mul" not in dir(ops)
+    finally:
+        pyaclnn.set_backend(previous)
