@@ -71,7 +71,17 @@ def integer_constants() -> dict[str, int]:
     """
     process = _process_lib()
     functions = _decl.prototypes()
-    return {name: int(getattr(process, name)) for name in dir(process) if name not in functions}
+    found = {}
+    for name in dir(process):
+        if name in functions:
+            continue
+        try:
+            value = getattr(process, name)
+        except AttributeError:  # a function an operator header declared, which the process lacks
+            continue
+        if isinstance(value, int):  # (not a function pyaclnn.ops declared since)
+            found[name] = value
+    return found
 
 
 @functools.cache
