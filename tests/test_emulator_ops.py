@@ -482,6 +482,12 @@ def _check_cat(e: _Emu) -> None:
         assert e.run("aclnnCat", lst, -2, out[0])[0] == 0, e.msg()
         np.testing.assert_array_equal(e.fetch(out), np.concatenate(parts, axis=1))
         e.release(lst, out)
+    # more views than the launch keeps on its stack (16)
+    parts = [np.full((2, 1), i, np.int64) for i in range(20)]
+    lst, out = e.tensor_list([e.tensor(p) for p in parts]), e.empty((2, 20), "int64")
+    assert e.run("aclnnCat", lst, 1, out[0])[0] == 0, e.msg()
+    np.testing.assert_array_equal(e.fetch(out), np.concatenate(parts, axis=1))
+    e.release(lst, out)
     # strided inputs, mixed types promoted into out
     a = np.arange(12, dtype=np.float32).reshape(3, 4)[:, ::2]
     b = np.arange(6, dtype=np.int32).reshape(3, 2)
