@@ -482,6 +482,12 @@ def _check_cat(e: _Emu) -> None:
         assert e.run("aclnnCat", lst, -2, out[0])[0] == 0, e.msg()
         np.testing.assert_array_equal(e.fetch(out), np.concatenate(parts, axis=1))
         e.release(lst, out)
+    # more views than the launch keeps on its stack (16)
+    parts = [np.full((2, 1), i, np.int64) for i in range(20)]
+    lst, out = e.tensor_list([e.tensor(p) for p in parts]), e.empty((2, 20), "int64")
+    assert e.run("aclnnCat", lst, 1, out[0])[0] == 0, e.msg()
+    np.testing.assert_array_equal(e.fetch(out), np.concatenate(parts, axis=1))
+    e.release(lst, out)
     # strided inputs, mixed types promoted into out
     a = np.arange(12, dtype=np.float32).reshape(3, 4)[:, ::2]
     b = np.arange(6, dtype=np.int32).reshape(3, 2)
@@ -779,7 +785,7 @@ def _check_resize(e: _Emu) -> None:
     e.release(tx, out, scales, three, wrong)
 
 
-def _check_phase2_consumes_and_rejects_foreign_executors(e: _Emu) -> None:
+def _check_phase2_executors_and_list_lifetimes(e: _Emu) -> None:
     a, out = e.tensor(np.ones((2, 2), np.float32)), e.empty((2, 2), "int32")
     ws, ex = e.ffi.new("uint64_t *"), e.ffi.new("aclOpExecutor **")
     assert e.op("aclnnCastGetWorkspaceSize")(a[0], DTYPES["int32"], out[0], ws, ex) == 0
@@ -790,6 +796,29 @@ def _check_phase2_consumes_and_rejects_foreign_executors(e: _Emu) -> None:
     assert e.op("aclnnCast")(e.ffi.NULL, 0, ex[0], e.ffi.NULL) == 561103  # consumed
     np.testing.assert_array_equal(e.fetch(out), np.ones((2, 2), np.int32))
     e.release(a, out)
+    # phase 1 snapshots the list's tensors: destroying the list (and so its tensors) before
+    # phase 2 is allowed, as for any descriptor; the memory must stay allocated
+    parts = [e.tensor(np.full((2,), i, np.float32)) for i in range(3)]
+    lst, out = e.tensor_list(parts), e.empty((6,), "float32")
+    ws, ex = e.ffi.new("uint64_t *"), e.ffi.new("aclOpExecutor **")
+    assert e.op("aclnnCatGetWorkspaceSize")(lst, 0, out[0], ws, ex) == 0, e.msg()
+    assert e.nn.aclDestroyTensorList(lst) == 0
+    e.members.pop(lst)  # their memory is freed below, after phase 2 ran
+    assert e.op("aclnnCat")(e.ffi.NULL, 0, ex[0], e.ffi.NULL) == 0, e.msg()
+    assert e.rt.aclrtSynchronizeStream(e.ffi.NULL) == 0
+    np.testing.assert_array_equal(e.fetch(out), np.repeat(np.arange(3, dtype=np.float32), 2))
+    e.release(out)
+    e.free_all()  # the inputs' memory, before new descriptors may reuse their addresses as keys
+    # the same list as x and out: in place
+    xs = [e.tensor(np.arange(3, dtype=np.float32) * (i + 1)) for i in range(2)]
+    xl = e.tensor_list(xs)
+    sl = e.nn.aclCreateScalarList(
+        e.ffi.new("aclScalar *[]", [e.scalar(10, "int32"), e.scalar(0.5, "float32")]), 2
+    )
+    assert e.run("aclnnForeachAddScalarList", xl, sl, xl)[0] == 0, e.msg()
+    np.testing.assert_array_equal(e.fetch(xs[0]), [10, 11, 12])
+    np.testing.assert_array_equal(e.fetch(xs[1]), [0.5, 2.5, 4.5])
+    e.release(xl, sl)
 
 
 _CHECKS = [f for name, f in sorted(globals().items()) if name.startswith("_check_")]

@@ -689,18 +689,31 @@ static void release_launch(void *ctx)
     free(launch);
 }
 
+static void release_lists(const char **names, const char **names_here, const emu_view **views,
+                          const emu_view **views_here)
+{
+    if (names != names_here) {
+        free(names);
+    }
+    if (views != views_here) {
+        free(views);
+    }
+}
+
 /* The launch-time memory checks: every snapshotted view and the workspace
  * must still be allocated; the task then uses them (freeing them before it
  * ran is a hazard). */
 static aclnnStatus use_memory(const char *api, emu_task *task, const aclOpExecutor *ex, emu_views_fn list,
                               void *workspace)
 {
+    /* On the stack for the usual few views (no allocation per launch); lists may need more. */
+    const char *names_here[16];
+    const emu_view *views_here[16];
     int n = list(ex, NULL, NULL);
-    const char **names = malloc(((size_t)n + 1) * sizeof *names);
-    const emu_view **views = malloc(((size_t)n + 1) * sizeof *views);
+    const char **names = n <= 16 ? names_here : malloc((size_t)n * sizeof *names);
+    const emu_view **views = n <= 16 ? views_here : malloc((size_t)n * sizeof *views);
     if (names == NULL || views == NULL) {
-        free(names);
-        free(views);
+        release_lists(names, names_here, views, views_here);
         pyaclnnEmuSetError("%s: out of host memory for the launch", api);
         return ACLNN_ERR_INNER;
     }
@@ -711,13 +724,11 @@ static aclnnStatus use_memory(const char *api, emu_task *task, const aclOpExecut
         if (used == 0) {
             pyaclnnEmuSetError("%s: the memory of %s (%p) was freed after phase 1", api, names[i],
                                (void *)views[i]->data);
-            free(names);
-            free(views);
+            release_lists(names, names_here, views, views_here);
             return ACLNN_ERR_RUNTIME_ERROR;
         }
     }
-    free(names);
-    free(views);
+    release_lists(names, names_here, views, views_here);
     if (used == 1 && ex->workspace > 0) {
         used = pyaclnnEmuTaskUse(task, workspace, (size_t)ex->workspace);
         if (used == 0) {
