@@ -397,3 +397,35 @@ def test_on_the_numpy_backend_an_operator_without_a_reference_says_it_needs_cann
         assert "add" in dir(ops) and "mul" not in dir(ops)
     finally:
         pyaclnn.set_backend(previous)
+
+
+def test_on_the_split_layout_an_operator_of_another_library_is_found_on_demand():
+    """CANN >= 8.5 splits the operators by library: Add is in libopapi_math.so, which the npu
+    backend does not open at start; the generic call opens it and finds the symbols there."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    from emulator_build import emulator_home
+
+    home = emulator_home("split")
+    code = textwrap.dedent(
+        """
+        import json, numpy as np, pyaclnn
+        from pyaclnn import ops, backends
+        out = ops.add(np.ones(3, np.float32), np.arange(3, dtype=np.float32), 2, np.empty(3, np.float32))
+        npu = backends.get("npu")
+        print(json.dumps({"out": out.tolist(), "headers": str(ops.catalogue().folder),
+                          "opened": [p.name for p in npu.libraries]}))
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYACLNN_")}
+    env.update(PYACLNN_ASCEND_HOME=str(home), PYACLNN_BACKEND="npu")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["out"] == [1.0, 3.0, 5.0]
+    assert result["headers"] == str(home / "include" / "aclnnop")
+    assert "libopapi_math.so" not in result["opened"]  # opened on demand, not at start
