@@ -20,10 +20,12 @@ from ._operators import Operator
 from ._optable import OperatorSpec, Param
 from .ops import _types
 from .ops._headers import Catalogue, Declaration, header_folder
+from .ops._vendors import Layered, Vendor, VendorError, check_vendor, environment_vendors
 
 _lock = threading.Lock()
-_catalogues: dict[str, Catalogue] = {}
+_catalogues: dict[str, Layered] = {}
 _operators: dict[tuple[str, str], Operator] = {}
+_loaded: list[Vendor] = []  # pyaclnn.ops.load's folders, in the order given
 
 
 def active_backend() -> str:
@@ -31,8 +33,9 @@ def active_backend() -> str:
     return _backends.active_name()
 
 
-def catalogue(backend: str | None = None) -> Catalogue:
-    """The operators ``backend`` (the active one by default) can be asked for.
+def catalogue(backend: str | None = None) -> Layered:
+    """The operators ``backend`` (the active one by default) can be asked for: the custom
+    packages CANN would find, those given to :func:`load`, then the built-in operators.
 
     Raises
     ------
@@ -43,10 +46,44 @@ def catalogue(backend: str | None = None) -> Catalogue:
     found = _catalogues.get(b.name)
     if found is None:
         source = b.operator_headers()
-        made = Catalogue(header_folder(source) if isinstance(source, Path) else dict(source))
+        home = source if isinstance(source, Path) else None
+        builtin = Catalogue(header_folder(source) if isinstance(source, Path) else dict(source))
         with _lock:
-            found = _catalogues.setdefault(b.name, made)
+            found = _catalogues.get(b.name)
+            if found is None:
+                found = _catalogues[b.name] = Layered([*environment_vendors(home), *_loaded], builtin)
     return found
+
+
+def load(folder: Path, outputs: dict[str, tuple[str, ...]], backend: str | None = None) -> list[str]:
+    """Add the custom operator package ``folder`` behind the packages found so far and ahead of the
+    built-in operators, for every backend; the C names of the operators it declares (none when
+    it was there already). ``backend`` (the active one by default) opens its library now, if it
+    runs libraries (the numpy backend reads headers and prototypes only).
+
+    Raises
+    ------
+    pyaclnn.ops.VendorError
+        For a folder with neither headers nor a library, or a library that does not open.
+    """
+    check_vendor(folder)
+    vendor = Vendor(folder, "pyaclnn.ops.load", outputs)
+    b = _backends.get(backend)
+    if vendor.library.is_file():
+        try:
+            b.operator_library(vendor.library)
+        except OSError as exc:
+            raise VendorError(f"{vendor.library} does not open: {exc}") from None
+    with _lock:
+        if any(v.folder.resolve() == folder.resolve() for v in _loaded):
+            return []
+        _loaded.append(vendor)
+        catalogues = list(_catalogues.values())
+        _operators.clear()  # an operator of the package may shadow one already made
+    added = [name for c in catalogues for name in c.add(vendor)]
+    if not catalogues:
+        added = [f"aclnn{n}" for n in Catalogue(vendor.headers).index()] if vendor.headers.is_dir() else []
+    return list(dict.fromkeys(added))
 
 
 def operator(declaration: Declaration, backend: str | None = None) -> Operator:
@@ -71,9 +108,17 @@ def operator(declaration: Declaration, backend: str | None = None) -> Operator:
     return found
 
 
+def runnable(declaration: Declaration, backend: str | None = None) -> bool:
+    """Whether ``backend`` can run ``declaration`` (it has the operator's phases)."""
+    try:
+        operator(declaration, backend)
+    except LookupError:
+        return False
+    return True
+
+
 def forget(backend: str) -> None:
-    """Drop what was read for ``backend`` (its libraries or references changed)."""
+    """Drop the operator records of ``backend`` (its libraries or references changed)."""
     with _lock:
-        _catalogues.pop(backend, None)
         for key in [k for k in _operators if k[0] == backend]:
             del _operators[key]

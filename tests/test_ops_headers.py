@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pyaclnn.ops import _headers, _listing, _types
+from pyaclnn.ops import _headers, _listing, _types, _vendors
 
 # Every parameter kind of CANN 8.1.RC1's phase 1, in the forms its headers use.
 ALL_KINDS = """\
@@ -286,7 +286,7 @@ def test_the_first_header_declaring_an_operator_wins(tmp_path):
 
 
 def test_the_listing_in_json_has_every_operator_and_every_refusal(folder):
-    report = _listing.describe(_headers.Catalogue(folder), str(folder))
+    report = _listing.describe(_vendors.Layered([], _headers.Catalogue(folder)), str(folder))
     names = [o["name"] for o in report["operators"]]
     assert sorted(names) == ["aclnnEveryKind", "aclnnInplaceHardswish", "aclnnMyOp", "aclnnRoles"]
     add = next(o for o in report["operators"] if o["name"] == "aclnnMyOp")
@@ -294,6 +294,7 @@ def test_the_listing_in_json_has_every_operator_and_every_refusal(folder):
         "name": "aclnnMyOp",
         "python": "my_op",
         "header": "level2/aclnn_my_op.h",
+        "source": "built-in",
         "params": [
             {"name": "x", "python": "x", "type": "const aclTensor*", "role": "input"},
             {"name": "from", "python": "from_", "type": "int64_t", "role": "input"},

@@ -105,6 +105,9 @@ class Backend(Protocol):
     # Phase 1 and phase 2 of a declared operator (pyaclnn.ops._headers.Declaration), taking and
     # returning what an operator's phase methods do; LookupError when the backend cannot run it.
     def operator_phases(self, declaration: Any) -> tuple[Phase1, Phase2]: ...
+    # Open a custom operator package's library (npu: now, locally; numpy: nothing, it runs no
+    # library); OSError with the loader's message when it does not open.
+    def operator_library(self, path: Any) -> None: ...
 
     # -- the C functions -----------------------------------------------------------
     # One method per prototype of include/decl, derived by scripts/generate_interface.py

@@ -17,13 +17,15 @@ integers stay exact), fp16/bf16 computed in float32 and rounded once.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ..constants import ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR
+from ..ops._headers import python_operator_name
 from .checks import CheckFailed
 
 
@@ -37,27 +39,34 @@ class TensorInfo:
 
 @dataclass(frozen=True)
 class Reference:
-    """An operator's NumPy reference: its C name (``"Add"``), the header that declares it and the
-    declaration's text, its phase-1 check and its kernel."""
+    """An operator's NumPy reference: its name (the C name without ``aclnn``, ``"Add"``, or the
+    Python name, ``"add"``), its kernel, and for pyaclnn's own the header that declares it, the
+    declaration's text and its phase-1 check (a user's reference has none: its operator is
+    declared by a package's header, and CANN's checks are the device's)."""
 
     name: str
-    header: str
-    declaration: str
-    check: Callable[..., None]
     kernel: Callable[..., None]
+    header: str = ""
+    declaration: str = ""
+    check: Callable[..., None] | None = None
 
 
 _REFERENCES: dict[str, Reference] = {}
+_lock = threading.Lock()
 
 
 def register(reference: Reference) -> None:
-    """Make ``reference`` the numpy backend's implementation of its operator."""
-    _REFERENCES[reference.name] = reference
+    """Make ``reference`` the numpy backend's implementation of its operator (replacing one
+    registered under the same name)."""
+    with _lock:
+        _REFERENCES[reference.name] = reference
 
 
 def get(name: str) -> Reference | None:
-    """The reference of operator ``name`` (C name without ``aclnn``), or None."""
-    return _REFERENCES.get(name)
+    """The reference of operator ``name`` (C name without ``aclnn``), registered under that name
+    or under its Python name; None if there is none."""
+    found = _REFERENCES.get(name)
+    return found if found is not None else _REFERENCES.get(python_operator_name(name))
 
 
 def names() -> tuple[str, ...]:
@@ -65,10 +74,11 @@ def names() -> tuple[str, ...]:
 
 
 def headers() -> dict[str, str]:
-    """``{header file name: C declarations}`` of every registered reference."""
+    """``{header file name: C declarations}`` of the references that carry their declaration."""
     texts: dict[str, str] = {}
-    for reference in _REFERENCES.values():
-        texts[reference.header] = texts.get(reference.header, "") + reference.declaration
+    for reference in list(_REFERENCES.values()):
+        if reference.declaration:
+            texts[reference.header] = texts.get(reference.header, "") + reference.declaration
     return texts
 
 
@@ -177,7 +187,7 @@ def _kernel_add(self: np.ndarray, other: np.ndarray, alpha: Any, out: np.ndarray
     out[...] = total.astype(result, copy=False).astype(out.dtype, copy=False)
 
 
-register(Reference("Add", "aclnn_add.h", _ADD_H, _check_add, _kernel_add))
+register(Reference("Add", _kernel_add, "aclnn_add.h", _ADD_H, _check_add))
 
 
 # -- Cast ---------------------------------------------------------------------
@@ -219,7 +229,7 @@ def _kernel_cast(self: np.ndarray, dtype: np.dtype, out: np.ndarray) -> None:
     out[...] = _convert(self, out.dtype)
 
 
-register(Reference("Cast", "aclnn_cast.h", _CAST_H, _check_cast, _kernel_cast))
+register(Reference("Cast", _kernel_cast, "aclnn_cast.h", _CAST_H, _check_cast))
 
 
 # -- InplaceCopy ----------------------------------------------------------------
@@ -246,13 +256,7 @@ def _kernel_inplace_copy(self_ref: np.ndarray, src: np.ndarray) -> None:
     self_ref[...] = np.array(_convert(src, self_ref.dtype), copy=True)
 
 
-register(Reference("InplaceCopy", "aclnn_copy.h", _COPY_H, _check_inplace_copy, _kernel_inplace_copy))
-
-
-def run(name: str, values: Sequence[Any]) -> None:
-    """Run operator ``name``'s kernel on ``values`` (its check passed)."""
-    reference = _REFERENCES[name]
-    reference.kernel(*values)
+register(Reference("InplaceCopy", _kernel_inplace_copy, "aclnn_copy.h", _COPY_H, _check_inplace_copy))
 
 
 # -- Cat ----------------------------------------------------------------------------
@@ -302,7 +306,7 @@ def _kernel_cat(tensors: list[np.ndarray], dim: int, out: np.ndarray) -> None:
     out[...] = np.concatenate(parts, axis=dim)
 
 
-register(Reference("Cat", "aclnn_cat.h", _CAT_H, _check_cat, _kernel_cat))
+register(Reference("Cat", _kernel_cat, "aclnn_cat.h", _CAT_H, _check_cat))
 
 
 # -- LayerNorm -------------------------------------------------------------------------
@@ -381,4 +385,4 @@ def _kernel_layer_norm(
         rstd[...] = inverse.astype(rstd.dtype)
 
 
-register(Reference("LayerNorm", "aclnn_layer_norm.h", _LAYER_NORM_H, _check_layer_norm, _kernel_layer_norm))
+register(Reference("LayerNorm", _kernel_layer_norm, "aclnn_layer_norm.h", _LAYER_NORM_H, _check_layer_norm))

@@ -40,12 +40,15 @@ operator writes without being an output by this rule must be a DeviceArray.
 from __future__ import annotations
 
 import inspect
+import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import _types
-from ._headers import Catalogue, Declaration, HeaderError
+from ._headers import Declaration, HeaderError
+from ._vendors import Layered, VendorError
 
 if TYPE_CHECKING:
     from ..runtime import Stream
@@ -53,7 +56,15 @@ if TYPE_CHECKING:
 # The runtime is imported on first use, not here: the runtime itself reads this package's
 # header reader (pyaclnn.ops._headers), whose import runs this module first.
 
-__all__ = ["HeaderError", "catalogue", "signature_of"]
+__all__ = [
+    "HeaderError",
+    "VendorError",
+    "catalogue",
+    "load",
+    "reference",
+    "register_reference",
+    "signature_of",
+]
 
 _lock = threading.Lock()
 _functions: dict[tuple[str, str], Callable[..., Any]] = {}  # (backend, Python name) -> function
@@ -70,11 +81,96 @@ class _Required:
 REQUIRED: Any = _Required()
 
 
-def catalogue(backend: str | None = None) -> Catalogue:
-    """The declarations the operators of ``backend`` (the active one by default) are made from."""
+def catalogue(backend: str | None = None) -> Layered:
+    """The declarations the operators of ``backend`` (the active one by default) are made from:
+    custom packages first, then the built-in operators."""
     from .. import _generic
 
     return _generic.catalogue(backend)
+
+
+def _forget_functions() -> None:
+    """Drop the functions made so far (a package or a reference changed what a name calls)."""
+    with _lock:
+        _functions.clear()
+
+
+def load(path: str | os.PathLike[str], outputs: Mapping[str, Sequence[str]] | None = None) -> list[str]:
+    """Add a custom operator package (a vendor folder: ``op_api/include/`` headers,
+    ``op_api/lib/libcust_opapi.so``, ``op_proto/inc/`` prototypes) at run time.
+
+    It goes behind the packages already found (``ASCEND_CUSTOM_OPP_PATH``, then
+    ``<opp>/vendors/config.ini``) and ahead of the built-in operators, so one of its
+    operators shadows a built-in one of the same name; its operators' two phases come from
+    its own library, opened now on the npu backend (locally: it does not interpose on the
+    built-ins for other code). The numpy backend opens no library: it reads the headers and
+    prototypes, and runs an operator through its NumPy reference (:func:`register_reference`).
+
+    Parameters
+    ----------
+    path : str or path-like
+        The vendor folder.
+    outputs : mapping, optional
+        ``{"aclnnMyOp": ["y"]}``: the C names of tensors an operator writes, where neither its
+        prototype nor the name rule (docs/ops.md) tells. They become outputs: returned, and
+        written back into NumPy arrays.
+
+    Returns
+    -------
+    list of str
+        The C names of the operators the package declares; empty when it was loaded already
+        (loading it again changes nothing).
+
+    Raises
+    ------
+    VendorError
+        For a folder with neither headers under ``op_api/include`` nor a library (naming the
+        folder and what is missing), or a library that does not open (naming it and the
+        loader's message).
+    """
+    from .. import _generic
+
+    folder = Path(os.fspath(path)).expanduser().resolve()
+    written = {name: tuple(names) for name, names in (outputs or {}).items()}
+    added = _generic.load(folder, written)
+    _forget_functions()
+    return added
+
+
+def register_reference(name: str, fn: Callable[..., Any]) -> None:
+    """Give operator ``name`` (its C name, ``"aclnnMyOp"`` or ``"MyOp"``, or its Python name,
+    ``"my_op"``) a NumPy implementation.
+
+    ``fn`` gets the call's arguments in header order: NumPy arrays for tensors (outputs as
+    writable arrays it fills), lists of arrays for tensor lists, NumPy scalars for scalars,
+    a NumPy dtype for an ``aclDataType``, tuples for int, bool and float arrays, and Python
+    values for the rest. The numpy backend runs it behind the same surface as any operator
+    (the same argument checks, NumPy and DeviceArray arguments, outputs written back and
+    returned). On the npu backend the device runs the operator; ``pyaclnn.ops.<name>.reference(...)``
+    runs ``fn`` on the host, to compare the two.
+    """
+    from ..kernels import references
+
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"name must be an operator's C or Python name, got {name!r}")
+    key = name.removeprefix("aclnn") if name.startswith("aclnn") else name
+    references.register(references.Reference(key, fn))
+    from .. import _generic
+
+    _generic.forget("numpy")
+    _forget_functions()
+
+
+def reference(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """:func:`register_reference` as a decorator: ``@pyaclnn.ops.reference("my_op")``."""
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        register_reference(name, fn)
+        return fn
+
+    return decorate
 
 
 def signature_of(declaration: Declaration) -> inspect.Signature:
@@ -166,6 +262,28 @@ def make(declaration: Declaration, where: str = "") -> Callable[..., Any]:
             checked.append(_call.check(param, value))
         return _call.launch(declaration, params, checked, stream, python_name)
 
+    def run_reference(*args: Any, **kwargs: Any) -> Any:
+        """Run the operator's NumPy reference on the host (see register_reference)."""
+        from ..kernels import references
+
+        found = references.get(declaration.name)
+        if found is None:
+            raise LookupError(
+                f"{declaration.phase2_api} has no NumPy reference: register one with "
+                f"pyaclnn.ops.register_reference({python_name!r}, fn)"
+            )
+        values = [*args, *([missing] * (count - len(args)))]
+        for key, value in kwargs.items():
+            position = index.get(key)
+            if position is None:
+                raise TypeError(f"{python_name}.reference() got an unexpected keyword argument {key!r}")
+            values[position] = value
+        host = [_call.host_value(p, None if v is missing else v) for p, v in zip(params, values)]
+        found.kernel(*host)
+        outputs = [v for p, v in zip(params, host) if p.is_output]
+        return outputs[0] if len(outputs) == 1 else tuple(outputs) if outputs else None
+
+    operator.reference = run_reference  # type: ignore[attr-defined]
     operator.__name__ = operator.__qualname__ = python_name
     operator.__module__ = __name__
     operator.__doc__ = _docstring(declaration, params, where or str(declaration.header))
@@ -179,7 +297,8 @@ def _unavailable(name: str, backend: str) -> AttributeError:
         known = ", ".join(sorted(_types.python_operator_name(n) for n in catalogue("numpy").index()))
         return AttributeError(
             f"pyaclnn.ops.{name}: the numpy backend has no NumPy reference for an operator named {name!r} "
-            f"(it runs {known}); other operators need the npu backend with CANN"
+            f"(it runs {known}); other operators need the npu backend with CANN, or a NumPy reference "
+            "(pyaclnn.ops.register_reference) for an operator a loaded package declares"
         )
     return AttributeError(
         f"pyaclnn.ops.{name}: no operator header of this CANN declares aclnn operator {name!r}"
@@ -203,6 +322,13 @@ def __getattr__(name: str) -> Callable[..., Any]:
     reason = _types.refusal(declaration)
     if reason is not None:
         raise AttributeError(f"pyaclnn.ops.{name} ({declaration.phase2_api}) cannot be called: {reason}")
+    if backend == "numpy" and not _generic.runnable(declaration, backend):
+        raise AttributeError(
+            f"pyaclnn.ops.{name} ({declaration.phase2_api}, declared in {declaration.source}) has no NumPy "
+            "reference, and the numpy backend runs an operator only through one: register one with "
+            f"pyaclnn.ops.register_reference({name!r}, fn) or @pyaclnn.ops.reference({name!r}), or run it "
+            "on the npu backend with CANN"
+        )
     function = make(declaration, source.relative(declaration.header))
     with _lock:
         return _functions.setdefault(key, function)

@@ -247,3 +247,25 @@ def launch(
     if len(results) == 1:
         return results[0]
     return tuple(results) if results else None
+
+
+def host_value(param: _types.Parameter, value: Any) -> Any:
+    """``value`` (checked for ``param``) as a NumPy reference gets it on the host: NumPy arrays for
+    tensors (a DeviceArray's copy), lists of them, NumPy scalars, a NumPy dtype, str, tuples."""
+    checked = check(param, value)
+    kind = param.kind
+    if checked is None:
+        return None
+    if kind == _types.TENSOR:
+        return checked.numpy() if isinstance(checked, DeviceArray) else checked
+    if kind == _types.TENSOR_LIST:
+        return [a.numpy() if isinstance(a, DeviceArray) else a for a in checked]
+    if kind == _types.SCALAR:
+        return checked[0][()]
+    if kind == _types.SCALAR_LIST:
+        return [v[()] for v, _ in checked]
+    if kind == _types.STRING:
+        return value
+    if kind == _types.DTYPE:
+        return _dtypes.to_numpy(checked)
+    return checked

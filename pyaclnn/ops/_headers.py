@@ -33,6 +33,10 @@ from pathlib import Path
 #: folder (CANN <= 8.3), then ``include/aclnnop`` (a link to it there; the folder itself on
 #: CANN >= 8.5).
 HEADER_FOLDERS = ("opp/built-in/op_impl/ai_core/tbe/op_api/include/aclnnop", "include/aclnnop")
+#: Where a custom operator package (a vendor folder) keeps its generated headers.
+VENDOR_HEADERS = "op_api/include"
+#: The ``source`` of an operator of CANN's own operator packages (a custom one's is its folder).
+BUILT_IN = "built-in"
 
 _PHASE1_SUFFIX = "GetWorkspaceSize"
 # The types that close every phase 1 and make every phase 2 (names vary: ``workspace_size``).
@@ -107,6 +111,9 @@ class Declaration:
     params: tuple[CParam, ...]
     phase2_params: tuple[CParam, ...]
     refused: str | None = None
+    source: str = BUILT_IN  # or the vendor folder of a custom operator package
+    library: Path | None = None  # a custom package's library, which alone exports its phases
+    written: tuple[str, ...] | None = None  # the C names of the tensors it writes, when known
 
     @property
     def phase1_api(self) -> str:
@@ -139,7 +146,8 @@ def _clean(text: str) -> str:
 
 def header_folder(path: str | Path) -> Path:
     """The folder of operator headers that ``path`` names: an ``aclnnop`` folder (or any folder
-    holding ``.h`` files), else a CANN home (:data:`HEADER_FOLDERS` looked at in order).
+    holding ``.h`` files), else a CANN home (:data:`HEADER_FOLDERS` looked at in order) or a
+    custom package's vendor folder (its ``op_api/include``).
 
     Raises
     ------
@@ -147,7 +155,7 @@ def header_folder(path: str | Path) -> Path:
         When neither holds a header; the message lists the places looked at.
     """
     root = Path(path).expanduser()
-    tried = [root, *(root / sub for sub in HEADER_FOLDERS)]
+    tried = [root, *(root / sub for sub in (*HEADER_FOLDERS, VENDOR_HEADERS))]
     candidates = [root] if root.name == "aclnnop" else [*tried[1:], root]
     for folder in candidates:
         if folder.is_dir() and next(folder.rglob("*.h"), None) is not None:

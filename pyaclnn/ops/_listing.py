@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from . import _types
-from ._headers import Catalogue, Declaration, header_folder
+from ._headers import VENDOR_HEADERS, Catalogue, Declaration, header_folder
+from ._vendors import Layered, Vendor
 
 
 def _matches(pattern: str | None, declaration: Declaration) -> bool:
@@ -21,7 +22,7 @@ def _matches(pattern: str | None, declaration: Declaration) -> bool:
     return any(pattern.lower() in n.lower() for n in names)
 
 
-def describe(catalogue: Catalogue, source: str, pattern: str | None = None) -> dict[str, Any]:
+def describe(catalogue: Layered, source: str, pattern: str | None = None) -> dict[str, Any]:
     """The catalogue as ``--json`` prints it: ``{"headers", "operators", "refused"}``."""
     operators: list[dict[str, Any]] = []
     refused: list[dict[str, Any]] = []
@@ -31,7 +32,14 @@ def describe(catalogue: Catalogue, source: str, pattern: str | None = None) -> d
         header = catalogue.relative(declaration.header)
         reason = _types.refusal(declaration)
         if reason is not None:
-            refused.append({"name": declaration.phase2_api, "header": header, "reason": reason})
+            refused.append(
+                {
+                    "name": declaration.phase2_api,
+                    "header": header,
+                    "source": declaration.source,
+                    "reason": reason,
+                }
+            )
             continue
         params = [
             {"name": p.c.name, "python": p.python_name, "type": p.c.type, "role": p.role or _types.INPUT}
@@ -42,6 +50,7 @@ def describe(catalogue: Catalogue, source: str, pattern: str | None = None) -> d
                 "name": declaration.phase2_api,
                 "python": _types.python_operator_name(declaration.name),
                 "header": header,
+                "source": declaration.source,
                 "params": params,
             }
         )
@@ -53,15 +62,20 @@ def _signature(entry: dict[str, Any]) -> str:
 
 
 def run(pattern: str | None, headers: str | None, as_json: bool, out: TextIO) -> int:
-    """List the catalogue of ``headers`` (a folder of operator headers or a CANN home), else of the
-    active backend; returns the exit status (2 when ``headers`` holds no header)."""
+    """List the catalogue of ``headers`` (a folder of operator headers, a CANN home or a custom
+    package's vendor folder), else of the active backend; returns the exit status (2 when
+    ``headers`` holds no header)."""
     if headers is not None:
         try:
             folder = header_folder(Path(headers))
         except ValueError as exc:
             print(f"pyaclnn ops: {exc}", file=out)
             return 2
-        catalogue, source = Catalogue(folder), str(folder)
+        root = Path(headers).expanduser()
+        if folder == root / VENDOR_HEADERS:  # a custom package: its prototypes give the roles
+            catalogue, source = Layered([Vendor(root, "--headers")], Catalogue({})), str(root)
+        else:
+            catalogue, source = Layered([], Catalogue(folder)), str(folder)
     else:
         from .. import _generic
 

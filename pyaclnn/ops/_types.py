@@ -150,12 +150,18 @@ def refusal(declaration: Declaration) -> str | None:
 def parameters(declaration: Declaration) -> tuple[Parameter, ...]:
     """The parameters of a callable declaration (:func:`refusal` is None), with kinds and roles.
 
-    The roles of pyaclnn's own operators (the table of include/decl) are known: the rule is
-    not applied to them (it would make max-pool's ``gradOutput`` an output).
+    Where the roles are known, the rule is not applied: a custom package's operator whose
+    prototype (or ``pyaclnn.ops.load(outputs=...)``) names its outputs, and pyaclnn's own
+    operators (the table of include/decl; the rule would make max-pool's ``gradOutput`` an
+    output).
     """
     known = _optable.by_name().get(declaration.name)
-    if known is not None and [p.c_name for p in known.params] == [p.name for p in declaration.params]:
+    known_outputs: set[str] | None = None
+    if declaration.written is not None:  # a custom package's prototype, or load(outputs=...)
+        known_outputs = set(declaration.written)
+    elif known is not None and [p.c_name for p in known.params] == [p.name for p in declaration.params]:
         known_outputs = {p.c_name for p in known.outputs}
+    if known_outputs is not None:
         return tuple(
             Parameter(
                 c,

@@ -27,7 +27,7 @@ from typing import Any, cast
 
 from .._interface import LIVE_COUNT_NAMES, OperatorPhases, Symbols, install_operator_phases
 from ._ffi import ffi, out_parameters, parameter_names
-from ._loading import load, operator_function
+from ._loading import custom_library, load, operator_function
 from ._marshal import (
     _ADDRESS_LIMIT,
     _CAPTURE_MODEP,
@@ -254,8 +254,9 @@ class NpuBackend(OperatorPhases):
         made from its prototypes, the symbols from the library that exports them; LookupError when
         none does."""
         api, launch_api = declaration.phase1_api, declaration.phase2_api
-        first = operator_function(self._loaded, api, declaration.phase1_prototype)
-        second = operator_function(self._loaded, launch_api, declaration.phase2_prototype)
+        library = declaration.library
+        first = operator_function(self._loaded, api, declaration.phase1_prototype, library)
+        second = operator_function(self._loaded, launch_api, declaration.phase2_prototype, library)
         names = [p.name for p in declaration.params]
 
         def phase1(*args: Any) -> tuple[int, int, Any | None]:
@@ -276,6 +277,10 @@ class NpuBackend(OperatorPhases):
         phase1.__name__ = phase1.__qualname__ = api
         phase2.__name__ = phase2.__qualname__ = launch_api
         return phase1, phase2
+
+    def operator_library(self, path: Any) -> None:
+        """Open a custom operator package's library now (locally); OSError when it does not open."""
+        custom_library(Path(path))
 
     def _bad_argument(self, api: str, args: tuple[Any, ...], exc: Exception) -> Exception:
         """Name the argument cffi refused (the slow path of a failed call)."""

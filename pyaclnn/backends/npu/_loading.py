@@ -117,20 +117,50 @@ _extra: list[tuple[Path, Any]] = []  # operator libraries opened for a generic o
 _extra_tried: set[Path] = set()
 
 
-def operator_function(loaded: Loaded, name: str, prototype: str) -> Any:
+_custom: dict[Path, Any] = {}  # custom packages' libraries by path, opened RTLD_LOCAL
+
+
+def custom_library(path: Path) -> Any:
+    """A custom operator package's ``libcust_opapi.so``, opened once, locally (``RTLD_LOCAL``, as
+    torch_npu opens them: its symbols must not interpose on the built-in operators for other
+    code). OSError with the loader's message when it does not open."""
+    with _lock:
+        lib = _custom.get(path)
+        if lib is None:
+            lib = _custom[path] = ffi.dlopen(str(path), ffi.RTLD_NOW | ffi.RTLD_LOCAL)
+        return lib
+
+
+def _declare(name: str, prototype: str) -> None:
+    """Declare C function ``name`` to cffi from ``prototype``, once (under the lock)."""
+    if name not in _declared and name not in function_names():
+        ffi.cdef(prototype)
+        _declared.add(name)
+
+
+def operator_function(loaded: Loaded, name: str, prototype: str, library: Path | None = None) -> Any:
     """The C function ``name`` of an operator header, declared to cffi from ``prototype`` (once) and
     looked up in the opened libraries, then in the other operator libraries of the home
     (``lib64/libopapi_*.so``, then ``lib64/libaclnn_*.so``: torch_npu's order), opened on demand.
+
+    An operator of a custom package (``library``) comes from that library alone, never from
+    another's.
 
     Raises
     ------
     LookupError
         When no library exports it; the message names every library searched.
     """
+    if library is not None:
+        lib = custom_library(library)
+        with _lock:
+            _declare(name, prototype)
+        try:
+            return getattr(lib, name)
+        except AttributeError:
+            raise LookupError(f"{name} is not exported by {library}") from None
     with _lock:
-        if name not in _declared and name not in function_names():
-            ffi.cdef(prototype)
-            _declared.add(name)
+        _declare(name, prototype)
         if name in function_names():
             found = getattr(loaded.symbols, name)
             if name not in loaded.missing:

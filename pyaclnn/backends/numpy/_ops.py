@@ -150,6 +150,10 @@ class OperatorsMixin(OperatorPhases):
         references and the operators of the table (include/decl's declarations of them)."""
         return {_optable.DECL_FILE: _decl.read(_optable.DECL_FILE), **_references.headers()}
 
+    def operator_library(self, path: Any) -> None:
+        """Nothing: this backend runs no library (a custom package's operators run through their
+        NumPy references)."""
+
     def operator_phases(self, declaration: Any) -> tuple[Callable[..., Any], Callable[..., int]]:
         """Phase 1 and phase 2 of a declared operator (see the Backend protocol), run by its NumPy
         reference (:mod:`pyaclnn.kernels.references`); LookupError if it has none."""
@@ -168,7 +172,8 @@ class OperatorsMixin(OperatorPhases):
                 raise TypeError(f"{api}() takes {len(params)} arguments ({len(args)} given)")
             try:
                 values, tensors = self._reference_values(api, params, args)
-                reference.check(*values)
+                if reference.check is not None:
+                    reference.check(*values)
             except _checks.CheckFailed as exc:
                 return self._error(exc.status, exc.message), 0, None
 
