@@ -1,0 +1,276 @@
+"""Custom operator packages (vendor folders) and NumPy references in pyaclnn.ops: where packages
+are found and in which order, roles from their prototypes, load(), and references run by the
+numpy backend behind the same surface as any operator."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import pyaclnn
+from pyaclnn import _generic, ops
+from pyaclnn.ops import _headers, _types, _vendors
+
+MY_OP_H = """\
+/*
+ * calution: this file was generated automaticlly donot change it.
+*/
+#ifndef ACLNN_{upper}_H_
+#define ACLNN_{upper}_H_
+#include "aclnn/acl_meta.h"
+#ifdef __cplusplus
+extern "C" {{
+#endif
+/* function: aclnn{op}GetWorkspaceSize
+ * parameters :
+{comment}
+ */
+__attribute__((visibility("default")))
+aclnnStatus aclnn{op}GetWorkspaceSize(
+{params},
+    uint64_t *workspaceSize,
+    aclOpExecutor **executor);
+
+__attribute__((visibility("default")))
+aclnnStatus aclnn{op}(
+    void *workspace,
+    uint64_t workspaceSize,
+    aclOpExecutor *executor,
+    const aclrtStream stream);
+#ifdef __cplusplus
+}}
+#endif
+#endif
+"""
+
+
+def write_package(folder: Path, operators: dict[str, tuple[list[str], str]]) -> Path:
+    """A vendor folder with generated-form headers and prototypes, no library:
+    ``{OpType: ([header parameters], "REG_OP body")}``."""
+    include = folder / "op_api" / "include"
+    include.mkdir(parents=True, exist_ok=True)
+    proto = folder / "op_proto" / "inc"
+    proto.mkdir(parents=True, exist_ok=True)
+    blocks = []
+    for op, (params, body) in operators.items():
+        snake = _headers.python_operator_name(op)
+        text = MY_OP_H.format(
+            upper=snake.upper(),
+            op=op,
+            comment="\n".join(f" * {p.split()[-1].lstrip('*')} : required" for p in params),
+            params=",\n".join(f"    {p}" for p in params),
+        )
+        (include / f"aclnn_{snake}.h").write_text(text)
+        blocks.append(f"REG_OP({op})\n{body}\n    .OP_END_FACTORY_REG({op})\n")
+    (proto / "op_proto.h").write_text(
+        "#include <graph/operator_reg.h>\nnamespace ge {\n" + "".join(blocks) + "}\n"
+    )
+    return folder
+
+
+ADD_MUL = (
+    ["const aclTensor *x1", "const aclTensor *x2", "const aclTensor *y1", "const aclTensor *y2"],
+    "    .INPUT(x1, TensorType({DT_FLOAT}))\n    .INPUT(x2, TensorType({DT_FLOAT}))\n"
+    "    .OUTPUT(y1, TensorType({DT_FLOAT}))\n    .OUTPUT(y2, TensorType({DT_FLOAT}))",
+)
+SCALE = (
+    ["const aclTensor *x", "double scale"],
+    "    .INPUT(x, TensorType({DT_FLOAT}))\n    .REQUIRED_ATTR(scale, Float)",
+)
+ACCUMULATE = (
+    ["aclTensor *stateRef", "const aclTensor *delta", "int64_t steps", "const aclTensor *out"],
+    "    .INPUT(state, TensorType({DT_FLOAT}))\n    .INPUT(delta, TensorType({DT_FLOAT}))\n"
+    "    .REQUIRED_ATTR(steps, Int)\n    .OUTPUT(state, TensorType({DT_FLOAT}))\n"
+    "    .OUTPUT(total_sum, TensorType({DT_FLOAT}))",
+)
+
+
+@pytest.fixture
+def fresh_packages(monkeypatch):
+    """No package found or loaded, and no function or reference kept from other tests."""
+    from pyaclnn.kernels import references
+
+    monkeypatch.delenv("ASCEND_CUSTOM_OPP_PATH", raising=False)
+    monkeypatch.delenv("ASCEND_OPP_PATH", raising=False)
+    monkeypatch.setattr(_generic, "_loaded", [])
+    monkeypatch.setattr(_generic, "_catalogues", {})
+    monkeypatch.setattr(_generic, "_operators", {})
+    monkeypatch.setattr(references, "_REFERENCES", dict(references._REFERENCES))
+    ops._functions.clear()
+    previous = pyaclnn.get_backend()
+    pyaclnn.set_backend("numpy")
+    yield
+    pyaclnn.set_backend(previous)
+    ops._functions.clear()
+
+
+def _declaration(folder: Path, op: str) -> _headers.Declaration:
+    return next(d for d in _headers.Catalogue(folder / "op_api" / "include").declarations() if d.name == op)
+
+
+# -- roles from the prototype ------------------------------------------------------------------------
+
+
+def test_several_outputs_with_their_own_names_are_outputs_by_the_prototype(tmp_path):
+    folder = write_package(tmp_path / "v", {"CustomAddMul": ADD_MUL})
+    entries = _vendors.prototypes(folder)["CustomAddMul"]
+    declaration = _declaration(folder, "CustomAddMul")
+    assert _vendors.written_by_prototype(declaration, entries) == ("y1", "y2")
+    # without the prototype the name rule sees no output at all (all const, none named out)
+    assert [p.role for p in _types.parameters(declaration)] == ["input"] * 4
+
+
+def test_a_tensor_both_input_and_output_is_one_ref_parameter(tmp_path):
+    folder = write_package(tmp_path / "v", {"Accumulate": ACCUMULATE})
+    declaration = _declaration(folder, "Accumulate")
+    written = _vendors.written_by_prototype(declaration, _vendors.prototypes(folder)["Accumulate"])
+    assert written == ("stateRef", "out")
+
+
+def test_a_header_that_does_not_follow_its_prototype_falls_back_to_the_name_rule(tmp_path):
+    folder = write_package(tmp_path / "v", {"CustomAddMul": (ADD_MUL[0][:3], ADD_MUL[1])})
+    declaration = _declaration(folder, "CustomAddMul")
+    assert _vendors.written_by_prototype(declaration, _vendors.prototypes(folder)["CustomAddMul"]) is None
+
+
+# -- where packages are found, in CANN's order ---------------------------------------------------------
+
+
+def test_custom_opp_path_first_then_config_ini_in_its_order(tmp_path):
+    first, second = tmp_path / "a" / "vendors" / "one", tmp_path / "b" / "vendors" / "two"
+    opp = tmp_path / "opp"
+    for folder in (first, second, opp / "vendors" / "x", opp / "vendors" / "y"):
+        folder.mkdir(parents=True)
+    (opp / "vendors" / "config.ini").write_text("load_priority=y,x,missing\n")
+    environ = {
+        "ASCEND_CUSTOM_OPP_PATH": f"{first}:{tmp_path / 'nowhere'}:{second}",
+        "ASCEND_OPP_PATH": str(opp),
+    }
+    found = _vendors.found_vendors(environ, home=None)
+    assert [v.folder for v in found] == [first, second, opp / "vendors" / "y", opp / "vendors" / "x"]
+    assert [v.found_by for v in found] == ["ASCEND_CUSTOM_OPP_PATH"] * 2 + ["config.ini"] * 2
+    # without ASCEND_OPP_PATH, the CANN home's opp/
+    (tmp_path / "home" / "opp" / "vendors" / "z").mkdir(parents=True)
+    (tmp_path / "home" / "opp" / "vendors" / "config.ini").write_text("[vendors]\nload_priority = z\n")
+    assert [v.folder.name for v in _vendors.found_vendors({}, home=tmp_path / "home")] == ["z"]
+
+
+def test_the_first_package_declaring_an_operator_wins_over_the_next_and_the_built_ins(tmp_path):
+    one = write_package(tmp_path / "one", {"CustomAddMul": ADD_MUL})
+    two = write_package(
+        tmp_path / "two", {"CustomAddMul": (["const aclTensor *a", "const aclTensor *out"], "")}
+    )
+    builtin = _headers.Catalogue({"aclnn_custom_add_mul.h": ""})
+    layered = _vendors.Layered([_vendors.Vendor(one, "test"), _vendors.Vendor(two, "test")], builtin)
+    found = layered.find("custom_add_mul")
+    assert found.source == str(one) and found.library == one / _vendors.LIBRARY
+    assert found.written == ("y1", "y2")
+    assert [d.source for d in layered.declarations()] == [str(one)]
+
+
+# -- load() ----------------------------------------------------------------------------------------------
+
+
+def test_load_returns_what_it_added_and_a_second_load_changes_nothing(tmp_path, fresh_packages):
+    folder = write_package(tmp_path / "v", {"CustomAddMul": ADD_MUL, "ScaleInPlace": SCALE})
+    assert sorted(ops.load(folder)) == ["aclnnCustomAddMul", "aclnnScaleInPlace"]
+    assert ops.load(folder) == []
+    assert "custom_add_mul" in dir(ops)
+
+
+def test_load_refuses_a_folder_that_is_no_package_naming_it(tmp_path, fresh_packages):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ops.VendorError, match=r"empty is not a custom operator package: it has no headers"):
+        ops.load(tmp_path / "empty")
+
+
+# -- references ------------------------------------------------------------------------------------------
+
+
+def test_a_reference_runs_a_custom_operator_on_the_numpy_backend(tmp_path, fresh_packages):
+    ops.load(write_package(tmp_path / "v", {"CustomAddMul": ADD_MUL}))
+
+    @ops.reference("custom_add_mul")
+    def _(x1, x2, y1, y2):
+        y1[...] = x1 + x2
+        y2[...] = x1 * x2
+
+    a, b = np.arange(4, dtype=np.float32), np.full(4, 3, np.float32)
+    y1, y2 = ops.custom_add_mul(a, b, np.empty(4, np.float32), np.empty(4, np.float32))
+    np.testing.assert_array_equal(y1, a + b)
+    np.testing.assert_array_equal(y2, a * b)
+    d = pyaclnn.to_device(a)
+    out1, out2 = pyaclnn.empty(4, np.float32), pyaclnn.empty(4, np.float32)
+    r1, r2 = ops.custom_add_mul(d, d, out1, out2)
+    assert r1 is out1 and r2 is out2
+    np.testing.assert_array_equal(out2.numpy(), a * a)
+    for x in (d, out1, out2):
+        x.close()
+
+
+def test_a_reference_by_c_name_and_outputs_given_to_load(tmp_path, fresh_packages):
+    ops.load(write_package(tmp_path / "v", {"ScaleInPlace": SCALE}), outputs={"aclnnScaleInPlace": ["x"]})
+
+    def scale(x, factor):
+        x *= factor
+
+    ops.register_reference("aclnnScaleInPlace", scale)
+    x = np.arange(3, dtype=np.float32)
+    result = ops.scale_in_place(x, 2.0)
+    assert result is x  # written back into the NumPy array, and returned
+    np.testing.assert_array_equal(x, [0, 2, 4])
+
+
+def test_without_outputs_a_tensor_written_in_place_is_not_copied_back_to_numpy(tmp_path, fresh_packages):
+    """The limit docs/ops.md states: a tensor written without being an output must be a DeviceArray."""
+    ops.load(write_package(tmp_path / "v", {"ScaleInPlace": SCALE}))
+
+    def scale(x, factor):
+        x *= factor
+
+    ops.register_reference("ScaleInPlace", scale)
+    d = pyaclnn.to_device(np.ones(3, np.float32))
+    assert ops.scale_in_place(d, 3.0) is None  # no output by the rules
+    np.testing.assert_array_equal(d.numpy(), [3, 3, 3])  # the device array was written
+    d.close()
+
+
+def test_without_a_reference_the_numpy_backend_says_how_to_register_one(tmp_path, fresh_packages):
+    ops.load(write_package(tmp_path / "v", {"CustomAddMul": ADD_MUL}))
+    with pytest.raises(AttributeError) as info:
+        ops.custom_add_mul  # noqa: B018
+    message = str(info.value)
+    assert "aclnnCustomAddMul" in message and "register_reference('custom_add_mul', fn)" in message
+    assert "npu backend with CANN" in message
+
+
+def test_reference_runs_the_numpy_implementation_on_the_host(tmp_path, fresh_packages):
+    ops.load(write_package(tmp_path / "v", {"CustomAddMul": ADD_MUL}))
+    ops.register_reference(
+        "CustomAddMul", lambda x1, x2, y1, y2: (np.add(x1, x2, out=y1), np.multiply(x1, x2, out=y2))
+    )
+    y1, y2 = ops.custom_add_mul.reference(
+        np.ones(2, np.float32), np.full(2, 2, np.float32), np.empty(2, np.float32), np.empty(2, np.float32)
+    )
+    np.testing.assert_array_equal(y1, [3, 3])
+    np.testing.assert_array_equal(y2, [2, 2])
+
+
+def test_the_catalogue_says_where_each_operator_comes_from(tmp_path, fresh_packages):
+    from pyaclnn.ops import _listing
+
+    folder = write_package(tmp_path / "v", {"CustomAddMul": ADD_MUL})
+    ops.load(folder)
+    report = _listing.describe(ops.catalogue(), "numpy")
+    sources = {o["name"]: o["source"] for o in report["operators"]}
+    assert sources["aclnnCustomAddMul"] == str(folder.resolve())
+    assert sources["aclnnAdd"] == "built-in"
+    roles = {
+        p["name"]: p["role"]
+        for o in report["operators"]
+        if o["name"] == "aclnnCustomAddMul"
+        for p in o["params"]
+    }
+    assert roles == {"x1": "input", "x2": "input", "y1": "output", "y2": "output"}
