@@ -108,13 +108,14 @@ def operator(declaration: Declaration, backend: str | None = None) -> Operator:
     return found
 
 
-def runnable(declaration: Declaration, backend: str | None = None) -> bool:
-    """Whether ``backend`` can run ``declaration`` (it has the operator's phases)."""
+def unavailable(declaration: Declaration, backend: str | None = None) -> str | None:
+    """Why ``backend`` cannot run ``declaration`` (no library exports both phases, no NumPy
+    reference); None when it can."""
     try:
         operator(declaration, backend)
-    except LookupError:
-        return False
-    return True
+    except LookupError as exc:
+        return str(exc.args[0]) if exc.args else type(exc).__name__
+    return None
 
 
 def forget(backend: str) -> None:

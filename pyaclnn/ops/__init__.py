@@ -322,7 +322,12 @@ def __getattr__(name: str) -> Callable[..., Any]:
     reason = _types.refusal(declaration)
     if reason is not None:
         raise AttributeError(f"pyaclnn.ops.{name} ({declaration.phase2_api}) cannot be called: {reason}")
-    if backend == "numpy" and not _generic.runnable(declaration, backend):
+    missing = (
+        _generic.unavailable(declaration, backend) if declaration.library or backend == "numpy" else None
+    )
+    if missing is not None and backend != "numpy":
+        raise AttributeError(f"pyaclnn.ops.{name} ({declaration.phase2_api}) cannot be called: {missing}")
+    if missing is not None:
         raise AttributeError(
             f"pyaclnn.ops.{name} ({declaration.phase2_api}, declared in {declaration.source}) has no NumPy "
             "reference, and the numpy backend runs an operator only through one: register one with "

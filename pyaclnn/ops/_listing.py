@@ -22,8 +22,12 @@ def _matches(pattern: str | None, declaration: Declaration) -> bool:
     return any(pattern.lower() in n.lower() for n in names)
 
 
-def describe(catalogue: Layered, source: str, pattern: str | None = None) -> dict[str, Any]:
-    """The catalogue as ``--json`` prints it: ``{"headers", "operators", "refused"}``."""
+def describe(
+    catalogue: Layered, source: str, pattern: str | None = None, backend: str | None = None
+) -> dict[str, Any]:
+    """The catalogue as ``--json`` prints it: ``{"headers", "operators", "refused"}``. With
+    ``backend`` (the npu backend's name), a custom package's operator whose library does not
+    export both phases is refused too."""
     operators: list[dict[str, Any]] = []
     refused: list[dict[str, Any]] = []
     for declaration in catalogue.declarations():
@@ -31,6 +35,10 @@ def describe(catalogue: Layered, source: str, pattern: str | None = None) -> dic
             continue
         header = catalogue.relative(declaration.header)
         reason = _types.refusal(declaration)
+        if reason is None and backend is not None and declaration.library is not None:
+            from .. import _generic
+
+            reason = _generic.unavailable(declaration, backend)
         if reason is not None:
             refused.append(
                 {
@@ -65,6 +73,7 @@ def run(pattern: str | None, headers: str | None, as_json: bool, out: TextIO) ->
     """List the catalogue of ``headers`` (a folder of operator headers, a CANN home or a custom
     package's vendor folder), else of the active backend; returns the exit status (2 when
     ``headers`` holds no header)."""
+    backend = None
     if headers is not None:
         try:
             folder = header_folder(Path(headers))
@@ -84,7 +93,9 @@ def run(pattern: str | None, headers: str | None, as_json: bool, out: TextIO) ->
         source = (
             str(catalogue.folder) if catalogue.folder is not None else f"{backend} backend (NumPy references)"
         )
-    report = describe(catalogue, source, pattern)
+    report = describe(
+        catalogue, source, pattern, None if headers is not None or backend == "numpy" else backend
+    )
     if as_json:
         json.dump(report, out, indent=2)
         out.write("\n")
