@@ -90,7 +90,7 @@ ACCUMULATE = (
 @pytest.fixture
 def fresh_packages(monkeypatch):
     """No package found or loaded, and no function or reference kept from other tests."""
-    from pyaclnn.kernels import references
+    from pyaclnn.kernels.references import _registry as references
 
     monkeypatch.delenv("ASCEND_CUSTOM_OPP_PATH", raising=False)
     monkeypatch.delenv("ASCEND_OPP_PATH", raising=False)

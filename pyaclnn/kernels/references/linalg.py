@@ -1,0 +1,1 @@
+"""Linear algebra references (the matmul family, convolution). None yet: the CPU fallback adds them."""

@@ -1,0 +1,1 @@
+"""Reduction references (sums, means, cumulative sums). None yet: the CPU fallback adds them."""
