@@ -270,30 +270,35 @@ class Launch:
         The list owns its descriptors (CANN destroys them with it), so they are made for it
         rather than taken from the pool's cache.
         """
-        descriptors: list[Any] = []
-        try:
-            for item, fmt in zip(items, formats):
-                descriptors.append(item._create_descriptor(fmt))
-            handle = acl.create_tensor_list(descriptors, backend=self.backend)
-        except BaseException:
-            for descriptor in descriptors:
-                acl.destroy_tensor(descriptor, backend=self.backend)
-            raise
-        self._own_array(acl.destroy_tensor_list, handle)
-        return handle
+        made = [partial(item._create_descriptor, fmt) for item, fmt in zip(items, formats)]
+        return self._list_of(made, acl.destroy_tensor, acl.create_tensor_list, acl.destroy_tensor_list)
 
     def scalar_list(self, values: Sequence[tuple[np.ndarray, int]]) -> Any:
         """An aclScalarList of ``(value, data_type)`` pairs, the call's (it owns its scalars)."""
-        scalars: list[Any] = []
+        made = [
+            partial(acl.create_scalar, value, data_type, backend=self.backend) for value, data_type in values
+        ]
+        return self._list_of(made, acl.destroy_scalar, acl.create_scalar_list, acl.destroy_scalar_list)
+
+    def _list_of(
+        self,
+        items: Sequence[Callable[[], Any]],
+        destroy_item: Callable[..., Any],
+        create: Callable[..., Any],
+        destroy: Callable[..., Any],
+    ) -> Any:
+        """A list (``create``) of the handles ``items`` make, the call's (``destroy`` when it ends,
+        which destroys the items too); if making it fails, the items made so far are destroyed."""
+        handles: list[Any] = []
         try:
-            for value, data_type in values:
-                scalars.append(acl.create_scalar(value, data_type, backend=self.backend))
-            handle = acl.create_scalar_list(scalars, backend=self.backend)
+            for make in items:
+                handles.append(make())
+            handle = create(handles, backend=self.backend)
         except BaseException:
-            for scalar in scalars:
-                acl.destroy_scalar(scalar, backend=self.backend)
+            for made in handles:
+                destroy_item(made, backend=self.backend)
             raise
-        self._own_array(acl.destroy_scalar_list, handle)
+        self._own_array(destroy, handle)
         return handle
 
     def _map(self, x: np.ndarray) -> DeviceArray | None:
