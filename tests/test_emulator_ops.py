@@ -1,6 +1,6 @@
 """The emulator's math, norm and resize operators and its tensor / scalar lists, through cffi.
 
-The ten operators (aclnnAdd, aclnnCast, aclnnInplaceCopy, aclnnCat, aclnnReduceSum,
+The eleven operators (aclnnAdd, aclnnInplaceAdd, aclnnCast, aclnnInplaceCopy, aclnnCat, aclnnReduceSum,
 aclnnSplitTensor, aclnnNanToNum, aclnnLayerNorm, aclnnForeachAddScalarList, aclnnResize)
 are not in include/decl: their prototypes come from the CANN-form headers each emulator
 home carries (tests/emulator/aclnnop), read here with a few regular expressions and given
@@ -40,6 +40,7 @@ LIBS = {
 #: operator -> the split layout's library that must export it (CANN >= 8.5's split)
 SPLIT_LIBRARY = {
     "aclnnAdd": "libopapi_math.so",
+    "aclnnInplaceAdd": "libopapi_math.so",
     "aclnnCast": "libopapi_math.so",
     "aclnnInplaceCopy": "libopapi_math.so",
     "aclnnCat": "libopapi_math.so",
@@ -54,7 +55,7 @@ SPLIT_LIBRARY = {
     "aclnnGridSampler3D": "libopapi_cv.so",
     "aclnnGridSampler3DBackward": "libopapi_cv.so",
 }
-NEW_OPS = tuple(list(SPLIT_LIBRARY)[:10])
+NEW_OPS = tuple(list(SPLIT_LIBRARY)[:11])
 
 PARAM_NULLPTR, PARAM_INVALID = 161001, 161002
 
@@ -394,6 +395,106 @@ def _check_add_errors(e: _Emu) -> None:
     assert e.op("aclnnAddGetWorkspaceSize")(a[0], a[0], alpha, out[0], ws, ffi.NULL) == PARAM_NULLPTR
     assert "executor" in e.msg()
     e.release(a, b, out, alpha, i, iout)
+
+
+def _check_inplace_add(e: _Emu) -> None:
+    r = rng(11)
+    # other broadcast to selfRef's shape; the result cast to selfRef's type
+    for dtype, other_dtype in (("float32", "float32"), ("float16", "float32"), ("bfloat16", "bfloat16")):
+        x = r.standard_normal((3, 4)).astype(np_dtype(dtype))
+        y = r.standard_normal((1, 4)).astype(np_dtype(other_dtype))
+        tx, ty, alpha = e.tensor(x), e.tensor(y), e.scalar(2.5, "float32")
+        assert e.run("aclnnInplaceAdd", tx[0], ty[0], alpha)[0] == 0, e.msg()
+        want = x.astype(np.float32) + np.float32(2.5) * y.astype(np.float32)
+        close(e.fetch(tx), want.astype(np_dtype(dtype)), dtype)
+        e.release(tx, ty, alpha)
+    # a strided selfRef inside a larger storage: only its elements change
+    base = r.standard_normal((3, 6)).astype(np.float32)
+    tx, ty = e.tensor(base[:, 1:5:2]), e.tensor(np.full((3, 2), 0.5, np.float32))
+    alpha = e.scalar(-1, "int64")
+    assert e.run("aclnnInplaceAdd", tx[0], ty[0], alpha)[0] == 0, e.msg()
+    full = np.empty_like(base)
+    raw = full.reshape(-1).view(np.uint8)
+    assert e.rt.aclrtMemcpy(e.ffi.from_buffer(raw), raw.nbytes, tx[1], raw.nbytes, 2) == 0
+    want = base.copy()
+    want[:, 1:5:2] -= np.float32(0.5)
+    np.testing.assert_array_equal(full, want)
+    e.release(tx, ty, alpha)
+    # integers exactly (wrapping), an integral alpha
+    x = np.array([2**62, -5, 7], np.int64)
+    y = np.array([2**62, 3, -1], np.int64)
+    tx, ty, alpha = e.tensor(x), e.tensor(y), e.scalar(3, "int64")
+    assert e.run("aclnnInplaceAdd", tx[0], ty[0], alpha)[0] == 0, e.msg()
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(e.fetch(tx), x + 3 * y)
+    e.release(tx, ty, alpha)
+    # empty: no executor
+    tx, ty, alpha = e.empty((0, 3), "float32"), e.empty((3,), "float32"), e.scalar(1.0, "float32")
+    assert e.run("aclnnInplaceAdd", tx[0], ty[0], alpha) == (0, "", 0)
+    e.release(tx, ty, alpha)
+
+
+def _alias(e: _Emu, t, shape, offset: int = 0):
+    """A second descriptor over t's memory (its storage), shaped `shape` (row-major) at `offset`."""
+    dims = e.ffi.new("int64_t[]", list(shape))
+    strides = e.ffi.new("int64_t[]", [int(np.prod(shape[i + 1 :])) for i in range(len(shape))])
+    storage = e.ffi.new("int64_t[]", [int(np.prod(t[2]))])
+    a = e.nn.aclCreateTensor(dims, len(shape), DTYPES[t[3].name], strides, offset, 2, storage, 1, t[1])
+    assert a != e.ffi.NULL, e.msg()
+    return a
+
+
+def _check_inplace_add_of_itself(e: _Emu) -> None:
+    x = np.arange(-6, 6, dtype=np.float32).reshape(3, 4) * np.float32(0.75)
+    # torch's x.add_(x): the same descriptor as selfRef and other
+    tx, alpha = e.tensor(x), e.scalar(1, "int64")
+    assert e.run("aclnnInplaceAdd", tx[0], tx[0], alpha)[0] == 0, e.msg()
+    np.testing.assert_array_equal(e.fetch(tx), x + x)
+    # another descriptor over the same memory
+    same = _alias(e, tx, (3, 4))
+    half = e.scalar(0.5, "float32")
+    assert e.run("aclnnInplaceAdd", tx[0], same, half)[0] == 0, e.msg()
+    np.testing.assert_array_equal(e.fetch(tx), (x + x) * np.float32(1.5))
+    # other is selfRef's first row, broadcast over all rows: every row adds the row as it was
+    row = _alias(e, tx, (1, 4))
+    before = e.fetch(tx)
+    assert e.run("aclnnInplaceAdd", tx[0], row, alpha)[0] == 0, e.msg()
+    np.testing.assert_array_equal(e.fetch(tx), before + before[:1])
+    # integers: x.add_(x, alpha=-2) is -x
+    xi = np.arange(5, dtype=np.int32)
+    ti, minus2 = e.tensor(xi), e.scalar(-2, "int32")
+    assert e.run("aclnnInplaceAdd", ti[0], ti[0], minus2)[0] == 0, e.msg()
+    np.testing.assert_array_equal(e.fetch(ti), -xi)
+    e.release(same, row, tx, alpha, half, ti, minus2)
+
+
+def _check_inplace_add_errors(e: _Emu) -> None:
+    ffi = e.ffi
+    a, wide, alpha = e.empty((1, 4), "float32"), e.empty((2, 4), "float32"), e.scalar(1.0, "float32")
+    fails(e, PARAM_NULLPTR, "selfRef", "aclnnInplaceAdd", ffi.NULL, a[0], alpha)
+    fails(e, PARAM_NULLPTR, "other", "aclnnInplaceAdd", a[0], ffi.NULL, alpha)
+    fails(e, PARAM_NULLPTR, "alpha", "aclnnInplaceAdd", a[0], a[0], ffi.NULL)
+    # other must broadcast to selfRef's shape (not merely with it)
+    fails(e, PARAM_INVALID, "other", "aclnnInplaceAdd", a[0], wide[0], alpha)
+    i = e.empty((1, 4), "int32")
+    fails(e, PARAM_INVALID, "selfRef", "aclnnInplaceAdd", i[0], a[0], alpha)  # float result into int32
+    one = e.scalar(1, "int32")
+    assert e.run("aclnnInplaceAdd", a[0], i[0], one)[0] == 0, e.msg()  # int32 other into float32 selfRef
+    fails(e, PARAM_INVALID, "alpha", "aclnnInplaceAdd", i[0], i[0], alpha)  # fractional alpha, int tensors
+    c = e.empty((1, 4), "float32")
+    e.release(c)
+    fails(e, PARAM_INVALID, "selfRef", "aclnnInplaceAdd", c[0], a[0], alpha)  # destroyed
+    ws, ex = ffi.new("uint64_t *"), ffi.new("aclOpExecutor **")
+    assert e.op("aclnnInplaceAddGetWorkspaceSize")(a[0], a[0], alpha, ws, ffi.NULL) == PARAM_NULLPTR
+    assert "executor" in e.msg()
+    # an executor of aclnnAdd is not one of aclnnInplaceAdd
+    out = e.empty((1, 4), "float32")
+    assert e.op("aclnnAddGetWorkspaceSize")(a[0], a[0], alpha, out[0], ws, ex) == 0, e.msg()
+    assert e.op("aclnnInplaceAdd")(ffi.NULL, 0, ex[0], ffi.NULL) == PARAM_INVALID
+    assert "aclnnAddGetWorkspaceSize" in e.msg()
+    assert e.op("aclnnAdd")(ffi.NULL, 0, ex[0], ffi.NULL) == 0, e.msg()
+    assert e.rt.aclrtSynchronizeStream(ffi.NULL) == 0
+    e.release(a, wide, alpha, i, one, out)
 
 
 CAST_TYPES = ("float32", "float16", "bfloat16", "int32", "int64", "bool", "int8", "uint8", "int16")
