@@ -274,3 +274,118 @@ def test_the_catalogue_says_where_each_operator_comes_from(tmp_path, fresh_packa
         for p in o["params"]
     }
     assert roles == {"x1": "input", "x2": "input", "y1": "output", "y2": "output"}
+
+
+# -- on the npu backend, with packages built for the C emulator (tests/custom_package.py) -------------
+
+
+@pytest.fixture
+def npu_packages(emulator_home, monkeypatch, fresh_packages):
+    """The npu backend over the emulator, with no package found or loaded yet."""
+    import os
+
+    os.environ["PYACLNN_ASCEND_HOME"] = str(emulator_home)
+    pyaclnn.set_backend("npu")
+    yield emulator_home
+    pyaclnn.finalize("npu")
+    from pyaclnn import backends
+
+    counts = backends.get("npu").live_counts()
+    assert not any(counts.values()), counts
+
+
+def test_a_loaded_package_runs_its_operators_from_its_own_library(tmp_path, npu_packages):
+    from custom_package import build_vendor
+
+    vendor = build_vendor(
+        tmp_path / "opp", operators=("CustomAddMul", "ScaleInPlace", "MissingLaunch", "SelfRef")
+    )
+    added = ops.load(vendor, outputs={"aclnnScaleInPlace": ["x"]})
+    assert sorted(added) == ["aclnnCustomAddMul", "aclnnMissingLaunch", "aclnnScaleInPlace", "aclnnSelfRef"]
+    a, b = np.arange(4, dtype=np.float32), np.full(4, 2, np.float32)
+    y1, y2 = ops.custom_add_mul(a, b, np.empty(4, np.float32), np.empty(4, np.float32))  # roles: op_proto
+    np.testing.assert_array_equal(y1, a + b)
+    np.testing.assert_array_equal(y2, a * b)
+    x = np.ones(3, np.float32)
+    assert ops.scale_in_place(x, 4.0) is x  # named by outputs=: written back
+    np.testing.assert_array_equal(x, [4, 4, 4])
+    with pytest.raises(AttributeError, match=r"aclnnMissingLaunch is not exported by .*libcust_opapi.so"):
+        ops.missing_launch  # noqa: B018
+    with pytest.raises(pyaclnn.AclnnError, match="ACLNN_ERR_PARAM_INVALID"):
+        ops.custom_add_mul(a, np.ones(3, np.float32), np.empty(4, np.float32), np.empty(4, np.float32))
+    from pyaclnn.ops import _listing
+
+    refused = {
+        r["name"]: r["reason"] for r in _listing.describe(ops.catalogue(), "npu", backend="npu")["refused"]
+    }
+    assert "aclnnMissingLaunch is not exported" in refused["aclnnMissingLaunch"]
+
+
+def test_a_package_shadows_the_built_in_add_and_the_first_package_wins(tmp_path, npu_packages):
+    from custom_package import build_vendor
+
+    x, y = np.ones(2, np.float32), np.ones(2, np.float32)
+    builtin = ops.add(x, y, 1, np.empty(2, np.float32))
+    np.testing.assert_array_equal(builtin, [2, 2])
+    first = build_vendor(tmp_path / "a", vendor="first", operators=("Add",), tag=1000.0)
+    second = build_vendor(tmp_path / "b", vendor="second", operators=("Add",), tag=2000.0)
+    ops.load(first)
+    ops.load(second)
+    np.testing.assert_array_equal(ops.add(x, y, 1, np.empty(2, np.float32)), [1002, 1002])
+    assert ops.add.declaration.source == str(first.resolve())
+
+
+def test_packages_found_by_the_environment_in_cann_order(tmp_path, emulator_home):
+    """ASCEND_CUSTOM_OPP_PATH first, then config.ini's load_priority, then load(): in a child
+    process, since the npu backend reads the environment when it is first used."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    from custom_package import build_vendor, write_config
+
+    opp = tmp_path / "opp"
+    env_first = build_vendor(tmp_path / "env", vendor="env", operators=("Add",), tag=10.0)
+    build_vendor(opp, vendor="low", operators=("Add", "CustomAddMul"), tag=20.0)
+    build_vendor(opp, vendor="high", operators=("Add",), tag=30.0)
+    write_config(opp, ["high", "low"])
+    code = textwrap.dedent(
+        """
+        import json, numpy as np
+        from pyaclnn import ops
+        add = ops.add(np.zeros(1, np.float32), np.zeros(1, np.float32), 1, np.empty(1, np.float32))
+        print(json.dumps({"add": float(add[0]), "source": ops.add.declaration.source,
+                          "custom": ops.custom_add_mul.declaration.source}))
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYACLNN_", "ASCEND_"))}
+    env.update(
+        PYACLNN_ASCEND_HOME=str(emulator_home),
+        PYACLNN_BACKEND="npu",
+        ASCEND_CUSTOM_OPP_PATH=str(env_first),
+        ASCEND_OPP_PATH=str(opp),
+    )
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["add"] == 10.0 and result["source"] == str(env_first)
+    assert result["custom"] == str(opp / "vendors" / "low")
+    env.pop("ASCEND_CUSTOM_OPP_PATH")  # then config.ini decides: high before low
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1])["add"] == 30.0
+
+
+def test_a_library_that_does_not_open_is_refused_naming_it(tmp_path, npu_packages):
+    from custom_package import build_vendor
+
+    vendor = build_vendor(tmp_path / "opp", operators=("CustomAddMul",))
+    broken = tmp_path / "broken"
+    import shutil
+
+    shutil.copytree(vendor, broken)
+    (broken / "op_api" / "lib" / "libcust_opapi.so").write_bytes(b"not an ELF file")
+    with pytest.raises(ops.VendorError, match=r"libcust_opapi.so does not open: "):
+        ops.load(broken)
