@@ -306,6 +306,14 @@ def test_a_loaded_package_runs_its_operators_from_its_own_library(tmp_path, npu_
     y1, y2 = ops.custom_add_mul(a, b, np.empty(4, np.float32), np.empty(4, np.float32))  # roles: op_proto
     np.testing.assert_array_equal(y1, a + b)
     np.testing.assert_array_equal(y2, a * b)
+    # a reference never replaces the device there; .reference runs it on the host, to compare
+    ops.register_reference(
+        "custom_add_mul", lambda x1, x2, o1, o2: (np.add(x1, x2, out=o1), np.add(x1, x2, out=o2))
+    )
+    device = ops.custom_add_mul(a, b, np.empty(4, np.float32), np.empty(4, np.float32))
+    np.testing.assert_array_equal(device[1], a * b)  # the device's, not the (different) reference's
+    host = ops.custom_add_mul.reference(a, b, np.empty(4, np.float32), np.empty(4, np.float32))
+    np.testing.assert_array_equal(host[1], a + b)
     x = np.ones(3, np.float32)
     assert ops.scale_in_place(x, 4.0) is x  # named by outputs=: written back
     np.testing.assert_array_equal(x, [4, 4, 4])
