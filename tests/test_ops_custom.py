@@ -397,3 +397,40 @@ def test_a_library_that_does_not_open_is_refused_naming_it(tmp_path, npu_package
     (broken / "op_api" / "lib" / "libcust_opapi.so").write_bytes(b"not an ELF file")
     with pytest.raises(ops.VendorError, match=r"libcust_opapi.so does not open: "):
         ops.load(broken)
+
+
+def test_the_command_line_lists_a_vendor_folder_with_its_source_and_roles(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    folder = write_package(tmp_path / "v", {"CustomAddMul": ADD_MUL})
+    done = subprocess.run(
+        [sys.executable, "-m", "pyaclnn", "ops", "--headers", str(folder), "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    report = json.loads(done.stdout)
+    assert report["headers"] == str(folder)
+    [entry] = report["operators"]
+    assert entry["source"] == str(folder)
+    assert [p["role"] for p in entry["params"]] == ["input", "input", "output", "output"]
+
+
+def test_inplace_add_of_an_array_with_itself_on_both_backends(backend):
+    """x.add_(x): InplaceAdd given the same array as selfRef and other (the emulator's and the
+    numpy backend's reference both read other before writing selfRef)."""
+    previous = pyaclnn.get_backend()
+    pyaclnn.set_backend(backend)
+    try:
+        x = np.arange(4, dtype=np.float32)
+        result = ops.inplace_add(x, x, 2)
+        assert result is x
+        np.testing.assert_array_equal(x, [0, 3, 6, 9])
+        d = pyaclnn.to_device(np.arange(4, dtype=np.float32))
+        ops.inplace_add(d, d, 1)
+        np.testing.assert_array_equal(d.numpy(), [0, 2, 4, 6])
+        d.close()
+    finally:
+        pyaclnn.set_backend(previous)
