@@ -374,19 +374,44 @@ def finalize(backend: str | None = None) -> None:
             ctx.shutdown()
 
 
-def memory_pool(backend: str | None = None, device: int | None = None) -> MemoryPool:
-    """The memory pool of ``device`` (the thread's current one) on ``backend``.
+def memory_pool(device: int | Device | None = None, *, backend: str | None = None) -> MemoryPool:
+    """The memory pool of ``device`` on ``backend``.
 
-    ``free_all_blocks()`` returns its cached memory to the device.
+    Parameters
+    ----------
+    device : int or pyaclnn.Device, optional
+        The thread's current device if None.
+    backend : {"numpy", "npu"}, optional
+        The active backend by default.
+
+    Returns
+    -------
+    MemoryPool
+        The device's pool; ``free_all_blocks()`` returns its cached memory to the device.
+
+    Raises
+    ------
+    ValueError
+        If the backend has no such device.
     """
     ctx = context(backend)
-    return ctx.device_pool(ctx.device if device is None else _device_id(device, ctx))
+    return ctx.device_pool(device_arg(device, ctx))
+
+
+def device_arg(device: Any, ctx: _Context) -> int:
+    """The device id a public ``device=`` argument names: the thread's current device for None,
+    else :func:`_device_id`'s check."""
+    return ctx.device if device is None else _device_id(device, ctx)
 
 
 def _device_id(device: Any, ctx: _Context) -> int:
-    """``device`` checked against the devices of ``ctx``'s backend."""
+    """``device`` (an int, or a :class:`Device`) checked against the devices of ``ctx``'s backend."""
+    if isinstance(device, Device):
+        if device._ctx is not ctx:
+            raise ValueError(f"device must be a device of backend {ctx.name!r}, got {device!r}")
+        device = device.id
     if isinstance(device, bool) or not isinstance(device, int):
-        raise TypeError(f"device must be an int device id, got {device!r}")
+        raise TypeError(f"device must be an int device id or a pyaclnn.Device, got {type(device).__name__}")
     count = device_count(ctx.name)
     if not 0 <= device < count:
         raise ValueError(
@@ -462,28 +487,37 @@ def set_deterministic(enabled: bool, *, backend: str | None = None) -> None:
         _executors.clear_all(ctx.name)  # planned under the other setting
 
 
-def synchronize(backend: str | None = None) -> None:
-    """Wait for all work on the thread's current device: its open pyaclnn streams, then
-    ``aclrtSynchronizeDevice``.
+def synchronize(device: int | Device | None = None, *, backend: str | None = None) -> None:
+    """Wait for all work on ``device``: its open pyaclnn streams, then ``aclrtSynchronizeDevice``.
+
+    Parameters
+    ----------
+    device : int or pyaclnn.Device, optional
+        The thread's current device if None.
+    backend : {"numpy", "npu"}, optional
+        The active backend by default.
 
     Raises
     ------
     AclError
         The first device error found, naming the stream it was queued on; every
         stream is still waited for.
+    ValueError
+        If the backend has no such device.
     """
     ctx = context(backend)
+    device = device_arg(device, ctx)
     first: AclError | None = None
     for stream in ctx.open_streams():
         try:
-            if stream.device == ctx.device:
+            if stream.device == device:
                 stream._state.synchronize()  # one closed meanwhile by another thread has no work left
         except AclError as exc:
             first = first or exc
     try:
         # The thread's ACL binding may be another device (a guard leaves its device bound in a
         # thread that had bound none): aclrtSynchronizeDevice waits for the bound one.
-        with ctx.on_device(ctx.device):
+        with ctx.on_device(device):
             acl.rt.synchronize_device(backend=ctx.name)
     except AclError as exc:
         first = first or exc

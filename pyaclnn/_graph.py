@@ -638,7 +638,7 @@ class _GraphCapture(AbstractContextManager[Graph]):
         g = self.graph
         stream = self.stream
         if stream is None:
-            stream = self.own = Stream(g.backend, device=g.device)
+            stream = self.own = Stream(g.device, backend=g.backend)
         try:
             g.capture_begin(stream, self.mode)
             stream.__enter__()  # calls that name no stream go to the capture
