@@ -676,6 +676,24 @@ aclError aclrtSynchronizeStream(aclrtStream stream)
 
 static int marker_done_locked(const emu_task *t);
 
+/* Caller holds emu_lock. A query that found work pending waits for the next task to finish, at
+ * most EMU_POLL_WAIT_NS, before it answers: a device runs beside the host and takes none of its
+ * CPU, but the emulator's workers are host threads, and a polling loop on a busy host would
+ * otherwise keep the core the worker needs to end its kernel for a scheduler tick (4 ms). */
+#define EMU_POLL_WAIT_NS 200000u
+
+static void poll_wait_locked(void)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += EMU_POLL_WAIT_NS;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec += 1;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&g_progress, &emu_lock, &until);
+}
+
 /* Caller holds emu_lock. Nothing of s is queued, and what runs (if anything) is an event record
  * that already completed the event: whoever saw the event complete sees the stream done. */
 static int stream_done_locked(const emu_stream *s)
@@ -702,7 +720,16 @@ aclError aclrtStreamQuery(aclrtStream stream, aclrtStreamStatus *status)
         rc = ACL_ERROR_RT_STREAM_CAPTURED;
     }
     if (rc == ACL_SUCCESS) {
-        *status = stream_done_locked(s) ? ACL_STREAM_STATUS_COMPLETE : ACL_STREAM_STATUS_NOT_READY;
+        int done = stream_done_locked(s);
+        if (!done) {
+            s->syncers++; /* a destroy waits for us */
+            poll_wait_locked();
+            done = stream_done_locked(s);
+            if (--s->syncers == 0) {
+                pthread_cond_broadcast(&g_progress);
+            }
+        }
+        *status = done ? ACL_STREAM_STATUS_COMPLETE : ACL_STREAM_STATUS_NOT_READY;
     }
     pthread_mutex_unlock(&emu_lock);
     return rc;
@@ -1230,9 +1257,15 @@ aclError aclrtQueryEventStatus(aclrtEvent event, aclrtEventRecordedStatus *statu
 {
     pthread_mutex_lock(&emu_lock);
     emu_event *e = event_of("aclrtQueryEventStatus", event);
-    int complete = e != NULL && e->completed >= e->recorded;
     aclError captured = e != NULL && status != NULL ? event_captured_locked("aclrtQueryEventStatus", "event", e, event)
                                                     : ACL_SUCCESS;
+    int complete = e != NULL && e->completed >= e->recorded;
+    if (e != NULL && status != NULL && captured == ACL_SUCCESS && !complete) {
+        e->refs++; /* it may be destroyed while we wait */
+        poll_wait_locked();
+        complete = e->completed >= e->recorded;
+        event_unref_locked(e);
+    }
     pthread_mutex_unlock(&emu_lock);
     if (e == NULL) {
         return ACL_ERROR_INVALID_PARAM;
