@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 from . import _context, _decl, _executors, _timeline, acl
 from . import backends as _backends
 from ._pool import Block
-from .errors import AclError, make_error
+from .errors import AclError, describe, make_error
 
 _COMPLETE = _decl.constant("ACL_EVENT_RECORDED_STATUS_COMPLETE")
 _STREAM_COMPLETE = _decl.constant("ACL_STREAM_STATUS_COMPLETE")
@@ -312,8 +312,9 @@ class _Owned:
             or (same_device and getattr(other, "device", None) != device)
         ):
             where = f" on device {device}" if same_device else ""
+            got = describe(other)
             raise ValueError(
-                f"{name} must be a pyaclnn.{kind.__name__} of backend {backend!r}{where}, got {other!r}"
+                f"{name} must be a pyaclnn.{kind.__name__} of backend {backend!r}{where}, got {got}"
             )
         other._check_open()
 
