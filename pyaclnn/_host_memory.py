@@ -203,9 +203,13 @@ class HostMemory:
         while (
             mapping is not None
             and mapping.users == 0
-            and not (mapping.device == device and mapping.start <= start and end <= mapping.end)
+            and not (mapping.device == device and mapping.start == start and end == mapping.end)
         ):
-            self._end(self._unidle(mapping))  # idle, in the way: ended, as if gone already
+            # Idle and not of exactly these pages: ended, as if gone already. An idle mapping keeps
+            # no array, so one left by arrays since freed must not serve others: an array's device
+            # address is the mapping's plus its offset, and a plan is keyed by it, so a stale range
+            # would give the same arrays other addresses (and other plans) than their own mapping.
+            self._end(self._unidle(mapping))
             mapping = self._overlapping(start, end)
         if mapping is not None:
             if mapping.device != device or not (mapping.start <= start and end <= mapping.end):
@@ -293,6 +297,11 @@ class HostMemory:
         end = start + -(-buffer.size // PAGE) * PAGE
         with self._lock:
             mapping = self._overlapping(start, end)
+            while mapping is not None and mapping.users == 0:
+                # Idle over the buffer's fresh memory: its arrays died (an idle mapping keeps none);
+                # ended, so that the buffer gets a registration of its own.
+                self._end(self._unidle(mapping))
+                mapping = self._overlapping(start, end)
             if mapping is not None and mapping.held and mapping.users == 1 and mapping.device != device:
                 self._unhold(mapping)
             mapping = self._covering(start, end, device, [buffer])
