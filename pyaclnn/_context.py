@@ -25,7 +25,7 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from . import _decl, _executors, acl
+from . import _decl, _env, _executors, acl
 from . import backends as _backends
 from ._host_memory import HostMemory
 from ._host_pool import HostPool
@@ -49,10 +49,9 @@ def map_host_by_environment() -> int | None:
     """From ``PYACLNN_MAP_HOST``: the bytes of NumPy arrays from which a call maps them, on a
     backend whose device memory is host memory; None (``0``: always copy, to compare or to
     rule the mapping out); ``always``: 0, every array (the test suite's setting)."""
-    value = os.environ.get("PYACLNN_MAP_HOST", "1").strip().lower()
-    if value == "0":
-        return None
-    return 0 if value == "always" else MAP_HOST_MIN_BYTES
+    return _env.choice(
+        "PYACLNN_MAP_HOST", {"1": MAP_HOST_MIN_BYTES, "0": None, "always": 0}, MAP_HOST_MIN_BYTES
+    )
 
 
 def launch_blocking_by_environment() -> bool:

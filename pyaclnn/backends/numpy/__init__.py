@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ... import _decl
+from ... import _decl, _env
 from ... import dtypes as _dtypes
 from ...constants import (
     ACL_CONTINUE_ON_FAILURE,
@@ -161,10 +161,7 @@ def _wait(event: Event, worker: Worker, graph: int = 0) -> None:
 
 def _device_count() -> int:
     """PYACLNN_EMU_DEVICES (default 1), read once when the backend is made."""
-    try:
-        return max(1, int(os.environ.get("PYACLNN_EMU_DEVICES", "1")))
-    except ValueError:
-        return 1
+    return _env.integer("PYACLNN_EMU_DEVICES", 1, minimum=1)
 
 
 class NumpyBackend(OperatorsMixin):

@@ -45,23 +45,16 @@ HAZARD_FATAL = "PYACLNN_EMU_HAZARD_FATAL"
 def hazards_are_fatal() -> bool:
     """Whether ``PYACLNN_EMU_HAZARD_FATAL`` is 1: a hazard aborts the process (the C emulator reads
     the same variable)."""
-    return _env.value(HAZARD_FATAL).strip() == "1"
+    return _env.flag(HAZARD_FATAL, False)
 
 
 def env_ns(name: str) -> int:
     """The microseconds in environment variable ``name``, as nanoseconds.
 
-    Read at each call (tests change the variables between calls; the fast
-    reader of :mod:`pyaclnn.kernels._env`); unset, empty, negative or
-    malformed values count as 0.
+    Read at each call (tests change the variables between calls); unset or empty
+    is 0, and so is a malformed value, which :mod:`pyaclnn._env` warns about.
     """
-    raw = _env.value(name)
-    if not raw:
-        return 0
-    try:
-        return max(0, int(float(raw) * 1000))
-    except ValueError:
-        return 0
+    return int(_env.microseconds(name) * 1000)
 
 
 #: The longest a query that finds work pending blocks, with the GIL released (Worker.settled):
