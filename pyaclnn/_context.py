@@ -397,6 +397,111 @@ def memory_pool(device: int | Device | None = None, *, backend: str | None = Non
     return ctx.device_pool(device_arg(device, ctx))
 
 
+_PARAMETERS = """
+    Parameters
+    ----------
+    device : int or pyaclnn.Device, optional
+        The thread's current device if None.
+    backend : {"numpy", "npu"}, optional
+        The active backend by default.
+"""
+_RAISES = """
+    Raises
+    ------
+    ValueError
+        If the backend has no such device.
+"""
+
+
+def _documented(summary: str, returns: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Give a memory function its numpydoc docstring: ``summary``, the two parameters,
+    ``returns`` (type, then its lines indented by 8), the ValueError of a missing device."""
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        fn.__doc__ = f"{summary}\n{_PARAMETERS}\n    Returns\n    -------\n    {returns}\n{_RAISES}"
+        return fn
+
+    return decorate
+
+
+@_documented(
+    "Bytes of device memory arrays and workspaces hold now (``torch.cuda.memory_allocated``).",
+    "int\n        Bytes of the blocks in use; the pool rounds each request up (512 B, 1 MiB above 1 MiB).",
+)
+def memory_allocated(device: int | Device | None = None, *, backend: str | None = None) -> int:
+    return memory_pool(device, backend=backend)._counts_of("_allocated")
+
+
+@_documented(
+    "The most :func:`memory_allocated` has been since the start or the last "
+    ":func:`reset_peak_memory_stats` (``torch.cuda.max_memory_allocated``).",
+    "int\n        Bytes.",
+)
+def max_memory_allocated(device: int | Device | None = None, *, backend: str | None = None) -> int:
+    return memory_pool(device, backend=backend)._counts_of("_peak_allocated")
+
+
+@_documented(
+    "Bytes of device memory the pool holds: in use and cached (``torch.cuda.memory_reserved``).",
+    "int\n        Bytes allocated with ``aclrtMalloc`` and not freed yet.",
+)
+def memory_reserved(device: int | Device | None = None, *, backend: str | None = None) -> int:
+    return memory_pool(device, backend=backend)._counts_of("_reserved")
+
+
+@_documented(
+    "The most :func:`memory_reserved` has been since the start or the last "
+    ":func:`reset_peak_memory_stats` (``torch.cuda.max_memory_reserved``).",
+    "int\n        Bytes.",
+)
+def max_memory_reserved(device: int | Device | None = None, *, backend: str | None = None) -> int:
+    return memory_pool(device, backend=backend)._counts_of("_peak_reserved")
+
+
+@_documented(
+    "Start the peaks of :func:`max_memory_allocated` and :func:`max_memory_reserved` again from "
+    "the current values (``torch.cuda.reset_peak_memory_stats``).",
+    "None",
+)
+def reset_peak_memory_stats(device: int | Device | None = None, *, backend: str | None = None) -> None:
+    memory_pool(device, backend=backend).reset_peak()
+
+
+@_documented(
+    "The device's memory statistics, under ``torch.cuda.memory_stats``'s names.",
+    "dict of str to int\n"
+    '        ``"allocated_bytes.all.current"`` / ``".peak"`` (:func:`memory_allocated`),\n'
+    '        ``"reserved_bytes.all.current"`` / ``".peak"`` (:func:`memory_reserved`),\n'
+    '        ``"inactive_split_bytes.all.current"`` (cached: reserved and not in use),\n'
+    '        ``"num_device_alloc"``, ``"num_device_free"`` (``aclrtMalloc`` / ``aclrtFree`` calls),\n'
+    '        ``"num_alloc_retries"`` (out of memory, cache freed, tried again) and ``"num_ooms"``.',
+)
+def memory_stats(device: int | Device | None = None, *, backend: str | None = None) -> dict[str, int]:
+    return memory_pool(device, backend=backend).memory_stats()
+
+
+@_documented(
+    "Give the pool's cached blocks back to the device (``torch.cuda.empty_cache``): each once the "
+    "work queued before its release has finished (the fences are waited for); blocks in use stay.",
+    "None",
+)
+def empty_cache(device: int | Device | None = None, *, backend: str | None = None) -> None:
+    memory_pool(device, backend=backend).free_all_blocks()
+
+
+@_documented(
+    "Free and total bytes of the device's memory, from ``aclrtGetMemInfo(ACL_HBM_MEM)`` "
+    "(``torch.cuda.mem_get_info``). The numpy backend's device is the host's memory "
+    "(``PYACLNN_NUMPY_DEVICE_MEMORY`` bytes, else three quarters of it); the CANN emulator's is "
+    "``PYACLNN_EMU_DEVICE_MEMORY`` bytes, else 64 GiB.",
+    "tuple of int\n        ``(free, total)``; the pool's cached blocks count as used.",
+)
+def mem_get_info(device: int | Device | None = None, *, backend: str | None = None) -> tuple[int, int]:
+    ctx = context(backend)
+    with ctx.on_device(device_arg(device, ctx)):
+        return acl.rt.get_mem_info(backend=ctx.name)
+
+
 def device_arg(device: Any, ctx: _Context) -> int:
     """The device id a public ``device=`` argument names: the thread's current device for None,
     else :func:`_device_id`'s check."""

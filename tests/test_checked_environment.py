@@ -102,6 +102,7 @@ def test_an_unknown_backend_is_refused_naming_the_choices(monkeypatch):
         ("PYACLNN_EMU_KERNEL_US", "abc", "a number of microseconds >= 0"),
         ("PYACLNN_EMU_HAZARD_FATAL", "sure", "1, on, true, yes or 0, off, false, no"),
         ("PYACLNN_EMU_DEVICES", "many", "an integer from 1 to"),
+        ("PYACLNN_EMU_DEVICE_MEMORY", "-5", "a number of bytes >= 1"),
     ],
 )
 def test_the_c_emulator_says_what_it_ignores(emulator_home, name, bad, accepts):

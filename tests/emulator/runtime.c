@@ -47,7 +47,10 @@
 #include <strings.h>
 #include <time.h>
 
-#define EMU_DEVICE_TOTAL ((size_t)64 << 30) /* 64 GiB, like a 910B */
+/* Bytes of each emulated device: PYACLNN_EMU_DEVICE_MEMORY, read once, else 64 GiB (a 910B). */
+#define EMU_DEVICE_DEFAULT ((size_t)64 << 30)
+static size_t emu_device_total(void);
+#define EMU_DEVICE_TOTAL emu_device_total()
 #define EMU_ALIGN 32
 
 pthread_mutex_t emu_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -300,6 +303,30 @@ void emu_sleep_us(long us)
     }
     while (monotonic_us() < end) {
     }
+}
+
+static pthread_once_t g_total_once = PTHREAD_ONCE_INIT;
+static size_t g_device_total = EMU_DEVICE_DEFAULT;
+
+static void read_device_total(void)
+{
+    const char *text = getenv("PYACLNN_EMU_DEVICE_MEMORY");
+    if (text == NULL || *text == '\0') {
+        return;
+    }
+    char *end;
+    unsigned long long n = strtoull(text, &end, 10);
+    if (*end != '\0' || n == 0 || text[0] == '-') {
+        env_malformed("PYACLNN_EMU_DEVICE_MEMORY", text, "a number of bytes >= 1", "64 GiB");
+        return;
+    }
+    g_device_total = (size_t)n;
+}
+
+static size_t emu_device_total(void)
+{
+    pthread_once(&g_total_once, read_device_total);
+    return g_device_total;
 }
 
 /* ---- devices ------------------------------------------------------------- */
