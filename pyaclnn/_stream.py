@@ -219,15 +219,16 @@ class StreamState:
     def query(self) -> bool:
         """Whether every task on the stream is done (``aclrtStreamQuery``); the host does not wait.
 
-        Not under the lock: a query must not wait for a launch of another thread. Nothing
-        counts as done here: only a wait changes the bookkeeping.
+        Under the lock, so that a close in another thread cannot destroy the handle meanwhile.
+        Nothing counts as done here: only a wait changes the bookkeeping.
         """
         if self.capture is not None:
             self.capture.refuse(f"query() of {self.name}", _CAPTURING)
-        if not self.open:
-            raise ValueError("stream is closed")
-        with self._ctx.on_device(self.device):
-            status = acl.rt.stream_query(self.handle, backend=self.backend)
+        with self.lock:
+            if not self.open:
+                raise ValueError("stream is closed")
+            with self._ctx.on_device(self.device):
+                status = acl.rt.stream_query(self.handle, backend=self.backend)
         return bool(status == _STREAM_COMPLETE)
 
     def close(self, destroy: bool = True) -> None:

@@ -169,6 +169,7 @@ class Worker:
         self._running = False  # a thread (the worker or a waiting caller) runs the head of _pending
         self._idle = False  # the worker thread sleeps on _work: only then is notifying it needed
         self._waiters = 0  # threads asleep in wait(): finishing a task notifies only when there are some
+        self._sleep_until_ns = 0  # while the running task sleeps out its simulated time: its end
         # Daemon: a stream nobody destroyed must not keep the process alive at exit.
         self._thread = threading.Thread(
             target=self._loop, name=f"pyaclnn-stream-{self.label}-dev{self.device}", daemon=True
@@ -225,12 +226,16 @@ class Worker:
         a task finishes meanwhile) before it answers. A polling loop (``while not
         s.query(): pass``) otherwise keeps the GIL from the worker thread, which needs it to
         finish the task it runs, for a whole switch interval (5 ms): the loop would wait
-        25 times a 0.2 ms kernel. Unlike :meth:`wait`, the caller never runs a task itself.
+        25 times a 0.2 ms kernel. Not while the running task sleeps out its simulated time
+        (it needs no GIL then): a poll of the memory pool's fences, say, answers at once.
+        Unlike :meth:`wait`, the caller never runs a task itself.
         """
         with self._lock:
             target = self._submitted if seq is None else seq
             if self._finished >= target:
                 return True
+            if self._sleep_until_ns and time.monotonic_ns() < self._sleep_until_ns:
+                return False
             self._waiters += 1
             try:
                 self._done.wait(POLL_WAIT_S)
@@ -331,7 +336,10 @@ class Worker:
         try:
             # Device time passes before the task writes, so a caller that
             # does not synchronize sees the old contents.
-            sleep_ns(task.min_ns)
+            if task.min_ns > 0:
+                self._sleep_until_ns = time.monotonic_ns() + task.min_ns
+                sleep_ns(task.min_ns)
+                self._sleep_until_ns = 0
             task.run()
         except DeviceError as exc:
             self._fail(exc.status, exc.message)
