@@ -94,7 +94,7 @@ def pyaclnn_calls(backend: str, executor_cache: bool = True) -> dict[str, Callab
     """
     import pyaclnn
 
-    stream = pyaclnn.Stream(backend)
+    stream = pyaclnn.Stream(backend=backend)
     stream._state.executors.enabled = executor_cache
 
     rng = np.random.default_rng(0)

@@ -123,7 +123,7 @@ def measure(calls: int, loops: int, kernel_us: int, sync_us: int) -> dict[str, d
 
     ctx = runtime.context("npu")
     results: dict[str, dict[str, float]] = {}
-    with pyaclnn.Stream("npu") as stream:
+    with pyaclnn.Stream(backend="npu") as stream:
         for op in OPS:
             run = chain(op, stream)
             results[op] = {}
@@ -151,7 +151,7 @@ def measure_replay(backend: str, loops: int, kernel_us: int, sync_us: int) -> di
 
     os.environ["PYACLNN_EMU_KERNEL_US"] = str(kernel_us)  # a capture records the kernel time
     os.environ["PYACLNN_EMU_SYNC_US"] = str(sync_us)
-    with pyaclnn.Stream(backend) as stream:
+    with pyaclnn.Stream(backend=backend) as stream:
         chain = _common.SamplerChain(backend, stream, SHAPE, REPLAY_CALLS)
         queue, outs = chain.queue, chain.outputs
         reps = 5 * loops

@@ -87,7 +87,7 @@ def _layer_pieces() -> tuple[dict[str, Callable[[], Any]], Callable[[], None], A
     from pyaclnn._executors import Call
     from pyaclnn._launch import Launch
 
-    stream = pyaclnn.Stream("npu")
+    stream = pyaclnn.Stream(backend="npu")
     state = stream._state
     rng = np.random.default_rng(0)
     x = rng.standard_normal(bench_overhead.POOL_SHAPE, dtype=np.float32)

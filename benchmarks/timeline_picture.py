@@ -54,7 +54,7 @@ def record(backend: str, calls: int, kernel_us: int, trace_dir: str) -> str:
     import pyaclnn
 
     os.environ["PYACLNN_EMU_KERNEL_US"] = str(kernel_us)  # a capture records the kernel time too
-    with pyaclnn.Stream(backend) as stream:
+    with pyaclnn.Stream(backend=backend) as stream:
         chain = _common.SamplerChain(backend, stream, SHAPE, calls)
         queue = chain.queue
         queue()  # warm-up, not recorded: plans cached as in a steady loop

@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from . import __version__
+from . import __version__, _env
 from . import backends as _backends
 
 _GIB = 1 << 30
@@ -125,7 +125,7 @@ def _numpy_info() -> dict[str, Any]:
     return {
         "soc": acl.rt.get_soc_name(backend="numpy"),
         "memory": _memory("numpy"),
-        "memory_from_environment": bool(os.environ.get("PYACLNN_NUMPY_DEVICE_MEMORY")),
+        "memory_from_environment": bool(_env.integer("PYACLNN_NUMPY_DEVICE_MEMORY", 0, minimum=1)),
         "device_count": count,
         "devices": _devices("numpy", count),
         "compiled_kernels": _accel.accel_status(),
@@ -146,7 +146,7 @@ def collect_info() -> dict[str, Any]:
         "numpy_version": _numpy_version(),
         "machine": platform.machine(),
         "system": platform.system(),
-        "requested_backend": os.environ.get("PYACLNN_BACKEND", "auto").strip().lower() or "auto",
+        "requested_backend": _env.text("PYACLNN_BACKEND").lower() or "auto",
         "active_backend": None,
         "selection_reason": None,
     }

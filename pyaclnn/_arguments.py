@@ -17,7 +17,7 @@ import numpy.typing as npt
 from . import _operators as _ops
 from . import dtypes as _dtypes
 from ._array import DeviceArray
-from .errors import ArgumentOverflowError
+from .errors import ArgumentOverflowError, describe
 
 __all__ = [
     "IntOrSeq",
@@ -90,7 +90,7 @@ def int_tuple(name: str, value: IntOrSeq) -> tuple[int, ...]:
     result = []
     for item in items:
         if isinstance(item, (bool, np.bool_)) or not isinstance(item, (int, np.integer)):
-            raise TypeError(f"{name} must be an int or a sequence of ints, got {value!r}")
+            raise TypeError(f"{name} must be an int or a sequence of ints, got {describe(value)}")
         result.append(int64(name, item))
     return tuple(result)
 
@@ -137,9 +137,11 @@ def mode(name: str, value: str | int, names: dict[str, int]) -> int:
             return names[value]
         except KeyError:
             valid = ", ".join(repr(n) for n in names)
-            raise ValueError(f"{name} must be one of {valid} or the C API's integer, got {value!r}") from None
+            raise ValueError(
+                f"{name} must be one of {valid} or the C API's integer, got {describe(value)}"
+            ) from None
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be a str or an int, got {value!r}")
+        raise TypeError(f"{name} must be a str or an int, got {describe(value)}")
     return int64(name, value)
 
 
@@ -147,7 +149,7 @@ def flag(name: str, value: Any) -> bool:
     if type(value) is bool:
         return value  # the common case, without the general check below
     if not isinstance(value, (bool, np.bool_, int, np.integer)):
-        raise TypeError(f"{name} must be a bool, got {value!r}")
+        raise TypeError(f"{name} must be a bool, got {describe(value)}")
     return bool(value)
 
 
@@ -163,7 +165,7 @@ def out_pair(out: Any) -> tuple[OutArray | None, OutArray | None]:
     if out is None:
         return None, None
     if not isinstance(out, (tuple, list)) or len(out) != 2:
-        raise TypeError(f"out must be a pair (array or None, array or None), got {out!r}")
+        raise TypeError(f"out must be a pair (array or None, array or None), got {describe(out)}")
     first, second = out
     if first is not None and second is not None and first is second:
         raise ValueError("out: both outputs would be written into the same array")
@@ -174,7 +176,7 @@ def layout(layout: str) -> int:
     try:
         return LAYOUTS[layout]
     except (KeyError, TypeError):
-        raise ValueError(f"layout must be 'NCDHW' or 'NDHWC', got {layout!r}") from None
+        raise ValueError(f"layout must be 'NCDHW' or 'NDHWC', got {describe(layout)}") from None
 
 
 def output_mask(value: Any) -> tuple[bool, ...]:
@@ -182,5 +184,5 @@ def output_mask(value: Any) -> tuple[bool, ...]:
     if type(value) is tuple and len(value) == 2 and type(value[0]) is bool and type(value[1]) is bool:
         return value  # the common case, without the general checks below
     if isinstance(value, (str, bytes)) or not isinstance(value, (Sequence, np.ndarray)):
-        raise TypeError(f"output_mask must be a sequence of two bools, got {value!r}")
+        raise TypeError(f"output_mask must be a sequence of two bools, got {describe(value)}")
     return tuple(flag("output_mask", m) for m in value)

@@ -23,6 +23,7 @@ from . import dtypes as _dtypes
 from ._executors import Call
 from ._pool import Block, MemoryPool
 from ._stream import Stream, current, require_stream_on
+from .errors import describe
 
 _H2D = _decl.constant("ACL_MEMCPY_HOST_TO_DEVICE")
 _D2D = _decl.constant("ACL_MEMCPY_DEVICE_TO_DEVICE")
@@ -249,7 +250,7 @@ class DeviceArray(Generic[_S]):
                 f"strides has {len(strides)} values for {len(shape)} dims of shape {list(shape)}"
             )
         if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)) or offset < 0:
-            raise ValueError(f"offset must be an int >= 0 (in elements), got {offset!r}")
+            raise ValueError(f"offset must be an int >= 0 (in elements), got {describe(offset)}")
         ctx = _context.context(backend)
         pool = _pool_of(ctx, None, device)
         size = prod(shape)
@@ -767,9 +768,9 @@ def _shape(values: Any, name: str = "shape") -> tuple[int, ...]:
     try:
         items = tuple(values)
     except TypeError:
-        raise TypeError(f"{name} must be a sequence of ints, got {values!r}") from None
+        raise TypeError(f"{name} must be a sequence of ints, got {describe(values)}") from None
     if any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) for v in items):
-        raise TypeError(f"{name} must be a sequence of ints, got {values!r}")
+        raise TypeError(f"{name} must be a sequence of ints, got {describe(values)}")
     if any(v < 0 for v in items):
         raise ValueError(f"{name} {list(map(int, items))} has a negative value; every value must be >= 0")
     return tuple(int(v) for v in items)
@@ -780,9 +781,9 @@ def _inferred_shape(values: Any, size: int) -> tuple[int, ...]:
     try:
         items = tuple(values)
     except TypeError:
-        raise TypeError(f"shape must be ints, got {values!r}") from None
+        raise TypeError(f"shape must be ints, got {describe(values)}") from None
     if any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) for v in items):
-        raise TypeError(f"shape must be ints, got {values!r}")
+        raise TypeError(f"shape must be ints, got {describe(values)}")
     unknown = [i for i, v in enumerate(items) if v == -1]
     if len(unknown) > 1 or any(v < -1 for v in items):
         raise ValueError(f"shape {list(items)}: at most one -1, and no other negative value")
@@ -1135,7 +1136,8 @@ def to_device(
     backend : {"numpy", "npu"}, optional
         Where to put it; the active backend by default.
     stream : Stream, optional
-        The stream the copy is queued on and the array is for.
+        The stream the copy is queued on and the array is for; the calling thread's
+        current stream of ``device`` by default.
     device : int, optional
         The device to copy to (by default the stream's, or the thread's current one).
     """

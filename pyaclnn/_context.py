@@ -25,7 +25,7 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from . import _decl, _executors, acl
+from . import _decl, _env, _executors, acl
 from . import backends as _backends
 from ._host_memory import HostMemory
 from ._host_pool import HostPool
@@ -49,10 +49,9 @@ def map_host_by_environment() -> int | None:
     """From ``PYACLNN_MAP_HOST``: the bytes of NumPy arrays from which a call maps them, on a
     backend whose device memory is host memory; None (``0``: always copy, to compare or to
     rule the mapping out); ``always``: 0, every array (the test suite's setting)."""
-    value = os.environ.get("PYACLNN_MAP_HOST", "1").strip().lower()
-    if value == "0":
-        return None
-    return 0 if value == "always" else MAP_HOST_MIN_BYTES
+    return _env.choice(
+        "PYACLNN_MAP_HOST", {"1": MAP_HOST_MIN_BYTES, "0": None, "always": 0}, MAP_HOST_MIN_BYTES
+    )
 
 
 def launch_blocking_by_environment() -> bool:
@@ -374,19 +373,149 @@ def finalize(backend: str | None = None) -> None:
             ctx.shutdown()
 
 
-def memory_pool(backend: str | None = None, device: int | None = None) -> MemoryPool:
-    """The memory pool of ``device`` (the thread's current one) on ``backend``.
+def memory_pool(device: int | Device | None = None, *, backend: str | None = None) -> MemoryPool:
+    """The memory pool of ``device`` on ``backend``.
 
-    ``free_all_blocks()`` returns its cached memory to the device.
+    Parameters
+    ----------
+    device : int or pyaclnn.Device, optional
+        The thread's current device if None.
+    backend : {"numpy", "npu"}, optional
+        The active backend by default.
+
+    Returns
+    -------
+    MemoryPool
+        The device's pool; ``free_all_blocks()`` returns its cached memory to the device.
+
+    Raises
+    ------
+    ValueError
+        If the backend has no such device.
     """
     ctx = context(backend)
-    return ctx.device_pool(ctx.device if device is None else _device_id(device, ctx))
+    return ctx.device_pool(device_arg(device, ctx))
+
+
+_PARAMETERS = """
+    Parameters
+    ----------
+    device : int or pyaclnn.Device, optional
+        The thread's current device if None.
+    backend : {"numpy", "npu"}, optional
+        The active backend by default.
+"""
+_RAISES = """
+    Raises
+    ------
+    ValueError
+        If the backend has no such device.
+"""
+
+
+def _documented(summary: str, returns: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Give a memory function its numpydoc docstring: ``summary``, the two parameters,
+    ``returns`` (type, then its lines indented by 8), the ValueError of a missing device."""
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        fn.__doc__ = f"{summary}\n{_PARAMETERS}\n    Returns\n    -------\n    {returns}\n{_RAISES}"
+        return fn
+
+    return decorate
+
+
+@_documented(
+    "Bytes of device memory arrays and workspaces hold now (``torch.cuda.memory_allocated``).",
+    "int\n        Bytes of the blocks in use; the pool rounds each request up (512 B, 1 MiB above 1 MiB).",
+)
+def memory_allocated(device: int | Device | None = None, *, backend: str | None = None) -> int:
+    return memory_pool(device, backend=backend)._counts_of("_allocated")
+
+
+@_documented(
+    "The most :func:`memory_allocated` has been since the start or the last "
+    ":func:`reset_peak_memory_stats` (``torch.cuda.max_memory_allocated``).",
+    "int\n        Bytes.",
+)
+def max_memory_allocated(device: int | Device | None = None, *, backend: str | None = None) -> int:
+    return memory_pool(device, backend=backend)._counts_of("_peak_allocated")
+
+
+@_documented(
+    "Bytes of device memory the pool holds: in use and cached (``torch.cuda.memory_reserved``).",
+    "int\n        Bytes allocated with ``aclrtMalloc`` and not freed yet.",
+)
+def memory_reserved(device: int | Device | None = None, *, backend: str | None = None) -> int:
+    return memory_pool(device, backend=backend)._counts_of("_reserved")
+
+
+@_documented(
+    "The most :func:`memory_reserved` has been since the start or the last "
+    ":func:`reset_peak_memory_stats` (``torch.cuda.max_memory_reserved``).",
+    "int\n        Bytes.",
+)
+def max_memory_reserved(device: int | Device | None = None, *, backend: str | None = None) -> int:
+    return memory_pool(device, backend=backend)._counts_of("_peak_reserved")
+
+
+@_documented(
+    "Start the peaks of :func:`max_memory_allocated` and :func:`max_memory_reserved` again from "
+    "the current values (``torch.cuda.reset_peak_memory_stats``).",
+    "None",
+)
+def reset_peak_memory_stats(device: int | Device | None = None, *, backend: str | None = None) -> None:
+    memory_pool(device, backend=backend).reset_peak()
+
+
+@_documented(
+    "The device's memory statistics, under ``torch.cuda.memory_stats``'s names.",
+    "dict of str to int\n"
+    '        ``"allocated_bytes.all.current"`` / ``".peak"`` (:func:`memory_allocated`),\n'
+    '        ``"reserved_bytes.all.current"`` / ``".peak"`` (:func:`memory_reserved`),\n'
+    '        ``"inactive_split_bytes.all.current"`` (cached: reserved and not in use),\n'
+    '        ``"num_device_alloc"``, ``"num_device_free"`` (``aclrtMalloc`` / ``aclrtFree`` calls),\n'
+    '        ``"num_alloc_retries"`` (out of memory, cache freed, tried again) and ``"num_ooms"``.',
+)
+def memory_stats(device: int | Device | None = None, *, backend: str | None = None) -> dict[str, int]:
+    return memory_pool(device, backend=backend).memory_stats()
+
+
+@_documented(
+    "Give the pool's cached blocks back to the device (``torch.cuda.empty_cache``): each once the "
+    "work queued before its release has finished (the fences are waited for); blocks in use stay.",
+    "None",
+)
+def empty_cache(device: int | Device | None = None, *, backend: str | None = None) -> None:
+    memory_pool(device, backend=backend).free_all_blocks()
+
+
+@_documented(
+    "Free and total bytes of the device's memory, from ``aclrtGetMemInfo(ACL_HBM_MEM)`` "
+    "(``torch.cuda.mem_get_info``). The numpy backend's device is the host's memory "
+    "(``PYACLNN_NUMPY_DEVICE_MEMORY`` bytes, else three quarters of it); the CANN emulator's is "
+    "``PYACLNN_EMU_DEVICE_MEMORY`` bytes, else 64 GiB.",
+    "tuple of int\n        ``(free, total)``; the pool's cached blocks count as used.",
+)
+def mem_get_info(device: int | Device | None = None, *, backend: str | None = None) -> tuple[int, int]:
+    ctx = context(backend)
+    with ctx.on_device(device_arg(device, ctx)):
+        return acl.rt.get_mem_info(backend=ctx.name)
+
+
+def device_arg(device: Any, ctx: _Context) -> int:
+    """The device id a public ``device=`` argument names: the thread's current device for None,
+    else :func:`_device_id`'s check."""
+    return ctx.device if device is None else _device_id(device, ctx)
 
 
 def _device_id(device: Any, ctx: _Context) -> int:
-    """``device`` checked against the devices of ``ctx``'s backend."""
+    """``device`` (an int, or a :class:`Device`) checked against the devices of ``ctx``'s backend."""
+    if isinstance(device, Device):
+        if device._ctx is not ctx:
+            raise ValueError(f"device must be a device of backend {ctx.name!r}, got {device!r}")
+        device = device.id
     if isinstance(device, bool) or not isinstance(device, int):
-        raise TypeError(f"device must be an int device id, got {device!r}")
+        raise TypeError(f"device must be an int device id or a pyaclnn.Device, got {type(device).__name__}")
     count = device_count(ctx.name)
     if not 0 <= device < count:
         raise ValueError(
@@ -462,28 +591,37 @@ def set_deterministic(enabled: bool, *, backend: str | None = None) -> None:
         _executors.clear_all(ctx.name)  # planned under the other setting
 
 
-def synchronize(backend: str | None = None) -> None:
-    """Wait for all work on the thread's current device: its open pyaclnn streams, then
-    ``aclrtSynchronizeDevice``.
+def synchronize(device: int | Device | None = None, *, backend: str | None = None) -> None:
+    """Wait for all work on ``device``: its open pyaclnn streams, then ``aclrtSynchronizeDevice``.
+
+    Parameters
+    ----------
+    device : int or pyaclnn.Device, optional
+        The thread's current device if None.
+    backend : {"numpy", "npu"}, optional
+        The active backend by default.
 
     Raises
     ------
     AclError
         The first device error found, naming the stream it was queued on; every
         stream is still waited for.
+    ValueError
+        If the backend has no such device.
     """
     ctx = context(backend)
+    device = device_arg(device, ctx)
     first: AclError | None = None
     for stream in ctx.open_streams():
         try:
-            if stream.device == ctx.device:
+            if stream.device == device:
                 stream._state.synchronize()  # one closed meanwhile by another thread has no work left
         except AclError as exc:
             first = first or exc
     try:
         # The thread's ACL binding may be another device (a guard leaves its device bound in a
         # thread that had bound none): aclrtSynchronizeDevice waits for the bound one.
-        with ctx.on_device(ctx.device):
+        with ctx.on_device(device):
             acl.rt.synchronize_device(backend=ctx.name)
     except AclError as exc:
         first = first or exc

@@ -46,7 +46,8 @@ NPU). An output may not share memory with an input or the other output.""",
 backend : {"numpy", "npu"}, optional
     The active backend by default.
 stream : Stream, optional
-    The calling thread's default stream (of its current device) by default.
+    The calling thread's current stream of its current device by default (the
+    stream of its innermost ``with stream:`` block, else its default stream).
     The call is queued on it and returns at once; NumPy results are read back
     (waiting for the stream) before the call returns.""",
     # -- errors every call can raise --------------------------------------------

@@ -48,13 +48,12 @@ Rules that keep that true:
 
 from __future__ import annotations
 
-import os
 import threading
 import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from . import acl, aclnn
+from . import _env, acl, aclnn
 from ._decl import constant
 from .errors import AclError
 
@@ -70,8 +69,7 @@ _caches_lock = threading.Lock()
 
 def enabled_by_environment() -> bool:
     """False when ``PYACLNN_EXECUTOR_CACHE`` is 0, off, false or no."""
-    value = os.environ.get("PYACLNN_EXECUTOR_CACHE", "1").strip().lower()
-    return value not in ("0", "off", "false", "no")
+    return _env.flag("PYACLNN_EXECUTOR_CACHE", True)
 
 
 def forget(backend: str, descriptor: Any) -> None:

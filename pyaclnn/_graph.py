@@ -81,13 +81,14 @@ class GraphPool(MemoryPool):
     def __init__(self, main: MemoryPool, shutdown: Callable[[], None]) -> None:
         super().__init__(main.backend, main._forget_descriptor, main.device, main._on_device)
         self.main = main
-        self.empty_block = main.empty_block  # empty arrays own nothing: one cache of their descriptors
+        self._empty_block = main.empty_block  # empty arrays own nothing: one cache of their descriptors
+        self._counts = main  # its blocks count in the device's memory statistics
         self.open = True
         self._shutdown = shutdown  # the graph's release of its own handles, at finalize
         self._reusable: dict[int, list[Block]] = {}  # size -> blocks released on the capturing stream
         self._last_use: dict[int, Any] = {}  # ptr -> stream (state) a released block was last used on
         self.capturing: Any = None  # the StreamState capturing into this pool, while it does
-        main.children.add(self)
+        main._children.add(self)
 
     def acquire(self, nbytes: int, stream: Any = None) -> Block:
         if not self.open:
@@ -98,6 +99,7 @@ class GraphPool(MemoryPool):
             if blocks and stream is self.capturing:
                 block = blocks.pop()
                 block.in_use = True
+                self._count(size)
                 self._last_use.pop(block.ptr, None)
                 return block
         with self._on_device(self.device):
@@ -105,6 +107,7 @@ class GraphPool(MemoryPool):
         block = Block(ptr, size)
         with self._lock:
             self._blocks[ptr] = block
+            self._count(size, size)
         return block
 
     def release(self, block: Block, stream: Any = None) -> None:
@@ -115,6 +118,7 @@ class GraphPool(MemoryPool):
             if not block.in_use or not block.ptr:
                 return
             block.in_use = False
+            self._count(-block.nbytes)
             self._last_use[block.ptr] = stream
             if stream is not None and stream is self.capturing:
                 self._reusable.setdefault(block.nbytes, []).append(block)
@@ -130,7 +134,7 @@ class GraphPool(MemoryPool):
             self._blocks.clear()
             self._reusable.clear()
             self._last_use.clear()
-        self.main.children.discard(self)
+        self.main._children.discard(self)
         freed = []
         for block in blocks:
             stream = last_use.get(block.ptr)
@@ -141,6 +145,7 @@ class GraphPool(MemoryPool):
                 self.main._blocks[block.ptr] = block
             if not block.in_use:
                 block.in_use = True
+                self._count(block.nbytes)  # held again for the moment: main's release counts it free
                 self.main.release(block, stream)
         for block in freed:
             self._free(block)
@@ -152,11 +157,13 @@ class GraphPool(MemoryPool):
             self.open = False
             blocks = list(self._blocks.values())
             for block in blocks:
+                if block.in_use:
+                    self._count(-block.nbytes)
                 block.in_use = False
             self._blocks.clear()
             self._reusable.clear()
             self._last_use.clear()
-        self.main.children.discard(self)
+        self.main._children.discard(self)
         for block in blocks:
             self._free(block)
 
@@ -638,7 +645,7 @@ class _GraphCapture(AbstractContextManager[Graph]):
         g = self.graph
         stream = self.stream
         if stream is None:
-            stream = self.own = Stream(g.backend, device=g.device)
+            stream = self.own = Stream(g.device, backend=g.backend)
         try:
             g.capture_begin(stream, self.mode)
             stream.__enter__()  # calls that name no stream go to the capture

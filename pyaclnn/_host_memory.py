@@ -24,15 +24,18 @@ The rules:
   was synchronized. Until then the mapping keeps the array alive.
 * **A mapping stays a while after its last use.** When a call gives back the
   last use of a mapping of the caller's arrays, the registration is kept idle,
-  with the arrays, so that the next call on the same arrays maps nothing (and
-  its plan, bound to the same device addresses, serves again). An idle mapping
-  ends (i) at the next :meth:`HostMemory.map` once the caller holds none of its
-  arrays any more (only the mapping refers to them: ``sys.getrefcount``), so
-  their memory is freed one call late, never while registered; (ii) when more
-  than ``_IDLE_MAPPINGS`` mappings or ``_IDLE_BYTES`` bytes are idle, oldest
-  first; (iii) when a new range overlaps it without lying inside it; (iv) at
-  shutdown. While idle it holds the arrays, so ``ndarray.resize`` (which checks
-  references) refuses them until then.
+  so that the next call on the same arrays maps nothing (and its plan, bound
+  to the same device addresses, serves again). An idle mapping holds no
+  reference to the arrays (not even a weak one, which ``ndarray.resize``
+  refuses too): once the call returned, pyaclnn holds nothing of the caller's,
+  and an array may be freed while its pages are still registered. That is
+  harmless: no queued work uses them, the numpy backend (the one backend that
+  maps) touches registered memory only in a task, and a later array on those
+  pages is served by the registration as any array inside it is. An idle
+  mapping ends (i) when more than ``_IDLE_MAPPINGS`` mappings or
+  ``_IDLE_BYTES`` bytes are idle, oldest first; (ii) when a new range overlaps
+  it without lying inside it; (iii) at shutdown. A call that uses it again
+  holds that call's arrays until it gives the mapping back.
 * **The host pool's buffers stay mapped.** A buffer for NumPy results
   (``_host_pool``) is mapped whole by the first call that writes a result into
   it, with one more use that the pool holds (:meth:`HostMemory.hold`), so later
@@ -56,7 +59,6 @@ from __future__ import annotations
 
 import bisect
 import ctypes
-import sys
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -85,7 +87,7 @@ class Mapping:
     ) -> None:
         self.start, self.end, self.device = start, end, device
         self.pages = pages  # uint8 view of the pages: what aclrtHostRegister was given
-        self.owner = owners  # the arrays the pages belong to, kept alive while mapped
+        self.owner = owners  # the arrays the pages belong to, kept alive while in use
         self.ptr = 0
         self.users = len(owners)
         self.held = False  # one more use, by the host pool, for a buffer of its own (see hold)
@@ -105,15 +107,6 @@ def byte_extent(x: np.ndarray) -> tuple[int, int] | None:
             return None
         high += (d - 1) * s
     return low, high
-
-
-def _only_referred_by(owners: list[np.ndarray]) -> bool:
-    """Whether nothing but ``owners`` (a mapping's list) refers to each of its arrays: three
-    references each, the list's, the loop's and getrefcount's argument."""
-    for owner in owners:
-        if sys.getrefcount(owner) > 3:
-            return False
-    return True
 
 
 def _pages(extent: tuple[int, int] | None) -> tuple[int, int]:
@@ -191,8 +184,6 @@ class HostMemory:
                 groups.append((start, end, [i]))
         found: list[tuple[Mapping, int] | None] = [None] * len(arrays)
         with self._lock:
-            if self._idle:
-                self._end_unreferenced()
             for start, end, members in groups:
                 mapping = self._covering(start, end, device, [arrays[i] for i in members])
                 if mapping is None and len(members) > 1:  # the group overlaps a live mapping: each alone
@@ -212,15 +203,20 @@ class HostMemory:
         while (
             mapping is not None
             and mapping.users == 0
-            and not (mapping.device == device and mapping.start <= start and end <= mapping.end)
+            and not (mapping.device == device and mapping.start == start and end == mapping.end)
         ):
-            self._end(self._unidle(mapping))  # idle, in the way: ended, as if gone already
+            # Idle and not of exactly these pages: ended, as if gone already. An idle mapping keeps
+            # no array, so one left by arrays since freed must not serve others: an array's device
+            # address is the mapping's plus its offset, and a plan is keyed by it, so a stale range
+            # would give the same arrays other addresses (and other plans) than their own mapping.
+            self._end(self._unidle(mapping))
             mapping = self._overlapping(start, end)
         if mapping is not None:
             if mapping.device != device or not (mapping.start <= start and end <= mapping.end):
                 return None  # CANN would refuse the overlap: copy
-            if mapping.users == 0:  # idle: in use again
+            if mapping.users == 0:  # idle: in use again, keeping this call's arrays alive
                 self._unidle(mapping)
+                mapping.owner = owners
             mapping.users += len(owners)
             return mapping
         pages = np.ctypeslib.as_array((ctypes.c_ubyte * (end - start)).from_address(start))
@@ -262,6 +258,9 @@ class HostMemory:
             if not keep:
                 self._end(mapping)
                 return
+            # The caller's arrays are the caller's alone again (see the module's docstring; the
+            # host pool's buffers are held, by the pool's own use, so never idle).
+            mapping.owner = []
             self._idle[mapping.start] = mapping
             self._idle_bytes += mapping.end - mapping.start
             while len(self._idle) > _IDLE_MAPPINGS or self._idle_bytes > _IDLE_BYTES:
@@ -281,12 +280,6 @@ class HostMemory:
         with self._on_device(mapping.device):
             acl.rt.host_unregister(mapping.pages, backend=self._backend)
 
-    def _end_unreferenced(self) -> None:
-        """End the idle mappings whose arrays only they still refer to (caller holds the lock)."""
-        for mapping in list(self._idle.values()):
-            if _only_referred_by(mapping.owner):
-                self._end(self._unidle(mapping))
-
     def in_use_count(self) -> int:
         """Live mappings that some call uses now (not idle, not only held by the host pool)."""
         with self._lock:
@@ -304,6 +297,11 @@ class HostMemory:
         end = start + -(-buffer.size // PAGE) * PAGE
         with self._lock:
             mapping = self._overlapping(start, end)
+            while mapping is not None and mapping.users == 0:
+                # Idle over the buffer's fresh memory: its arrays died (an idle mapping keeps none);
+                # ended, so that the buffer gets a registration of its own.
+                self._end(self._unidle(mapping))
+                mapping = self._overlapping(start, end)
             if mapping is not None and mapping.held and mapping.users == 1 and mapping.device != device:
                 self._unhold(mapping)
             mapping = self._covering(start, end, device, [buffer])

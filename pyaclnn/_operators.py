@@ -113,6 +113,7 @@ def sampled_shape(
 
 
 _WORDS = re.compile(r"[A-Za-z_]\w*")
+_NOTE = " (in Python: "
 
 
 def in_python_terms(exc: AclnnError, params: Sequence[Param]) -> AclError:
@@ -124,11 +125,13 @@ def in_python_terms(exc: AclnnError, params: Sequence[Param]) -> AclError:
     the Python argument to change (a list of the renamed alone would point at
     kernel_size there). A message that names no parameter is returned as it is.
     """
+    if _NOTE in exc.message:  # noted already (an error of admit() passes two launches' handlers)
+        return exc
     python = {p.c_name: p.python_name for p in params}
     named = dict.fromkeys(python[word] for word in _WORDS.findall(exc.message) if word in python)
     if not named:
         return exc
-    return make_error(exc.status, f"{exc.message} (in Python: {', '.join(named)})", exc.api)
+    return make_error(exc.status, f"{exc.message}{_NOTE}{', '.join(named)})", exc.api)
 
 
 def check_plane_size(op: Operator, shape: Sequence[int]) -> None:

@@ -147,10 +147,42 @@ class MemoryPool:
         self._cached_bytes = 0  # released, idle and fenced (not to be freed) blocks
         self._blocks: dict[int, Block] = {}  # ptr -> every block not yet freed
         # Empty arrays own no memory; their descriptors are cached here, without a size limit.
-        self.empty_block = Block(0, 0)
+        self._empty_block = Block(0, 0)
         # Pools of live graphs (pyaclnn._graph.GraphPool) on this device: release_all releases
         # them first, since their graphs' executors use descriptors of this pool's blocks.
-        self.children: weakref.WeakSet[MemoryPool] = weakref.WeakSet()
+        self._children: weakref.WeakSet[MemoryPool] = weakref.WeakSet()
+        # Memory statistics of the device (torch.cuda's names, see memory_stats), counted under
+        # the lock of ``_counts``: this pool, or for a graph's pool the device's, so that blocks
+        # moving between them count once. Changed only once what they count happened.
+        self._counts: MemoryPool = self
+        self._allocated = 0  # bytes of blocks arrays (or workspaces) hold
+        self._reserved = 0  # bytes of blocks not freed: held or cached
+        self._peak_allocated = 0
+        self._peak_reserved = 0
+        self._device_allocs = 0  # aclrtMalloc calls that succeeded
+        self._device_frees = 0
+        self._alloc_retries = 0  # out of memory, cached blocks freed, aclrtMalloc again
+        self._ooms = 0  # ... and out of memory again
+
+    @property
+    def empty_block(self) -> Block:
+        """The one block of empty arrays (no memory), which caches their descriptors."""
+        return self._empty_block
+
+    def _count(self, allocated: int, reserved: int = 0) -> None:
+        """``allocated`` and ``reserved`` bytes more (or fewer), in the device's statistics."""
+        counts = self._counts
+        with counts._lock:
+            counts._allocated = a = counts._allocated + allocated
+            counts._reserved = r = counts._reserved + reserved
+            if a > counts._peak_allocated:
+                counts._peak_allocated = a
+            if r > counts._peak_reserved:
+                counts._peak_reserved = r
+            if reserved > 0:
+                counts._device_allocs += 1
+            elif reserved < 0:
+                counts._device_frees += 1
 
     # acquire and release run for every output of every call: the usual case (a block of the
     # size the stream released last time) comes first, in explicit lock calls in try/finally,
@@ -169,19 +201,34 @@ class MemoryPool:
                 block = blocks.pop()
                 self._cached_bytes -= size
                 block.in_use = True
+                self._allocated = allocated = self._allocated + size  # _count, inline: every call
+                if allocated > self._peak_allocated:
+                    self._peak_allocated = allocated
                 return block
         finally:
             lock.release()
+        block = Block(self._malloc(size), size)
+        with lock:
+            self._blocks[block.ptr] = block
+            self._count(size, size)
+        return block
+
+    def _malloc(self, size: int) -> int:
+        """``aclrtMalloc`` of ``size`` bytes; out of memory, once more after freeing the cached blocks."""
         with self._on_device(self.device):
             try:
-                ptr = acl.rt.malloc(size, backend=self.backend)
+                return acl.rt.malloc(size, backend=self.backend)
             except AclOutOfMemoryError:
+                counts = self._counts
+                with counts._lock:
+                    counts._alloc_retries += 1
                 self.free_all_blocks()  # cached blocks may be what is missing
-                ptr = acl.rt.malloc(size, backend=self.backend)
-        block = Block(ptr, size)
-        with lock:
-            self._blocks[ptr] = block
-        return block
+                try:
+                    return acl.rt.malloc(size, backend=self.backend)
+                except AclOutOfMemoryError:
+                    with counts._lock:
+                        counts._ooms += 1
+                    raise
 
     def release(self, block: Block, stream: Any = None) -> None:
         """Give ``block`` back after its last use was queued on ``stream``. Idempotent."""
@@ -192,6 +239,7 @@ class MemoryPool:
                 return  # released already, or freed by release_all
             block.in_use = False
             nbytes = block.nbytes
+            self._allocated -= nbytes
             cached = self._cached_bytes + nbytes
             if stream is not None and cached <= _CACHE_LIMIT and stream.open:
                 own = self._released.get(stream)
@@ -354,11 +402,13 @@ class MemoryPool:
 
         The caller (finalize) has waited for the device first.
         """
-        for child in list(self.children):
+        for child in list(self._children):
             child.release_all()
         with self._lock:
             blocks = list(self._blocks.values())
             for block in blocks:
+                if block.in_use:
+                    self._count(-block.nbytes)
                 block.in_use = False  # a later release of an array's block is then a no-op
             fences, self._fences = self._fences, []
             self._blocks.clear()
@@ -370,7 +420,7 @@ class MemoryPool:
                 _quiet(acl.rt.destroy_event, fence.event, backend=self.backend)
         for block in blocks:
             self._free(block)
-        self._free(self.empty_block)
+        self._free(self._empty_block)
 
     def forget_foreign(self, block: Block) -> None:
         """A wrapper of memory the pool does not own is gone: destroy its descriptors, free nothing.
@@ -392,6 +442,40 @@ class MemoryPool:
                 "in_use_bytes": sum(b.nbytes for b in self._blocks.values() if b.in_use),
                 "cached_bytes": self._cached_bytes,
             }
+
+    def memory_stats(self) -> dict[str, int]:
+        """The device's memory statistics under torch.cuda's names (see :func:`pyaclnn.memory_stats`)."""
+        with self._lock:
+            return {
+                "allocated_bytes.all.current": self._allocated,
+                "allocated_bytes.all.peak": self._peak_allocated,
+                "reserved_bytes.all.current": self._reserved,
+                "reserved_bytes.all.peak": self._peak_reserved,
+                "inactive_split_bytes.all.current": self._cached_bytes,  # cached: reserved, not held
+                "num_device_alloc": self._device_allocs,
+                "num_device_free": self._device_frees,
+                "num_alloc_retries": self._alloc_retries,
+                "num_ooms": self._ooms,
+            }
+
+    def _counts_of(self, name: str) -> int:
+        """One counter of the device's statistics (``_allocated``, ...), read under its lock."""
+        with self._lock:
+            return int(getattr(self, name))
+
+    def reset_peak(self) -> None:
+        """The peaks start again from the current values (``reset_peak_memory_stats``)."""
+        with self._lock:
+            self._peak_allocated = self._allocated
+            self._peak_reserved = self._reserved
+
+    def __repr__(self) -> str:
+        with self._lock:
+            allocated, reserved = self._allocated, self._reserved
+        return (
+            f"<pyaclnn.MemoryPool backend={self.backend!r} device={self.device} "
+            f"allocated={allocated} reserved={reserved}>"
+        )
 
     # -- fences ---------------------------------------------------------------
     def _other_streams_hold(self, size: int, asking: Any) -> bool:
@@ -487,6 +571,7 @@ class MemoryPool:
             block.gone = True  # (the empty block has no memory to free and stays)
             with self._on_device(self.device):
                 acl.rt.free(ptr, backend=self.backend)
+            self._count(0, -block.nbytes)
 
 
 def _unfenced(stream: Any) -> bool:

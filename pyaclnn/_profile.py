@@ -21,6 +21,7 @@ from typing import Any
 
 from . import _context, _optable, _timeline, acl
 from .constants import ACL_AICORE_NONE, ACL_PROF_ACL_API, ACL_PROF_TASK_TIME
+from .errors import describe
 
 __all__ = ["Profile", "profile", "TRACE_FILE", "DEVICE_FILE"]
 
@@ -57,11 +58,13 @@ class Profile:
     ) -> None:
         self.path = os.fspath(path)
         if not isinstance(self.path, str) or not self.path:
-            raise ValueError(f"path must be a non-empty directory path, got {path!r}")
+            raise ValueError(f"path must be a non-empty directory path, got {describe(path)}")
         if devices is not None:
             devices = list(devices)
             if not devices or not all(isinstance(d, int) and not isinstance(d, bool) for d in devices):
-                raise ValueError(f"devices must be a non-empty sequence of device ids (int), got {devices!r}")
+                raise ValueError(
+                    f"devices must be a non-empty sequence of device ids (int), got {describe(devices)}"
+                )
         self.devices: list[int] | None = devices
         self.backend = backend
         self.trace_path = os.path.join(self.path, TRACE_FILE)

@@ -27,9 +27,11 @@ from typing import Any, TypeVar
 from . import _context, _decl, _executors, _timeline, acl
 from . import backends as _backends
 from ._pool import Block
-from .errors import AclError, make_error
+from .errors import AclError, describe, make_error
 
 _COMPLETE = _decl.constant("ACL_EVENT_RECORDED_STATUS_COMPLETE")
+_STREAM_COMPLETE = _decl.constant("ACL_STREAM_STATUS_COMPLETE")
+_STOP_ON_FAILURE = _decl.constant("ACL_STOP_ON_FAILURE")
 _SYNC = _decl.constant("ACL_EVENT_SYNC")  # can be waited on
 _TIME_LINE = _decl.constant("ACL_EVENT_TIME_LINE")  # records a timestamp
 _numbers = itertools.count(1)  # names streams in messages: "stream #3"
@@ -78,7 +80,6 @@ class StreamState:
         "executors",
         "_ctx",
         "_workspace",
-        "_probe",
         "capture",
     )
 
@@ -96,9 +97,6 @@ class StreamState:
         self.done = 0
         self._ctx = ctx
         self._workspace: Block | None = None
-        # The event of the last query() and the count of work it follows: asked again while
-        # nothing new was queued, so a polling loop sees it complete (destroyed by close()).
-        self._probe: tuple[int, Any] | None = None
         # Repeatable executors of recent calls on this stream; launched under ``lock``.
         self.executors = _executors.ExecutorCache(self, _executors.enabled_by_environment())
         # The capture in progress on this stream (pyaclnn._graph), else None. While it runs, the
@@ -219,28 +217,19 @@ class StreamState:
             self.done = queued
 
     def query(self) -> bool:
-        """Whether the work queued so far is done (see :meth:`Stream.query`); the host does not wait."""
+        """Whether every task on the stream is done (``aclrtStreamQuery``); the host does not wait.
+
+        Under the lock, so that a close in another thread cannot destroy the handle meanwhile.
+        Nothing counts as done here: only a wait changes the bookkeeping.
+        """
         if self.capture is not None:
             self.capture.refuse(f"query() of {self.name}", _CAPTURING)
         with self.lock:
             if not self.open:
                 raise ValueError("stream is closed")
-            if self.queued == self.done:
-                return True
             with self._ctx.on_device(self.device):
-                probe = self._probe
-                if probe is None or probe[0] != self.queued:
-                    event = acl.rt.create_event_with_flag(_SYNC, backend=self.backend)
-                    try:
-                        self.enqueue_held(acl.rt.record_event, event, self.handle)
-                    except BaseException:
-                        acl.rt.destroy_event(event, backend=self.backend)
-                        raise
-                    if probe is not None:  # CANN lets a pending event be destroyed
-                        acl.rt.destroy_event(probe[1], backend=self.backend)
-                    probe = self._probe = (self.queued, event)
-                status = acl.rt.query_event_status(probe[1], backend=self.backend)
-            return bool(status == _COMPLETE)
+                status = acl.rt.stream_query(self.handle, backend=self.backend)
+        return bool(status == _STREAM_COMPLETE)
 
     def close(self, destroy: bool = True) -> None:
         """Wait for the stream, give back what pyaclnn holds for it, and destroy the handle if ``destroy``.
@@ -266,9 +255,6 @@ class StreamState:
                     raise
                 self.open = False
                 self._finished(self.queued)
-                if self._probe is not None:
-                    acl.rt.destroy_event(self._probe[1], backend=self.backend)
-                    self._probe = None
                 self.executors.close()
                 if self._workspace is not None:
                     pool.release(self._workspace)  # idle: the stream has finished
@@ -327,8 +313,9 @@ class _Owned:
             or (same_device and getattr(other, "device", None) != device)
         ):
             where = f" on device {device}" if same_device else ""
+            got = describe(other)
             raise ValueError(
-                f"{name} must be a pyaclnn.{kind.__name__} of backend {backend!r}{where}, got {other!r}"
+                f"{name} must be a pyaclnn.{kind.__name__} of backend {backend!r}{where}, got {got}"
             )
         other._check_open()
 
@@ -340,7 +327,7 @@ class _Owned:
 
 
 class Stream(_Owned):
-    """An ACL stream (``aclrtCreateStream``).
+    """An ACL stream (``aclrtCreateStreamWithConfig``), as ``torch.cuda.Stream(device, priority)``.
 
     Work queued on a stream runs in order, asynchronously to the host; work on
     different streams may run concurrently. Give each thread its own stream
@@ -350,17 +337,49 @@ class Stream(_Owned):
     counts of its work) is behind it, in one private object. ``close()`` waits
     for the stream, destroys those executors, gives the workspace back and
     destroys the stream.
+
+    The stream stops on failure (``aclrtSetStreamFailureMode(ACL_STOP_ON_FAILURE)``):
+    after a task fails, the work queued behind it does not run, and the error
+    reaches the caller at the next wait (:meth:`synchronize`, ``numpy()``).
+
+    Parameters
+    ----------
+    device : int or pyaclnn.Device, optional
+        The device the stream belongs to (the thread's current one if None).
+    priority : int, optional
+        CANN's stream priority, 0 (the default) to 7.
+    backend : {"numpy", "npu"}, optional
+        The active backend by default.
+
+    Raises
+    ------
+    ValueError
+        If the device does not exist, or the priority is outside 0..7.
+    TypeError
+        If the priority is not an int.
     """
 
     _kind = "stream"
     _owns_handle = True  # closing destroys the handle: pyaclnn created it
     _state: StreamState
 
-    def __init__(self, backend: str | None = None, *, device: int | None = None) -> None:
+    def __init__(
+        self, device: int | _context.Device | None = None, priority: int = 0, *, backend: str | None = None
+    ) -> None:
         ctx = _context.context(backend)
-        device = ctx.device if device is None else _context._device_id(device, ctx)
+        device = _context.device_arg(device, ctx)
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise TypeError(f"priority must be an int from 0 to 7, got {type(priority).__name__}")
+        if not 0 <= priority <= 7:
+            raise ValueError(f"priority must be from 0 to 7 (CANN's stream priorities), got {priority}")
         with ctx.on_device(device):  # a stream belongs to the device current at its creation
-            handle = acl.rt.create_stream(backend=ctx.name)
+            handle = acl.rt.create_stream_with_config(priority, 0, backend=ctx.name)
+            try:
+                acl.rt.set_stream_failure_mode(handle, _STOP_ON_FAILURE, backend=ctx.name)
+            except BaseException:
+                _context.quiet(acl.rt.destroy_stream, handle, backend=ctx.name)
+                raise
+        self.priority = priority
         self._setup(ctx, device, handle)
 
     def _setup(self, ctx: _context._Context, device: int, handle: Any) -> None:
@@ -437,13 +456,20 @@ class Stream(_Owned):
         self._state.wait_for(other._state)
 
     def query(self) -> bool:
-        """True if all work queued on this stream so far is done; the host does not wait.
+        """True if nothing is pending on this stream; the host does not wait (``aclrtStreamQuery``).
 
-        Certain once a wait has seen all of it (nothing queued since). Otherwise
-        asked through an event recorded now, which completes only after that
-        work: False while any of it runs, and for the moment the device takes
-        to reach the event itself (ask again, as in a polling loop). Nothing
-        counts as done here: only a wait changes the stream's bookkeeping.
+        The device answers: True for a new stream, after :meth:`synchronize`, after
+        an event recorded last on it completed, and False while a task of it is
+        queued or runs (pyaclnn's or, on an :class:`ExternalStream`, anyone's). A
+        polling loop (``while not s.query(): pass``) costs what the work costs.
+        Nothing counts as done here: only a wait changes the stream's bookkeeping.
+
+        Raises
+        ------
+        ValueError
+            If the stream is closed.
+        GraphCaptureError
+            While the stream captures a graph (CANN refuses it: 107027).
         """
         self._check_open()
         return self._state.query()
@@ -512,19 +538,54 @@ class ExternalStream(Stream):
         return cls(handle, device=index, backend=backend)
 
 
-def default_stream(backend: str | None = None) -> Stream:
-    """The calling thread's default stream on ``backend``, created on first use."""
-    return thread_default(_context.context(backend))
+def default_stream(device: int | _context.Device | None = None, *, backend: str | None = None) -> Stream:
+    """The calling thread's default stream of ``device``, created on first use.
 
+    Parameters
+    ----------
+    device : int or pyaclnn.Device, optional
+        The thread's current device if None.
+    backend : {"numpy", "npu"}, optional
+        The active backend by default.
 
-def current_stream(backend: str | None = None, device: int | None = None) -> Stream:
-    """The calling thread's current stream on ``device`` (its current device by default).
+    Returns
+    -------
+    Stream
+        A stream pyaclnn made for this thread and device (CANN's default stream,
+        the NULL handle, is not used: it could not stop on failure).
 
-    The stream of the innermost ``with stream:`` block of this thread for that
-    device, else the thread's default stream (:func:`default_stream`).
+    Raises
+    ------
+    ValueError
+        If the backend has no such device.
     """
     ctx = _context.context(backend)
-    return current(ctx, None if device is None else _context._device_id(device, ctx))
+    return thread_default(ctx, _context.device_arg(device, ctx))
+
+
+def current_stream(device: int | _context.Device | None = None, *, backend: str | None = None) -> Stream:
+    """The calling thread's current stream of ``device``, as ``torch.cuda.current_stream``.
+
+    Parameters
+    ----------
+    device : int or pyaclnn.Device, optional
+        The thread's current device if None.
+    backend : {"numpy", "npu"}, optional
+        The active backend by default.
+
+    Returns
+    -------
+    Stream
+        The stream of the innermost ``with stream:`` block of this thread for
+        that device, else the thread's default stream (:func:`default_stream`).
+
+    Raises
+    ------
+    ValueError
+        If the backend has no such device.
+    """
+    ctx = _context.context(backend)
+    return current(ctx, _context.device_arg(device, ctx))
 
 
 def current(ctx: _context._Context, device: int | None = None) -> Stream:
@@ -553,7 +614,7 @@ def thread_default(ctx: _context._Context, device: int | None = None) -> Stream:
         device = tls.device
     stream = tls.streams.get(device)
     if stream is None or not stream._state.open:
-        stream = tls.streams[device] = Stream(ctx.name, device=device)
+        stream = tls.streams[device] = Stream(device, backend=ctx.name)
     return stream
 
 

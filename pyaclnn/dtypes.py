@@ -44,6 +44,7 @@ from .constants import (  # noqa: F401
     ACL_UINT32,
     ACL_UINT64,
 )
+from .errors import describe
 
 DATA_TYPES: dict[str, int] = _decl.enums()["aclDataType"]
 FORMATS: dict[str, int] = _decl.enums()["aclFormat"]
@@ -152,7 +153,7 @@ def from_numpy(dtype: np.dtype | type | str) -> int:
     if _bfloat16 is None and _may_be_bfloat16(dtype):
         _load_bfloat16()  # a bfloat16 array or type: ml_dtypes is imported, the tables lack it so far
         return from_numpy(dtype)  # once: _bfloat16 is set now
-    raise TypeError(f"dtype {dtype!r} has no aclDataType")
+    raise TypeError(f"dtype {describe(dtype)} has no aclDataType")
 
 
 def size_of(data_type: int) -> int:

@@ -103,3 +103,46 @@ def make_error(status: int, message: str = "", api: str = "") -> AclError:
     if api.startswith("aclnn") or status_name(status).startswith("ACLNN_"):
         return AclnnError(status, message, api)
     return AclError(status, message, api)
+
+
+#: The longest text :func:`describe` gives for a value a message quotes.
+DESCRIBE_LIMIT = 80
+
+
+def describe(value: object, limit: int = DESCRIBE_LIMIT) -> str:
+    """A user's value as an error message quotes it: short, whatever the value.
+
+    An array (anything with ``shape`` and ``dtype``: NumPy, DeviceArray, torch) is
+    named by its type, shape and dtype, never by its elements (a 64x64x64 array's
+    repr is 1,596 characters); a tuple or list by its items so described; any
+    other value by its repr, cut to ``limit`` characters.
+
+    Parameters
+    ----------
+    value : object
+        What the caller passed.
+    limit : int, optional
+        The longest repr kept whole.
+
+    Returns
+    -------
+    str
+        At most about ``limit`` characters for a value, a few per item of a sequence
+        (of at most 4 items shown).
+    """
+    shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
+    if shape is not None and dtype is not None and not isinstance(value, type):
+        try:
+            dims = tuple(int(d) for d in shape)
+        except (TypeError, ValueError):
+            dims = shape
+        return f"{type(value).__name__} of shape {dims} and dtype {dtype}"
+    if isinstance(value, (tuple, list)) and type(value) in (tuple, list):
+        items = [describe(v, limit // 2) for v in value[:4]]
+        if len(value) > 4:
+            items.append(f"... {len(value) - 4} more")
+        if type(value) is list:
+            return f"[{', '.join(items)}]"
+        return f"({', '.join(items)}{',' if len(value) == 1 else ''})"
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."

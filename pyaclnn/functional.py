@@ -30,7 +30,7 @@ from . import _operators as _ops
 from . import dtypes as _dtypes
 from ._arguments import InterpolationMode, IntOrSeq, Layout, OutArray, OutPair, PaddingMode, PoolInts
 from ._arguments import int_tuple as int_tuple  # the selftest and users of 0.x reach it here
-from .errors import ACLNN_ERR_PARAM_INVALID, AclError, AclnnError
+from .errors import ACLNN_ERR_PARAM_INVALID, AclError, AclnnError, describe
 from .runtime import DeviceArray, Launch, Stream
 
 #: What the functions take as an array input: a NumPy array (uploaded for the call) or a DeviceArray.
@@ -120,7 +120,7 @@ def max_pool3d_with_argmax(
         wanted = np.dtype(indices_dtype)
     except TypeError:
         raise TypeError(
-            f"indices_dtype must be a NumPy dtype (int32 or int64), got {indices_dtype!r}"
+            f"indices_dtype must be a NumPy dtype (int32 or int64), got {describe(indices_dtype)}"
         ) from None
     if wanted not in (_INT32, _INT64):
         # Checked here: the op would name its indices output (out[1]), not this argument.

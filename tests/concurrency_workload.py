@@ -297,7 +297,7 @@ class _Worker:
         kind = r.choice(("default", "kept", "kept", "fresh", "external"))
         self.figures[f"stream_{kind}"] += 1
         if kind == "default":
-            s = runtime.default_stream(b)
+            s = runtime.default_stream(backend=b)
             self.note(f"default {s!r}")
             return None, s
         if kind == "kept":
@@ -627,7 +627,7 @@ class _Worker:
         self.step = f"max_pool3d_with_argmax of a device-{other} array on a device-{d} stream (must raise)"
         try:
             result = pyaclnn.max_pool3d_with_argmax(
-                xo, 2, backend=self.b, stream=runtime.default_stream(self.b)
+                xo, 2, backend=self.b, stream=runtime.default_stream(backend=self.b)
             )
         except ValueError:
             self.figures["mixed_device_refusals"] += 1

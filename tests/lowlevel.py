@@ -93,7 +93,7 @@ class Call:
         return handle
 
     def run(self, phase1, phase2, *args: Any) -> None:
-        stream = runtime.Stream(self.backend)
+        stream = runtime.Stream(backend=self.backend)
         self.stack.callback(stream.close)
         size, executor = phase1(*args, backend=self.backend)
         workspace = acl.rt.malloc(size, backend=self.backend) if size else 0

@@ -12,7 +12,7 @@ X = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
 
 
 def test_copy_from_numpy_is_queued_on_the_stream_and_returns_the_array(backend, monkeypatch):
-    s = pyaclnn.Stream(backend)
+    s = pyaclnn.Stream(backend=backend)
     a = pyaclnn.zeros(X.shape, backend=backend, stream=s)
     host = X.copy()
     assert a.copy_(host) is a and a.stream is s
@@ -31,7 +31,7 @@ def test_copy_from_numpy_is_queued_on_the_stream_and_returns_the_array(backend, 
 
 
 def test_copy_from_a_device_array_on_another_stream_waits_for_its_writer(backend, monkeypatch):
-    a, b = pyaclnn.Stream(backend), pyaclnn.Stream(backend)
+    a, b = pyaclnn.Stream(backend=backend), pyaclnn.Stream(backend=backend)
     x = pyaclnn.to_device(np.arange(8, dtype=np.float32).reshape(1, 1, 2, 2, 2), backend=backend, stream=a)
     monkeypatch.setenv("PYACLNN_EMU_KERNEL_US", "200000")
     out, idx = pyaclnn.max_pool3d_with_argmax(x, 2, backend=backend, stream=a)  # slow writer of out
@@ -176,7 +176,7 @@ def test_reshape_refuses_a_non_contiguous_array(backend):
 
 
 def test_work_through_a_view_is_ordered_with_work_through_its_base(backend, monkeypatch):
-    a, b = pyaclnn.Stream(backend), pyaclnn.Stream(backend)
+    a, b = pyaclnn.Stream(backend=backend), pyaclnn.Stream(backend=backend)
     x = pyaclnn.to_device(np.arange(64, dtype=np.float32).reshape(1, 1, 4, 4, 4), backend=backend, stream=a)
     flat = pyaclnn.zeros((8,), backend=backend, stream=b)  # the base's last use: stream b
     b.synchronize()
@@ -196,7 +196,7 @@ def test_work_through_a_view_is_ordered_with_work_through_its_base(backend, monk
 
 @pytest.mark.parametrize("first", ["base", "view"])
 def test_the_memory_goes_back_when_the_base_and_its_views_are_closed(backend, first):
-    pool = pyaclnn.memory_pool(backend)
+    pool = pyaclnn.memory_pool(backend=backend)
     before = pool.stats()["in_use_bytes"]
     base = pyaclnn.to_device(np.arange(1024, dtype=np.float32), backend=backend)
     view = base.reshape(32, 32)

@@ -163,7 +163,7 @@ def test_free_all_blocks_waits_for_the_work_that_uses_them(backend, slow_kernels
         out, indices = pyaclnn.max_pool3d_with_argmax(dx, 2, backend=backend, stream=stream)
         done = stream.record_event()
         dx.close()
-        pyaclnn.memory_pool(backend).free_all_blocks()  # dx's block is read by the queued kernel
+        pyaclnn.memory_pool(backend=backend).free_all_blocks()  # dx's block is read by the queued kernel
         assert done.query(), "free_all_blocks returned before the work using its blocks was done"
         np.testing.assert_array_equal(out.numpy(), expected)
         for handle in (out, indices, done):

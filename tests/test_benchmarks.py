@@ -224,3 +224,11 @@ def test_floor_probe_gives_every_part_of_each_backward_case(emulator_home):
         write, scatter, scatter_1t, bound = figures[1], figures[2], figures[3], figures[6]
         assert bound == pytest.approx(max(write, min(scatter, scatter_1t)), abs=0.011), row
     assert "a second thread adds" in proc.stdout
+
+
+def test_bench_query_compares_each_polling_loop_with_a_synchronize(emulator_home):
+    for backend in ("numpy", "npu"):
+        proc = _run("bench_query.py", "--backend", backend, "--rounds", "3", emulator_home=emulator_home)
+        rows = [line.split()[0:2] for line in proc.stdout.splitlines()[2:5]]
+        assert rows == [["synchronize", rows[0][1]], ["stream", "poll"], ["event", "poll"]], proc.stdout
+        assert "target: poll / synchronize <= 1.5" in proc.stdout, proc.stdout

@@ -40,11 +40,11 @@ def _call(backend: str, **kwargs):
 
 
 def test_a_with_block_makes_the_stream_current_and_leaves_it_open(backend):
-    default = pyaclnn.current_stream(backend)
-    assert default is pyaclnn.default_stream(backend)
-    s = pyaclnn.Stream(backend)
+    default = pyaclnn.current_stream(backend=backend)
+    assert default is pyaclnn.default_stream(backend=backend)
+    s = pyaclnn.Stream(backend=backend)
     with s as entered:
-        assert entered is s and pyaclnn.current_stream(backend) is s
+        assert entered is s and pyaclnn.current_stream(backend=backend) is s
         upload = pyaclnn.to_device(X, backend=backend)
         zeros = pyaclnn.zeros((2,), backend=backend)
         assert upload.stream is s and zeros.stream is s  # neither named a stream
@@ -52,7 +52,7 @@ def test_a_with_block_makes_the_stream_current_and_leaves_it_open(backend):
         zeros.close()
         x, out, indices = _call(backend)
         assert out.stream is s and x.stream is s
-    assert pyaclnn.current_stream(backend) is default
+    assert pyaclnn.current_stream(backend=backend) is default
     assert not s.closed  # CuPy and torch keep the stream usable after the block
     np.testing.assert_array_equal(out.numpy().reshape(-1), [21, 23, 29, 31, 53, 55, 61, 63])
     for a in (x, out, indices):
@@ -61,52 +61,52 @@ def test_a_with_block_makes_the_stream_current_and_leaves_it_open(backend):
 
 
 def test_blocks_nest_and_each_gives_back_what_it_replaced(backend):
-    a, b = pyaclnn.Stream(backend), pyaclnn.Stream(backend)
+    a, b = pyaclnn.Stream(backend=backend), pyaclnn.Stream(backend=backend)
     with a:
         with b:
-            assert pyaclnn.current_stream(backend) is b
+            assert pyaclnn.current_stream(backend=backend) is b
             with a:
-                assert pyaclnn.current_stream(backend) is a
-            assert pyaclnn.current_stream(backend) is b
-        assert pyaclnn.current_stream(backend) is a
-    assert pyaclnn.current_stream(backend) is pyaclnn.default_stream(backend)
+                assert pyaclnn.current_stream(backend=backend) is a
+            assert pyaclnn.current_stream(backend=backend) is b
+        assert pyaclnn.current_stream(backend=backend) is a
+    assert pyaclnn.current_stream(backend=backend) is pyaclnn.default_stream(backend=backend)
     a.close()
     b.close()
 
 
 def test_the_current_stream_is_per_thread(backend):
-    s = pyaclnn.Stream(backend)
+    s = pyaclnn.Stream(backend=backend)
     seen = {}
 
     def other_thread():
-        seen["stream"] = pyaclnn.current_stream(backend)
-        seen["default"] = pyaclnn.default_stream(backend)
+        seen["stream"] = pyaclnn.current_stream(backend=backend)
+        seen["default"] = pyaclnn.default_stream(backend=backend)
 
     with s:
         t = threading.Thread(target=other_thread)
         t.start()
         t.join()
-        assert pyaclnn.current_stream(backend) is s
+        assert pyaclnn.current_stream(backend=backend) is s
     assert seen["stream"] is seen["default"] and seen["stream"] is not s
     seen.clear()  # the other thread's default stream closes with the objects that hold it
     s.close()
 
 
 def test_a_current_stream_closed_inside_its_block_is_refused_not_replaced(backend):
-    s = pyaclnn.Stream(backend)
+    s = pyaclnn.Stream(backend=backend)
     with s:
         s.close()
         with pytest.raises(ValueError, match=r"current stream is closed"):
             pyaclnn.max_pool3d_with_argmax(X, 2, backend=backend)
         with pytest.raises(ValueError, match=r"stream is closed"):
             pyaclnn.Event(backend=backend).record()
-    assert pyaclnn.current_stream(backend) is pyaclnn.default_stream(backend)
+    assert pyaclnn.current_stream(backend=backend) is pyaclnn.default_stream(backend=backend)
     out, _ = pyaclnn.max_pool3d_with_argmax(X, 2, backend=backend)  # the default again
     assert out.shape == (1, 1, 2, 2, 2)
 
 
 def test_query_and_wait_stream_follow_the_queued_work(backend, monkeypatch):
-    a, b = pyaclnn.Stream(backend), pyaclnn.Stream(backend)
+    a, b = pyaclnn.Stream(backend=backend), pyaclnn.Stream(backend=backend)
     x = pyaclnn.to_device(X, backend=backend, stream=a)
     a.synchronize()
     assert a.query() and b.query()
@@ -118,7 +118,7 @@ def test_query_and_wait_stream_follow_the_queued_work(backend, monkeypatch):
     assert not b.query()  # b's wait for a is queued: b is not done either
     b.synchronize()  # returns only once a's kernel finished
     assert b.query()  # a wait saw all of b's work
-    assert _eventually(a.query)  # a's kernel is done: only the event of the query is left
+    assert _eventually(a.query)  # a's kernel is done: the record of the event b waited for ends a's work
     for arr in (x, out, indices):
         arr.close()
     a.close()
@@ -126,10 +126,10 @@ def test_query_and_wait_stream_follow_the_queued_work(backend, monkeypatch):
 
 
 def test_wait_stream_refuses_what_is_not_an_open_stream(backend):
-    s = pyaclnn.Stream(backend)
+    s = pyaclnn.Stream(backend=backend)
     with pytest.raises(ValueError, match=r"other must be a pyaclnn.Stream"):
         s.wait_stream(pyaclnn.Event(backend=backend))
-    closed = pyaclnn.Stream(backend)
+    closed = pyaclnn.Stream(backend=backend)
     closed.close()
     with pytest.raises(ValueError, match=r"stream is closed"):
         s.wait_stream(closed)
@@ -137,7 +137,7 @@ def test_wait_stream_refuses_what_is_not_an_open_stream(backend):
 
 
 def test_event_wait_makes_the_current_stream_wait(backend, monkeypatch):
-    a, b = pyaclnn.Stream(backend), pyaclnn.Stream(backend)
+    a, b = pyaclnn.Stream(backend=backend), pyaclnn.Stream(backend=backend)
     x = pyaclnn.to_device(X, backend=backend, stream=a)
     monkeypatch.setenv("PYACLNN_EMU_KERNEL_US", SLOW_US)
     out, indices = pyaclnn.max_pool3d_with_argmax(x, 2, backend=backend, stream=a)
@@ -153,7 +153,7 @@ def test_event_wait_makes_the_current_stream_wait(backend, monkeypatch):
 
 
 def test_timing_is_an_option_of_the_event(backend):
-    s = pyaclnn.Stream(backend)
+    s = pyaclnn.Stream(backend=backend)
     start, end = pyaclnn.Event(backend=backend), pyaclnn.Event(backend=backend)  # timing by default
     plain = pyaclnn.Event(enable_timing=False, blocking=True, backend=backend)
     start.record(s)
@@ -174,17 +174,18 @@ def test_timing_is_an_option_of_the_event(backend):
 _TWO_DEVICES = """
 import pyaclnn
 backend = {backend!r}
-s = pyaclnn.Stream(backend, device=1)
+s = pyaclnn.Stream(backend=backend, device=1)
 assert pyaclnn.get_device() == 0
 with s:
     assert pyaclnn.get_device() == 1  # the block also makes the stream's device current
-    assert pyaclnn.current_stream(backend) is s
-    on_0 = pyaclnn.current_stream(backend, device=0)
+    assert pyaclnn.current_stream(backend=backend) is s
+    on_0 = pyaclnn.current_stream(backend=backend, device=0)
     assert on_0 is not s and on_0.device == 0  # device 0's current stream: its default
     out, _ = pyaclnn.max_pool3d_with_argmax(pyaclnn.zeros((1, 1, 2, 2, 2), backend=backend), 2)
     assert out.device == 1 and out.stream is s
     out.close()
-assert pyaclnn.get_device() == 0 and pyaclnn.current_stream(backend) is pyaclnn.default_stream(backend)
+assert pyaclnn.get_device() == 0
+assert pyaclnn.current_stream(backend=backend) is pyaclnn.default_stream(backend=backend)
 s.close()
 print("ok")
 """

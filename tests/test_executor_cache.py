@@ -42,7 +42,7 @@ def _live_executors(backend: str) -> int:
 
 @pytest.fixture
 def stream(backend):
-    with pyaclnn.Stream(backend) as s:
+    with pyaclnn.Stream(backend=backend) as s:
         yield s
 
 
@@ -141,7 +141,7 @@ def test_a_plan_dies_before_its_descriptors(backend, stream, torch):
     assert len(stream._state.executors) == 1 and _live_executors(backend) == base + 1
     for array in arrays:
         array.close()
-    pyaclnn.memory_pool(backend).free_all_blocks()
+    pyaclnn.memory_pool(backend=backend).free_all_blocks()
     assert len(stream._state.executors) == 0
     stream.synchronize()  # a dropped plan's executor is destroyed once its launches have run
     # (other streams' plans on freed blocks may go too, hence <=)
@@ -236,7 +236,7 @@ def test_a_cached_plan_launches_with_the_stream_s_current_workspace_buffer(backe
     state.workspace(old.nbytes + 1)  # a larger buffer: the old one goes back to the pool
     assert state._workspace is not old
     stream.synchronize()
-    pyaclnn.memory_pool(backend).free_all_blocks()  # ... and is freed
+    pyaclnn.memory_pool(backend=backend).free_all_blocks()  # ... and is freed
     assert old.ptr == 0 and len(state.executors) == 1
     pyaclnn.max_pool3d_with_argmax_backward(*arrays, 2, backend=backend, stream=stream, out=out)
     np.testing.assert_array_equal(out.numpy(), want)
@@ -249,7 +249,7 @@ def test_set_deterministic_and_closing_the_stream_destroy_the_plans(backend, mon
     rng = np.random.default_rng(5)
     x, idx = _pool_inputs(torch, rng)
     arrays = [pyaclnn.to_device(a, backend=backend) for a in (np.ones(GRAD_SHAPE, np.float32), x, idx)]
-    stream = pyaclnn.Stream(backend)
+    stream = pyaclnn.Stream(backend=backend)
     pyaclnn.max_pool3d_with_argmax_backward(*arrays, 2, backend=backend, stream=stream).close()
     assert len(stream._state.executors) == 1
     pyaclnn.set_deterministic(True, backend=backend)
@@ -271,7 +271,7 @@ def test_the_environment_can_turn_the_cache_off(backend, monkeypatch, torch):
     rng = np.random.default_rng(6)
     x, idx = _pool_inputs(torch, rng)
     arrays = [pyaclnn.to_device(a, backend=backend) for a in (np.ones(GRAD_SHAPE, np.float32), x, idx)]
-    with pyaclnn.Stream(backend) as stream:
+    with pyaclnn.Stream(backend=backend) as stream:
         for _ in range(3):
             pyaclnn.max_pool3d_with_argmax_backward(*arrays, 2, backend=backend, stream=stream).close()
         assert not stream._state.executors.enabled and len(stream._state.executors) == 0
@@ -310,7 +310,7 @@ def test_dropping_plans_never_waits_for_a_launch(backend, stream, torch):
     holder.start()
     holding.wait(10)
     try:
-        freeing = threading.Thread(target=pyaclnn.memory_pool(backend).free_all_blocks, daemon=True)
+        freeing = threading.Thread(target=pyaclnn.memory_pool(backend=backend).free_all_blocks, daemon=True)
         freeing.start()
         freeing.join(10)
         assert not freeing.is_alive(), "free_all_blocks waited for the stream's lock"

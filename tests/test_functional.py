@@ -415,7 +415,7 @@ def test_threads_may_share_one_stream(backend):
     x = RNG.standard_normal((2, 3, 6, 6, 6)).astype(np.float32)
     want = pyaclnn.max_pool3d_with_argmax(x, 2, backend=backend)
     results, errors = [], []
-    with pyaclnn.Stream(backend) as stream:
+    with pyaclnn.Stream(backend=backend) as stream:
 
         def work():
             try:

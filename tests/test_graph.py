@@ -127,7 +127,7 @@ def test_graph_memory_is_its_own_while_it_lives_and_freed_by_close(backend):
     for e in eager:
         np.testing.assert_array_equal(_bits(e.numpy()), _bits(want))
         e.close()
-    pyaclnn.memory_pool(b).free_all_blocks()
+    pyaclnn.memory_pool(backend=b).free_all_blocks()
     assert _device_allocs(b) == captured
     g.close()
     assert _device_allocs(b) == before  # no array held the graph's memory: freed
@@ -147,11 +147,11 @@ def test_an_output_still_open_at_close_stays_readable_and_goes_to_the_pool(backe
     want = pyaclnn.max_pool3d_with_argmax(x.numpy(), 2, backend=b)
     np.testing.assert_array_equal(_bits(out.numpy()), _bits(want[0]))
     np.testing.assert_array_equal(idx.numpy(), want[1])
-    pyaclnn.memory_pool(b).free_all_blocks()  # what the eager call cached
+    pyaclnn.memory_pool(backend=b).free_all_blocks()  # what the eager call cached
     before = _device_allocs(b)
     out.close()
     idx.close()
-    pyaclnn.memory_pool(b).free_all_blocks()  # the shared pool now owns them: cached, then freed
+    pyaclnn.memory_pool(backend=b).free_all_blocks()  # the shared pool now owns them: cached, then freed
     assert _device_allocs(b) == before - 2
     x.close()
 
@@ -237,13 +237,13 @@ def _refusals(b: str, x: pyaclnn.DeviceArray, out: pyaclnn.DeviceArray, what: st
     elif what == "copy_ from NumPy":
         x.copy_(np.zeros(POOL_SHAPE, np.float32))
     elif what == "synchronize":
-        pyaclnn.current_stream(b).synchronize()
+        pyaclnn.current_stream(backend=b).synchronize()
     elif what == "pyaclnn.synchronize":
-        pyaclnn.synchronize(b)
+        pyaclnn.synchronize(backend=b)
     elif what == "numpy":
         out.numpy()
     elif what == "Event.synchronize":
-        pyaclnn.current_stream(b).record_event().synchronize()
+        pyaclnn.current_stream(backend=b).record_event().synchronize()
     else:
         raise AssertionError(what)
 
@@ -306,7 +306,7 @@ def test_the_default_stream_cannot_be_captured(backend):
     b = backend
     g = pyaclnn.Graph(backend=b)
     with pytest.raises(pyaclnn.GraphCaptureError, match=r"capture_begin\(\): .* default stream"):
-        with pyaclnn.graph(g, stream=pyaclnn.default_stream(b)):
+        with pyaclnn.graph(g, stream=pyaclnn.default_stream(backend=b)):
             pass
     assert backends.get(b).live_counts()["graphs"] == 0
     assert not g.captured
@@ -366,7 +366,7 @@ def test_the_capture_mode_decides_which_threads_may_read_meanwhile(backend):
     errors: list[BaseException] = []
 
     def read() -> None:
-        for call in (y.numpy, lambda: pyaclnn.synchronize(b)):  # a read; a wait for every stream
+        for call in (y.numpy, lambda: pyaclnn.synchronize(backend=b)):  # a read; a wait for every stream
             try:
                 call()
             except BaseException as exc:  # noqa: BLE001 - reported to the test's thread
@@ -449,8 +449,8 @@ def test_work_in_and_out_of_a_capture_cannot_wait_for_each_other(backend, monkey
     b = backend
     x = pyaclnn.to_device(RNG.standard_normal(POOL_SHAPE, dtype=np.float32), backend=b)
     _warm(b, x)
-    pyaclnn.memory_pool(b).free_all_blocks()  # the eager calls below cache theirs: freed at the end
-    pyaclnn.synchronize(b)  # executors dropped with those blocks go once their stream is idle
+    pyaclnn.memory_pool(backend=b).free_all_blocks()  # the eager calls below cache theirs: freed at the end
+    pyaclnn.synchronize(backend=b)  # executors dropped with those blocks go once their stream is idle
     before = backends.get(b).live_counts()
     other = pyaclnn.Stream(backend=b)
     g = pyaclnn.Graph(backend=b)
@@ -470,8 +470,8 @@ def test_work_in_and_out_of_a_capture_cannot_wait_for_each_other(backend, monkey
     late.close()
     late_idx.close()
     other.close()
-    pyaclnn.memory_pool(b).free_all_blocks()
-    pyaclnn.synchronize(b)
+    pyaclnn.memory_pool(backend=b).free_all_blocks()
+    pyaclnn.synchronize(backend=b)
     assert backends.get(b).live_counts() == before and not g.captured
     g.close()
     x.close()
@@ -502,7 +502,7 @@ def test_closing_the_capturing_stream_or_finalize_abandons_the_capture(backend):
     with pytest.raises(ValueError, match=r"capture_end\(\): the graph is not capturing"):
         g.capture_end()
     g.capture_begin(pyaclnn.Stream(backend=b))
-    pyaclnn.max_pool3d_with_argmax(x, 2, stream=pyaclnn.current_stream(b), backend=b)  # not captured
+    pyaclnn.max_pool3d_with_argmax(x, 2, stream=pyaclnn.current_stream(backend=b), backend=b)  # not captured
     pyaclnn.finalize(b)  # closes the capturing stream among the others: no error, nothing left
     assert not g.captured  # abandoned: an empty graph, holding nothing
     assert not any(backends.get(b).live_counts().values())
@@ -544,7 +544,7 @@ def test_arrays_made_in_the_block_are_graph_memory(backend):
     b = backend
     x = pyaclnn.to_device(RNG.standard_normal(POOL_SHAPE, dtype=np.float32), backend=b)
     _warm(b, x)
-    pyaclnn.memory_pool(b).free_all_blocks()
+    pyaclnn.memory_pool(backend=b).free_all_blocks()
     before = _device_allocs(b)
     with pyaclnn.Graph(backend=b) as g:
         with pyaclnn.graph(g):  # made for no stream, in the block: for the capturing stream

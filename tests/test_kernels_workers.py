@@ -7,6 +7,7 @@ import threading
 
 import pytest
 
+from pyaclnn import _env as _env_reader
 from pyaclnn.kernels import _env, _workers
 
 
@@ -22,7 +23,13 @@ def test_the_default_thread_count_is_the_usable_cores_at_most_8(monkeypatch, env
         monkeypatch.delenv("PYACLNN_NUM_THREADS", raising=False)
     else:
         monkeypatch.setenv("PYACLNN_NUM_THREADS", env)
-    assert _workers.thread_count() == max(1, min(len(os.sched_getaffinity(0)), 8))
+    want = max(1, min(len(os.sched_getaffinity(0)), 8))
+    if env == "many":  # malformed: said (once per value), then the default
+        monkeypatch.setattr(_env_reader, "_warned", set())
+        with pytest.warns(_env_reader.EnvironmentWarning, match="PYACLNN_NUM_THREADS='many' is ignored"):
+            assert _workers.thread_count() == want
+    else:
+        assert _workers.thread_count() == want
 
 
 def test_threads_for_gives_one_thread_below_the_work_that_pays_and_the_count_from_it(monkeypatch):

@@ -105,7 +105,7 @@ def _as_tuple(result) -> tuple:
 def test_soak_memory_and_live_objects_stay_bounded(backend, op):
     call = _soak_cases()[op]
     first = _as_tuple(call(backend))
-    stream = pyaclnn.Stream(backend)
+    stream = pyaclnn.Stream(backend=backend)
     for i in range(WARMUP):  # an even count: the loop below goes on with the same pattern
         # As in the loop below, each result is alive during the next call: the host pool's buffers
         # (kept mapped for the device between results) and the plans made for them, per stream,
@@ -268,7 +268,7 @@ def _pool_phase1(backend: str, x_ptr: int, arrays: list):
 
 def test_use_after_free_raises(backend):
     runtime.context(backend)
-    stream = pyaclnn.Stream(backend)
+    stream = pyaclnn.Stream(backend=backend)
     x_ptr = acl.rt.malloc(32, backend=backend)
     held: list[int] = []
     size, executor, cleanup = _pool_phase1(backend, x_ptr, held)
@@ -304,7 +304,7 @@ def test_stream_used_after_destroy_raises(backend):
     for ptr in held:
         acl.rt.free(ptr, backend=backend)
     # the Python Stream object refuses use after close
-    s = pyaclnn.Stream(backend)
+    s = pyaclnn.Stream(backend=backend)
     s.close()
     s.close()  # idempotent
     with pytest.raises(ValueError, match="closed"):
@@ -351,7 +351,7 @@ def run_child(script: str, name: str, emulator_home, timeout: float = 120) -> st
 
 def test_phase2_with_a_consumed_executor_raises(backend):
     runtime.context(backend)
-    stream = pyaclnn.Stream(backend)
+    stream = pyaclnn.Stream(backend=backend)
     x_ptr = acl.rt.malloc(32, backend=backend)
     held: list[int] = [x_ptr]
     size, executor, cleanup = _pool_phase1(backend, x_ptr, held)
@@ -381,7 +381,7 @@ def test_destroying_a_non_repeatable_executor_never_leaves_it_runnable(backend):
     """numpy refuses (161002: phase 2 owns it); the emulator destroys it. Either way
     the executor cannot run afterwards and nothing crashes or leaks."""
     runtime.context(backend)
-    stream = pyaclnn.Stream(backend)
+    stream = pyaclnn.Stream(backend=backend)
     x_ptr = acl.rt.malloc(32, backend=backend)
     held: list[int] = [x_ptr]
     size, executor, cleanup = _pool_phase1(backend, x_ptr, held)
@@ -494,19 +494,19 @@ def test_a_pointer_beyond_64_bits_is_not_wrapped(backend):
 
 
 def in_use(backend: str) -> int:
-    return runtime.memory_pool(backend).stats()["in_use_bytes"]
+    return runtime.memory_pool(backend=backend).stats()["in_use_bytes"]
 
 
 def test_close_and_garbage_collection_free_device_arrays_and_streams(backend):
     """close() and GC give an array's block back to the memory pool (in use -> cached) and free a
     stream; free_all_blocks() then returns the cached blocks, and the backend's counters are back."""
-    runtime.default_stream(backend)  # uploads are queued on it: it is there before and after
-    pool = runtime.memory_pool(backend)
+    runtime.default_stream(backend=backend)  # uploads are queued on it: it is there before and after
+    pool = runtime.memory_pool(backend=backend)
     pool.free_all_blocks()
     base, base_in_use = counts(backend), in_use(backend)
     a = pyaclnn.to_device(np.arange(24, dtype=np.float32).reshape(2, 3, 4), backend=backend)
     a.descriptor(ACL_FORMAT_ND)  # a cached aclTensor
-    s = pyaclnn.Stream(backend)
+    s = pyaclnn.Stream(backend=backend)
     s._state.workspace(4096)  # the stream's workspace buffer
     assert counts(backend) != base and in_use(backend) > base_in_use
     a.close()
@@ -518,7 +518,7 @@ def test_close_and_garbage_collection_free_device_arrays_and_streams(backend):
     # garbage collection, including reference cycles
     b = pyaclnn.zeros((5, 5), backend=backend)
     b.descriptor(ACL_FORMAT_ND)
-    t = pyaclnn.Stream(backend)
+    t = pyaclnn.Stream(backend=backend)
     t._state.workspace(100)
     t.cycle = t
     b.cycle = b

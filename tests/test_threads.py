@@ -111,7 +111,7 @@ def test_concurrent_calls_equal_serial_calls(backend, streams, monkeypatch):
     monkeypatch.setenv("PYACLNN_EMU_KERNEL_US", "2000")
 
     def work(i: int) -> None:
-        stream = pyaclnn.Stream(backend) if streams == "own" else None
+        stream = pyaclnn.Stream(backend=backend) if streams == "own" else None
         mine = []
         barrier.wait()
         for r in range(ROUNDS):
@@ -149,7 +149,7 @@ def test_errors_carry_their_own_threads_message(backend):
     rounds = 30
 
     def work(i: int) -> None:
-        stream = pyaclnn.Stream(backend)
+        stream = pyaclnn.Stream(backend=backend)
         bad = -(1000 + i)
         for r in range(rounds):
             barrier.wait()

@@ -124,6 +124,22 @@ typedef enum {
     ACL_EVENT_RECORDED_STATUS_COMPLETE = 1
 } aclrtEventRecordedStatus;
 
+/* aclrtStreamQuery (acl/acl_rt.h of 8.1.RC1, which also tags the enum aclrtStreamStatus):
+ * COMPLETE is 0 here, unlike the event status above. */
+typedef enum {
+    ACL_STREAM_STATUS_COMPLETE = 0,
+    ACL_STREAM_STATUS_NOT_READY = 1,
+    ACL_STREAM_STATUS_RESERVED = 0xFFFF
+} aclrtStreamStatus;
+
+/* aclrtCreateStreamWithConfig's flag and aclrtSetStreamFailureMode's mode (acl/acl_rt.h
+ * writes them 0x00000001u ...): after a failed task, a stream in STOP_ON_FAILURE mode runs
+ * none of the tasks queued after it. */
+#define ACL_STREAM_FAST_LAUNCH 1
+#define ACL_STREAM_FAST_SYNC 2
+#define ACL_CONTINUE_ON_FAILURE 0
+#define ACL_STOP_ON_FAILURE 1
+
 /* Flags of aclrtCreateEventWithFlag (acl_rt.h writes them in hex with a U
  * suffix: 0x00000001U, 0x00000002U, 0x00000008U, 0x00000010U, 0x00000020U).
  * Without ACL_EVENT_SYNC an event cannot be waited on by aclrtStreamWaitEvent. */

@@ -20,8 +20,11 @@ __all__ = [
     "get_device_count",
     "synchronize_device",
     "create_stream",
+    "create_stream_with_config",
+    "set_stream_failure_mode",
     "destroy_stream",
     "synchronize_stream",
+    "stream_query",
     "create_event",
     "create_event_with_flag",
     "destroy_event",
@@ -79,6 +82,18 @@ def create_stream(*, backend: str | None = None) -> Any:
     return _call(backend, "aclrtCreateStream")
 
 
+def create_stream_with_config(priority: int, flag: int = 0, *, backend: str | None = None) -> Any:
+    """``aclrtCreateStreamWithConfig``: a new stream of ``priority`` (0 to 7); ``flag`` an OR of
+    ``ACL_STREAM_FAST_LAUNCH`` and ``ACL_STREAM_FAST_SYNC`` (0: neither)."""
+    return _call(backend, "aclrtCreateStreamWithConfig", priority, flag)
+
+
+def set_stream_failure_mode(stream: Any, mode: int, *, backend: str | None = None) -> None:
+    """``aclrtSetStreamFailureMode``: ``ACL_STOP_ON_FAILURE`` (the tasks queued after a failed one
+    do not run) or ``ACL_CONTINUE_ON_FAILURE`` (CANN's default)."""
+    _call(backend, "aclrtSetStreamFailureMode", stream, mode)
+
+
 def destroy_stream(stream: Any, *, backend: str | None = None) -> None:
     """``aclrtDestroyStream``."""
     _call(backend, "aclrtDestroyStream", stream)
@@ -87,6 +102,12 @@ def destroy_stream(stream: Any, *, backend: str | None = None) -> None:
 def synchronize_stream(stream: Any, *, backend: str | None = None) -> None:
     """``aclrtSynchronizeStream``: wait until the stream's work is done."""
     _call(backend, "aclrtSynchronizeStream", stream)
+
+
+def stream_query(stream: Any, *, backend: str | None = None) -> int:
+    """``aclrtStreamQuery``: ``ACL_STREAM_STATUS_COMPLETE`` (0) when every task queued on the
+    stream has finished, else ``ACL_STREAM_STATUS_NOT_READY`` (1); the host does not wait."""
+    return int(_call(backend, "aclrtStreamQuery", stream))
 
 
 def create_event(*, backend: str | None = None) -> Any:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import threading
 
+from .. import _env
 from ._interface import Backend
 
 BACKEND_NAMES = ("numpy", "npu")
@@ -99,13 +100,12 @@ def _select() -> str:
     with _lock:
         if _active is not None:
             return _active
-        wanted = os.environ.get("PYACLNN_BACKEND", "auto").strip().lower() or "auto"
-        if wanted in BACKEND_NAMES:
-            _active, _reason = wanted, f"PYACLNN_BACKEND={wanted}"
-        elif wanted == "auto":
+        names = {"auto": "auto", **{name: name for name in sorted(BACKEND_NAMES)}}
+        wanted = _env.choice("PYACLNN_BACKEND", names, "auto", strict=True)  # a wrong guess is worse
+        if wanted == "auto":
             _active, _reason = _auto()
         else:
-            raise ValueError(f"PYACLNN_BACKEND must be auto, npu or numpy, got {wanted!r}")
+            _active, _reason = wanted, f"PYACLNN_BACKEND={wanted}"
         return _active
 
 

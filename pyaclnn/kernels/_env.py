@@ -1,7 +1,7 @@
 """Environment variables the kernels and the numpy backend read at every call.
 
-One reader, so that every such variable is read the same way (stripped; "" when
-unset) and where it is read is easy to find. It is ``os.environ.get`` itself:
+The readers of :mod:`pyaclnn._env` (the one place every ``PYACLNN_*`` variable is
+read and checked), under the names the kernels use. ``value`` is ``os.environ.get`` itself:
 the earlier fast path through the private bytes mapping behind ``os.environ``
 is gone. Measured (benchmarks/README.md is not where this lives; the figures
 are in the commit that made the change): 0.25 us for a set variable and 0.67 us
@@ -13,9 +13,7 @@ a launch reads at most two (the stream's simulated kernel time, and
 
 from __future__ import annotations
 
-import os
+from .._env import flag, integer, microseconds
+from .._env import text as value
 
-
-def value(name: str) -> str:
-    """The value of environment variable ``name``, stripped; "" when unset."""
-    return os.environ.get(name, "").strip()
+__all__ = ["flag", "integer", "microseconds", "value"]

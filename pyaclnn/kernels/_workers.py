@@ -40,6 +40,7 @@ import numpy as np
 from . import _env
 
 MAX_DEFAULT_THREADS = 8
+_MALFORMED = -(1 << 62)  # what _env.integer gives for a PYACLNN_NUM_THREADS that is no integer
 
 _executor: ThreadPoolExecutor | None = None
 _executor_size = 0
@@ -48,12 +49,10 @@ _lock = threading.Lock()
 
 def thread_count() -> int:
     """Threads for one call: PYACLNN_NUM_THREADS, else the usable cores (at most 8)."""
-    env = _env.value("PYACLNN_NUM_THREADS")
-    if env:
-        try:
-            return max(1, int(env))
-        except ValueError:
-            pass
+    if _env.value("PYACLNN_NUM_THREADS"):
+        threads = _env.integer("PYACLNN_NUM_THREADS", _MALFORMED, minimum=None, meaning="the usable cores")
+        if threads != _MALFORMED:  # warned
+            return max(1, threads)  # 0 or less: one thread
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux

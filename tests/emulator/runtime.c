@@ -44,9 +44,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
-#define EMU_DEVICE_TOTAL ((size_t)64 << 30) /* 64 GiB, like a 910B */
+/* Bytes of each emulated device: PYACLNN_EMU_DEVICE_MEMORY, read once, else 64 GiB (a 910B). */
+#define EMU_DEVICE_DEFAULT ((size_t)64 << 30)
+static size_t emu_device_total(void);
+#define EMU_DEVICE_TOTAL emu_device_total()
 #define EMU_ALIGN 32
 
 pthread_mutex_t emu_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -200,8 +204,7 @@ void emu_hazard(const char *fmt, ...)
     g_hazards++;
     /* Read at each hazard, as the numpy backend does: the test suite sets it so a
      * hazard fails the run where it happens (faulthandler prints the Python stack). */
-    const char *fatal = getenv("PYACLNN_EMU_HAZARD_FATAL");
-    if (fatal != NULL && strcmp(fatal, "1") == 0) {
+    if (emu_env_flag("PYACLNN_EMU_HAZARD_FATAL")) {
         fprintf(stderr, "PYACLNN_EMU_HAZARD_FATAL=1: aborting\n");
         fflush(stderr);
         abort();
@@ -210,6 +213,52 @@ void emu_hazard(const char *fmt, ...)
 
 int64_t pyaclnnEmuHazardCount(void) { return g_hazards; }
 
+/* A malformed PYACLNN_* value is never ignored silently (as pyaclnn/_env.py): said once per
+ * variable and value on stderr, naming what the variable accepts, and the default is used. */
+static void env_malformed(const char *name, const char *text, const char *accepts, const char *fallback)
+{
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static char said[8][160];
+    char key[160];
+    snprintf(key, sizeof key, "%s=%s", name, text);
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < sizeof said / sizeof said[0]; i++) {
+        if (strcmp(said[i], key) == 0) {
+            pthread_mutex_unlock(&lock);
+            return;
+        }
+        if (said[i][0] == '\0') {
+            memcpy(said[i], key, sizeof key);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    fprintf(stderr, "pyaclnn emulator: %s='%s' is ignored: %s accepts %s; using %s\n", name, text, name, accepts,
+            fallback);
+}
+
+/* A switch, as pyaclnn/_env.py's flag: 1, on, true, yes or 0, off, false, no (any case); unset
+ * or malformed (said) is off. */
+int emu_env_flag(const char *name)
+{
+    const char *text = getenv(name);
+    if (text == NULL || *text == '\0') {
+        return 0;
+    }
+    static const char *const on[] = {"1", "on", "true", "yes"}, *const off[] = {"0", "off", "false", "no"};
+    for (size_t i = 0; i < 4; i++) {
+        if (strcasecmp(text, on[i]) == 0) {
+            return 1;
+        }
+        if (strcasecmp(text, off[i]) == 0) {
+            return 0;
+        }
+    }
+    env_malformed(name, text, "1, on, true, yes or 0, off, false, no", "0");
+    return 0;
+}
+
+/* A number of microseconds >= 0 (as the numpy backend: "0.5" is 0 here, whole microseconds). */
 long emu_env_us(const char *name)
 {
     const char *text = getenv(name);
@@ -217,8 +266,15 @@ long emu_env_us(const char *name)
         return 0;
     }
     char *end;
-    long us = strtol(text, &end, 10);
-    return *end == '\0' && us > 0 ? us : 0;
+    double us = strtod(text, &end);
+    while (*end == ' ' || *end == '\t' || *end == '\n') {
+        end++;
+    }
+    if (end == text || *end != '\0' || !(us >= 0) || us > 1e12) {
+        env_malformed(name, text, "a number of microseconds >= 0", "0");
+        return 0;
+    }
+    return (long)us;
 }
 
 /* Simulated latency, accurate to a few microseconds: a timer sleep would
@@ -249,6 +305,30 @@ void emu_sleep_us(long us)
     }
 }
 
+static pthread_once_t g_total_once = PTHREAD_ONCE_INIT;
+static size_t g_device_total = EMU_DEVICE_DEFAULT;
+
+static void read_device_total(void)
+{
+    const char *text = getenv("PYACLNN_EMU_DEVICE_MEMORY");
+    if (text == NULL || *text == '\0') {
+        return;
+    }
+    char *end;
+    unsigned long long n = strtoull(text, &end, 10);
+    if (*end != '\0' || n == 0 || text[0] == '-') {
+        env_malformed("PYACLNN_EMU_DEVICE_MEMORY", text, "a number of bytes >= 1", "64 GiB");
+        return;
+    }
+    g_device_total = (size_t)n;
+}
+
+static size_t emu_device_total(void)
+{
+    pthread_once(&g_total_once, read_device_total);
+    return g_device_total;
+}
+
 /* ---- devices ------------------------------------------------------------- */
 
 static pthread_once_t g_devices_once = PTHREAD_ONCE_INIT;
@@ -259,8 +339,15 @@ static _Thread_local int t_device = -1; /* none set */
 static void read_device_count(void)
 {
     const char *text = getenv("PYACLNN_EMU_DEVICES");
-    long n = text != NULL ? strtol(text, NULL, 10) : 1;
-    g_devices = n >= 1 && n <= EMU_MAX_DEVICES ? (int)n : 1;
+    char *end = NULL;
+    long n = text != NULL && *text != '\0' ? strtol(text, &end, 10) : 1;
+    if (end != NULL && (*end != '\0' || n < 1 || n > EMU_MAX_DEVICES)) {
+        char accepts[64];
+        snprintf(accepts, sizeof accepts, "an integer from 1 to %d", EMU_MAX_DEVICES);
+        env_malformed("PYACLNN_EMU_DEVICES", text, accepts, "1");
+        n = 1;
+    }
+    g_devices = (int)n;
 }
 
 int emu_device_count(void)

@@ -48,6 +48,8 @@ void emu_hazard(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* A microsecond setting from the environment, read at every call: 0 when
  * unset or not a non-negative number. */
 long emu_env_us(const char *name);
+/* PYACLNN_* switches (1, on, true, yes; else off), as pyaclnn/_env.py reads them. */
+int emu_env_flag(const char *name);
 /* Sleep for `us` microseconds (nothing for us <= 0). */
 void emu_sleep_us(long us);
 

@@ -89,6 +89,7 @@ typedef struct emu_stream {
     uint64_t prof_end_ns;     /* the end of its latest profiler record: the next starts no earlier */
     emu_task *head, *tail, *running;
     int syncers; /* threads waiting on it; destroy waits for them */
+    int stop_on_failure; /* aclrtSetStreamFailureMode(ACL_STOP_ON_FAILURE): skip tasks while error is set */
     aclError error;
     char error_msg[EMU_MSG_LEN];
     struct emu_stream *next; /* list of created streams */
@@ -436,9 +437,32 @@ void emu_task_set_detail(emu_task *task, const char *detail) { task->detail = de
  * worker waits until that end, on the clock (emu_sleep_us). So a chain of
  * kernels takes sleep_us each, whatever the thread wake-ups cost, and event
  * timestamps are device times (t->device_ns). */
+static void run_marker(void *ctx, emu_task *task);
+
+/* A stream in ACL_STOP_ON_FAILURE mode runs none of the tasks queued after a failed one
+ * while its error is not yet reported (an event record still completes, with its time, or
+ * whoever waits for the event would wait forever). */
+static int task_skipped(emu_stream *s, const emu_task *t)
+{
+    if (t->run == run_marker || !__atomic_load_n(&s->stop_on_failure, __ATOMIC_ACQUIRE)) {
+        return 0;
+    }
+    pthread_mutex_lock(&emu_lock);
+    int failed = s->error != ACL_SUCCESS;
+    pthread_mutex_unlock(&emu_lock);
+    return failed;
+}
+
+/* A wait for an event (run_wait) moves its end, t->device_ns, to the device time the event
+ * completed: the stream continues from there, so its later events time the awaited work. */
 static void task_execute(emu_stream *s, emu_task *t)
 {
     uint64_t start = t->queued_ns > s->device_clock_ns ? t->queued_ns : s->device_clock_ns;
+    if (task_skipped(s, t)) {
+        t->device_ns = start;
+        task_release_ctx(t);
+        return;
+    }
     uint64_t end = start + (t->sleep_us > 0 ? (uint64_t)t->sleep_us * 1000u : 0u);
     uint64_t now = now_ns();
     /* The profiler (aclprofStart .. aclprofStop): one flag read per task while it is off. */
@@ -452,7 +476,8 @@ static void task_execute(emu_stream *s, emu_task *t)
     t->run(t->ctx, t);
     uint64_t done = now_ns();
     uint64_t spent = done - (end > now ? end : now);
-    s->device_clock_ns = end + (t->sleep_us > 0 ? spent : 0u);
+    uint64_t finish = t->device_ns > end ? t->device_ns : end; /* a wait: when its event completed */
+    s->device_clock_ns = finish + (t->sleep_us > 0 ? spent : 0u);
     if (recording) {
         prof_record_task(s, t, record_start, done);
     }
@@ -649,6 +674,67 @@ aclError aclrtSynchronizeStream(aclrtStream stream)
     return finish_sync(error, msg);
 }
 
+static int marker_done_locked(const emu_task *t);
+
+/* Caller holds emu_lock. A query that found work pending waits for the next task to finish, at
+ * most EMU_POLL_WAIT_NS, before it answers: a device runs beside the host and takes none of its
+ * CPU, but the emulator's workers are host threads, and a polling loop on a busy host would
+ * otherwise keep the core the worker needs to end its kernel for a scheduler tick (4 ms). */
+#define EMU_POLL_WAIT_NS 200000u
+
+static void poll_wait_locked(void)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += EMU_POLL_WAIT_NS;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec += 1;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&g_progress, &emu_lock, &until);
+}
+
+/* Caller holds emu_lock. Nothing of s is queued, and what runs (if anything) is an event record
+ * that already completed the event: whoever saw the event complete sees the stream done. */
+static int stream_done_locked(const emu_stream *s)
+{
+    return s->head == NULL && (s->running == NULL || marker_done_locked(s->running));
+}
+
+/* Any live stream, of any device (as aclrtSynchronizeStream); NOT_READY while a task of it is
+ * queued or running. A failure is not reported here: the next synchronize reports it. */
+aclError aclrtStreamQuery(aclrtStream stream, aclrtStreamStatus *status)
+{
+    static const char api[] = "aclrtStreamQuery";
+    pthread_mutex_lock(&emu_lock);
+    emu_stream *s;
+    aclError rc = resolve_locked(api, stream, 0, &s);
+    if (rc == ACL_SUCCESS && status == NULL) {
+        pyaclnnEmuSetError("%s: status is NULL", api);
+        rc = ACL_ERROR_INVALID_PARAM;
+    }
+    if (rc == ACL_SUCCESS && s->capture_status != ACL_MODEL_RI_CAPTURE_STATUS_NONE) {
+        pyaclnnEmuSetError("%s: stream %p is capturing (aclmdlRICaptureBegin): not supported until "
+                           "aclmdlRICaptureEnd (ACL_ERROR_RT_STREAM_CAPTURED)",
+                           api, stream);
+        rc = ACL_ERROR_RT_STREAM_CAPTURED;
+    }
+    if (rc == ACL_SUCCESS) {
+        int done = stream_done_locked(s);
+        if (!done) {
+            s->syncers++; /* a destroy waits for us */
+            poll_wait_locked();
+            done = stream_done_locked(s);
+            if (--s->syncers == 0) {
+                pthread_cond_broadcast(&g_progress);
+            }
+        }
+        *status = done ? ACL_STREAM_STATUS_COMPLETE : ACL_STREAM_STATUS_NOT_READY;
+    }
+    pthread_mutex_unlock(&emu_lock);
+    return rc;
+}
+
 /* Caller holds emu_lock. The first stream of `device` (default stream
  * first) that has not run everything up to `ticket`, or NULL. */
 static emu_stream *busy_stream(int device, uint64_t ticket)
@@ -737,6 +823,48 @@ aclError aclrtCreateStream(aclrtStream *stream)
     pthread_mutex_unlock(&emu_lock);
     *stream = s;
     return ACL_SUCCESS;
+}
+
+/* The priority (0 to 7, acl_rt.h) and the flags are checked, then ignored: one worker thread per
+ * stream runs as the OS schedules it. */
+aclError aclrtCreateStreamWithConfig(aclrtStream *stream, uint32_t priority, uint32_t flag)
+{
+    static const char api[] = "aclrtCreateStreamWithConfig";
+    if (stream != NULL) {
+        *stream = NULL;
+    }
+    if (priority > 7) {
+        pyaclnnEmuSetError("%s: priority %u is outside 0..7", api, priority);
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    if ((flag & ~(uint32_t)(ACL_STREAM_FAST_LAUNCH | ACL_STREAM_FAST_SYNC)) != 0) {
+        pyaclnnEmuSetError("%s: flag 0x%x is not an OR of ACL_STREAM_FAST_LAUNCH (1) and ACL_STREAM_FAST_SYNC (2)",
+                           api, flag);
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    return aclrtCreateStream(stream);
+}
+
+aclError aclrtSetStreamFailureMode(aclrtStream stream, uint64_t mode)
+{
+    static const char api[] = "aclrtSetStreamFailureMode";
+    if (stream == NULL) {
+        pyaclnnEmuSetError("%s: stream is NULL (the default stream's mode cannot be set)", api);
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    if (mode != ACL_CONTINUE_ON_FAILURE && mode != ACL_STOP_ON_FAILURE) {
+        pyaclnnEmuSetError("%s: mode %" PRIu64 " is neither ACL_CONTINUE_ON_FAILURE (0) nor ACL_STOP_ON_FAILURE (1)",
+                           api, mode);
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    pthread_mutex_lock(&emu_lock);
+    emu_stream *s;
+    aclError rc = resolve_locked(api, stream, 1, &s);
+    if (rc == ACL_SUCCESS) {
+        __atomic_store_n(&s->stop_on_failure, mode == ACL_STOP_ON_FAILURE, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&emu_lock);
+    return rc;
 }
 
 /* Caller holds emu_lock. */
@@ -981,13 +1109,24 @@ static void run_marker(void *ctx, emu_task *task)
     pthread_mutex_unlock(&emu_lock);
 }
 
+/* Caller holds emu_lock. Whether t is an event record whose marker has run. */
+static int marker_done_locked(const emu_task *t)
+{
+    const event_job *job = t->ctx;
+    return t->run == run_marker && job->event->completed >= job->record;
+}
+
 static void run_wait(void *ctx, emu_task *task)
 {
-    (void)task;
     event_job *job = ctx;
     pthread_mutex_lock(&emu_lock);
     while (job->event->completed < job->record) {
         pthread_cond_wait(&g_progress, &emu_lock);
+    }
+    /* The stream goes on at the device time the event completed, if later than its own. */
+    uint64_t stamp = (uint64_t)job->event->stamp.tv_sec * 1000000000u + (uint64_t)job->event->stamp.tv_nsec;
+    if (stamp > task->device_ns) {
+        task->device_ns = stamp;
     }
     pthread_mutex_unlock(&emu_lock);
 }
@@ -1118,9 +1257,15 @@ aclError aclrtQueryEventStatus(aclrtEvent event, aclrtEventRecordedStatus *statu
 {
     pthread_mutex_lock(&emu_lock);
     emu_event *e = event_of("aclrtQueryEventStatus", event);
-    int complete = e != NULL && e->completed >= e->recorded;
     aclError captured = e != NULL && status != NULL ? event_captured_locked("aclrtQueryEventStatus", "event", e, event)
                                                     : ACL_SUCCESS;
+    int complete = e != NULL && e->completed >= e->recorded;
+    if (e != NULL && status != NULL && captured == ACL_SUCCESS && !complete) {
+        e->refs++; /* it may be destroyed while we wait */
+        poll_wait_locked();
+        complete = e->completed >= e->recorded;
+        event_unref_locked(e);
+    }
     pthread_mutex_unlock(&emu_lock);
     if (e == NULL) {
         return ACL_ERROR_INVALID_PARAM;

@@ -76,7 +76,7 @@ def with_stream(fn):
             other = other_backend(kw["backend"])
             s = _other_streams.get(other)
             if s is None or s.closed:
-                s = _other_streams[other] = pyaclnn.Stream(other)
+                s = _other_streams[other] = pyaclnn.Stream(backend=other)
             kw["stream"] = s
         return fn(**kw)
 

@@ -324,11 +324,33 @@ class NpuBackend(OperatorPhases):
         stream = out[0]
         return status, (ffi.cast(_STREAM, stream) if status == 0 and stream != NULL else None)
 
+    def aclrtCreateStreamWithConfig(self, priority: int, flag: int) -> tuple[int, Any]:
+        out = ffi.new(_STREAMP)
+        try:
+            status = self._c.aclrtCreateStreamWithConfig(out, priority, flag)
+        except (TypeError, OverflowError) as exc:
+            raise self._bad_argument("aclrtCreateStreamWithConfig", (out, priority, flag), exc) from None
+        stream = out[0]
+        return status, (ffi.cast(_STREAM, stream) if status == 0 and stream != NULL else None)
+
+    def aclrtSetStreamFailureMode(self, stream: Any, mode: int) -> int:
+        api = "aclrtSetStreamFailureMode"
+        st = _stream(stream, api)
+        try:
+            return self._c.aclrtSetStreamFailureMode(st, mode)
+        except (TypeError, OverflowError) as exc:
+            raise self._bad_argument(api, (st, mode), exc) from None
+
     def aclrtDestroyStream(self, stream: Any) -> int:
         return self._c.aclrtDestroyStream(_stream(stream, "aclrtDestroyStream"))
 
     def aclrtSynchronizeStream(self, stream: Any) -> int:
         return self._c.aclrtSynchronizeStream(_stream(stream, "aclrtSynchronizeStream"))
+
+    def aclrtStreamQuery(self, stream: Any) -> tuple[int, int]:
+        out = ffi.new("aclrtStreamStatus *")
+        status = self._c.aclrtStreamQuery(_stream(stream, "aclrtStreamQuery"), out)
+        return status, int(out[0])
 
     # -- events -------------------------------------------------------------------
     def aclrtCreateEvent(self) -> tuple[int, Any]:

@@ -22,9 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from ... import _decl
+from ... import _decl, _env
 from ... import dtypes as _dtypes
 from ...constants import (
+    ACL_CONTINUE_ON_FAILURE,
     ACL_ERROR_HOST_MEMORY_ALREADY_REGISTERED,
     ACL_ERROR_HOST_MEMORY_NOT_REGISTERED,
     ACL_ERROR_INVALID_FILE,
@@ -69,6 +70,11 @@ from ...constants import (
     ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED,
     ACL_MODEL_RI_CAPTURE_STATUS_NONE,
     ACL_PROF_MSPROFTX,
+    ACL_STOP_ON_FAILURE,
+    ACL_STREAM_FAST_LAUNCH,
+    ACL_STREAM_FAST_SYNC,
+    ACL_STREAM_STATUS_COMPLETE,
+    ACL_STREAM_STATUS_NOT_READY,
     ACL_SUCCESS,
     ACLNN_ERR_INNER_NULLPTR,
     ACLNN_ERR_PARAM_INVALID,
@@ -155,10 +161,7 @@ def _wait(event: Event, worker: Worker, graph: int = 0) -> None:
 
 def _device_count() -> int:
     """PYACLNN_EMU_DEVICES (default 1), read once when the backend is made."""
-    try:
-        return max(1, int(os.environ.get("PYACLNN_EMU_DEVICES", "1")))
-    except ValueError:
-        return 1
+    return _env.integer("PYACLNN_EMU_DEVICES", 1, minimum=1)
 
 
 class NumpyBackend(OperatorsMixin):
@@ -322,6 +325,49 @@ class NumpyBackend(OperatorsMixin):
         stream = Stream(device)
         stream.worker = self.devices[device].new_worker(f"{id(stream):#x}")
         return ACL_SUCCESS, self.streams.add(stream)
+
+    def aclrtCreateStreamWithConfig(self, priority: int, flag: int) -> tuple[int, Stream | None]:
+        api = "aclrtCreateStreamWithConfig"
+        priority = c_int(priority, api, "priority", (0, 2**32 - 1))
+        flag = c_int(flag, api, "flag", (0, 2**32 - 1))
+        if priority > 7:  # acl_rt.h: "the priority of stream, value range:0~7"
+            return self._error(ACL_ERROR_INVALID_PARAM, f"{api}: priority {priority} is outside 0..7"), None
+        if flag & ~(ACL_STREAM_FAST_LAUNCH | ACL_STREAM_FAST_SYNC):
+            message = (
+                f"{api}: flag {flag:#x} is not an OR of ACL_STREAM_FAST_LAUNCH (1) and "
+                "ACL_STREAM_FAST_SYNC (2)"
+            )
+            return self._error(ACL_ERROR_INVALID_PARAM, message), None
+        # One worker thread per stream runs as the OS schedules it: the priority changes nothing.
+        return self.aclrtCreateStream()
+
+    def aclrtSetStreamFailureMode(self, stream: Any, mode: int) -> int:
+        api = "aclrtSetStreamFailureMode"
+        mode = c_int(mode, api, "mode", (0, 2**64 - 1))
+        if stream is None:  # CANN: the default stream's mode cannot be set
+            return self._error(ACL_ERROR_INVALID_PARAM, f"{api}: stream is NULL (the default stream)")
+        status = self._stream_status(stream, api)
+        if status:
+            return status
+        if mode not in (ACL_CONTINUE_ON_FAILURE, ACL_STOP_ON_FAILURE):
+            message = f"{api}: mode {mode} is neither ACL_CONTINUE_ON_FAILURE (0) nor ACL_STOP_ON_FAILURE (1)"
+            return self._error(ACL_ERROR_INVALID_PARAM, message)
+        stream.worker.stop_on_failure = mode == ACL_STOP_ON_FAILURE
+        return ACL_SUCCESS
+
+    def aclrtStreamQuery(self, stream: Any) -> tuple[int, int]:
+        api = "aclrtStreamQuery"
+        status = self._stream_status(stream, api, own=False)
+        if status:
+            return status, ACL_STREAM_STATUS_NOT_READY
+        if stream is None:
+            worker = self.devices[self._tls.device].default_worker(create=False)
+        else:
+            if stream.worker.capture is not None:
+                return self._captured(api, stream.worker), ACL_STREAM_STATUS_NOT_READY
+            worker = stream.worker
+        done = worker is None or worker.settled()
+        return ACL_SUCCESS, ACL_STREAM_STATUS_COMPLETE if done else ACL_STREAM_STATUS_NOT_READY
 
     def _stream_status(self, stream: Any, api: str = "", own: bool = True) -> int:
         """ACL_SUCCESS when the calling thread may use ``stream`` (a live stream, or None: the
@@ -514,7 +560,7 @@ class NumpyBackend(OperatorsMixin):
         if status:
             return status, ACL_EVENT_RECORDED_STATUS_NOT_READY
         marker = event.marker
-        complete = marker is None or marker.complete
+        complete = marker is None or marker.query()
         return ACL_SUCCESS, (
             ACL_EVENT_RECORDED_STATUS_COMPLETE if complete else ACL_EVENT_RECORDED_STATUS_NOT_READY
         )

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import ArgumentOverflowError
+from ...errors import ArgumentOverflowError, describe
 
 INT64 = (-(2**63), 2**63 - 1)
 UINT64 = (0, 2**64 - 1)
@@ -26,7 +26,7 @@ def c_int(value: Any, api: str, param: str, bounds: tuple[int, int] = INT64) -> 
     elif isinstance(value, numbers.Integral):
         number = int(value)
     else:
-        raise TypeError(f"{api}: {param} must be an int, got {type(value).__name__} {value!r}")
+        raise TypeError(f"{api}: {param} must be an int, got {type(value).__name__} {describe(value)}")
     if not bounds[0] <= number <= bounds[1]:
         raise ArgumentOverflowError(f"{api}: {param} = {number} is outside [{bounds[0]}, {bounds[1]}]")
     return number
@@ -34,7 +34,7 @@ def c_int(value: Any, api: str, param: str, bounds: tuple[int, int] = INT64) -> 
 
 def c_ints(values: Any, api: str, param: str, bounds: tuple[int, int] = INT64) -> tuple[int, ...]:
     if not isinstance(values, Iterable) or isinstance(values, (str, bytes)):
-        raise TypeError(f"{api}: {param} must be a sequence of ints, got {values!r}")
+        raise TypeError(f"{api}: {param} must be a sequence of ints, got {describe(values)}")
     return tuple(c_int(v, api, param, bounds) for v in values)
 
 
@@ -66,10 +66,10 @@ def c_bool(value: Any, api: str, param: str) -> bool:
         return bool(value)
     if isinstance(value, numbers.Integral) and value in (0, 1):
         return bool(value)
-    raise TypeError(f"{api}: {param} must be a bool, got {value!r}")
+    raise TypeError(f"{api}: {param} must be a bool, got {describe(value)}")
 
 
 def c_bools(values: Any, api: str, param: str) -> tuple[bool, ...]:
     if not isinstance(values, Iterable) or isinstance(values, (str, bytes)):
-        raise TypeError(f"{api}: {param} must be a sequence of bools, got {values!r}")
+        raise TypeError(f"{api}: {param} must be a sequence of bools, got {describe(values)}")
     return tuple(c_bool(v, api, param) for v in values)

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ... import _env
+
 _ALIGN = 512
 _GUARD = 1 << 20
 _MAPPED_BASE = 1 << 60  # mapped host memory: far above anything allocate() reaches
@@ -66,8 +68,8 @@ class Heap:
         self._next = base
         self._starts: list[int] = []  # sorted addresses of live allocations
         self._live: dict[int, Allocation] = {}
-        env = os.environ.get("PYACLNN_NUMPY_DEVICE_MEMORY")
-        self.capacity = int(env) if env else (capacity or _physical_memory() * 3 // 4)
+        env = _env.integer("PYACLNN_NUMPY_DEVICE_MEMORY", 0, minimum=1)  # bytes; 0: unset or malformed
+        self.capacity = env or capacity or _physical_memory() * 3 // 4
         self._used: dict[int, int] = {}  # bytes in use per device
         # Bumped by every free: views resolved at an unchanged generation still
         # lie in live allocations (addresses are never reused, so a new

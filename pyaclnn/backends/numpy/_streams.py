@@ -7,7 +7,8 @@ emulator (tests/emulator) implements too:
   a FIFO of :class:`Task` objects run one after another by a daemon thread, so
   tasks of different streams run concurrently;
 * a task that fails records a sticky error on its stream, reported (once) by
-  the next synchronize of that stream or of its device;
+  the next synchronize of that stream or of its device; on a stream in
+  ``ACL_STOP_ON_FAILURE`` mode the tasks queued after it are skipped until then;
 * an event record is a :class:`Marker` task that stores a timestamp when it
   runs;
 * misuses that would corrupt memory on a real device are :class:`Hazards`:
@@ -44,23 +45,21 @@ HAZARD_FATAL = "PYACLNN_EMU_HAZARD_FATAL"
 def hazards_are_fatal() -> bool:
     """Whether ``PYACLNN_EMU_HAZARD_FATAL`` is 1: a hazard aborts the process (the C emulator reads
     the same variable)."""
-    return _env.value(HAZARD_FATAL).strip() == "1"
+    return _env.flag(HAZARD_FATAL, False)
 
 
 def env_ns(name: str) -> int:
     """The microseconds in environment variable ``name``, as nanoseconds.
 
-    Read at each call (tests change the variables between calls; the fast
-    reader of :mod:`pyaclnn.kernels._env`); unset, empty, negative or
-    malformed values count as 0.
+    Read at each call (tests change the variables between calls); unset or empty
+    is 0, and so is a malformed value, which :mod:`pyaclnn._env` warns about.
     """
-    raw = _env.value(name)
-    if not raw:
-        return 0
-    try:
-        return max(0, int(float(raw) * 1000))
-    except ValueError:
-        return 0
+    return int(_env.microseconds(name) * 1000)
+
+
+#: The longest a query that finds work pending blocks, with the GIL released (Worker.settled):
+#: long enough for the worker thread to wake and take the GIL, short against a kernel.
+POLL_WAIT_S = 0.0002
 
 
 def sleep_ns(ns: int) -> None:
@@ -154,6 +153,8 @@ class Worker:
         self._finished = 0
         self._error: tuple[int, str] | None = None
         self._closed = False
+        # aclrtSetStreamFailureMode: while a failure is not yet reported, skip the tasks after it
+        self.stop_on_failure = False
         self.capture: Any = None  # the stream's _capture.Capture while aclmdlRICaptureBegin records it
         self._start()
         _LIVE_WORKERS.add(self)
@@ -168,6 +169,7 @@ class Worker:
         self._running = False  # a thread (the worker or a waiting caller) runs the head of _pending
         self._idle = False  # the worker thread sleeps on _work: only then is notifying it needed
         self._waiters = 0  # threads asleep in wait(): finishing a task notifies only when there are some
+        self._sleep_until_ns = 0  # while the running task sleeps out its simulated time: its end
         # Daemon: a stream nobody destroyed must not keep the process alive at exit.
         self._thread = threading.Thread(
             target=self._loop, name=f"pyaclnn-stream-{self.label}-dev{self.device}", daemon=True
@@ -216,6 +218,30 @@ class Worker:
         """Whether task ``seq`` has finished."""
         with self._lock:
             return self._finished >= seq
+
+    def settled(self, seq: int | None = None) -> bool:
+        """Whether task ``seq`` (default: every task submitted so far) has finished: a query.
+
+        If not, the caller gives up the GIL for a moment (at most :data:`POLL_WAIT_S`, less if
+        a task finishes meanwhile) before it answers. A polling loop (``while not
+        s.query(): pass``) otherwise keeps the GIL from the worker thread, which needs it to
+        finish the task it runs, for a whole switch interval (5 ms): the loop would wait
+        25 times a 0.2 ms kernel. Not while the running task sleeps out its simulated time
+        (it needs no GIL then): a poll of the memory pool's fences, say, answers at once.
+        Unlike :meth:`wait`, the caller never runs a task itself.
+        """
+        with self._lock:
+            target = self._submitted if seq is None else seq
+            if self._finished >= target:
+                return True
+            if self._sleep_until_ns and time.monotonic_ns() < self._sleep_until_ns:
+                return False
+            self._waiters += 1
+            try:
+                self._done.wait(POLL_WAIT_S)
+            finally:
+                self._waiters -= 1
+            return self._finished >= target
 
     def busy(self) -> bool:
         """Whether a submitted task is still queued or running."""
@@ -301,10 +327,19 @@ class Worker:
         """Run one task; a failure becomes the stream's sticky error, never vanishes."""
         recorder = RECORDER  # the profiler's, from aclprofStart to aclprofStop; else None
         start_ns = time.monotonic_ns() if recorder is not None else 0
+        if self.stop_on_failure and self._error is not None and task.what != "aclrtRecordEvent":
+            # ACL_STOP_ON_FAILURE: nothing queued after a failed task runs until the failure was
+            # reported (an event record still completes, or its waiters would wait forever).
+            if recorder is not None:
+                recorder.add(self, task, start_ns, time.monotonic_ns())
+            return
         try:
             # Device time passes before the task writes, so a caller that
             # does not synchronize sees the old contents.
-            sleep_ns(task.min_ns)
+            if task.min_ns > 0:
+                self._sleep_until_ns = time.monotonic_ns() + task.min_ns
+                sleep_ns(task.min_ns)
+                self._sleep_until_ns = 0
             task.run()
         except DeviceError as exc:
             self._fail(exc.status, exc.message)
@@ -360,6 +395,14 @@ class Marker:
         """Block until the marker (so every task before it on its stream) has run."""
         assert self.worker is not None
         self.worker.wait(self.seq)
+
+    def query(self) -> bool:
+        """Whether the marker has run; asked through :meth:`Worker.settled` (a polling caller
+        lets the worker run it)."""
+        if self.timestamp_ns is not None:
+            return True
+        worker = self.worker
+        return worker is not None and worker.settled(self.seq) and self.timestamp_ns is not None
 
 
 class Event:

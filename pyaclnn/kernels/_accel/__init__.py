@@ -261,7 +261,7 @@ def _compiler() -> list[str] | None:
 
 
 def _cache_dir() -> Path:
-    explicit = os.environ.get("PYACLNN_CACHE_DIR")
+    explicit = _env.value("PYACLNN_CACHE_DIR")
     if explicit:
         return Path(explicit)
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
@@ -342,7 +342,7 @@ def _open(path: Path) -> _Loaded:
     lib = ffi.dlopen(str(path))
     if lib.pyaclnn_accel_abi() != ABI:
         return _Loaded(reason=f"{path} has interface {lib.pyaclnn_accel_abi()}, not {ABI}")
-    if _env.value("PYACLNN_ACCEL_F16C") == "0":
+    if not _env.flag("PYACLNN_ACCEL_F16C", True):
         lib.pyaclnn_accel_use_f16c(0)
     return _Loaded(ffi, lib, path)
 
@@ -383,7 +383,7 @@ def _say_cc_failed(exc: Exception) -> None:
 
 
 def _disabled() -> bool:
-    return _env.value("PYACLNN_ACCEL") == "0"
+    return not _env.flag("PYACLNN_ACCEL", True)
 
 
 def library() -> Any | None:
