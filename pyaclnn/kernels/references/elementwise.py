@@ -98,6 +98,10 @@ class Op:
 
     @functools.cached_property
     def roles(self) -> tuple[Param, ...]:
+        """The phase-1 parameters' roles, by the names CANN gives them: the first tensor of an
+        ``Inplace`` operator is read and written, ``out``, ``y`` and ``result`` are written,
+        ``condition`` selects, ``alpha``, ``mode`` and ``approximate`` are attributes, the rest
+        (tensors and scalars) are the operands."""
         params = []
         for index, text in enumerate(self.params.split(",")):
             match = _PARAM.match(text.strip())
