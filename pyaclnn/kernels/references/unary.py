@@ -36,23 +36,24 @@ def _silu(x: np.ndarray) -> Any:
 
 
 def erfc(x: np.ndarray) -> np.ndarray:
-    """erfc in float64, vectorised, relative error below 1e-8 (NumPy has no erf): the Taylor
-    series of erf below 3 and the continued fraction of erfc above, with erfc(-x) = 2 - erfc(x)."""
+    """erfc in float64, vectorised, relative error below 1e-12 (NumPy has no erf): the Taylor
+    series of erf below 2 (40 terms) and the continued fraction of erfc from 2 (50 levels), with
+    erfc(-x) = 2 - erfc(x)."""
     x = np.asarray(x, np.float64)
     magnitude = np.abs(x)
-    small = magnitude < 3.0
-    s = np.where(small, magnitude, 0.0)
-    term, total, square = s, s, s * s
-    for n in range(1, 60):
+    small = magnitude < 2.0
+    tail = np.empty_like(magnitude)
+    s = magnitude[small]
+    term, total, square = s, s.copy(), s * s
+    for n in range(1, 40):
         term = term * (-square) / n
-        total = total + term / (2 * n + 1)
-    near = 1.0 - total * (2.0 / np.sqrt(np.pi))
-    b = np.where(small, 3.0, magnitude)
+        total += term / (2 * n + 1)
+    tail[small] = 1.0 - total * (2.0 / np.sqrt(np.pi))
+    b = magnitude[~small]
     fraction = b
-    for k in range(60, 0, -1):
+    for k in range(50, 0, -1):
         fraction = b + (k / 2.0) / fraction
-    far = np.exp(-b * b) / np.sqrt(np.pi) / fraction
-    tail = np.where(small, near, far)
+    tail[~small] = np.exp(-b * b) / np.sqrt(np.pi) / fraction
     result: np.ndarray = np.where(x < 0, 2.0 - tail, tail)
     return result
 
