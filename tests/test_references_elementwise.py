@@ -363,6 +363,7 @@ def test_attributes_out_of_range_and_casts_torch_refuses():
     assert _status(lambda: ops.pow_tensor_scalar(ints, -1, np.empty_like(ints))) == "ACLNN_ERR_PARAM_INVALID"
     assert _status(lambda: ops.div(ints, ints, np.empty_like(ints))) == "ACLNN_ERR_PARAM_INVALID"
     assert _status(lambda: ops.add(ints, ints, 0.5, np.empty_like(ints))) == "ACLNN_ERR_PARAM_INVALID"
+    assert _status(lambda: ops.add(ints, ints, True, np.empty_like(ints))) == "ACLNN_ERR_PARAM_INVALID"
     assert _status(lambda: ops.s_where(ints, x, x, np.empty_like(x))) == "ACLNN_ERR_PARAM_INVALID"
     assert _status(lambda: ops.inplace_fill_tensor(x, np.ones(2, f32))) == "ACLNN_ERR_PARAM_INVALID"
 

@@ -159,8 +159,10 @@ def check(op: Op, *values: Any) -> None:
     promoted = _promoted(op, values)
     named = _named(op, values)
     result = op.family.rule(promoted, named)
-    alpha = named.get("alpha")
-    if alpha is not None and _category(alpha) > CATEGORY[dtype_name(promoted)]:
+    alpha = named.get("alpha")  # torch: no float alpha for ints, a bool alpha only for bools
+    if alpha is not None and (
+        _category(alpha) > CATEGORY[dtype_name(promoted)] or (_category(alpha) == 0 and promoted != np.bool_)
+    ):
         raise fail(f"alpha has type {np.asarray(alpha).dtype.name}, which {promoted.name} cannot take")
     shape: tuple[int, ...] = ()
     shape_of = ""
