@@ -398,6 +398,12 @@ def test_tensors_of_different_dtypes_promote_as_torch(torch):
     np.testing.assert_array_equal(ops.mul(h, b, np.empty(3, np.float32)), [0.25, 2.25, 6.25])
     out = ops.s_where(np.array([True, False, True]), a, h, np.empty(3, np.float16))
     np.testing.assert_array_equal(out, [1, 1.5, 3])
+    # in place: the promoted result cast back into selfRef when torch's canCast allows it
+    ref = h.copy()
+    ops.inplace_add(ref, np.array([0.25], np.float32), 1)
+    expected = torch.from_numpy(h.copy()).add_(torch.tensor([0.25], dtype=torch.float32))
+    np.testing.assert_array_equal(ref, expected.numpy())
+    assert _status(lambda: ops.inplace_mul(a.copy(), h)) == "ACLNN_ERR_PARAM_INVALID"
     # a result written into a wider output, and a comparison into an int output
     np.testing.assert_array_equal(ops.sub(a, a, 1, np.empty(3, np.float64)), [0, 0, 0])
     np.testing.assert_array_equal(ops.lt_tensor(a, h, np.empty(3, np.int32)), [0, 0, 0])
