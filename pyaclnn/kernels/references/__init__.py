@@ -9,8 +9,8 @@ for the kernel (which writes its outputs in place), a tensor list a list of them
 a NumPy scalar of its type, an ``aclDataType`` a NumPy dtype, arrays tuples, the rest
 Python values. Users register theirs through ``pyaclnn.ops.register_reference``.
 
-The references live in modules by family (``elementwise``, ``linalg``, ``reductions``,
-``normalization``, ``movement``), which register theirs when imported below; the rules
+The references live in modules by family (``elementwise``, ``unary``, ``comparison``, ``linalg``,
+``reductions``, ``normalization``, ``movement``), which register theirs when imported below; the rules
 they share (torch's type promotion, broadcasting, the status of a NULL tensor) are in
 ``_rules``.
 """
@@ -22,4 +22,4 @@ from ._registry import Reference, TensorInfo, get, headers, names, register
 __all__ = ["Reference", "TensorInfo", "get", "headers", "names", "register"]
 
 # The families register their references when imported.
-from . import elementwise, linalg, movement, normalization, reductions  # noqa: E402, F401
+from . import comparison, elementwise, linalg, movement, normalization, reductions, unary  # noqa: E402, F401
