@@ -240,26 +240,28 @@ def make(declaration: Declaration, where: str = "") -> Callable[..., Any]:
 
     from . import _call
 
-    def operator(*args: Any, stream: Stream | None = None, **kwargs: Any) -> Any:
+    def bind(args: tuple[Any, ...], kwargs: dict[str, Any], caller: str) -> list[Any]:
+        """The arguments in header order (``missing`` where none was given), or TypeError."""
         if len(args) > count:
-            raise TypeError(f"{python_name}() takes {count} positional arguments but {len(args)} were given")
+            raise TypeError(f"{caller}() takes {count} positional arguments but {len(args)} were given")
         values = [*args, *([missing] * (count - len(args)))]
         for key, value in kwargs.items():
             position = index.get(key)
             if position is None:
-                raise TypeError(f"{python_name}() got an unexpected keyword argument {key!r}")
+                raise TypeError(f"{caller}() got an unexpected keyword argument {key!r}")
             if values[position] is not missing:
-                raise TypeError(f"{python_name}() got multiple values for argument {key!r}")
+                raise TypeError(f"{caller}() got multiple values for argument {key!r}")
             values[position] = value
-        checked = []
-        for param, value in zip(params, values):
+        for i, (param, value) in enumerate(zip(params, values)):
             if value is missing or value is REQUIRED:
                 if not param.optional:
-                    raise TypeError(
-                        f"{python_name}() missing required argument {param.python_name!r} ({param.c})"
-                    )
-                value = None
-            checked.append(_call.check(param, value))
+                    raise TypeError(f"{caller}() missing required argument {param.python_name!r} ({param.c})")
+                values[i] = None
+        return values
+
+    def operator(*args: Any, stream: Stream | None = None, **kwargs: Any) -> Any:
+        values = bind(args, kwargs, python_name)
+        checked = [_call.check(param, value) for param, value in zip(params, values)]
         return _call.launch(declaration, params, checked, stream, python_name)
 
     def run_reference(*args: Any, **kwargs: Any) -> Any:
@@ -272,13 +274,8 @@ def make(declaration: Declaration, where: str = "") -> Callable[..., Any]:
                 f"{declaration.phase2_api} has no NumPy reference: register one with "
                 f"pyaclnn.ops.register_reference({python_name!r}, fn)"
             )
-        values = [*args, *([missing] * (count - len(args)))]
-        for key, value in kwargs.items():
-            position = index.get(key)
-            if position is None:
-                raise TypeError(f"{python_name}.reference() got an unexpected keyword argument {key!r}")
-            values[position] = value
-        host = [_call.host_value(p, None if v is missing else v) for p, v in zip(params, values)]
+        values = bind(args, kwargs, f"{python_name}.reference")
+        host = [_call.host_value(param, value) for param, value in zip(params, values)]
         found.kernel(*host)
         outputs = [v for p, v in zip(params, host) if p.is_output]
         return outputs[0] if len(outputs) == 1 else tuple(outputs) if outputs else None
@@ -294,11 +291,12 @@ def make(declaration: Declaration, where: str = "") -> Callable[..., Any]:
 
 def _unavailable(name: str, backend: str) -> AttributeError:
     if backend == "numpy":
-        known = ", ".join(sorted(_types.python_operator_name(n) for n in catalogue("numpy").index()))
+        known = len(catalogue("numpy").index())
         return AttributeError(
             f"pyaclnn.ops.{name}: the numpy backend has no NumPy reference for an operator named {name!r} "
-            f"(it runs {known}); other operators need the npu backend with CANN, or a NumPy reference "
-            "(pyaclnn.ops.register_reference) for an operator a loaded package declares"
+            f"(it runs {known}: python -m pyaclnn ops lists them); other operators need the npu backend "
+            "with CANN, or a NumPy reference (pyaclnn.ops.register_reference) for an operator a loaded "
+            "package declares"
         )
     return AttributeError(
         f"pyaclnn.ops.{name}: no operator header of this CANN declares aclnn operator {name!r}"
