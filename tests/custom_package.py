@@ -424,9 +424,13 @@ def build_vendor(
 
     ``root`` plays the opp folder (``ASCEND_OPP_PATH``). ``tag`` is what the package's ``Add``
     adds to ``self + alpha * other``. ``emulator_home`` is the emulator the library links
-    against (default: ``emulator_build.emulator_home("classic")``, built if needed).
-    Returns the vendor folder. Raises ValueError for an unknown operator or a tag that is not
-    finite, RuntimeError when compiling or linking fails (with the compiler's output).
+    against (default: ``emulator_build.emulator_home("classic")``, built if needed): pass the
+    home the process loads, since a library linked against another home's copy would bring a
+    second emulator (its own handles and memory) into the process. A folder already there is
+    replaced, so no header of an earlier build stays behind. Returns the vendor folder.
+
+    Raises ValueError for an unknown operator or a tag that is not finite, RuntimeError when
+    compiling or linking fails (with the compiler's output).
     """
     unknown = [op for op in operators if op not in OPERATORS]
     if unknown:
@@ -446,6 +450,8 @@ def build_vendor(
             _libraries[key] = _build_library(home, ops, tag)
         built = _libraries[key]
     folder = Path(root) / "vendors" / vendor
+    if folder.exists():
+        shutil.rmtree(folder)
     include = folder / "op_api" / "include"
     include.mkdir(parents=True, exist_ok=True)
     for op_type in ops:

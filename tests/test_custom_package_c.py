@@ -449,6 +449,10 @@ def test_a_second_build_of_the_same_package_is_a_copy(opps, tmp_path: Path) -> N
     folder = custom_package.build_vendor(tmp_path, "again", VENDORS["second"][0], tag=VENDORS["second"][1])
     assert custom_package._libraries == built  # nothing compiled or linked
     assert folder == tmp_path / "vendors" / "again"
+    # building into the same folder again replaces it: no header of the earlier build stays
+    custom_package.build_vendor(tmp_path, "again", ["ScaleInPlace"])
+    assert [p.name for p in (folder / "op_api" / "include").iterdir()] == ["aclnn_scale_in_place.h"]
+    custom_package.build_vendor(tmp_path, "again", VENDORS["second"][0], tag=VENDORS["second"][1])
     assert (
         custom_package.library_path(folder).read_bytes()
         == custom_package.library_path(_vendor(opps, "second")).read_bytes()
