@@ -34,8 +34,8 @@ All take float32 only: a NULL required tensor gives 161001, a wrong dtype or sha
 an ``aclGetRecentErrMsg`` text naming the C parameter. Phase 2 queues the kernel on the stream's
 worker, as the emulator's own operators do.
 
-Builds are cached per process: objects once per emulator home (and per tag for Add), a library
-once per (home, operators, tag); another vendor folder with the same ones gets a copy.
+Builds are cached per process: each object once (Add's once per tag), a library once per
+(emulator home, operators, tag); another vendor folder with the same ones gets a copy.
 """
 
 from __future__ import annotations
@@ -271,7 +271,7 @@ def write_config(opp: Path, vendors: Sequence[str]) -> Path:
 
 _lock = threading.Lock()
 _cache_dir: Path | None = None
-_objects: dict[tuple, Path] = {}  # (home, what) -> object file
+_objects: dict[tuple, Path] = {}  # (compiler flags, object name) -> object file
 _libraries: dict[tuple, Path] = {}  # (home, operators, tag) -> built library
 
 
@@ -339,31 +339,39 @@ def _tag_literal(tag: float) -> str:
     return f"({value.hex()})"  # a C99 hexadecimal literal: the exact double
 
 
-def _object_jobs(home: Path, operators: Sequence[str], tag: float) -> list[tuple[tuple, list[str], Path]]:
-    """The objects a library needs that this process has not compiled yet: (key, command, path)."""
-    cc, flags = _compiler(), _compile_flags()
-    out_dir = _cache() / "obj" / hashlib.sha1(str(home).encode()).hexdigest()[:12]
-    out_dir.mkdir(parents=True, exist_ok=True)
-    wanted = [("common", EMULATOR_SOURCES / "ops_common.c", [])]
+def _object_names(operators: Sequence[str], tag: float) -> list[str]:
+    """The objects of a library: the emulator's helpers, then one per operator (Add's per tag)."""
+    names = ["common"]
     for op_type in operators:
-        op = OPERATORS[op_type]
-        if op_type == "Add":
-            literal = _tag_literal(tag)
-            suffix = hashlib.sha1(literal.encode()).hexdigest()[:8]
-            wanted.append((f"Add-{suffix}", SOURCES / op.source, [f"-DCUSTOM_ADD_TAG={literal}"]))
-        else:
-            wanted.append((op_type, SOURCES / op.source, []))
+        suffix = "-" + hashlib.sha1(_tag_literal(tag).encode()).hexdigest()[:8] if op_type == "Add" else ""
+        names.append(op_type + suffix)
+    return names
+
+
+def _compile_missing(names: Sequence[str], tag: float) -> list[Path]:
+    """Compile the objects this process has not compiled yet with the current flags (in parallel);
+    returns every object's path. Objects do not depend on the emulator home, only the link does."""
+    cc, flags = _compiler(), _compile_flags()
+    out_dir = _cache() / "obj" / hashlib.sha1(repr(flags).encode()).hexdigest()[:12]
+    out_dir.mkdir(parents=True, exist_ok=True)
     jobs = []
-    for name, source, extra in wanted:
-        key = (str(home), name)
-        if key not in _objects:
-            obj = out_dir / f"{name}.o"
-            jobs.append((key, [cc, *flags, *extra, "-c", str(source), "-o", str(obj)], obj))
-    return jobs
-
-
-def _object(home: Path, name: str) -> Path:
-    return _objects[(str(home), name)]
+    for name in names:
+        key = (tuple(flags), name)
+        if key in _objects:
+            continue
+        op_type = name.split("-")[0]
+        source = (
+            EMULATOR_SOURCES / "ops_common.c" if name == "common" else SOURCES / OPERATORS[op_type].source
+        )
+        extra = [f"-DCUSTOM_ADD_TAG={_tag_literal(tag)}"] if op_type == "Add" else []
+        obj = out_dir / f"{name}.o"
+        jobs.append((key, [cc, *flags, *extra, "-c", str(source), "-o", str(obj)], obj))
+    if jobs:
+        with ThreadPoolExecutor(max_workers=max(1, min(len(jobs), os.cpu_count() or 1))) as pool:
+            list(pool.map(lambda job: _run(job[1]), jobs))
+        for key, _, obj in jobs:
+            _objects[key] = obj
+    return [_objects[(tuple(flags), name)] for name in names]
 
 
 def _runtime_library(home: Path) -> str:
@@ -372,18 +380,7 @@ def _runtime_library(home: Path) -> str:
 
 
 def _build_library(home: Path, operators: tuple[str, ...], tag: float) -> Path:
-    jobs = _object_jobs(home, operators, tag)
-    if jobs:
-        with ThreadPoolExecutor(max_workers=max(1, min(len(jobs), os.cpu_count() or 1))) as pool:
-            list(pool.map(lambda job: _run(job[1]), jobs))
-        for key, _, obj in jobs:
-            _objects[key] = obj
-    names = ["common"]
-    for op_type in operators:
-        if op_type == "Add":
-            names.append("Add-" + hashlib.sha1(_tag_literal(tag).encode()).hexdigest()[:8])
-        else:
-            names.append(op_type)
+    objects = _compile_missing(_object_names(operators, tag), tag)
     digest = hashlib.sha1(repr((str(home), operators, _tag_literal(tag))).encode()).hexdigest()[:16]
     lib = _cache() / "lib" / digest / "libcust_opapi.so"
     lib.parent.mkdir(parents=True, exist_ok=True)
@@ -394,7 +391,7 @@ def _build_library(home: Path, operators: tuple[str, ...], tag: float) -> Path:
             "-shared",
             "-o",
             str(lib),
-            *(str(_object(home, n)) for n in names),
+            *(str(obj) for obj in objects),
             *_sanitize_flags(),
             "-Wl,-soname,libcust_opapi.so",
             "-Wl,--no-undefined",
@@ -427,9 +424,13 @@ def build_vendor(
 
     ``root`` plays the opp folder (``ASCEND_OPP_PATH``). ``tag`` is what the package's ``Add``
     adds to ``self + alpha * other``. ``emulator_home`` is the emulator the library links
-    against (default: ``emulator_build.emulator_home("classic")``, built if needed).
-    Returns the vendor folder. Raises ValueError for an unknown operator or a tag that is not
-    finite, RuntimeError when compiling or linking fails (with the compiler's output).
+    against (default: ``emulator_build.emulator_home("classic")``, built if needed): pass the
+    home the process loads, since a library linked against another home's copy would bring a
+    second emulator (its own handles and memory) into the process. A folder already there is
+    replaced, so no header of an earlier build stays behind. Returns the vendor folder.
+
+    Raises ValueError for an unknown operator or a tag that is not finite, RuntimeError when
+    compiling or linking fails (with the compiler's output).
     """
     unknown = [op for op in operators if op not in OPERATORS]
     if unknown:
@@ -449,6 +450,8 @@ def build_vendor(
             _libraries[key] = _build_library(home, ops, tag)
         built = _libraries[key]
     folder = Path(root) / "vendors" / vendor
+    if folder.exists():
+        shutil.rmtree(folder)
     include = folder / "op_api" / "include"
     include.mkdir(parents=True, exist_ok=True)
     for op_type in ops:
