@@ -197,6 +197,11 @@ def test_a_reference_runs_a_custom_operator_on_the_numpy_backend(tmp_path, fresh
         y1[...] = x1 + x2
         y2[...] = x1 * x2
 
+    import inspect
+
+    assert list(inspect.signature(ops.custom_add_mul).parameters) == ["x1", "x2", "y1", "y2", "stream"]
+    assert "aclnnStatus aclnnCustomAddMulGetWorkspaceSize(const aclTensor* x1" in ops.custom_add_mul.__doc__
+    assert "const aclrtStream stream);" in ops.custom_add_mul.__doc__
     a, b = np.arange(4, dtype=np.float32), np.full(4, 3, np.float32)
     y1, y2 = ops.custom_add_mul(a, b, np.empty(4, np.float32), np.empty(4, np.float32))
     np.testing.assert_array_equal(y1, a + b)
