@@ -31,6 +31,7 @@ class Reference:
     header: str = ""
     declaration: str = ""
     check: Callable[..., None] | None = None
+    dtypes: frozenset[str] = frozenset()  # the dtypes of its tensors, for the docs' table
 
 
 _REFERENCES: dict[str, Reference] = {}

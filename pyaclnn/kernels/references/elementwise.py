@@ -28,6 +28,9 @@ from ._registry import Reference, TensorInfo, register
 from ._rules import (
     ARITHMETIC,
     CATEGORY,
+    PHASE2,
+    PHASE2_CONST,
+    TAIL,
     broadcast,
     can_cast,
     compute_dtype,
@@ -42,9 +45,6 @@ from ._rules import (
 
 # -- the table's machinery: roles from the declaration, one check and one kernel ----------------
 
-_TAIL = "uint64_t* workspaceSize, aclOpExecutor** executor"
-PHASE2 = "void* workspace, uint64_t workspaceSize, aclOpExecutor* executor, aclrtStream stream"
-PHASE2_CONST = "void* workspace, uint64_t workspaceSize, aclOpExecutor* executor, const aclrtStream stream"
 
 OPERAND, OUT, REF, CONDITION, ATTRIBUTE = "operand", "out", "ref", "condition", "attribute"
 _OUT_NAMES = frozenset(("out", "y", "result"))
@@ -87,7 +87,7 @@ class Op:
     family: Family
     dtypes: frozenset[str]
     phase2: str = PHASE2
-    tail: str = _TAIL
+    tail: str = TAIL
 
     @property
     def declaration(self) -> str:
@@ -221,6 +221,7 @@ def register_table(table: tuple[Op, ...]) -> None:
                 op.header,
                 op.declaration,
                 functools.partial(check, op),
+                op.dtypes,
             )
         )
 
@@ -443,4 +444,4 @@ def _kernel_cast(self: np.ndarray, dtype: np.dtype, out: np.ndarray) -> None:
     out[...] = convert(self, out.dtype)
 
 
-register(Reference("Cast", _kernel_cast, "aclnn_cast.h", _CAST_H, _check_cast))
+register(Reference("Cast", _kernel_cast, "aclnn_cast.h", _CAST_H, _check_cast, ARITHMETIC))
