@@ -34,7 +34,11 @@ MATMUL: tuple[Row, ...] = (
     Row("BatchMatMul", "aclnn_batch_matmul.h", _MM, "bmm", MATH),
     Row("Mm", "aclnn_mm.h", _MM, "mm", MATH),
     Row(
-        "Mv", "aclnn_mv.h", "const aclTensor* self, const aclTensor* vec, aclTensor* out, int8_t cubeMathType", "mv", MATH
+        "Mv",
+        "aclnn_mv.h",
+        "const aclTensor* self, const aclTensor* vec, aclTensor* out, int8_t cubeMathType",
+        "mv",
+        MATH,
     ),
     Row("Dot", "aclnn_dot.h", "const aclTensor* self, const aclTensor* tensor, aclTensor* out", "dot", MATH),
     Row(
@@ -49,7 +53,8 @@ MATMUL: tuple[Row, ...] = (
     Row(
         "InplaceAddmm",
         "aclnn_addmm.h",
-        f"const aclTensor* selfRef, const aclTensor* mat1, const aclTensor* mat2, {_ADD}, int8_t cubeMathType",
+        f"const aclTensor* selfRef, const aclTensor* mat1, const aclTensor* mat2, {_ADD}, "
+        "int8_t cubeMathType",
         "mm",
         MATH,
         PHASE2_CONST,
@@ -65,7 +70,8 @@ MATMUL: tuple[Row, ...] = (
     Row(
         "InplaceBaddbmm",
         "aclnn_baddbmm.h",
-        f"const aclTensor* selfRef, const aclTensor* batch1, const aclTensor* batch2, {_ADD}, int8_t cubeMathType",
+        f"const aclTensor* selfRef, const aclTensor* batch1, const aclTensor* batch2, {_ADD}, "
+        "int8_t cubeMathType",
         "bmm",
         MATH,
     ),
@@ -206,7 +212,9 @@ def _convolution_shape(values: dict[str, Any]) -> tuple[tuple[int, ...], tuple[t
             raise fail(f"weight shape {list(w.shape)} does not fit input channels {cin} in {groups} groups")
         cout = w.shape[1] * groups
         if any(op >= max(s, d) for op, s, d in zip(output_padding, stride, dilation)):
-            raise fail(f"outputPadding {list(output_padding)} must be smaller than the stride or the dilation")
+            raise fail(
+                f"outputPadding {list(output_padding)} must be smaller than the stride or the dilation"
+            )
         sizes = tuple(
             (i - 1) * s - 2 * p + d * (k - 1) + op + 1
             for i, s, p, d, k, op in zip(x.shape[2:], stride, padding, dilation, w.shape[2:], output_padding)
@@ -230,8 +238,10 @@ def check_convolution(row: Row, **values: Any) -> None:
     for name in ("input", "weight", "bias", "output"):
         t = values[name]
         if t is not None and (t.dtype.name not in row.dtypes or t.dtype != dtype):
-            raise fail(f"{name} has dtype {t.dtype.name}; it must be input's ({dtype.name}), one of float32, "
-                       "float16, bfloat16")
+            raise fail(
+                f"{name} has dtype {t.dtype.name}; it must be input's ({dtype.name}), one of float32, "
+                "float16, bfloat16"
+            )
     shape, _ = _convolution_shape(values)
     bias = values["bias"]
     if bias is not None and tuple(bias.shape) != (shape[1],):
@@ -250,7 +260,9 @@ def _convolve(
     spatial = tuple(range(2, x.ndim))
     extents = tuple(d * (k - 1) + 1 for d, k in zip(dilation, w.shape[2:]))
     windows = np.lib.stride_tricks.sliding_window_view(x, extents, axis=spatial)
-    windows = windows[(..., *(slice(None, None, s) for s in stride), *(slice(None, None, d) for d in dilation))]
+    windows = windows[
+        (..., *(slice(None, None, s) for s in stride), *(slice(None, None, d) for d in dilation))
+    ]
     batch, cin = x.shape[:2]
     sizes = windows.shape[2 : 2 + n]
     cg, og = cin // groups, w.shape[0] // groups
@@ -294,7 +306,9 @@ def kernel_convolution(row: Row, **values: Any) -> None:
 
 def _pad(x: np.ndarray, before: list[int], after: list[int]) -> np.ndarray:
     """``x`` padded with zeros on its spatial dims (a negative amount crops)."""
-    crop = tuple(slice(max(-b, 0), x.shape[2 + i] - max(-a, 0)) for i, (b, a) in enumerate(zip(before, after)))
+    crop = tuple(
+        slice(max(-b, 0), x.shape[2 + i] - max(-a, 0)) for i, (b, a) in enumerate(zip(before, after))
+    )
     x = x[(slice(None), slice(None), *crop)]
     if any(b > 0 for b in before) or any(a > 0 for a in after):
         x = np.pad(x, ((0, 0), (0, 0), *((max(b, 0), max(a, 0)) for b, a in zip(before, after))))
