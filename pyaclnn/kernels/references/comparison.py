@@ -113,7 +113,7 @@ TABLE: tuple[Op, ...] = (
     Op("SWhere", "aclnn_s_where.h", _WHERE, WHERE, A),
 )
 
-register_table(TABLE)
+register_table(TABLE, __name__)
 
 
 # -- the fills: selfRef[...] = a value converted to selfRef's dtype -------------------------------------
@@ -161,5 +161,6 @@ for _op in FILLS:
             _op.header,
             _op.declaration,
             functools.partial(check_fill, _op),
+            _op.dtypes,
         )
     )

@@ -212,7 +212,8 @@ def kernel(op: Op, *values: Any) -> None:
     target[...] = convert(value, target.dtype)
 
 
-def register_table(table: tuple[Op, ...]) -> None:
+def register_table(table: tuple[Op, ...], family: str) -> None:
+    """Register each row of ``table`` (rows of the module ``family``) with the shared kernel and check."""
     for op in table:
         register(
             Reference(
@@ -222,6 +223,7 @@ def register_table(table: tuple[Op, ...]) -> None:
                 op.declaration,
                 functools.partial(check, op),
                 op.dtypes,
+                family.rsplit(".", 1)[-1],
             )
         )
 
@@ -415,7 +417,7 @@ TABLE: tuple[Op, ...] = (
     ),
 )
 
-register_table(TABLE)
+register_table(TABLE, __name__)
 
 
 # -- Cast ---------------------------------------------------------------------

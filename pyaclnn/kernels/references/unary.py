@@ -168,4 +168,4 @@ TABLE: tuple[Op, ...] = (
     Op("Sign", "aclnn_sign.h", "const aclTensor* self, aclTensor* result", SIGN, A, PHASE2_CONST),
 )
 
-register_table(TABLE)
+register_table(TABLE, __name__)
