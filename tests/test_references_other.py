@@ -211,9 +211,10 @@ def _rms(make: Make, layout: str) -> dict[str, Any]:
 
 
 def _rms_oracle(v: dict[str, Any]) -> tuple[Any, Any]:
-    x, epsilon = v["x"], v["epsilon"]
-    rstd = _torch().rsqrt(x.float().pow(2).mean(dim=(-2, -1), keepdim=True) + epsilon)
-    return A().rms_norm.default(x, [3, 4], v["gamma"], epsilon), rstd
+    x, gamma, epsilon = v["x"], v["gamma"], v["epsilon"]
+    dims = tuple(range(-gamma.dim(), 0))
+    rstd = _torch().rsqrt(x.float().pow(2).mean(dim=dims, keepdim=True) + epsilon)
+    return A().rms_norm.default(x, list(gamma.shape), gamma, epsilon), rstd
 
 
 def _arange(make: Make, layout: str) -> dict[str, Any]:
@@ -234,6 +235,12 @@ def _index(form: str) -> Inputs:
         return {"self": self, "dim": 1, "index": make.index((2, 2), 4)}
 
     return inputs
+
+
+def _gather_v2(self: Any, dim: int, index: Any) -> Any:
+    """GatherV2 is index_select with the index's dims in place of ``dim``."""
+    picked = A().index_select.default(self, dim, index.flatten())
+    return picked.reshape(*self.shape[:dim], *index.shape, *self.shape[dim + 1 :])
 
 
 def _pad(make: Make, layout: str) -> dict[str, Any]:
@@ -334,8 +341,7 @@ CASES: tuple[Case, ...] = (
     Case("IndexSelect", _index("index_select"),
          lambda v: A().index_select.default(v["self"], v["dim"], v["index"])),
     Case("Gather", _index("gather"), lambda v: A().gather.default(v["self"], v["dim"], v["index"])),
-    Case("GatherV2", _index("gather_v2"), lambda v: A().index_select.default(
-        v["self"], v["dim"], v["index"].flatten()).reshape(v["self"].shape[0], *v["index"].shape)),
+    Case("GatherV2", _index("gather_v2"), lambda v: _gather_v2(v["self"], v["dim"], v["index"])),
     Case("Repeat", _unary((2, 3), (0, 3), repeats=[2, 1, 2]),
          lambda v: A().repeat.default(v["self"], v["repeats"])),
     Case("RepeatInterleaveIntWithDim", _unary((2, 3), (0, 3), repeats=2, dim=1, outputSize=6),

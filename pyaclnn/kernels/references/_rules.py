@@ -169,5 +169,10 @@ def shaped(name: str, t: TensorInfo, shape: tuple[int, ...], dtype: np.dtype | N
 
 
 def write(out: np.ndarray, value: Any) -> None:
-    """``value`` converted to ``out``'s dtype, written into it."""
-    out[...] = convert(np.asarray(value), out.dtype)
+    """``value`` converted to ``out``'s dtype, written into it (a float32 value into float32 or
+    float16 directly: NumPy's cast rounds once, as :func:`convert`)."""
+    value = np.asarray(value)
+    if value.dtype == out.dtype or (value.dtype == np.float32 and out.dtype == np.float16):
+        np.copyto(out, value, casting="unsafe")
+    else:
+        out[...] = convert(value, out.dtype)

@@ -134,7 +134,7 @@ def check_matmul(row: Row, **values: Any) -> None:
     shape = _product_shape(row, a, b)
     if "out" in values:
         shaped("out", values["out"], shape)
-    added = values.get("self", values.get("selfRef"))
+    added: Any = values.get("self", values.get("selfRef"))
     if "beta" in values:
         name = "self" if "self" in values else "selfRef"
         joint = broadcast(name, added.shape, "the product", shape)
@@ -152,13 +152,13 @@ def kernel_matmul(row: Row, **values: Any) -> None:
         product = np.matmul(a.transpose(1, 0, 2).reshape(a.shape[1], -1), b.reshape(-1, b.shape[2]))
     else:
         product = np.matmul(a, b)
-    target = values.get("out", values.get("selfRef"))
+    target: np.ndarray = values["out"] if "out" in values else values["selfRef"]
     if "beta" in values:
         beta, alpha = float(values["beta"]), float(values["alpha"])
         if alpha != 1:
             product = product * np.float32(alpha)
         if beta != 0:  # beta 0 ignores self: a NaN there does not propagate
-            added = values.get("self", values.get("selfRef")).astype(_F32)
+            added = np.asarray(values.get("self", values.get("selfRef"))).astype(_F32)
             product = product + (added if beta == 1 else added * np.float32(beta))
     write(target, product)
 
@@ -260,9 +260,12 @@ def _convolve(
     spatial = tuple(range(2, x.ndim))
     extents = tuple(d * (k - 1) + 1 for d, k in zip(dilation, w.shape[2:]))
     windows = np.lib.stride_tricks.sliding_window_view(x, extents, axis=spatial)
-    windows = windows[
-        (..., *(slice(None, None, s) for s in stride), *(slice(None, None, d) for d in dilation))
-    ]
+    steps: tuple[Any, ...] = (
+        ...,
+        *(slice(None, None, s) for s in stride),
+        *(slice(None, None, d) for d in dilation),
+    )
+    windows = windows[steps]
     batch, cin = x.shape[:2]
     sizes = windows.shape[2 : 2 + n]
     cg, og = cin // groups, w.shape[0] // groups
@@ -274,7 +277,8 @@ def _convolve(
     weights = w.reshape(groups, og, cg * kernel_size).transpose(0, 2, 1)
     result = np.matmul(columns, weights)  # (g, N*out, og)
     result = result.reshape(groups, batch, *sizes, og)
-    return np.moveaxis(result, -1, 1).reshape(groups * og, batch, *sizes).swapaxes(0, 1)
+    moved: np.ndarray = np.moveaxis(result, -1, 1).reshape(groups * og, batch, *sizes).swapaxes(0, 1)
+    return moved
 
 
 def kernel_convolution(row: Row, **values: Any) -> None:
@@ -289,7 +293,8 @@ def kernel_convolution(row: Row, **values: Any) -> None:
         # the input dilated by the stride, padded by d*(k-1)-p (+ the output padding after), convolved
         # with the kernel flipped and its channels swapped within each group
         dilated = np.zeros((*x.shape[:2], *((i - 1) * s + 1 for i, s in zip(x.shape[2:], stride))), _F32)
-        dilated[(slice(None), slice(None), *(slice(None, None, s) for s in stride))] = x
+        spread: tuple[slice, ...] = (slice(None), slice(None), *(slice(None, None, s) for s in stride))
+        dilated[spread] = x
         before = [d * (k - 1) - p for d, k, p in zip(dilation, w.shape[2:], padding)]
         after = [b + op for b, op in zip(before, output_padding)]
         x = _pad(dilated, before, after)
@@ -309,7 +314,8 @@ def _pad(x: np.ndarray, before: list[int], after: list[int]) -> np.ndarray:
     crop = tuple(
         slice(max(-b, 0), x.shape[2 + i] - max(-a, 0)) for i, (b, a) in enumerate(zip(before, after))
     )
-    x = x[(slice(None), slice(None), *crop)]
+    kept: tuple[slice, ...] = (slice(None), slice(None), *crop)
+    x = x[kept]
     if any(b > 0 for b in before) or any(a > 0 for a in after):
         x = np.pad(x, ((0, 0), (0, 0), *((max(b, 0), max(a, 0)) for b, a in zip(before, after))))
     return x

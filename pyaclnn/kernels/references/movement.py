@@ -144,7 +144,10 @@ def _check_arange(row: Row, start: Any, end: Any, step: Any, out: TensorInfo) ->
 
 
 def _kernel_arange(row: Row, start: Any, end: Any, step: Any, out: np.ndarray) -> None:
-    write(out, float(start) + np.arange(out.shape[0], dtype=np.float64) * float(step))
+    values = np.arange(out.shape[0], dtype=np.float64)
+    values *= float(step)
+    values += float(start)
+    write(out, values)
 
 
 register_rows(ARANGE, _check_arange, _kernel_arange)
@@ -176,7 +179,7 @@ TRIANGLES: tuple[Row, ...] = (
 
 def _check_triangle(row: Row, diagonal: int, **tensors: TensorInfo) -> None:
     required(**tensors)
-    self = tensors.get("self", tensors.get("selfRef"))
+    self = tensors["self"] if "self" in tensors else tensors["selfRef"]
     dtype_in("self" if "self" in tensors else "selfRef", self, row.dtypes)
     if len(self.shape) < 2:
         raise fail(f"self has shape {list(self.shape)}; {row.name} takes at least 2 dims")
@@ -185,15 +188,17 @@ def _check_triangle(row: Row, diagonal: int, **tensors: TensorInfo) -> None:
 
 
 def _kernel_triangle(row: Row, diagonal: int, **tensors: np.ndarray) -> None:
-    self = tensors.get("self", tensors.get("selfRef"))
+    self = tensors["self"] if "self" in tensors else tensors["selfRef"]
     rows, cols = self.shape[-2:]
     keep = (
         np.tri(rows, cols, diagonal, dtype=bool)
         if row.form == "tril"
         else ~np.tri(rows, cols, diagonal - 1, dtype=bool)
     )
-    target = tensors.get("out", self)
-    target[...] = np.where(keep, self, np.zeros((), self.dtype))
+    target = tensors["out"] if "out" in tensors else self
+    if target is not self:
+        np.copyto(target, self)
+    np.copyto(target, np.zeros((), self.dtype), where=~keep)
 
 
 register_rows(TRIANGLES, _check_triangle, _kernel_triangle)
@@ -252,7 +257,9 @@ def _kernel_gather(row: Row, self: np.ndarray, dim: int, index: np.ndarray, out:
         if index.size == 0:
             return
         part = self[tuple(slice(0, n) if d != k else slice(None) for d, n in enumerate(index.shape))]
-        out[...] = np.take_along_axis(part, np.clip(index, 0, self.shape[k] - 1), axis=k)
+        if index.min() < 0 or index.max() >= self.shape[k]:
+            index = np.clip(index, 0, self.shape[k] - 1)
+        out[...] = np.take_along_axis(part, index, axis=k)
         return
     if self.shape[k] == 0:
         return

@@ -146,11 +146,16 @@ def kernel(row: Row, **values: Any) -> None:
     if self.size == 0:
         return
     dim = values["dim"] % max(self.ndim, 1) if self.ndim else None
-    x = self.astype(_F32)
+    x = self.astype(_F32, copy=False)
     shifted = x - np.max(x, axis=dim, keepdims=True)
     exp = np.exp(shifted)
     total = np.sum(exp, axis=dim, keepdims=True)
-    write(out, exp / total if row.form == "softmax" else shifted - np.log(total))
+    if row.form == "softmax":
+        exp /= total
+        write(out, exp)
+    else:
+        shifted -= np.log(total)
+        write(out, shifted)
 
 
 register_rows(TABLE, check, kernel)

@@ -101,6 +101,9 @@ def _accumulator(dtype: np.dtype) -> np.dtype:
 def kernel(row: Row, **values: Any) -> None:
     self, out, dtype = values["self"], values["out"], values["dtype"]
     accumulator = _accumulator(dtype)
+    if row.form == "cumsum" and self.ndim and self.dtype == accumulator == out.dtype:
+        np.cumsum(self, axis=values["dim"] % self.ndim, out=out)
+        return
     x = convert(self, dtype)  # torch: self cast to dtype first
     x = x.astype(accumulator, copy=False)
     if row.form == "cumsum":
