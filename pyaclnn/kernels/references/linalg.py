@@ -254,31 +254,24 @@ def check_convolution(row: Row, **values: Any) -> None:
 def _convolve(
     x: np.ndarray, w: np.ndarray, stride: tuple[int, ...], dilation: tuple[int, ...], groups: int
 ) -> np.ndarray:
-    """A convolution of an already padded float32 input: im2col (one copy of the strided windows)
-    and one matmul per group, accumulated in float32."""
+    """A convolution of an already padded float32 input: im2col (one copy of the strided windows,
+    in the order (N, C, *k, *out) that reads them nearly in memory order) and one float32 matmul per
+    group and batch giving (N, O, *out), the output's own layout."""
     n = x.ndim - 2
     spatial = tuple(range(2, x.ndim))
     extents = tuple(d * (k - 1) + 1 for d, k in zip(dilation, w.shape[2:]))
     windows = np.lib.stride_tricks.sliding_window_view(x, extents, axis=spatial)
-    steps: tuple[Any, ...] = (
-        ...,
-        *(slice(None, None, s) for s in stride),
-        *(slice(None, None, d) for d in dilation),
-    )
-    windows = windows[steps]
+    steps: tuple[Any, ...] = (..., *(slice(None, None, s) for s in (*stride, *dilation)))
+    windows = windows[steps]  # (N, C, *out, *k)
     batch, cin = x.shape[:2]
     sizes = windows.shape[2 : 2 + n]
     cg, og = cin // groups, w.shape[0] // groups
-    kernel_size = math.prod(w.shape[2:])
-    # (N, g, cg, *out, *k) -> (g, N, *out, cg, *k) -> (g, N*out, cg*k)
-    windows = windows.reshape(batch, groups, cg, *sizes, *w.shape[2:])
-    order = (1, 0, *range(3, 3 + n), 2, *range(3 + n, 3 + 2 * n))
-    columns = windows.transpose(order).reshape(groups, batch * math.prod(sizes), cg * kernel_size)
-    weights = w.reshape(groups, og, cg * kernel_size).transpose(0, 2, 1)
-    result = np.matmul(columns, weights)  # (g, N*out, og)
-    result = result.reshape(groups, batch, *sizes, og)
-    moved: np.ndarray = np.moveaxis(result, -1, 1).reshape(groups * og, batch, *sizes).swapaxes(0, 1)
-    return moved
+    depth = cg * math.prod(w.shape[2:])
+    order = (0, 1, *range(2 + n, 2 + 2 * n), *range(2, 2 + n))
+    columns = windows.transpose(order).reshape(batch, groups, depth, math.prod(sizes))
+    weights = w.reshape(1, groups, og, depth)
+    result: np.ndarray = np.matmul(weights, columns).reshape(batch, groups * og, *sizes)
+    return result
 
 
 def kernel_convolution(row: Row, **values: Any) -> None:
@@ -286,8 +279,8 @@ def kernel_convolution(row: Row, **values: Any) -> None:
     info = {k: (TensorInfo(v.shape, v.dtype) if isinstance(v, np.ndarray) else v) for k, v in values.items()}
     _, (stride, padding, dilation, output_padding) = _convolution_shape(info)
     groups = values["groups"]
-    x = x.astype(_F32)
-    w = w.astype(_F32)
+    x = x.astype(_F32, copy=False)
+    w = w.astype(_F32, copy=False)
     n = x.ndim - 2
     if values["transposed"]:
         # the input dilated by the stride, padded by d*(k-1)-p (+ the output padding after), convolved
@@ -304,8 +297,8 @@ def kernel_convolution(row: Row, **values: Any) -> None:
         result = _convolve(x, w, (1,) * n, dilation, groups)
     else:
         result = _convolve(_pad(x, list(padding), list(padding)), w, stride, dilation, groups)
-    if bias is not None:
-        result = result + bias.astype(_F32).reshape(-1, *(1,) * n)
+    if bias is not None:  # result is a new array: in place
+        result += bias.astype(_F32).reshape(-1, *(1,) * n)
     write(values["output"], result)
 
 

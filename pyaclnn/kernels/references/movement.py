@@ -10,6 +10,7 @@ then casts (torch's arange for float steps).
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -190,15 +191,21 @@ def _check_triangle(row: Row, diagonal: int, **tensors: TensorInfo) -> None:
 def _kernel_triangle(row: Row, diagonal: int, **tensors: np.ndarray) -> None:
     self = tensors["self"] if "self" in tensors else tensors["selfRef"]
     rows, cols = self.shape[-2:]
-    keep = (
-        np.tri(rows, cols, diagonal, dtype=bool)
-        if row.form == "tril"
-        else ~np.tri(rows, cols, diagonal - 1, dtype=bool)
-    )
     target = tensors["out"] if "out" in tensors else self
     if target is not self:
         np.copyto(target, self)
-    np.copyto(target, np.zeros((), self.dtype), where=~keep)
+    np.copyto(target, np.zeros((), self.dtype), where=_zeroed(row.form, rows, cols, diagonal))
+
+
+@functools.lru_cache(maxsize=16)
+def _zeroed(form: str, rows: int, cols: int, diagonal: int) -> np.ndarray:
+    """The elements Tril (Triu) zeroes: col - row > diagonal (< diagonal), read-only and cached."""
+    if form == "tril":
+        mask = ~np.tri(rows, cols, diagonal, dtype=bool)
+    else:
+        mask = np.tri(rows, cols, diagonal - 1, dtype=bool)
+    mask.flags.writeable = False
+    return mask
 
 
 register_rows(TRIANGLES, _check_triangle, _kernel_triangle)
