@@ -518,6 +518,13 @@ def test_a_null_required_tensor_is_nullptr_and_wrong_shapes_are_param_invalid():
     assert _status(lambda: ops.index_select(x, 0, index, np.empty((2, 3), f32))) == "ACLNN_ERR_PARAM_INVALID"
     assert _status(lambda: ops.repeat(x, [2], np.empty((2, 6), f32))) == "ACLNN_ERR_PARAM_INVALID"
     assert _status(lambda: ops.constant_pad_nd(x, [1], 0, np.empty((2, 4), f32))) == "ACLNN_ERR_PARAM_INVALID"
+    assert _status(lambda: ops.mm(x, x.T, np.empty((2, 2), f32), 5)) == "ACLNN_ERR_PARAM_INVALID"
+    repeats = np.array([1, 2, 0, 1, 1, 1], np.int64)
+    invalid = "ACLNN_ERR_PARAM_INVALID"
+    assert _status(lambda: ops.repeat_interleave(x, repeats, 6, np.empty(5, f32))) == invalid
+    weight = np.ones((2, 2, 3), f32)  # transposed: an output padding not below the stride
+    transposed = (x[None], weight, np.zeros(2, f32), [1], [0], [1], True, [1], 1)
+    assert _status(lambda: ops.convolution(*transposed, np.empty((1, 2, 6), f32), 0)) == invalid
     conv = (x[None], np.ones((2, 3, 3), f32), np.zeros(2, f32), [1], [0], [1], False, [0], 2)
     assert _status(lambda: ops.convolution(*conv, np.empty((1, 2, 1), f32), 0)) == "ACLNN_ERR_PARAM_INVALID"
 
