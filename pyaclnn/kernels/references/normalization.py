@@ -74,15 +74,16 @@ def _kernel_layer_norm(
     rstd: np.ndarray | None,
 ) -> None:
     axes = tuple(range(input.ndim - len(normalized_shape), input.ndim))
-    x = input.astype(np.float32)
+    x = input.astype(np.float32, copy=False)
     mu = x.mean(axis=axes, keepdims=True)
-    inverse = 1.0 / np.sqrt(((x - mu) ** 2).mean(axis=axes, keepdims=True) + np.float32(eps))
-    y = (x - mu) * inverse
+    y = x - mu
+    inverse = 1.0 / np.sqrt(np.mean(np.square(y), axis=axes, keepdims=True) + np.float32(eps))
+    y *= inverse
     if weight is not None:
-        y = y * weight.astype(np.float32)
+        y *= weight.astype(np.float32, copy=False)
     if bias is not None:
-        y = y + bias.astype(np.float32)
-    out[...] = y.astype(out.dtype)
+        y += bias.astype(np.float32, copy=False)
+    write(out, y)
     if mean is not None:
         mean[...] = mu.astype(mean.dtype)
     if rstd is not None:

@@ -104,7 +104,7 @@ def kernel(row: Row, **values: Any) -> None:
     if row.form == "cumsum" and self.ndim and self.dtype == accumulator == out.dtype:
         np.cumsum(self, axis=values["dim"] % self.ndim, out=out)
         return
-    x = convert(self, dtype)  # torch: self cast to dtype first
+    x = self if self.dtype == dtype else convert(self, dtype)  # torch: self cast to dtype first
     x = x.astype(accumulator, copy=False)
     if row.form == "cumsum":
         write(out, np.cumsum(x, axis=values["dim"] % max(self.ndim, 1)) if self.ndim else x)
