@@ -563,3 +563,23 @@ def test_null_tensors_are_param_nullptr():
         with pytest.raises(CheckFailed) as info:
             reference.check(*values)
         assert info.value.status == 161001, name
+
+
+def test_reducing_an_empty_dim_gives_torch_s_zero_sum_and_nan_mean(torch):
+    x = np.ones((0, 3), np.float16)
+    total = ops.reduce_sum(x, [0], False, np.float32, np.empty(3, np.float32))
+    mean = ops.mean(x, [0], True, np.float16, np.empty((1, 3), np.float16))
+    tx = torch.from_numpy(x)
+    np.testing.assert_array_equal(total, A().sum.dim_IntList(tx, [0], False, dtype=torch.float32).numpy())
+    np.testing.assert_array_equal(mean, A().mean.dim(tx, [0], True).numpy())
+    assert np.isnan(mean).all()
+
+
+def test_integer_sums_wrap_as_torch_s_and_a_float_dtype_is_computed_in_it(torch):
+    x = np.full((4, 100), 100, np.int8)
+    got = ops.reduce_sum(x, [1], False, np.int8, np.empty(4, np.int8))
+    want = A().sum.dim_IntList(torch.from_numpy(x), [1], False, dtype=torch.int8).numpy()
+    np.testing.assert_array_equal(got, want)
+    cumulative = ops.cumsum(x, 1, np.float16, np.empty((4, 100), np.float16))
+    expected = A().cumsum.default(torch.from_numpy(x), 1, dtype=torch.float16).numpy()
+    np.testing.assert_allclose(cumulative.astype(np.float64), expected.astype(np.float64), rtol=2e-3)
