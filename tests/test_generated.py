@@ -105,3 +105,42 @@ def test_the_npu_backend_binds_out_parameters_from_the_declarations(emulator_hom
     assert [ctype.cname for _, ctype in outs["aclrtGetMemInfo"]] == ["size_t *", "size_t *"]
     assert [position for position, _ in outs["aclnnGridSampler3DGetWorkspaceSize"]] == [6, 7]
     assert outs["aclCreateTensor"] == ()  # const arrays are inputs
+
+
+def _fallback_table() -> ModuleType:
+    """scripts/generate_fallback_table.py as a module."""
+    path = ROOT / "scripts" / "generate_fallback_table.py"
+    spec = importlib.util.spec_from_file_location("generate_fallback_table", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_cpu_fallback_table_of_docs_ops_md_is_current():
+    generator = _fallback_table()
+    current = generator.OUTPUT.read_text(encoding="utf-8")
+    assert current == generator.render(current), (
+        "docs/ops.md's CPU fallback table is stale: run python scripts/generate_fallback_table.py"
+    )
+    assert generator.main(["--check"]) == 0
+
+
+def test_the_cpu_fallback_table_lists_every_reference_and_goes_stale_with_a_new_one(monkeypatch):
+    from pyaclnn.kernels import references
+    from pyaclnn.kernels.references import _registry
+
+    generator = _fallback_table()
+    text = generator.table()
+    for name in references.names():
+        assert f"| `aclnn{name}` |" in text
+    assert "| `aclnnMatmul` | linalg | float32, float16, bfloat16 |" in text
+    monkeypatch.setitem(
+        _registry._REFERENCES,
+        "Extra",
+        references.Reference(
+            "Extra", lambda: None, "aclnn_extra.h", "x", None, frozenset({"int8"}), "movement"
+        ),
+    )
+    current = generator.OUTPUT.read_text(encoding="utf-8")
+    assert "| `aclnnExtra` | movement | int8 |" in generator.render(current) != current

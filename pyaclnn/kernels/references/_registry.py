@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -31,6 +33,18 @@ class Reference:
     header: str = ""
     declaration: str = ""
     check: Callable[..., None] | None = None
+    dtypes: frozenset[str] = frozenset()  # the dtypes of its tensors, for the docs' table
+    family: str = ""  # the module of references that holds it; "" for its kernel's module
+
+    @property
+    def module(self) -> str:
+        """The family module (``"linalg"``, ...) of pyaclnn's own references, else the kernel's module."""
+        if self.family:
+            return self.family
+        kernel: Any = self.kernel
+        while isinstance(kernel, functools.partial):
+            kernel = kernel.args[0] if kernel.args and callable(kernel.args[0]) else kernel.func
+        return str(getattr(kernel, "__module__", "")).rsplit(".", 1)[-1]
 
 
 _REFERENCES: dict[str, Reference] = {}

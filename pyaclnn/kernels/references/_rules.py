@@ -4,18 +4,81 @@ of a NULL tensor, fp16/bf16 computed in float32 and rounded once."""
 from __future__ import annotations
 
 import functools
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ...constants import ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR
 from ..checks import CheckFailed
-from ._registry import TensorInfo
+from ._registry import Reference, TensorInfo, register
 
 FLOATS = ("float16", "bfloat16", "float32", "float64")
 INTS = ("int8", "uint8", "int16", "int32", "int64")
 ARITHMETIC = frozenset((*FLOATS, *INTS, "bool"))
 CATEGORY = {"bool": 0, **dict.fromkeys(INTS, 1), **dict.fromkeys(FLOATS, 2)}
+# The dtypes of the math operators (matmul, convolution, softmax, norms) on Atlas A2, and of the data
+# movement ones (every dtype the tests run).
+MATH = frozenset(("float32", "float16", "bfloat16"))
+DATA = frozenset(("float32", "float16", "bfloat16", "int32", "int64", "int8", "uint8", "int16", "bool"))
+INDEX = frozenset(("int32", "int64"))
+
+TAIL = "uint64_t* workspaceSize, aclOpExecutor** executor"
+PHASE2 = "void* workspace, uint64_t workspaceSize, aclOpExecutor* executor, aclrtStream stream"
+PHASE2_CONST = "void* workspace, uint64_t workspaceSize, aclOpExecutor* executor, const aclrtStream stream"
+_PARAM = re.compile(r"^(?P<type>.*?)\s*\**\s*(?P<name>\w+)$")
+
+
+@dataclass(frozen=True)
+class Row:
+    """An operator of a family (linalg, reductions, normalization, movement): its name, header and
+    phase-1 parameters as its CANN 8.1.RC1 header declares them, the family's form of it (``"mm"``,
+    ``"addmm"``, ...) and the dtypes of its tensors. The family's one check and one kernel get the
+    row and the call's values by their C names."""
+
+    name: str
+    header: str
+    params: str
+    form: str
+    dtypes: frozenset[str]
+    phase2: str = PHASE2
+
+    @property
+    def declaration(self) -> str:
+        return (
+            f"\nACLNN_API aclnnStatus aclnn{self.name}GetWorkspaceSize({self.params}, {TAIL});\n"
+            f"ACLNN_API aclnnStatus aclnn{self.name}({self.phase2});\n"
+        )
+
+    @functools.cached_property
+    def names(self) -> tuple[str, ...]:
+        found = []
+        for text in self.params.split(","):
+            match = _PARAM.match(text.strip())
+            assert match is not None, text
+            found.append(match["name"])
+        return tuple(found)
+
+
+def _by_name(function: Callable[..., None], row: Row, *values: Any) -> None:
+    function(row, **dict(zip(row.names, values)))
+
+
+def register_rows(rows: Iterable[Row], check: Callable[..., None], kernel: Callable[..., None]) -> None:
+    """Register each row with the family's ``check`` and ``kernel``, called as ``f(row, **values)``."""
+    for row in rows:
+        register(
+            Reference(
+                row.name,
+                functools.partial(_by_name, kernel, row),
+                row.header,
+                row.declaration,
+                functools.partial(_by_name, check, row),
+                row.dtypes,
+            )
+        )
 
 
 def fail(message: str, status: int = ACLNN_ERR_PARAM_INVALID) -> CheckFailed:
@@ -87,3 +150,29 @@ def convert(source: np.ndarray, target: np.dtype) -> np.ndarray:
     with np.errstate(invalid="ignore", over="ignore"):
         converted: np.ndarray = source.astype(target)
     return converted
+
+
+def axis(name: str, dim: int, rank: int) -> int:
+    """``dim`` in ``[-rank, rank)`` (a 0-d tensor takes -1 and 0) as a non-negative axis."""
+    bound = max(rank, 1)
+    if not -bound <= dim < bound:
+        raise fail(f"{name} {dim} is outside [{-bound}, {bound - 1}] for a tensor of {rank} dims")
+    return dim % bound
+
+
+def shaped(name: str, t: TensorInfo, shape: tuple[int, ...], dtype: np.dtype | None = None) -> None:
+    """The output ``t`` must have ``shape`` (and ``dtype``, when given)."""
+    if tuple(t.shape) != tuple(shape):
+        raise fail(f"{name} has shape {list(t.shape)}; it must be {list(shape)}")
+    if dtype is not None and t.dtype != dtype:
+        raise fail(f"{name} has dtype {t.dtype.name}; it must be {np.dtype(dtype).name}")
+
+
+def write(out: np.ndarray, value: Any) -> None:
+    """``value`` converted to ``out``'s dtype, written into it (a float32 value into float32 or
+    float16 directly: NumPy's cast rounds once, as :func:`convert`)."""
+    value = np.asarray(value)
+    if value.dtype == out.dtype or (value.dtype == np.float32 and out.dtype == np.float16):
+        np.copyto(out, value, casting="unsafe")
+    else:
+        out[...] = convert(value, out.dtype)

@@ -19,8 +19,8 @@ import numpy as np
 
 from ...constants import ACLNN_ERR_PARAM_NULLPTR
 from ._registry import Reference, TensorInfo, register
-from ._rules import ARITHMETIC, FLOATS, INTS, convert, dtype_in, fail
-from .elementwise import PHASE2_CONST, SCALAR, TENSOR, Family, Op, boolean, register_table, same
+from ._rules import ARITHMETIC, FLOATS, INTS, PHASE2_CONST, convert, dtype_in, fail
+from .elementwise import SCALAR, TENSOR, Family, Op, boolean, register_table, same
 
 # Comparisons: every dtype pyaclnn has, out of any dtype (CANN's headers list most dtypes for each,
 # a few without bool or bfloat16; torch compares all). Clamp: integers and floats (CANN: float16,
@@ -113,7 +113,7 @@ TABLE: tuple[Op, ...] = (
     Op("SWhere", "aclnn_s_where.h", _WHERE, WHERE, A),
 )
 
-register_table(TABLE)
+register_table(TABLE, __name__)
 
 
 # -- the fills: selfRef[...] = a value converted to selfRef's dtype -------------------------------------
@@ -161,5 +161,6 @@ for _op in FILLS:
             _op.header,
             _op.declaration,
             functools.partial(check_fill, _op),
+            _op.dtypes,
         )
     )

@@ -28,6 +28,9 @@ from ._registry import Reference, TensorInfo, register
 from ._rules import (
     ARITHMETIC,
     CATEGORY,
+    PHASE2,
+    PHASE2_CONST,
+    TAIL,
     broadcast,
     can_cast,
     compute_dtype,
@@ -38,13 +41,11 @@ from ._rules import (
     is_one,
     promote,
     required,
+    write,
 )
 
 # -- the table's machinery: roles from the declaration, one check and one kernel ----------------
 
-_TAIL = "uint64_t* workspaceSize, aclOpExecutor** executor"
-PHASE2 = "void* workspace, uint64_t workspaceSize, aclOpExecutor* executor, aclrtStream stream"
-PHASE2_CONST = "void* workspace, uint64_t workspaceSize, aclOpExecutor* executor, const aclrtStream stream"
 
 OPERAND, OUT, REF, CONDITION, ATTRIBUTE = "operand", "out", "ref", "condition", "attribute"
 _OUT_NAMES = frozenset(("out", "y", "result"))
@@ -87,7 +88,7 @@ class Op:
     family: Family
     dtypes: frozenset[str]
     phase2: str = PHASE2
-    tail: str = _TAIL
+    tail: str = TAIL
 
     @property
     def declaration(self) -> str:
@@ -201,7 +202,8 @@ def kernel(op: Op, *values: Any) -> None:
             operands.append(v)
         elif p.role in (OPERAND, REF):
             if p.tensor:
-                operands.append(convert(v, work).astype(compute, copy=False))
+                # no copy of an operand already in the dtype (a copy per operand cost 1M-element adds 2x)
+                operands.append((v if v.dtype == work else convert(v, work)).astype(compute, copy=False))
             else:
                 operands.append(np.asarray(v).astype(compute))
     assert target is not None
@@ -209,10 +211,11 @@ def kernel(op: Op, *values: Any) -> None:
         value = np.asarray(family.compute(*operands, **attributes))
     if value.dtype != result:
         value = convert(value, result)
-    target[...] = convert(value, target.dtype)
+    write(target, value)
 
 
-def register_table(table: tuple[Op, ...]) -> None:
+def register_table(table: tuple[Op, ...], family: str) -> None:
+    """Register each row of ``table`` (rows of the module ``family``) with the shared kernel and check."""
     for op in table:
         register(
             Reference(
@@ -221,6 +224,8 @@ def register_table(table: tuple[Op, ...]) -> None:
                 op.header,
                 op.declaration,
                 functools.partial(check, op),
+                op.dtypes,
+                family.rsplit(".", 1)[-1],
             )
         )
 
@@ -414,7 +419,7 @@ TABLE: tuple[Op, ...] = (
     ),
 )
 
-register_table(TABLE)
+register_table(TABLE, __name__)
 
 
 # -- Cast ---------------------------------------------------------------------
@@ -443,4 +448,4 @@ def _kernel_cast(self: np.ndarray, dtype: np.dtype, out: np.ndarray) -> None:
     out[...] = convert(self, out.dtype)
 
 
-register(Reference("Cast", _kernel_cast, "aclnn_cast.h", _CAST_H, _check_cast))
+register(Reference("Cast", _kernel_cast, "aclnn_cast.h", _CAST_H, _check_cast, ARITHMETIC))

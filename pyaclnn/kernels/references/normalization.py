@@ -1,16 +1,17 @@
-"""Normalisation references: LayerNorm (statistics in float32)."""
+"""Normalisation references: LayerNorm, RmsNorm, Softmax and LogSoftmax, computed in float32 and
+rounded once to the output's dtype (torch's ``layer_norm``, ``rms_norm``, ``_softmax``,
+``_log_softmax``). RmsNorm's ``rstdOut`` is float32, shaped like ``x`` with ``gamma``'s trailing dims
+set to 1 (as torch_npu's op-plugin allocates it)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
 from ...constants import ACLNN_ERR_PARAM_NULLPTR
 from ._registry import Reference, TensorInfo, register
-from ._rules import (
-    dtype_in,
-    fail,
-    required,
-)
+from ._rules import MATH, Row, axis, dtype_in, fail, register_rows, required, shaped, write
 
 # -- LayerNorm -------------------------------------------------------------------------
 
@@ -73,19 +74,89 @@ def _kernel_layer_norm(
     rstd: np.ndarray | None,
 ) -> None:
     axes = tuple(range(input.ndim - len(normalized_shape), input.ndim))
-    x = input.astype(np.float32)
+    x = input.astype(np.float32, copy=False)
     mu = x.mean(axis=axes, keepdims=True)
-    inverse = 1.0 / np.sqrt(((x - mu) ** 2).mean(axis=axes, keepdims=True) + np.float32(eps))
-    y = (x - mu) * inverse
+    y = x - mu
+    inverse = 1.0 / np.sqrt(np.mean(np.square(y), axis=axes, keepdims=True) + np.float32(eps))
+    y *= inverse
     if weight is not None:
-        y = y * weight.astype(np.float32)
+        y *= weight.astype(np.float32, copy=False)
     if bias is not None:
-        y = y + bias.astype(np.float32)
-    out[...] = y.astype(out.dtype)
+        y += bias.astype(np.float32, copy=False)
+    write(out, y)
     if mean is not None:
         mean[...] = mu.astype(mean.dtype)
     if rstd is not None:
         rstd[...] = inverse.astype(rstd.dtype)
 
 
-register(Reference("LayerNorm", _kernel_layer_norm, "aclnn_layer_norm.h", _LAYER_NORM_H, _check_layer_norm))
+register(
+    Reference(
+        "LayerNorm", _kernel_layer_norm, "aclnn_layer_norm.h", _LAYER_NORM_H, _check_layer_norm, _NORM_DTYPES
+    )
+)
+
+# -- Softmax, LogSoftmax, RmsNorm ---------------------------------------------------------------------
+
+_F32 = np.dtype(np.float32)
+_SOFTMAX = "const aclTensor* self, int64_t dim, aclTensor* out"
+TABLE: tuple[Row, ...] = (
+    Row("Softmax", "aclnn_softmax.h", _SOFTMAX, "softmax", MATH),
+    Row("LogSoftmax", "aclnn_logsoftmax.h", _SOFTMAX, "log_softmax", MATH),
+    Row(
+        "RmsNorm",
+        "aclnn_rms_norm.h",
+        "const aclTensor *x, const aclTensor *gamma, double epsilon, const aclTensor *yOut, "
+        "const aclTensor *rstdOut",
+        "rms_norm",
+        MATH,
+    ),
+)
+
+
+def check(row: Row, **values: Any) -> None:
+    if row.form == "rms_norm":
+        x, gamma, y, rstd = values["x"], values["gamma"], values["yOut"], values["rstdOut"]
+        required(x=x, gamma=gamma, yOut=y, rstdOut=rstd)
+        dtype_in("x", x, row.dtypes)
+        if gamma.dtype != x.dtype:
+            raise fail(f"gamma has dtype {gamma.dtype.name}; it must be x's ({x.dtype.name})")
+        count = len(gamma.shape)
+        if count < 1 or count > len(x.shape) or tuple(x.shape[len(x.shape) - count :]) != tuple(gamma.shape):
+            raise fail(f"gamma has shape {list(gamma.shape)}; it must be the last dims of x {list(x.shape)}")
+        shaped("yOut", y, x.shape, x.dtype)
+        shaped("rstdOut", rstd, (*x.shape[: len(x.shape) - count], *(1,) * count), _F32)
+        return
+    self, out = values["self"], values["out"]
+    required(self=self, out=out)
+    dtype_in("self", self, row.dtypes)
+    dtype_in("out", out, row.dtypes)
+    axis("dim", values["dim"], len(self.shape))
+    shaped("out", out, self.shape)
+
+
+def kernel(row: Row, **values: Any) -> None:
+    if row.form == "rms_norm":
+        x, gamma = values["x"].astype(_F32), values["gamma"].astype(_F32)
+        axes = tuple(range(x.ndim - gamma.ndim, x.ndim))
+        rstd = 1.0 / np.sqrt(np.mean(x * x, axis=axes, keepdims=True) + np.float32(values["epsilon"]))
+        write(values["yOut"], x * rstd * gamma)
+        write(values["rstdOut"], rstd)
+        return
+    self, out = values["self"], values["out"]
+    if self.size == 0:
+        return
+    dim = values["dim"] % max(self.ndim, 1) if self.ndim else None
+    x = self.astype(_F32, copy=False)
+    shifted = x - np.max(x, axis=dim, keepdims=True)
+    exp = np.exp(shifted)
+    total = np.sum(exp, axis=dim, keepdims=True)
+    if row.form == "softmax":
+        exp /= total
+        write(out, exp)
+    else:
+        shifted -= np.log(total)
+        write(out, shifted)
+
+
+register_rows(TABLE, check, kernel)

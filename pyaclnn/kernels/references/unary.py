@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from ._rules import ARITHMETIC, FLOATS, INTS, fail
-from .elementwise import PHASE2, PHASE2_CONST, Family, Op, floating, register_table, same
+from ._rules import ARITHMETIC, FLOATS, INTS, PHASE2, PHASE2_CONST, fail
+from .elementwise import Family, Op, floating, register_table, same
 
 
 def _gelu_rule(promoted: np.dtype, named: Mapping[str, Any]) -> np.dtype:
@@ -168,4 +168,4 @@ TABLE: tuple[Op, ...] = (
     Op("Sign", "aclnn_sign.h", "const aclTensor* self, aclTensor* result", SIGN, A, PHASE2_CONST),
 )
 
-register_table(TABLE)
+register_table(TABLE, __name__)
