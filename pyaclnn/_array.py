@@ -56,7 +56,12 @@ OtherDType = str | type[bool | int | float | complex]
 
 
 class DeviceArray(Generic[_S]):
-    """An array in device memory: shape, strides and offset (in elements) over an owned block.
+    """An array in device memory: shape, strides (in bytes, as NumPy's) and offset (in elements)
+    over a block of the pool.
+
+    Indexing (ints, slices of positive step, ``...``, ``None``), :attr:`T`,
+    :meth:`transpose`, :meth:`reshape` and iteration give views of the same block,
+    as NumPy's basic indexing does.
 
     Create one with :func:`to_device`, :func:`empty` or :func:`zeros`; read it
     back with :meth:`numpy`, which waits for the work queued on it.
@@ -397,41 +402,41 @@ class DeviceArray(Generic[_S]):
                 "it waits for the device and copies to the host (aclrtMemcpy), which a capture "
                 "cannot record; read the array after the capture (and after a replay)",
             )
+        # only the elements the array spans, not its whole block (a view of a large base)
+        size = self.size
+        extent = 1 + sum((d - 1) * s for d, s in zip(self.shape, self._strides)) if size else 0
         if _timeline.recording:  # the one check when nothing is profiled (pyaclnn.profile)
             state = stream._state if stream is not None else None
             storage: np.ndarray = _timeline.timed(
-                "DeviceArray.numpy", state, self._read, stream, nbytes=self.storage_nbytes
+                "DeviceArray.numpy",
+                state,
+                self._read,
+                stream,
+                self.offset,
+                extent,
+                nbytes=extent * self.dtype.itemsize,
             )
         else:
-            storage = self._read(stream)
-        if self.is_contiguous() and self.storage_size == self.size:
+            storage = self._read(stream, self.offset, extent)
+        if extent == size and (size == 0 or self._strides == _dtypes.contiguous_strides(self.shape)):
             return storage.reshape(self.shape)
-        if self.size == 0:
-            return np.empty(self.shape, dtype=self.dtype)
         view = np.lib.stride_tricks.as_strided(
-            storage[self.offset :],
-            shape=self.shape,
-            strides=self.strides,
-            writeable=False,
+            storage, shape=self.shape, strides=self.strides, writeable=False
         )
         return np.array(view)
 
-    def _read(self, stream: Stream | None) -> np.ndarray:
-        """The array's storage copied to the host once ``stream``'s queued work is done."""
+    def _read(self, stream: Stream | None, start: int, count: int) -> np.ndarray:
+        """Elements ``[start, start + count)`` of the array's storage copied to the host once
+        ``stream``'s queued work is done."""
         if stream is not None:
             stream._state.wait_queued()
-        storage = np.empty(self.storage_size, dtype=self.dtype)
-        if self.storage_nbytes:
+        storage = np.empty(count, dtype=self.dtype)
+        nbytes = storage.nbytes
+        if nbytes:
             # as bytes: the buffer protocol has no format for bfloat16
             with _context.context(self.backend).on_device(self.device):
-                acl.rt.memcpy(
-                    storage.view(np.uint8),
-                    storage.nbytes,
-                    self.ptr,
-                    self.storage_nbytes,
-                    _D2H,
-                    backend=self.backend,
-                )
+                source = self.ptr + start * self.dtype.itemsize
+                acl.rt.memcpy(storage.view(np.uint8), nbytes, source, nbytes, _D2H, backend=self.backend)
         return storage
 
     def descriptor(self, fmt: int) -> Any:
