@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from math import prod
 from typing import TYPE_CHECKING, Any, Generic, overload
 
@@ -56,7 +56,12 @@ OtherDType = str | type[bool | int | float | complex]
 
 
 class DeviceArray(Generic[_S]):
-    """An array in device memory: shape, strides and offset (in elements) over an owned block.
+    """An array in device memory: shape, strides (in bytes, as NumPy's) and offset (in elements)
+    over a block of the pool.
+
+    Indexing (ints, slices of positive step, ``...``, ``None``), :attr:`T`,
+    :meth:`transpose`, :meth:`reshape` and iteration give views of the same block,
+    as NumPy's basic indexing does.
 
     Create one with :func:`to_device`, :func:`empty` or :func:`zeros`; read it
     back with :meth:`numpy`, which waits for the work queued on it.
@@ -83,7 +88,7 @@ class DeviceArray(Generic[_S]):
         "backend",
         "shape",
         "dtype",
-        "strides",
+        "_strides",
         "offset",
         "storage_size",
         "_pool",
@@ -99,7 +104,7 @@ class DeviceArray(Generic[_S]):
     backend: str
     shape: tuple[int, ...]
     dtype: np.dtype[_S]
-    strides: tuple[int, ...]
+    _strides: tuple[int, ...]  # in elements, as aclCreateTensor takes them (``strides`` gives bytes)
     offset: int
     storage_size: int
     _pool: MemoryPool
@@ -273,7 +278,7 @@ class DeviceArray(Generic[_S]):
             )
         array = cls.__new__(cls)
         array.backend = ctx.name
-        array.shape, array.dtype, array.strides, array.offset = shape, dtype, strides, int(offset)
+        array.shape, array.dtype, array._strides, array.offset = shape, dtype, strides, int(offset)
         array.storage_size = storage
         array._pool = pool
         array._last_descriptor = None
@@ -311,7 +316,7 @@ class DeviceArray(Generic[_S]):
         self.backend = ctx.name
         self.shape = shape  # one attribute a statement: no tuple is packed and unpacked
         self.dtype = dtype
-        self.strides = strides
+        self._strides = strides
         self.offset = offset
         self.storage_size = storage_size
         self._pool = pool
@@ -342,9 +347,26 @@ class DeviceArray(Generic[_S]):
         return prod(self.shape)
 
     @property
+    def itemsize(self) -> int:
+        """Bytes of one element (NumPy's ``itemsize``)."""
+        return self.dtype.itemsize
+
+    @property
     def nbytes(self) -> int:
-        """Bytes of the storage the view lies in."""
+        """Bytes of the elements: ``size * itemsize`` (NumPy's ``nbytes``; a view counts its own)."""
+        return prod(self.shape) * self.dtype.itemsize
+
+    @property
+    def storage_nbytes(self) -> int:
+        """Bytes of the storage the array lies in (``storage_size * itemsize``; a view's whole base)."""
         return self.storage_size * self.dtype.itemsize
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        """Bytes to step in each dimension, as NumPy and CuPy report them (``aclCreateTensor``
+        counts elements: divide by :attr:`itemsize`)."""
+        itemsize = self.dtype.itemsize
+        return tuple(s * itemsize for s in self._strides)
 
     @property
     def closed(self) -> bool:
@@ -352,7 +374,7 @@ class DeviceArray(Generic[_S]):
         return self._block.gone
 
     def is_contiguous(self) -> bool:
-        return self.offset == 0 and self.strides == _dtypes.contiguous_strides(self.shape)
+        return self.offset == 0 and self._strides == _dtypes.contiguous_strides(self.shape)
 
     # -- conversion ---------------------------------------------------------
     @property
@@ -380,36 +402,41 @@ class DeviceArray(Generic[_S]):
                 "it waits for the device and copies to the host (aclrtMemcpy), which a capture "
                 "cannot record; read the array after the capture (and after a replay)",
             )
+        # only the elements the array spans, not its whole block (a view of a large base)
+        size = self.size
+        extent = 1 + sum((d - 1) * s for d, s in zip(self.shape, self._strides)) if size else 0
         if _timeline.recording:  # the one check when nothing is profiled (pyaclnn.profile)
             state = stream._state if stream is not None else None
             storage: np.ndarray = _timeline.timed(
-                "DeviceArray.numpy", state, self._read, stream, nbytes=self.nbytes
+                "DeviceArray.numpy",
+                state,
+                self._read,
+                stream,
+                self.offset,
+                extent,
+                nbytes=extent * self.dtype.itemsize,
             )
         else:
-            storage = self._read(stream)
-        if self.is_contiguous() and self.storage_size == self.size:
+            storage = self._read(stream, self.offset, extent)
+        if extent == size and (size == 0 or self._strides == _dtypes.contiguous_strides(self.shape)):
             return storage.reshape(self.shape)
-        if self.size == 0:
-            return np.empty(self.shape, dtype=self.dtype)
         view = np.lib.stride_tricks.as_strided(
-            storage[self.offset :],
-            shape=self.shape,
-            strides=tuple(s * self.dtype.itemsize for s in self.strides),
-            writeable=False,
+            storage, shape=self.shape, strides=self.strides, writeable=False
         )
         return np.array(view)
 
-    def _read(self, stream: Stream | None) -> np.ndarray:
-        """The array's storage copied to the host once ``stream``'s queued work is done."""
+    def _read(self, stream: Stream | None, start: int, count: int) -> np.ndarray:
+        """Elements ``[start, start + count)`` of the array's storage copied to the host once
+        ``stream``'s queued work is done."""
         if stream is not None:
             stream._state.wait_queued()
-        storage = np.empty(self.storage_size, dtype=self.dtype)
-        if self.nbytes:
+        storage = np.empty(count, dtype=self.dtype)
+        nbytes = storage.nbytes
+        if nbytes:
             # as bytes: the buffer protocol has no format for bfloat16
             with _context.context(self.backend).on_device(self.device):
-                acl.rt.memcpy(
-                    storage.view(np.uint8), storage.nbytes, self.ptr, self.nbytes, _D2H, backend=self.backend
-                )
+                source = self.ptr + start * self.dtype.itemsize
+                acl.rt.memcpy(storage.view(np.uint8), nbytes, source, nbytes, _D2H, backend=self.backend)
         return storage
 
     def descriptor(self, fmt: int) -> Any:
@@ -423,7 +450,7 @@ class DeviceArray(Generic[_S]):
         block = self._block
         if block.gone:
             raise _closed_error()
-        key = (self.shape, self.strides, self.offset, self.dtype, fmt, self.storage_size)
+        key = (self.shape, self._strides, self.offset, self.dtype, fmt, self.storage_size)
         handle = block.descriptors.get(key)  # a reused block usually has it
         if handle is None:
             handle = self._new_descriptor(block, key, fmt)
@@ -441,7 +468,7 @@ class DeviceArray(Generic[_S]):
         return acl.create_tensor(
             self.shape,
             _dtypes.from_numpy(self.dtype),
-            self.strides,
+            self._strides,
             self.offset,
             fmt,
             (self.storage_size,),
@@ -450,17 +477,23 @@ class DeviceArray(Generic[_S]):
         )
 
     def fill_zero(self, stream: Stream | None = None) -> None:
-        """Set the whole storage to zero: ``aclrtMemsetAsync`` on ``stream`` (by default the
-        array's stream, else the calling thread's current stream)."""
+        """Set the array's elements to zero: ``aclrtMemsetAsync`` on ``stream`` (by default the
+        array's stream, else the calling thread's current stream). A strided view is zeroed
+        through :meth:`copy_` and leaves the rest of its base alone."""
         self._check_open()
         if stream is None:
             last = self.stream
             stream = last if last is not None and not last.closed else None
             stream = stream or current(_context.context(self.backend), self.device)
+        if self._strides != _dtypes.contiguous_strides(self.shape):
+            self.copy_(np.zeros((), self.dtype), stream)
+            return
         self._use_on(stream)
-        if self.nbytes:
+        nbytes = self.nbytes  # a view of part of its base: only its own elements
+        if nbytes:
             state = stream._state
-            state.enqueue(acl.rt.memset_async, self.ptr, self.nbytes, 0, self.nbytes, state.handle)
+            start = self.ptr + self.offset * self.dtype.itemsize
+            state.enqueue(acl.rt.memset_async, start, nbytes, 0, nbytes, state.handle)
             if state.capture is not None:  # the graph's replays write it: it keeps the array
                 state.capture.hold((self,))
 
@@ -518,8 +551,8 @@ class DeviceArray(Generic[_S]):
                 f"src has shape {list(src.shape)}, which does not broadcast to {list(self.shape)}"
             )
         dense = _dtypes.contiguous_strides(self.shape)  # an offset is fine: the copy starts there
-        plain = src.shape == self.shape and src.dtype == self.dtype and self.strides == dense
-        if isinstance(src, DeviceArray) and src.strides != _dtypes.contiguous_strides(src.shape):
+        plain = src.shape == self.shape and src.dtype == self.dtype and self._strides == dense
+        if isinstance(src, DeviceArray) and src._strides != _dtypes.contiguous_strides(src.shape):
             plain = False
         if not plain:
             if isinstance(src, DeviceArray):
@@ -635,15 +668,20 @@ class DeviceArray(Generic[_S]):
         self._check_open()
         items: Any = shape[0] if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)) else shape
         new = _inferred_shape(items, self.size)
-        if self.strides != _dtypes.contiguous_strides(self.shape):
+        if self._strides != _dtypes.contiguous_strides(self.shape):
             raise ValueError(
                 f"reshape needs a contiguous array (shape {list(self.shape)}, strides "
-                f"{list(self.strides)}): copy it into a contiguous one first (empty_like + copy_)"
+                f"{list(self.strides)} bytes): copy it into a contiguous one first (empty_like + copy_)"
             )
+        return self._view(new, _dtypes.contiguous_strides(new), self.offset)
+
+    def _view(self, shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> DeviceArray[_S]:
+        """A view of this array's block with ``shape``, element ``strides`` and ``offset``: one
+        array to the streams with it, the memory given back when all of them are closed."""
         root = self if self._base is None else self._base
         view: DeviceArray[_S] = DeviceArray.__new__(DeviceArray)
         view.backend, view.dtype, view._pool, view._block = self.backend, self.dtype, self._pool, self._block
-        view.shape, view.strides, view.offset = new, _dtypes.contiguous_strides(new), self.offset
+        view.shape, view._strides, view.offset = shape, strides, offset
         view.storage_size = self.storage_size
         view._last_descriptor = view._stream = view._held = None
         view._views = 0
@@ -651,6 +689,56 @@ class DeviceArray(Generic[_S]):
         with _VIEWS_LOCK:
             root._views += 1
         return view
+
+    def __getitem__(self, key: Any) -> DeviceArray[_S]:
+        """A view of the same memory (NumPy's basic indexing): ints, slices of positive step,
+        ``...`` and ``None``. An int gives a 0-d view, not a scalar (read it with :meth:`numpy`).
+
+        Raises
+        ------
+        TypeError
+            For other index kinds (arrays, lists, bools, floats).
+        IndexError
+            For an int out of range, or more indices than dimensions.
+        ValueError
+            For a negative or zero slice step, or a closed array.
+        """
+        self._check_open()
+        shape, strides, offset = _indexed(key, self.shape, self._strides, self.offset)
+        return self._view(shape, strides, offset)
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of unsized object (a 0-d DeviceArray)")
+        return self.shape[0]
+
+    def __iter__(self) -> Iterator[DeviceArray[_S]]:
+        """Views of the array along its first axis (TypeError for a 0-d array, as NumPy)."""
+        for i in range(len(self)):
+            yield self[i]
+
+    def transpose(self, *axes: int | Sequence[int]) -> DeviceArray[_S]:
+        """A view with the axes permuted (NumPy's ``transpose``: reversed when none are given).
+
+        Raises
+        ------
+        TypeError
+            For axes that are not ints.
+        ValueError
+            For axes that are not a permutation of the array's, or a closed array.
+        """
+        self._check_open()
+        items: Any = axes[0] if len(axes) == 1 and not isinstance(axes[0], (int, np.integer)) else axes
+        ndim = len(self.shape)
+        order = tuple(range(ndim))[::-1] if items is None or len(items) == 0 else _axes(items, ndim)
+        return self._view(
+            tuple(self.shape[a] for a in order), tuple(self._strides[a] for a in order), self.offset
+        )
+
+    @property
+    def T(self) -> DeviceArray[_S]:  # noqa: N802 - NumPy's name
+        """The array with its axes reversed: a view (``transpose()``)."""
+        return self.transpose()
 
     def _use_on(self, stream: Stream) -> None:
         """Order work queued on ``stream`` from now on after the work that used this array elsewhere."""
@@ -776,6 +864,81 @@ def _shape(values: Any, name: str = "shape") -> tuple[int, ...]:
     return tuple(int(v) for v in items)
 
 
+def _axes(values: Any, ndim: int) -> tuple[int, ...]:
+    """``values`` as a permutation of ``range(ndim)`` (negative axes count from the end)."""
+    try:
+        items = tuple(values)
+    except TypeError:
+        raise TypeError(f"axes must be ints, got {describe(values)}") from None
+    if any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) for v in items):
+        raise TypeError(f"axes must be ints, got {describe(values)}")
+    order = tuple(int(v) + ndim if -ndim <= v < 0 else int(v) for v in items)
+    if sorted(order) != list(range(ndim)):
+        raise ValueError(f"axes {list(items)} are not a permutation of the {ndim} axes")
+    return order
+
+
+def _indexed(
+    key: Any, shape: tuple[int, ...], strides: tuple[int, ...], offset: int
+) -> tuple[tuple[int, ...], tuple[int, ...], int]:
+    """The shape, element strides and offset of ``array[key]`` for NumPy's basic indexing of ints,
+    slices of positive step, ``...`` and ``None``; the error naming the rule for anything else."""
+    items = key if isinstance(key, tuple) else (key,)
+    accepted = "ints, slices of positive step, ... and None"
+    for item in items:
+        if isinstance(item, bool) or not (
+            item is None or item is Ellipsis or isinstance(item, (slice, int, np.integer))
+        ):
+            raise TypeError(
+                f"a DeviceArray is indexed by {accepted} (views of the same memory), got "
+                f"{describe(item)}: for a gather, use pyaclnn.ops or index the NumPy copy (.numpy())"
+            )
+    if sum(item is Ellipsis for item in items) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    used = sum(item is not None and item is not Ellipsis for item in items)
+    if used > len(shape):
+        raise IndexError(f"too many indices: {used} for the {len(shape)} dimensions of shape {list(shape)}")
+    if Ellipsis in items:
+        at = next(i for i, item in enumerate(items) if item is Ellipsis)
+        items = (*items[:at], *(slice(None),) * (len(shape) - used), *items[at + 1 :])
+    else:
+        items = (*items, *(slice(None),) * (len(shape) - used))
+    new_shape: list[int] = []
+    new_strides: list[int] = []
+    axis = 0
+    for item in items:
+        if item is None:
+            new_shape.append(1)
+            new_strides.append(0)
+            continue
+        dim, stride = shape[axis], strides[axis]
+        axis += 1
+        if isinstance(item, slice):
+            if (
+                item.step is not None
+                and not isinstance(item.step, bool)
+                and not isinstance(item.step, (int, np.integer))
+            ):
+                raise TypeError(f"slice steps must be ints, got {describe(item.step)}")
+            if item.step is not None and item.step <= 0:
+                raise ValueError(
+                    f"slice step {item.step}: a DeviceArray view takes steps > 0 only (an aclTensor "
+                    "has no negative strides); reverse with pyaclnn.ops (flip) or on the NumPy copy"
+                )
+            start, _, step = item.indices(dim)
+            count = len(range(*item.indices(dim)))
+            if count:
+                offset += start * stride
+            new_shape.append(count)
+            new_strides.append(stride * step)
+        else:
+            index = int(item)
+            if not -dim <= index < dim:
+                raise IndexError(f"index {index} is out of bounds for axis {axis - 1} with size {dim}")
+            offset += (index + dim if index < 0 else index) * stride
+    return tuple(new_shape), tuple(new_strides), offset
+
+
 def _inferred_shape(values: Any, size: int) -> tuple[int, ...]:
     """``values`` as a shape of ``size`` elements, one -1 standing for what is left."""
     try:
@@ -804,7 +967,7 @@ def _byte_ranges_overlap(a: DeviceArray[Any], b: DeviceArray[Any]) -> bool:
         return False
     spans = []
     for x in (a, b):
-        extent = 1 + sum((d - 1) * s for d, s in zip(x.shape, x.strides))
+        extent = 1 + sum((d - 1) * s for d, s in zip(x.shape, x._strides))
         start = x.ptr + x.offset * x.dtype.itemsize
         spans.append((start, start + extent * x.dtype.itemsize))
     return spans[0][0] < spans[1][1] and spans[1][0] < spans[0][1]
@@ -1055,12 +1218,14 @@ def _like(a: Any, backend: str | None, stream: Stream | None, device: int | None
 
 
 def _covering_storage(x: np.ndarray) -> tuple[np.ndarray, tuple[int, ...], int]:
-    """The bytes spanned by ``x`` as a 1-D array, and x's strides and offset within it (in elements)."""
+    """What to upload for ``x`` as a 1-D array, and x's strides and offset within it (in elements):
+    x's elements, dense; only a broadcast (a zero stride, more elements than memory) keeps its strides."""
     itemsize = x.dtype.itemsize
     if x.flags.c_contiguous:
         return x.reshape(-1), _dtypes.contiguous_strides(x.shape), 0
-    if any(s % itemsize or s < 0 for s in x.strides):
-        # aclTensor strides are whole, non-negative element counts: other views are copied dense
+    if all(s for s, d in zip(x.strides, x.shape) if d > 1) or any(s % itemsize or s < 0 for s in x.strides):
+        # the view's elements, not the storage it spans (aclTensor strides are whole,
+        # non-negative element counts besides: such views are copied dense too)
         x = np.ascontiguousarray(x)
         return x.reshape(-1), _dtypes.contiguous_strides(x.shape), 0
     strides = tuple(s // itemsize for s in x.strides)
@@ -1120,9 +1285,9 @@ def to_device(
     pageable host memory ``aclrtMemcpyAsync`` returns only then (CANN's
     documented behaviour), so ``x`` may change afterwards.
 
-    A non-contiguous NumPy view is copied once together with the storage it
-    spans and described with its strides, not densified (a view with negative
-    strides, which an aclTensor cannot describe, is copied dense). A DeviceArray is
+    A non-contiguous NumPy view gives a contiguous array of its elements (its
+    shape, not the storage it spans); only a broadcast view (a zero stride) is
+    copied as the memory it has and described with its strides. A DeviceArray is
     returned as is when it already lives on ``backend``. The result has ``x``'s scalar
     type, to type checkers too: ``NDArray[np.float32]`` in, ``DeviceArray[np.float32]`` out.
 
@@ -1170,7 +1335,9 @@ def to_device(
     try:
         host = np.ascontiguousarray(storage).view(np.uint8)
         state = stream._state
-        state.enqueue(acl.rt.memcpy_async, array.ptr, array.nbytes, host, host.nbytes, _H2D, state.handle)
+        state.enqueue(
+            acl.rt.memcpy_async, array.ptr, array.storage_nbytes, host, host.nbytes, _H2D, state.handle
+        )
     except BaseException:
         array.close()
         raise

@@ -125,7 +125,7 @@ class Call:
         caller holds its lock), and say so in ``computed``."""
         self.computed = False
         for output in self.outputs:
-            nbytes = output.nbytes
+            nbytes = output.storage_nbytes
             if nbytes:
                 state.enqueue_held(acl.rt.memset_async, output.ptr, nbytes, 0, nbytes, state.handle)
 

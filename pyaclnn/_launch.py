@@ -586,7 +586,7 @@ def _byte_range(array: DeviceArray) -> tuple[int, int]:
     if array.size == 0:
         return 0, 0
     itemsize = array.dtype.itemsize
-    extent = 1 + sum((d - 1) * s for d, s in zip(array.shape, array.strides))
+    extent = 1 + sum((d - 1) * s for d, s in zip(array.shape, array._strides))
     start = array.ptr + array.offset * itemsize
     return start, start + extent * itemsize
 

@@ -392,7 +392,7 @@ class _Worker:
         extra = self.rng.randint(1, 3)
         base = pyaclnn.empty((*shape[:-1], shape[-1] + extra), dtype, backend=self.b)
         closers.append(base.close)
-        strides = (*base.strides[:-1], 1)
+        strides = (*(s // base.itemsize for s in base.strides[:-1]), 1)  # from_ptr counts elements
         view = pyaclnn.DeviceArray.from_ptr(
             base.ptr, shape, dtype, strides=strides, offset=extra, device=d, backend=self.b
         )

@@ -71,7 +71,7 @@ class Call:
                 array = runtime.to_device(
                     np.full(max(extent, 1), value.fill, dtype=value.dtype), backend=self.backend
                 )
-                array.shape, array.strides = tuple(value.shape), tuple(value.strides)
+                array.shape, array._strides = tuple(value.shape), tuple(value.strides)  # elements
         else:
             array = runtime.to_device(np.asarray(value), backend=self.backend)
         self.stack.callback(array.close)

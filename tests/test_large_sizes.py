@@ -65,7 +65,7 @@ def test_a_max_pool_plane_above_int32_max_is_rejected_without_allocating(backend
     runtime.context(backend)
     if as_device:  # a zero-stride DeviceArray holds one element
         x, idx = pyaclnn.to_device(x, backend=backend), pyaclnn.to_device(idx, backend=backend)
-        assert x.nbytes == 4
+        assert x.storage_nbytes == 4
     before_counts, before_rss = backends.get(backend).live_counts(), rss()
     with pytest.raises(AclnnError) as fwd:
         pyaclnn.max_pool3d_with_argmax(x, 1, backend=backend)

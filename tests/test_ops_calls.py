@@ -225,7 +225,7 @@ def test_astype_copy_and_contiguous(active):
     same = d.astype(np.float32)
     assert same is not d
     np.testing.assert_array_equal(same.numpy(), x)
-    view = pyaclnn.to_device(x[:, ::2, 1:])
+    view = d[:, ::2, 1:]  # a strided view of d's memory
     assert not view.is_contiguous()
     dense = view.contiguous()
     assert dense.is_contiguous()
@@ -241,13 +241,14 @@ def test_copy_from_a_strided_broadcast_or_other_dtype_source(active):
     target = pyaclnn.zeros((2, 3), np.float16)
     target.copy_(np.array([1, 2, 3], np.int64))  # NumPy: broadcast and cast
     np.testing.assert_array_equal(target.numpy(), [[1, 2, 3], [1, 2, 3]])
-    source = pyaclnn.to_device(np.arange(12, dtype=np.float32).reshape(3, 4)[:2, ::2])  # strided device array
+    whole = pyaclnn.to_device(np.arange(12, dtype=np.float32).reshape(3, 4))
+    source = whole[:2, ::2]  # strided device array
     wide = pyaclnn.zeros((2, 2), np.float64)
     wide.copy_(source)
     np.testing.assert_array_equal(wide.numpy(), [[0, 2], [4, 6]])
     with pytest.raises(ValueError, match="does not broadcast"):
         target.copy_(np.ones((4,), np.float16))
-    for a in (target, source, wide):
+    for a in (target, source, whole, wide):
         a.close()
 
 
