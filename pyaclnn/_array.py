@@ -22,7 +22,7 @@ from . import backends as _backends
 from . import dtypes as _dtypes
 from ._executors import Call
 from ._pool import Block, MemoryPool
-from ._stream import Stream, current, require_stream_on
+from ._stream import Stream, StreamState, current, require_stream_on
 from .errors import describe
 
 _H2D = _decl.constant("ACL_MEMCPY_HOST_TO_DEVICE")
@@ -32,6 +32,7 @@ PTR_ALIGNMENT = 32
 _D2H = _decl.constant("ACL_MEMCPY_DEVICE_TO_HOST")
 
 
+_ORDER_LOCK = threading.Lock()  # the last write and the readers since of every array (see _readers)
 _VIEWS_LOCK = threading.Lock()  # the counts of open views (reshape); closes may race in finalizers
 
 # The scalar type of a DeviceArray, as NumPy's NDArray[np.float32] has one. Its default (Any) keeps
@@ -75,8 +76,14 @@ class DeviceArray(Generic[_S]):
     # Slots make the per-call outputs cheaper to build; __dict__ keeps arrays open to user attributes.
     # _block: the memory; _CLOSED once closed (not None: `closed` then reads one attribute of it).
     # _last_descriptor: (format, block, handle) of the latest descriptor() call.
-    # _stream: the Stream of the last call that used the array (None: no queued work can use it).
-    # _base: for a view (reshape), the array it views, which owns the block and the stream of
+    # _stream: the Stream of the last call that wrote the array (None: no queued work can use it).
+    # _readers: the Streams that read it since that write, other than _stream (a tuple), or None.
+    #   Readers run together: a read waits for the last write only; a write waits for the last
+    #   write and every read since, then becomes the last write. Lock discipline: both change
+    #   under _ORDER_LOCK, only after the waits they record were queued; _readers is replaced,
+    #   never changed in place, so a thread may read it without the lock; no stream's lock is
+    #   taken under _ORDER_LOCK (the waits are queued outside it).
+    # _base: for a view (reshape), the array it views, which owns the block and the streams of
     # last use for both; _views: open views of this array; _held: its block, kept for them after
     # its own close() (the last view's close gives it back).
     __slots__ = (
@@ -90,6 +97,7 @@ class DeviceArray(Generic[_S]):
         "_block",
         "_last_descriptor",
         "_stream",
+        "_readers",
         "_base",
         "_views",
         "_held",
@@ -106,6 +114,7 @@ class DeviceArray(Generic[_S]):
     _block: Block
     _last_descriptor: tuple[int, Block, Any] | None  # Any: the backend's aclTensor handle
     _stream: Stream | None
+    _readers: tuple[Stream, ...] | None
     _base: DeviceArray[_S] | None
     _views: int
     _held: Block | None
@@ -277,7 +286,7 @@ class DeviceArray(Generic[_S]):
         array.storage_size = storage
         array._pool = pool
         array._last_descriptor = None
-        array._stream = array._base = array._held = None
+        array._stream = array._readers = array._base = array._held = None
         array._views = 0
         array._block = ForeignBlock(ptr, nbytes, owner) if nbytes else pool.empty_block
         return array
@@ -316,7 +325,7 @@ class DeviceArray(Generic[_S]):
         self.storage_size = storage_size
         self._pool = pool
         self._stream = stream
-        self._last_descriptor = self._base = self._held = None
+        self._last_descriptor = self._readers = self._base = self._held = None
         self._views = 0
 
     # -- properties ---------------------------------------------------------
@@ -357,8 +366,9 @@ class DeviceArray(Generic[_S]):
     # -- conversion ---------------------------------------------------------
     @property
     def stream(self) -> Stream | None:
-        """The stream of the last call that used this array or a view of the same memory (what
-        :meth:`numpy` waits for)."""
+        """The stream of the last call that wrote this array or a view of the same memory (calls
+        that read it on other streams since run together; :meth:`numpy` and :meth:`close` wait
+        for those too)."""
         return self._stream if self._base is None else self._base._stream
 
     def numpy(self) -> npt.NDArray[_S]:
@@ -403,6 +413,9 @@ class DeviceArray(Generic[_S]):
         """The array's storage copied to the host once ``stream``'s queued work is done."""
         if stream is not None:
             stream._state.wait_queued()
+        root = self if self._base is None else self._base
+        for reader in root._readers or ():  # every pending use, as the docs promise
+            reader._state.wait_queued()
         storage = np.empty(self.storage_size, dtype=self.dtype)
         if self.nbytes:
             # as bytes: the buffer protocol has no format for bfloat16
@@ -539,7 +552,7 @@ class DeviceArray(Generic[_S]):
         state = stream._state
         if isinstance(src, DeviceArray):
             source = src.ptr + src.offset * src.dtype.itemsize
-            src._use_on(stream)
+            src._use_on(stream, write=False)
             self._use_on(stream)
             if nbytes:
                 state.enqueue(acl.rt.memcpy_async, start, nbytes, source, nbytes, _D2D, state.handle)
@@ -645,25 +658,43 @@ class DeviceArray(Generic[_S]):
         view.backend, view.dtype, view._pool, view._block = self.backend, self.dtype, self._pool, self._block
         view.shape, view.strides, view.offset = new, _dtypes.contiguous_strides(new), self.offset
         view.storage_size = self.storage_size
-        view._last_descriptor = view._stream = view._held = None
+        view._last_descriptor = view._stream = view._readers = view._held = None
         view._views = 0
         view._base = root
         with _VIEWS_LOCK:
             root._views += 1
         return view
 
-    def _use_on(self, stream: Stream) -> None:
-        """Order work queued on ``stream`` from now on after the work that used this array elsewhere."""
-        if self._base is not None:  # a view: the base keeps the stream of last use for both
-            self._base._use_on(stream)
+    def _use_on(self, stream: Stream, write: bool = True) -> None:
+        """Order work queued on ``stream`` from now on after the work on this array it must follow:
+        a read (``write=False``) after the last write; a write after the last write and every
+        read since, and it becomes the last write. A wrong ``write=False`` loses data: pass it
+        only for an argument the operator is known to read only."""
+        root = self if self._base is None else self._base  # the base keeps the streams for both
+        writer = root._stream
+        readers = root._readers  # replaced, never changed: read without the lock
+        state = stream._state
+        if writer is not stream and writer is not None:
+            _follow(state, writer._state)
+        if not write:
+            if writer is stream or (readers is not None and stream in readers):
+                return
+            with _ORDER_LOCK:  # after the wait was queued
+                readers = root._readers
+                if root._stream is not stream and (readers is None or stream not in readers):
+                    root._readers = (stream,) if readers is None else (*readers, stream)
             return
-        previous = self._stream
-        if previous is not stream:
-            if previous is not None:
-                state = previous._state
-                if state.open and state.queued != state.done:
-                    stream._state.wait_for(state)
-            self._stream = stream
+        for reader in readers or ():
+            if reader is not stream:
+                _follow(state, reader._state)
+        with _ORDER_LOCK:  # after the waits were queued; readers added meanwhile stay
+            root._stream = stream
+            now = root._readers
+            if now is not readers and now is not None:
+                now = tuple(r for r in now if r is not stream and (readers is None or r not in readers))
+                root._readers = now or None
+            else:
+                root._readers = None
 
     def close(self) -> None:
         """Give the memory back (to the pool, for the stream that used it last); a second call does nothing.
@@ -680,16 +711,26 @@ class DeviceArray(Generic[_S]):
         self._block = _CLOSED
         if not block.nbytes:
             return  # an empty array, or closed already
+        readers = self._readers
         if type(block) is ForeignBlock:
             try:
                 if self._stream is not None:
                     self._stream._state.wait_queued()
+                for reader in readers or ():
+                    reader._state.wait_queued()
             finally:
                 self._pool.forget_foreign(block)
             return
         stream = self._stream
+        state = stream._state if stream is not None else None
+        if readers:
+            # The block goes back to one stream, which reuses it at once: that stream is first
+            # ordered after the other readers (on the device; on the host for those it cannot).
+            state, left = self._pool.join(state, [r._state for r in readers])
+            for reader_state in left:
+                reader_state.wait_queued()
         # The pool decides under its lock whether the stream is still open (a close may race this).
-        self._pool.release(block, stream._state if stream is not None else None)
+        self._pool.release(block, state)
 
     def _close_shared(self) -> bool:
         """close() of an array that shares its block: whether the block is to be given back now."""
@@ -828,12 +869,19 @@ def _run_operator(
     op = _generic.operator(declaration, backend)
     state = stream._state
     with state.on_device():
-        for array in arrays:
-            array._use_on(stream)
+        for array in arrays:  # the outputs are written; the others only read
+            array._use_on(stream, any(array is o for o in outputs))
         c_args = tuple(a.descriptor(_dtypes.ACL_FORMAT_ND) if isinstance(a, DeviceArray) else a for a in args)
         state.executors.launch(Call(op, c_args, False, outputs))
     if state.capture is not None:  # the graph's replays use them: it keeps them
         state.capture.hold(arrays)
+
+
+def _follow(state: StreamState, other: StreamState) -> None:
+    """Order work queued on ``state`` from now on after the work queued on ``other`` so far, if any
+    of it is pending (the point of a use is the work queued up to it)."""
+    if other.open and other.queued != other.done:
+        state.wait_for(other)
 
 
 def _closed_error() -> ValueError:
