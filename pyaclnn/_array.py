@@ -77,6 +77,9 @@ class DeviceArray(Generic[_S]):
     # _block: the memory; _CLOSED once closed (not None: `closed` then reads one attribute of it).
     # _last_descriptor: (format, block, handle) of the latest descriptor() call.
     # _stream: the Stream of the last call that wrote the array (None: no queued work can use it).
+    # _written_at: the count of work queued on _stream once that write was queued (set after it
+    #   was: the write is done once the stream's `done` reaches it), or None: not known, so every
+    #   work queued there counts.
     # _readers: the Streams that read it since that write, other than _stream (a tuple), or None.
     #   Readers run together: a read waits for the last write only; a write waits for the last
     #   write and every read since, then becomes the last write. Lock discipline: both change
@@ -98,6 +101,7 @@ class DeviceArray(Generic[_S]):
         "_last_descriptor",
         "_stream",
         "_readers",
+        "_written_at",
         "_base",
         "_views",
         "_held",
@@ -115,6 +119,7 @@ class DeviceArray(Generic[_S]):
     _last_descriptor: tuple[int, Block, Any] | None  # Any: the backend's aclTensor handle
     _stream: Stream | None
     _readers: tuple[Stream, ...] | None
+    _written_at: int | None
     _base: DeviceArray[_S] | None
     _views: int
     _held: Block | None
@@ -286,7 +291,7 @@ class DeviceArray(Generic[_S]):
         array.storage_size = storage
         array._pool = pool
         array._last_descriptor = None
-        array._stream = array._readers = array._base = array._held = None
+        array._stream = array._readers = array._written_at = array._base = array._held = None
         array._views = 0
         array._block = ForeignBlock(ptr, nbytes, owner) if nbytes else pool.empty_block
         return array
@@ -325,6 +330,8 @@ class DeviceArray(Generic[_S]):
         self.storage_size = storage_size
         self._pool = pool
         self._stream = stream
+        # The block's earlier uses on the stream were queued before now
+        self._written_at = state.queued if state is not None else None
         self._last_descriptor = self._readers = self._base = self._held = None
         self._views = 0
 
@@ -474,6 +481,7 @@ class DeviceArray(Generic[_S]):
         if self.nbytes:
             state = stream._state
             state.enqueue(acl.rt.memset_async, self.ptr, self.nbytes, 0, self.nbytes, state.handle)
+            self._written_after(stream)
             if state.capture is not None:  # the graph's replays write it: it keeps the array
                 state.capture.hold((self,))
 
@@ -556,6 +564,7 @@ class DeviceArray(Generic[_S]):
             self._use_on(stream)
             if nbytes:
                 state.enqueue(acl.rt.memcpy_async, start, nbytes, source, nbytes, _D2D, state.handle)
+                self._written_after(stream)
                 if state.capture is not None:  # the graph's replays use both: it keeps them
                     state.capture.hold((self, src))
         else:
@@ -567,6 +576,7 @@ class DeviceArray(Generic[_S]):
             self._use_on(stream)
             if nbytes:
                 state.enqueue(acl.rt.memcpy_async, start, nbytes, host, nbytes, _H2D, state.handle)
+                self._written_after(stream)
         return self
 
     def _default_stream(self, stream: Stream | None) -> Stream:
@@ -658,7 +668,7 @@ class DeviceArray(Generic[_S]):
         view.backend, view.dtype, view._pool, view._block = self.backend, self.dtype, self._pool, self._block
         view.shape, view.strides, view.offset = new, _dtypes.contiguous_strides(new), self.offset
         view.storage_size = self.storage_size
-        view._last_descriptor = view._stream = view._readers = view._held = None
+        view._last_descriptor = view._stream = view._readers = view._written_at = view._held = None
         view._views = 0
         view._base = root
         with _VIEWS_LOCK:
@@ -675,7 +685,7 @@ class DeviceArray(Generic[_S]):
         readers = root._readers  # replaced, never changed: read without the lock
         state = stream._state
         if writer is not stream and writer is not None:
-            _follow(state, writer._state)
+            _follow(state, writer._state, root._written_at)
         if not write:
             if writer is stream or (readers is not None and stream in readers):
                 return
@@ -689,12 +699,21 @@ class DeviceArray(Generic[_S]):
                 _follow(state, reader._state)
         with _ORDER_LOCK:  # after the waits were queued; readers added meanwhile stay
             root._stream = stream
+            root._written_at = None  # known once the write is queued (_written_after)
             now = root._readers
             if now is not readers and now is not None:
                 now = tuple(r for r in now if r is not stream and (readers is None or r not in readers))
                 root._readers = now or None
             else:
                 root._readers = None
+
+    def _written_after(self, stream: Stream) -> None:
+        """The write on ``stream`` that :meth:`_use_on` ordered was queued: remember up to which
+        count of the stream's work it goes, so reads elsewhere wait for nothing once it is done."""
+        root = self if self._base is None else self._base
+        with _ORDER_LOCK:
+            if root._stream is stream:  # (another stream's write may have come since)
+                root._written_at = stream._state.queued
 
     def close(self) -> None:
         """Give the memory back (to the pool, for the stream that used it last); a second call does nothing.
@@ -873,14 +892,16 @@ def _run_operator(
             array._use_on(stream, any(array is o for o in outputs))
         c_args = tuple(a.descriptor(_dtypes.ACL_FORMAT_ND) if isinstance(a, DeviceArray) else a for a in args)
         state.executors.launch(Call(op, c_args, False, outputs))
+    for array in outputs:
+        array._written_after(stream)
     if state.capture is not None:  # the graph's replays use them: it keeps them
         state.capture.hold(arrays)
 
 
-def _follow(state: StreamState, other: StreamState) -> None:
-    """Order work queued on ``state`` from now on after the work queued on ``other`` so far, if any
-    of it is pending (the point of a use is the work queued up to it)."""
-    if other.open and other.queued != other.done:
+def _follow(state: StreamState, other: StreamState, point: int | None = None) -> None:
+    """Order work queued on ``state`` from now on after the work queued on ``other`` so far, if the
+    use it follows is pending: the work up to count ``point`` of ``other``, or (None) any work."""
+    if other.open and (other.queued != other.done if point is None else other.done < point):
         state.wait_for(other)
 
 
@@ -1219,6 +1240,7 @@ def to_device(
         host = np.ascontiguousarray(storage).view(np.uint8)
         state = stream._state
         state.enqueue(acl.rt.memcpy_async, array.ptr, array.nbytes, host, host.nbytes, _H2D, state.handle)
+        array._written_after(stream)
     except BaseException:
         array.close()
         raise
