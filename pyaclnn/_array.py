@@ -684,10 +684,11 @@ class DeviceArray(Generic[_S]):
         writer = root._stream
         readers = root._readers  # replaced, never changed: read without the lock
         state = stream._state
-        if writer is not stream and writer is not None:
+        ordered = writer is stream or (readers is not None and stream in readers)  # after the write
+        if not ordered and writer is not None:
             _follow(state, writer._state, root._written_at)
         if not write:
-            if writer is stream or (readers is not None and stream in readers):
+            if ordered:
                 return
             with _ORDER_LOCK:  # after the wait was queued
                 readers = root._readers

@@ -218,7 +218,7 @@ def launch(
                     written.append(None)
             elif kind == _types.TENSOR:
                 if param.is_output:
-                    array = call.written(name, value)
+                    array: DeviceArray | None = call.written(name, value)
                 else:  # an input it may still write (see _types.roles_known): ordered as written
                     array = call.device(name, value, write=unknown)
                 assert array is not None
