@@ -330,9 +330,7 @@ class DeviceArray(Generic[_S]):
         self.storage_size = storage_size
         self._pool = pool
         self._stream = stream
-        # The block's earlier uses on the stream were queued before now
-        self._written_at = state.queued if state is not None else None
-        self._last_descriptor = self._readers = self._base = self._held = None
+        self._last_descriptor = self._readers = self._written_at = self._base = self._held = None
         self._views = 0
 
     # -- properties ---------------------------------------------------------
