@@ -158,6 +158,42 @@ def test_the_pool_reuses_a_block_read_on_two_streams_only_after_both_reads(backe
         obj.close()
 
 
+def test_a_generic_operator_orders_its_inputs_as_written_and_copy_reads_its_source(backend, monkeypatch):
+    from pyaclnn import ops
+    from pyaclnn._stream import StreamState
+
+    previous = pyaclnn.get_backend()
+    pyaclnn.set_backend(backend)
+    try:
+        a, b = pyaclnn.Stream(backend=backend), pyaclnn.Stream(backend=backend)
+        x = pyaclnn.to_device(X, backend=backend, stream=a)
+        outs = [pyaclnn.empty(X.shape, X.dtype, backend=backend, stream=s) for s in (a, b)]
+        copies = [pyaclnn.empty(X.shape, X.dtype, backend=backend, stream=s) for s in (a, b)]
+        for s in (a, b):
+            s.synchronize()
+        waits: list[tuple[str, str]] = []
+        wait_for = StreamState.wait_for
+
+        def counted(self: StreamState, other: StreamState) -> None:
+            waits.append((self.name, other.name))
+            wait_for(self, other)
+
+        monkeypatch.setattr(StreamState, "wait_for", counted)
+        for copy, s in zip(copies, (a, b)):  # copy_ reads x: the two copies run together
+            copy.copy_(x, stream=s)
+        assert waits == [] and x._readers == (b,)
+        ops.add(x, x, 1, outs[0], stream=a)  # x may be written by all pyaclnn.ops knows: b's read first
+        assert (a._state.name, b._state.name) in waits and x._readers is None and x.stream is a
+        ops.add(x, x, 1, outs[1], stream=b)
+        assert (b._state.name, a._state.name) in waits
+        for o in (*outs, *copies):
+            np.testing.assert_array_equal(o.numpy(), X * 2 if o in outs else X)
+        for obj in (x, *outs, *copies, a, b):
+            obj.close()
+    finally:
+        pyaclnn.set_backend(previous)
+
+
 def test_generic_operators_count_every_tensor_as_written_unless_their_roles_are_known():
     from pyaclnn.ops import _types
 
