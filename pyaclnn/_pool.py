@@ -20,8 +20,8 @@ not on any other stream"; events recorded for cross-stream use and polled in
   see ``DeviceArray._readers``) has several streams of last use: before its block
   is released to one of them, :meth:`MemoryPool.join` orders that stream after
   the work queued so far on the others (an event each, recorded as a fence is),
-  so the one stream again orders all uses; a reader it cannot order so (closing
-  or capturing) is waited for on the host first.
+  so the one stream again orders all uses; a capturing or closing reader takes
+  the block instead, the others then waited for on the host first.
 * Another stream gets it only once an event recorded on the first stream
   after the release has completed. Such a *fence* is recorded when a stream
   finds nothing of the size it needs, covers every block released on that
@@ -263,11 +263,19 @@ class MemoryPool:
         """The stream to release a block to whose last uses were queued on ``stream`` (None: no
         queued work) and on ``readers``: ``stream``, else the first reader with pending work,
         ordered on the device after the work queued so far on the other readers (an event each,
-        recorded as a fence is: no stream's lock is taken). Also returns the readers it could
-        not order so (closing or capturing): the caller waits for them before the release.
+        recorded as a fence is: no stream's lock is taken). A reader that is capturing or closing
+        (no event may be recorded there) is chosen instead, as the stream that hands the block
+        over after its next synchronize or its close. Also returns the streams it could not order
+        so: the caller waits for them on the host before the release.
         """
         with self._lock:
             pending = [r for r in readers if r is not stream and r.open and r.queued != r.done]
+            unfenced = [r for r in pending if _unfenced(r)]
+            if unfenced:  # a capturing (or closing) reader takes the block: it hands it over itself
+                left = [r for r in pending if r is not unfenced[0]]
+                if stream is not None and stream.open and stream.queued != stream.done:
+                    left.append(stream)
+                return unfenced[0], left
             if stream is None or not stream.open:
                 if not pending:
                     return None, []
