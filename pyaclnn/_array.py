@@ -22,7 +22,7 @@ from . import backends as _backends
 from . import dtypes as _dtypes
 from ._executors import Call
 from ._pool import Block, MemoryPool
-from ._stream import Stream, current, require_stream_on
+from ._stream import Stream, StreamState, current, require_stream_on
 from .errors import describe
 
 _H2D = _decl.constant("ACL_MEMCPY_HOST_TO_DEVICE")
@@ -32,6 +32,7 @@ PTR_ALIGNMENT = 32
 _D2H = _decl.constant("ACL_MEMCPY_DEVICE_TO_HOST")
 
 
+_ORDER_LOCK = threading.Lock()  # the last write and the readers since of every array (see _readers)
 _VIEWS_LOCK = threading.Lock()  # the counts of open views (reshape); closes may race in finalizers
 
 # The scalar type of a DeviceArray, as NumPy's NDArray[np.float32] has one. Its default (Any) keeps
@@ -80,8 +81,17 @@ class DeviceArray(Generic[_S]):
     # Slots make the per-call outputs cheaper to build; __dict__ keeps arrays open to user attributes.
     # _block: the memory; _CLOSED once closed (not None: `closed` then reads one attribute of it).
     # _last_descriptor: (format, block, handle) of the latest descriptor() call.
-    # _stream: the Stream of the last call that used the array (None: no queued work can use it).
-    # _base: for a view (reshape), the array it views, which owns the block and the stream of
+    # _stream: the Stream of the last call that wrote the array (None: no queued work can use it).
+    # _written_at: the count of work queued on _stream once that write was queued (set after it
+    #   was: the write is done once the stream's `done` reaches it), or None: not known, so every
+    #   work queued there counts.
+    # _readers: the Streams that read it since that write, other than _stream (a tuple), or None.
+    #   Readers run together: a read waits for the last write only; a write waits for the last
+    #   write and every read since, then becomes the last write. Lock discipline: both change
+    #   under _ORDER_LOCK, only after the waits they record were queued; _readers is replaced,
+    #   never changed in place, so a thread may read it without the lock; no stream's lock is
+    #   taken under _ORDER_LOCK (the waits are queued outside it).
+    # _base: for a view (reshape), the array it views, which owns the block and the streams of
     # last use for both; _views: open views of this array; _held: its block, kept for them after
     # its own close() (the last view's close gives it back).
     __slots__ = (
@@ -95,6 +105,8 @@ class DeviceArray(Generic[_S]):
         "_block",
         "_last_descriptor",
         "_stream",
+        "_readers",
+        "_written_at",
         "_base",
         "_views",
         "_held",
@@ -111,6 +123,8 @@ class DeviceArray(Generic[_S]):
     _block: Block
     _last_descriptor: tuple[int, Block, Any] | None  # Any: the backend's aclTensor handle
     _stream: Stream | None
+    _readers: tuple[Stream, ...] | None
+    _written_at: int | None
     _base: DeviceArray[_S] | None
     _views: int
     _held: Block | None
@@ -282,7 +296,7 @@ class DeviceArray(Generic[_S]):
         array.storage_size = storage
         array._pool = pool
         array._last_descriptor = None
-        array._stream = array._base = array._held = None
+        array._stream = array._readers = array._written_at = array._base = array._held = None
         array._views = 0
         array._block = ForeignBlock(ptr, nbytes, owner) if nbytes else pool.empty_block
         return array
@@ -321,7 +335,7 @@ class DeviceArray(Generic[_S]):
         self.storage_size = storage_size
         self._pool = pool
         self._stream = stream
-        self._last_descriptor = self._base = self._held = None
+        self._last_descriptor = self._readers = self._written_at = self._base = self._held = None
         self._views = 0
 
     # -- properties ---------------------------------------------------------
@@ -379,8 +393,9 @@ class DeviceArray(Generic[_S]):
     # -- conversion ---------------------------------------------------------
     @property
     def stream(self) -> Stream | None:
-        """The stream of the last call that used this array or a view of the same memory (what
-        :meth:`numpy` waits for)."""
+        """The stream of the last call that wrote this array or a view of the same memory (calls
+        that read it on other streams since run together; :meth:`numpy` and :meth:`close` wait
+        for those too)."""
         return self._stream if self._base is None else self._base._stream
 
     def numpy(self) -> npt.NDArray[_S]:
@@ -430,6 +445,9 @@ class DeviceArray(Generic[_S]):
         ``stream``'s queued work is done."""
         if stream is not None:
             stream._state.wait_queued()
+        root = self if self._base is None else self._base
+        for reader in root._readers or ():  # every pending use, as the docs promise
+            reader._state.wait_queued()
         storage = np.empty(count, dtype=self.dtype)
         nbytes = storage.nbytes
         if nbytes:
@@ -494,6 +512,7 @@ class DeviceArray(Generic[_S]):
             state = stream._state
             start = self.ptr + self.offset * self.dtype.itemsize
             state.enqueue(acl.rt.memset_async, start, nbytes, 0, nbytes, state.handle)
+            self._written_after(stream)
             if state.capture is not None:  # the graph's replays write it: it keeps the array
                 state.capture.hold((self,))
 
@@ -572,10 +591,11 @@ class DeviceArray(Generic[_S]):
         state = stream._state
         if isinstance(src, DeviceArray):
             source = src.ptr + src.offset * src.dtype.itemsize
-            src._use_on(stream)
+            src._use_on(stream, write=False)
             self._use_on(stream)
             if nbytes:
                 state.enqueue(acl.rt.memcpy_async, start, nbytes, source, nbytes, _D2D, state.handle)
+                self._written_after(stream)
                 if state.capture is not None:  # the graph's replays use both: it keeps them
                     state.capture.hold((self, src))
         else:
@@ -587,6 +607,7 @@ class DeviceArray(Generic[_S]):
             self._use_on(stream)
             if nbytes:
                 state.enqueue(acl.rt.memcpy_async, start, nbytes, host, nbytes, _H2D, state.handle)
+                self._written_after(stream)
         return self
 
     def _default_stream(self, stream: Stream | None) -> Stream:
@@ -683,7 +704,7 @@ class DeviceArray(Generic[_S]):
         view.backend, view.dtype, view._pool, view._block = self.backend, self.dtype, self._pool, self._block
         view.shape, view._strides, view.offset = shape, strides, offset
         view.storage_size = self.storage_size
-        view._last_descriptor = view._stream = view._held = None
+        view._last_descriptor = view._stream = view._readers = view._written_at = view._held = None
         view._views = 0
         view._base = root
         with _VIEWS_LOCK:
@@ -740,18 +761,46 @@ class DeviceArray(Generic[_S]):
         """The array with its axes reversed: a view (``transpose()``)."""
         return self.transpose()
 
-    def _use_on(self, stream: Stream) -> None:
-        """Order work queued on ``stream`` from now on after the work that used this array elsewhere."""
-        if self._base is not None:  # a view: the base keeps the stream of last use for both
-            self._base._use_on(stream)
+    def _use_on(self, stream: Stream, write: bool = True) -> None:
+        """Order work queued on ``stream`` from now on after the work on this array it must follow:
+        a read (``write=False``) after the last write; a write after the last write and every
+        read since, and it becomes the last write. A wrong ``write=False`` loses data: pass it
+        only for an argument the operator is known to read only."""
+        root = self if self._base is None else self._base  # the base keeps the streams for both
+        writer = root._stream
+        readers = root._readers  # replaced, never changed: read without the lock
+        state = stream._state
+        ordered = writer is stream or (readers is not None and stream in readers)  # after the write
+        if not ordered and writer is not None:
+            _follow(state, writer._state, root._written_at)
+        if not write:
+            if ordered:
+                return
+            with _ORDER_LOCK:  # after the wait was queued
+                readers = root._readers
+                if root._stream is not stream and (readers is None or stream not in readers):
+                    root._readers = (stream,) if readers is None else (*readers, stream)
             return
-        previous = self._stream
-        if previous is not stream:
-            if previous is not None:
-                state = previous._state
-                if state.open and state.queued != state.done:
-                    stream._state.wait_for(state)
-            self._stream = stream
+        for reader in readers or ():
+            if reader is not stream:
+                _follow(state, reader._state)
+        with _ORDER_LOCK:  # after the waits were queued; readers added meanwhile stay
+            root._stream = stream
+            root._written_at = None  # known once the write is queued (_written_after)
+            now = root._readers
+            if now is not readers and now is not None:
+                now = tuple(r for r in now if r is not stream and (readers is None or r not in readers))
+                root._readers = now or None
+            else:
+                root._readers = None
+
+    def _written_after(self, stream: Stream) -> None:
+        """The write on ``stream`` that :meth:`_use_on` ordered was queued: remember up to which
+        count of the stream's work it goes, so reads elsewhere wait for nothing once it is done."""
+        root = self if self._base is None else self._base
+        with _ORDER_LOCK:
+            if root._stream is stream:  # (another stream's write may have come since)
+                root._written_at = stream._state.queued
 
     def close(self) -> None:
         """Give the memory back (to the pool, for the stream that used it last); a second call does nothing.
@@ -768,16 +817,26 @@ class DeviceArray(Generic[_S]):
         self._block = _CLOSED
         if not block.nbytes:
             return  # an empty array, or closed already
+        readers = self._readers
         if type(block) is ForeignBlock:
             try:
                 if self._stream is not None:
                     self._stream._state.wait_queued()
+                for reader in readers or ():
+                    reader._state.wait_queued()
             finally:
                 self._pool.forget_foreign(block)
             return
         stream = self._stream
+        state = stream._state if stream is not None else None
+        if readers:
+            # The block goes back to one stream, which reuses it at once: that stream is first
+            # ordered after the other readers (on the device; on the host for those it cannot).
+            state, left = self._pool.join(state, [r._state for r in readers])
+            for reader_state in left:
+                reader_state.wait_queued()
         # The pool decides under its lock whether the stream is still open (a close may race this).
-        self._pool.release(block, stream._state if stream is not None else None)
+        self._pool.release(block, state)
 
     def _close_shared(self) -> bool:
         """close() of an array that shares its block: whether the block is to be given back now."""
@@ -991,12 +1050,21 @@ def _run_operator(
     op = _generic.operator(declaration, backend)
     state = stream._state
     with state.on_device():
-        for array in arrays:
-            array._use_on(stream)
+        for array in arrays:  # the outputs are written; the others only read
+            array._use_on(stream, any(array is o for o in outputs))
         c_args = tuple(a.descriptor(_dtypes.ACL_FORMAT_ND) if isinstance(a, DeviceArray) else a for a in args)
         state.executors.launch(Call(op, c_args, False, outputs))
+    for array in outputs:
+        array._written_after(stream)
     if state.capture is not None:  # the graph's replays use them: it keeps them
         state.capture.hold(arrays)
+
+
+def _follow(state: StreamState, other: StreamState, point: int | None = None) -> None:
+    """Order work queued on ``state`` from now on after the work queued on ``other`` so far, if the
+    use it follows is pending: the work up to count ``point`` of ``other``, or (None) any work."""
+    if other.open and (other.queued != other.done if point is None else other.done < point):
+        state.wait_for(other)
 
 
 def _closed_error() -> ValueError:
@@ -1338,6 +1406,7 @@ def to_device(
         state.enqueue(
             acl.rt.memcpy_async, array.ptr, array.storage_nbytes, host, host.nbytes, _H2D, state.handle
         )
+        array._written_after(stream)
     except BaseException:
         array.close()
         raise

@@ -65,6 +65,7 @@ class Launch:
         "_premapped",
         "_caller",
         "_pool",
+        "_writes",
     )
 
     def __init__(
@@ -106,6 +107,7 @@ class Launch:
         self._returned: list[DeviceArray] | None = None
         self._arrays: list[tuple[Callable[..., Any], Any]] | None = None
         self._inputs: list[tuple[str, DeviceArray]] = []  # DeviceArray inputs, for the out= overlap rule
+        self._writes: list[DeviceArray] | None = None  # DeviceArrays given that the call may write
         host = ctx.host_memory
         # While a graph captures, nothing is mapped: a NumPy array is then refused (or copied, where
         # the capture's mode allows it) before the call changes any registration.
@@ -186,8 +188,13 @@ class Launch:
                 if exc_type is None:
                     raise  # otherwise the error in flight says more
 
-    def device(self, name: str, x: np.ndarray | DeviceArray | None) -> DeviceArray | None:
-        """``x`` on this call's backend, ordered for this call's stream.
+    def device(
+        self, name: str, x: np.ndarray | DeviceArray | None, write: bool = False
+    ) -> DeviceArray | None:
+        """``x`` on this call's backend, ordered for this call's stream: after the array's last
+        write for an input the operator reads (``write=False``), after that and every read
+        since for one it may write (``write=True``; what the generic operators pass for
+        every tensor, since their headers do not say reliably which they write).
 
         NumPy data is uploaded on the stream for the duration of the call.
         """
@@ -207,8 +214,12 @@ class Launch:
                     f"{name} lives on device {x._pool.device}, but this call runs on device {self.device_id} "
                     "(its stream's)"
                 )
-            if x._stream is not self.stream:
-                x._use_on(self.stream)
+            if x._stream is not self.stream or (write and x._readers is not None):
+                x._use_on(self.stream, write)
+            if write:
+                if self._writes is None:
+                    self._writes = []
+                self._writes.append(x)
             if self._host is not None:
                 raise RuntimeError(f"internal: {name} is a DeviceArray the Launch was not told of (arrays=)")
             self.device_results = True
@@ -234,7 +245,7 @@ class Launch:
         before the work is done).
         """
         if isinstance(x, DeviceArray):
-            return self.device(name, x)  # type: ignore[return-value]  # (None only for None)
+            return self.device(name, x, write=True)  # type: ignore[return-value]  # (None only for None)
         x = host_array(name, x)
         if not x.flags.writeable:
             raise ValueError(f"{name} is a read-only NumPy array: pass a writable one")
@@ -334,6 +345,7 @@ class Launch:
                 self._host.release([mapping])
                 raise
         array._stream = self.stream  # the call's work uses it: its close waits for that
+        array._readers = array._written_at = None
         if self._mapped is None:
             self._mapped = []
         self._mapped.append((array, mapping, key, x))
@@ -415,8 +427,11 @@ class Launch:
                     "another output (the operator would read values it has already overwritten); "
                     "pass a separate array"
                 )
-        if given._stream is not self.stream:
+        if given._stream is not self.stream or given._readers is not None:
             given._use_on(self.stream)
+        if self._writes is None:
+            self._writes = []
+        self._writes.append(given)
         self.device_results = True  # out= given: the caller gets it back
         self._inputs.append((name, given))  # later outputs must not overlap it either
         return given
@@ -530,6 +545,7 @@ class Launch:
         ``ASCEND_LAUNCH_BLOCKING=1`` the call then waits for the stream, so a
         device error surfaces here.
         """
+        written = outputs  # the point of each write, once it is queued (reads elsewhere wait for it)
         host_results = self._host_results
         if host_results is not None:
             # Mapped outputs are no memset's business (CANN's rule): the host zeroes them below
@@ -544,6 +560,11 @@ class Launch:
                 self.stream._state.executors.launch(call)
         except AclnnError as exc:
             raise _in_python_terms(exc, op.spec.params) from None
+        stream = self.stream
+        for array in written:
+            array._written_after(stream)
+        for array in self._writes or ():
+            array._written_after(stream)
         if host_results is not None and not call.computed:
             for mapped, host in host_results.values():
                 if mapped not in self._outputs:
@@ -576,7 +597,7 @@ def _end_mappings(
     """Park the wrappers of mapped arrays (with their descriptors, for a later call on the same
     pages) and give their mappings back, once no queued work uses them."""
     for array, _, _, _ in mapped:
-        array._stream = None  # the work is done: nothing to wait for
+        array._stream = array._readers = array._written_at = None  # the work is done: nothing to wait for
     host.release([mapping for _, mapping, _, _ in mapped])
     host.park([(key, array) for array, _, key, _ in mapped])
 

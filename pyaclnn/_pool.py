@@ -16,6 +16,12 @@ not on any other stream"; events recorded for cross-stream use and polled in
   the stream of the last call that used it; calls on another stream first wait
   for that stream, so this one stream orders all its uses). That stream may
   reuse it at once: its later work runs after the earlier work.
+* An array read on several streams since its last write (readers run together,
+  see ``DeviceArray._readers``) has several streams of last use: before its block
+  is released to one of them, :meth:`MemoryPool.join` orders that stream after
+  the work queued so far on the others (an event each, recorded as a fence is),
+  so the one stream again orders all uses; a capturing or closing reader takes
+  the block instead, the others then waited for on the host first.
 * Another stream gets it only once an event recorded on the first stream
   after the release has completed. Such a *fence* is recorded when a stream
   finds nothing of the size it needs, covers every block released on that
@@ -63,7 +69,7 @@ import contextlib
 import threading
 import weakref
 from collections import defaultdict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -252,6 +258,43 @@ class MemoryPool:
         finally:
             lock.release()
         self._free(block)
+
+    def join(self, stream: Any, readers: Sequence[Any]) -> tuple[Any, list[Any]]:
+        """The stream to release a block to whose last uses were queued on ``stream`` (None: no
+        queued work) and on ``readers``: ``stream``, else the first reader with pending work,
+        ordered on the device after the work queued so far on the other readers (an event each,
+        recorded as a fence is: no stream's lock is taken). A reader that is capturing or closing
+        (no event may be recorded there) is chosen instead, as the stream that hands the block
+        over after its next synchronize or its close. Also returns the streams it could not order
+        so: the caller waits for them on the host before the release.
+        """
+        with self._lock:
+            pending = [r for r in readers if r is not stream and r.open and r.queued != r.done]
+            unfenced = [r for r in pending if _unfenced(r)]
+            if unfenced:  # a capturing (or closing) reader takes the block: it hands it over itself
+                left = [r for r in pending if r is not unfenced[0]]
+                if stream is not None and stream.open and stream.queued != stream.done:
+                    left.append(stream)
+                return unfenced[0], left
+            if stream is None or not stream.open:
+                if not pending:
+                    return None, []
+                stream = pending.pop(0)
+            if not pending or _unfenced(stream):
+                return stream, pending
+            left = []
+            for reader in pending:
+                if _unfenced(reader):
+                    left.append(reader)
+                    continue
+                event = self._record(reader)
+                try:
+                    with self._on_device(self.device):
+                        acl.rt.stream_wait_event(stream.handle, event, backend=self.backend)
+                finally:
+                    # CANN lets an event be destroyed while pending; the queued wait still holds.
+                    _quiet(acl.rt.destroy_event, event, backend=self.backend)
+            return stream, left
 
     def _cached(self, size: int, stream: Any) -> deque[Block] | None:
         """Blocks of ``size`` that ``stream`` may use, other than those it released (caller holds the lock).

@@ -203,6 +203,9 @@ def launch(
                     "DeviceArray, so it returns before its work is done: pass a DeviceArray"
                 )
     op = _generic.operator(declaration)
+    # Readers run together only where the roles are known: elsewhere every tensor counts as
+    # written, so a wrong guess costs concurrency, never data.
+    unknown = not _types.roles_known(declaration)
     with Launch(None, stream, arrays, python_name) as call:
         c_args: list[Any] = []
         written: list[Any] = []  # per output parameter: a DeviceArray, a list of them, or None
@@ -214,15 +217,20 @@ def launch(
                 if param.is_output:
                     written.append(None)
             elif kind == _types.TENSOR:
-                array = call.written(name, value) if param.is_output else call.device(name, value)
+                if param.is_output:
+                    array: DeviceArray | None = call.written(name, value)
+                else:  # an input it may still write (see _types.roles_known): ordered as written
+                    array = call.device(name, value, write=unknown)
                 assert array is not None
                 c_args.append(array.descriptor(_format(array)))
                 if param.is_output:
                     written.append(array)
                     made.append(array)
             elif kind == _types.TENSOR_LIST:
-                place = call.written if param.is_output else call.device
-                items = [place(f"{name}[{i}]", v) for i, v in enumerate(value)]
+                if param.is_output:
+                    items = [call.written(f"{name}[{i}]", v) for i, v in enumerate(value)]
+                else:
+                    items = [call.device(f"{name}[{i}]", v, write=unknown) for i, v in enumerate(value)]
                 c_args.append(call.tensor_list(items, [_format(item) for item in items]))
                 if param.is_output:
                     written.append(items)

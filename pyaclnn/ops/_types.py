@@ -147,6 +147,22 @@ def refusal(declaration: Declaration) -> str | None:
     return None
 
 
+def _known_outputs(declaration: Declaration) -> set[str] | None:
+    """The C names of the outputs where the roles are known (see :func:`parameters`), else None."""
+    if declaration.written is not None:  # a custom package's prototype, or load(outputs=...)
+        return set(declaration.written)
+    known = _optable.by_name().get(declaration.name)
+    if known is not None and [p.c_name for p in known.params] == [p.name for p in declaration.params]:
+        return {p.c_name for p in known.outputs}
+    return None
+
+
+def roles_known(declaration: Declaration) -> bool:
+    """Whether the declaration's inputs are known to be read only (:func:`parameters` knows its
+    roles), so that calls reading one array on several streams may run together."""
+    return _known_outputs(declaration) is not None
+
+
 def parameters(declaration: Declaration) -> tuple[Parameter, ...]:
     """The parameters of a callable declaration (:func:`refusal` is None), with kinds and roles.
 
@@ -155,12 +171,7 @@ def parameters(declaration: Declaration) -> tuple[Parameter, ...]:
     operators (the table of include/decl; the rule would make max-pool's ``gradOutput`` an
     output).
     """
-    known = _optable.by_name().get(declaration.name)
-    known_outputs: set[str] | None = None
-    if declaration.written is not None:  # a custom package's prototype, or load(outputs=...)
-        known_outputs = set(declaration.written)
-    elif known is not None and [p.c_name for p in known.params] == [p.name for p in declaration.params]:
-        known_outputs = {p.c_name for p in known.outputs}
+    known_outputs = _known_outputs(declaration)
     if known_outputs is not None:
         return tuple(
             Parameter(
