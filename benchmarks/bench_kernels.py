@@ -75,7 +75,7 @@ the ratio of the device path's time to the memory-bandwidth floor: bytes read
 measured in the same run (the faster of a one- and a two-thread
 ``np.copyto`` of 64 MiB, counting read and written bytes).
 
-Targets (issue 20):
+Targets:
 
 * numpy / torch: no case above 1.0, geometric mean at most 0.6;
 * numpy / device: at most 1.15 on every case;

@@ -18,7 +18,7 @@ closed after every call) on
 and compared with ``torch.ops.aten.*`` on CPU tensors of the same tiny shapes.
 Each measurement is the best of ``--loops`` loops of ``--calls`` calls.
 
-Target (issue 22, item 4, for the two backward ops): npu over the emulator per
+Target (for the two backward ops): npu over the emulator per
 call <= 1.5x PyTorch per call (the earlier target was 2x). The forwards are
 measured too, without a target.
 
@@ -52,7 +52,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common  # noqa: E402
 
-TARGET = 1.5  # npu-over-emulator per call / torch per call, for the backward ops (issue 22's target)
+TARGET = 1.5  # npu-over-emulator per call / torch per call, for the backward ops
 OPS = (
     "max_pool3d_with_argmax",
     "max_pool3d_with_argmax_backward",
@@ -324,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     worst = max(TARGET_OPS, key=lambda op: ratios[op]["npu"])
     met = ratios[worst]["npu"] <= TARGET
     print(
-        f"\ntarget for the backward ops (issue 22), npu-over-emulator per call <= {TARGET}x torch: "
+        f"\ntarget for the backward ops, npu-over-emulator per call <= {TARGET}x torch: "
         f"{'met' if met else 'MISSED'} (worst {ratios[worst]['npu']:.2f}x: {worst})"
     )
 

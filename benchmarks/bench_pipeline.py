@@ -19,7 +19,7 @@ synchronize):
 Targets (from the issue): default / blocking <= 0.4, and default within 1.25x
 of the device-bound limit max(kernel time, host time per call).
 
-Replay (issue 22), on the npu backend and on the numpy backend's emulation: a
+Replay, on the npu backend and on the numpy backend's emulation: a
 chain of ``REPLAY_CALLS`` dependent ``grid_sampler3d`` calls writing outputs
 made once (``out=``), captured once in a :class:`pyaclnn.Graph` and replayed.
 Timed (best of ``5 * --loops``): the host time of ``g.replay()`` per operation

@@ -5,8 +5,8 @@ device time each) on each of two streams, all reading the same DeviceArray ("sha
 each stream its own copy ("separate"), then synchronizes both. When a read is ordered
 after the last write only, the shared case takes as long as the separate one (one
 stream's work); when every use orders after the array's last stream, the two streams run
-one after the other (twice that). The target: shared / separate <= 1.25 (issue "Streams,
-arrays and memory as CUDA, torch and CuPy users expect", item 3).
+one after the other (twice that). The target: shared / separate <= 1.25 (two streams that only read an
+array run together).
 
 Usage::
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install pyaclnn into a fresh virtual environment on a PATH with no C compiler,
-# then run the NumPy kernels' tests there (issue 13: "pip install . succeeds
-# without a compiler and then uses the NumPy kernels").
+# then run the NumPy kernels' tests there (the rule:
+# "pip install . succeeds without a compiler and then uses the NumPy kernels").
 #
 # The machine keeps its compiler; the environment does not see it: the commands
 # run under `env -i` with PATH holding only the new venv's bin directory, and
