@@ -49,6 +49,7 @@ from ...constants import (
 )
 from ...kernels import checks as _checks
 from ...kernels import references as _references
+from ...ops._types import INT_RANGES  # the C integer types' ranges: the one table of them
 from .._interface import OperatorPhases, install_operator_phases
 from ._cvalues import c_address, c_bool, c_int, c_size
 from ._heap import Allocation, Heap, HeapError
@@ -56,14 +57,6 @@ from ._kernels import BACKWARD_WORKSPACE as BACKWARD_WORKSPACE
 from ._kernels import KERNELS
 from ._objects import BoolArray, Executor, FloatArray, HandleList, IntArray, Registry, Scalar, Stream, Tensor
 from ._streams import KERNEL_US, Hazards, Task, Worker, env_ns
-
-_INT_BOUNDS = {
-    "int64_t": (-(2**63), 2**63 - 1),
-    "int32_t": (-(2**31), 2**31 - 1),
-    "int": (-(2**31), 2**31 - 1),
-    "int8_t": (-128, 127),
-    "uint64_t": (0, 2**64 - 1),
-}
 
 # Phase 1's result when the plan says there is nothing to do (empty tensors): no executor.
 NOTHING_TO_DO = (ACLNN_SUCCESS, 0, None)
@@ -243,8 +236,8 @@ class OperatorsMixin(OperatorPhases):
                 values.append(c_bool(arg, api, name))
             elif c_type in ("double", "float"):
                 values.append(float(arg))
-            elif c_type in _INT_BOUNDS:
-                values.append(c_int(arg, api, name, _INT_BOUNDS[c_type]))
+            elif c_type in INT_RANGES:
+                values.append(c_int(arg, api, name, INT_RANGES[c_type]))
             else:
                 values.append(arg)  # a string
         return values, tensors
