@@ -9,8 +9,9 @@ back to the pool on that stream, which reuses it in stream order (see
 from __future__ import annotations
 
 import functools
+import itertools
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from math import prod
 from typing import TYPE_CHECKING, Any, Generic, overload
 
@@ -94,6 +95,9 @@ class DeviceArray(Generic[_S]):
     # _base: for a view (reshape), the array it views, which owns the block and the streams of
     # last use for both; _views: open views of this array; _held: its block, kept for them after
     # its own close() (the last view's close gives it back).
+    # _graphs: for an array (a base) that live graphs hold, {ReplayOrder of each graph: the count
+    #   of its replays this array has taken in (_settle)}, else None: a replay writes the array
+    #   without touching it, and the array takes the replay in at its next use (ReplayOrder).
     __slots__ = (
         "backend",
         "shape",
@@ -110,6 +114,7 @@ class DeviceArray(Generic[_S]):
         "_base",
         "_views",
         "_held",
+        "_graphs",
         "__weakref__",
         "__dict__",
     )
@@ -128,6 +133,7 @@ class DeviceArray(Generic[_S]):
     _base: DeviceArray[_S] | None
     _views: int
     _held: Block | None
+    _graphs: dict[ReplayOrder, int] | None
 
     @overload
     def __init__(
@@ -297,6 +303,7 @@ class DeviceArray(Generic[_S]):
         array._pool = pool
         array._last_descriptor = None
         array._stream = array._readers = array._written_at = array._base = array._held = None
+        array._graphs = None
         array._views = 0
         array._block = ForeignBlock(ptr, nbytes, owner) if nbytes else pool.empty_block
         return array
@@ -336,6 +343,7 @@ class DeviceArray(Generic[_S]):
         self._pool = pool
         self._stream = stream
         self._last_descriptor = self._readers = self._written_at = self._base = self._held = None
+        self._graphs = None
         self._views = 0
 
     # -- properties ---------------------------------------------------------
@@ -396,7 +404,10 @@ class DeviceArray(Generic[_S]):
         """The stream of the last call that wrote this array or a view of the same memory (calls
         that read it on other streams since run together; :meth:`numpy` and :meth:`close` wait
         for those too)."""
-        return self._stream if self._base is None else self._base._stream
+        root = self if self._base is None else self._base
+        if root._graphs is not None:
+            _settle(root)  # a replay since the last use is the last write
+        return root._stream
 
     def numpy(self) -> npt.NDArray[_S]:
         """A NumPy copy of the array: waits for the work queued on it, then ``aclrtMemcpy`` to the host.
@@ -705,6 +716,7 @@ class DeviceArray(Generic[_S]):
         view.shape, view._strides, view.offset = shape, strides, offset
         view.storage_size = self.storage_size
         view._last_descriptor = view._stream = view._readers = view._written_at = view._held = None
+        view._graphs = None  # the base's count
         view._views = 0
         view._base = root
         with _VIEWS_LOCK:
@@ -767,6 +779,8 @@ class DeviceArray(Generic[_S]):
         read since, and it becomes the last write. A wrong ``write=False`` loses data: pass it
         only for an argument the operator is known to read only."""
         root = self if self._base is None else self._base  # the base keeps the streams for both
+        if root._graphs is not None:  # held by graphs: their replays since count, the next follow
+            _settle(root, stream)
         writer = root._stream
         readers = root._readers  # replaced, never changed: read without the lock
         state = stream._state
@@ -810,6 +824,8 @@ class DeviceArray(Generic[_S]):
         descriptors. While views of the array (:meth:`reshape`) are open, the memory stays
         for them: the last of them to close gives it back.
         """
+        if self._graphs is not None:  # (a base) a replay since its last use is its last use; the
+            _settle(self, closing=not self._views)  # memory goes back unless views keep it
         if self._base is not None or self._views:
             if not self._close_shared():
                 return
@@ -1058,6 +1074,135 @@ def _run_operator(
         array._written_after(stream)
     if state.capture is not None:  # the graph's replays use them: it keeps them
         state.capture.hold(arrays)
+
+
+class ReplayOrder:
+    """The replays of one graph as the arrays it holds see them: bookkeeping per graph, not per array.
+
+    A replay counts as writing every array its graph holds. Rather than recording that
+    on each array (a host cost in proportion to the graph), the replay records itself
+    here once: the stream it was queued on and the count of that stream's work once it
+    was (:meth:`replayed`). Each array holds the orders of its graphs
+    (``DeviceArray._graphs``) and takes the replays queued since its last use in at its
+    next use, read, close or :attr:`~DeviceArray.stream` (:func:`_settle`): the latest
+    becomes its last write, so what follows waits for it. Each eager use of a held array
+    (a call, ``copy_``, ``fill_zero``, a close) adds its stream to :attr:`since`, which the
+    next replay follows: a replay costs one order per stream that used the graph's arrays,
+    not one per array.
+
+    Lock discipline: the fields change under ``_ORDER_LOCK``, :attr:`since` and
+    :attr:`sharing` are replaced, never changed in place, so a replay reads them without it.
+    """
+
+    __slots__ = ("count", "sequence", "stream", "point", "since", "sharing", "pool", "closed_input")
+
+    def __init__(self, pool: MemoryPool) -> None:
+        self.count = 0  # replays queued so far
+        self.sequence = 0  # the last replay's place among every graph's replays (_REPLAYS)
+        self.stream: Stream | None = None  # the stream of the last replay
+        self.point: int | None = None  # the count of work queued there once that replay was queued
+        self.since: tuple[Stream, ...] = ()  # streams that used an array of the graph since
+        self.sharing: tuple[ReplayOrder, ...] = ()  # the other live graphs holding one of its arrays
+        self.pool = pool  # the graph's own memory: closing an array of it is no closed input
+        self.closed_input: DeviceArray[Any] | None = None  # an input the replays read (not the graph's
+        # memory), closed: its memory may hold other data now
+
+    def link(self, arrays: Iterable[DeviceArray[Any]]) -> None:
+        """The graph's capture ended, holding ``arrays``: they count its replays from now on, and the
+        first replay follows the streams that used them last."""
+        roots = {id(r): r for r in (a if a._base is None else a._base for a in arrays)}.values()
+        since: dict[Stream, None] = {}
+        for root in roots:
+            if root._graphs is not None:
+                _settle(root)  # other graphs' replays first: they may be the last use
+            with _ORDER_LOCK:
+                graphs = dict(root._graphs or {})
+                for other in graphs:
+                    if other not in self.sharing:
+                        self.sharing = (*self.sharing, other)
+                        other.sharing = (*other.sharing, self)
+                graphs[self] = 0
+                root._graphs = graphs
+                for stream in (root._stream, *(root._readers or ())):
+                    if stream is not None:
+                        since[stream] = None
+            if root.closed and root._pool is not self.pool:
+                self.closed_input = root
+        self.since = tuple(since)
+
+    def unlink(self, arrays: Iterable[DeviceArray[Any]]) -> None:
+        """The graph is closed and its replays are done: ``arrays`` count them no longer."""
+        for array in arrays:
+            root = array if array._base is None else array._base
+            if root._graphs is not None:
+                _settle(root)  # the replays happened: the array's last use is the latest
+            with _ORDER_LOCK:
+                graphs = root._graphs
+                if graphs is not None and self in graphs:
+                    graphs = dict(graphs)
+                    del graphs[self]
+                    root._graphs = graphs or None
+        with _ORDER_LOCK:
+            for other in self.sharing:
+                other.sharing = tuple(o for o in other.sharing if o is not self)
+            self.sharing = ()
+
+    def follow(self, state: StreamState) -> None:
+        """Order work queued on ``state`` from now on (a replay) after the last replay and every use
+        of the graph's arrays since, on other streams."""
+        last = self.stream
+        if last is not None and last._state is not state:
+            _follow(state, last._state, self.point)
+        for stream in self.since:
+            if stream._state is not state:
+                _follow(state, stream._state)
+
+    def replayed(self, stream: Stream) -> None:
+        """A replay was queued on ``stream``: it is now the last write of every array of the graph,
+        and a use of them for the graphs sharing one (their next replay follows it)."""
+        with _ORDER_LOCK:
+            self.count += 1
+            self.sequence = next(_REPLAYS)
+            self.stream = stream
+            self.point = stream._state.queued
+            self.since = ()
+            for other in self.sharing:
+                if stream not in other.since:
+                    other.since = (*other.since, stream)
+
+
+_REPLAYS = itertools.count(1)  # the order of replays of every graph (for arrays several graphs hold)
+
+
+def _settle(root: DeviceArray[Any], stream: Stream | None = None, closing: bool = False) -> None:
+    """Take the replays of ``root``'s graphs queued since its last use in (the latest is its last
+    write, the others that ran beside it its readers), then note a use on ``stream`` (or, when
+    ``closing``, the close of an input the graphs read), which their next replays follow."""
+    with _ORDER_LOCK:
+        graphs = root._graphs
+        if graphs is None:
+            return
+        latest: ReplayOrder | None = None
+        also: list[Stream] = []
+        for order, seen in graphs.items():
+            if order.count != seen:
+                graphs[order] = order.count
+                if latest is None or order.sequence > latest.sequence:
+                    if latest is not None:
+                        also.append(latest.stream)  # type: ignore[arg-type]
+                    latest = order
+                else:
+                    also.append(order.stream)  # type: ignore[arg-type]
+        if latest is not None:  # each replay followed every use noted before it
+            root._stream = latest.stream
+            root._written_at = latest.point
+            readers = tuple(dict.fromkeys(s for s in also if s is not latest.stream))
+            root._readers = readers or None
+        for order in graphs:
+            if stream is not None and stream not in order.since:
+                order.since = (*order.since, stream)
+            if closing and root._pool is not order.pool and order.closed_input is None:
+                order.closed_input = root
 
 
 def _follow(state: StreamState, other: StreamState, point: int | None = None) -> None:

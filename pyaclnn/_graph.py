@@ -56,7 +56,7 @@ from contextlib import AbstractContextManager
 from typing import Any, NoReturn
 
 from . import _captures, _context, _executors, _timeline, acl
-from ._array import DeviceArray
+from ._array import DeviceArray, ReplayOrder
 from ._captures import GraphCaptureError
 from ._pool import Block, MemoryPool, _rounded
 from ._stream import Stream, StreamState, current, require_stream_on
@@ -66,6 +66,10 @@ from .errors import AclError
 MODES = {"global": _captures.GLOBAL, "thread_local": _captures.THREAD_LOCAL, "relaxed": _captures.RELAXED}
 
 __all__ = ["Graph", "GraphCaptureError", "graph"]
+
+# Replays of graphs that share an array, one at a time: each then sees the other's replay, which it
+# follows (ReplayOrder.sharing); graphs sharing nothing replay concurrently.
+_SHARED_REPLAYS = threading.Lock()
 
 
 class GraphPool(MemoryPool):
@@ -278,6 +282,7 @@ class _GraphState:
         self.pool: GraphPool | None = None
         self.executors: list[Any] = []
         self.arrays: dict[int, DeviceArray] = {}
+        self.order: ReplayOrder | None = None  # what the replays did to the arrays, once captured
         self.fences: dict[StreamState, Any] = {}  # replay stream -> event recorded after its last replay
         self.open = True
 
@@ -356,6 +361,8 @@ class _GraphState:
             self.pool = capture.pool
             self.executors = capture.executors.held
             self.arrays = capture.arrays
+            self.order = ReplayOrder(capture.pool)
+            self.order.link(self.arrays.values())
 
     def abandon(self) -> None:
         """End the capture in progress, if any, and give back everything it made."""
@@ -390,26 +397,36 @@ class _GraphState:
                 raise ValueError(f"replay(): the graph {doing}; end a capture first")
             if state.capture is not None:
                 state.capture.refuse("Graph.replay()", "CANN cannot run a graph on a capturing stream")
-            arrays = list(self.arrays.values())
-            for array in arrays:
-                if array.closed and array._base is None and array._pool is not self.pool:
-                    # Not the graph's memory: the pool or its owner may have given it to others.
-                    raise ValueError(
-                        f"replay(): {array!r}, which the captured calls use, was closed: its memory "
-                        "may hold other data now; keep the graph's inputs open while it lives"
-                    )
-            for array in arrays:
-                if not array.closed:
-                    array._use_on(stream)  # after their last use elsewhere; later uses after this
-            with state.lock:
-                if not state.open:
-                    raise ValueError("replay(): stream is closed")
-                with self.ctx.on_device(self.device):
-                    state.enqueue_held(acl.mdl.execute_async, self.handle, state.handle)
-                    event = self.fences.get(state)
-                    if event is None:
-                        event = self.fences[state] = acl.rt.create_event(backend=self.backend)
-                    state.enqueue_held(acl.rt.record_event, event, state.handle)
+            order = self.order
+            assert order is not None
+            closed = order.closed_input
+            if closed is not None:
+                # Not the graph's memory: the pool or its owner may have given it to others.
+                raise ValueError(
+                    f"replay(): {closed!r}, which the captured calls use, was closed: its memory "
+                    "may hold other data now; keep the graph's inputs open while it lives"
+                )
+            if order.sharing:  # graphs sharing arrays replay one at a time: each follows the other
+                with _SHARED_REPLAYS:
+                    self._queue(order, stream)
+            else:
+                self._queue(order, stream)
+
+    def _queue(self, order: ReplayOrder, stream: Stream) -> None:
+        """Queue a replay on ``stream`` after the last uses of the graph's arrays, and record it as
+        the last write of all of them: a host cost per stream that used them, none per array."""
+        state = stream._state
+        order.follow(state)
+        with state.lock:
+            if not state.open:
+                raise ValueError("replay(): stream is closed")
+            with self.ctx.on_device(self.device):
+                state.enqueue_held(acl.mdl.execute_async, self.handle, state.handle)
+                order.replayed(stream)  # queued: later uses of the arrays follow it
+                event = self.fences.get(state)
+                if event is None:
+                    event = self.fences[state] = acl.rt.create_event(backend=self.backend)
+                state.enqueue_held(acl.rt.record_event, event, state.handle)
 
     # -- the end --------------------------------------------------------------------
     def close(self) -> None:
@@ -425,7 +442,7 @@ class _GraphState:
                 for event in self.fences.values():
                     acl.rt.synchronize_event(event, backend=self.backend)
             self._destroy_handles()
-            self.arrays.clear()
+            self._unlink()
             if self.pool is not None:
                 self.pool.hand_over()
                 self.pool = None
@@ -436,8 +453,15 @@ class _GraphState:
             if self.open:
                 self.abandon()
                 self._destroy_handles()
-                self.arrays.clear()
+                self._unlink()
                 self.pool = None
+
+    def _unlink(self) -> None:
+        """The replays are done (or the device is): the arrays count them no longer."""
+        if self.order is not None:
+            self.order.unlink(self.arrays.values())
+            self.order = None
+        self.arrays.clear()
 
     def _destroy_handles(self) -> None:
         with self.ctx.on_device(self.device):

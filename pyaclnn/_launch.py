@@ -214,8 +214,8 @@ class Launch:
                     f"{name} lives on device {x._pool.device}, but this call runs on device {self.device_id} "
                     "(its stream's)"
                 )
-            if x._stream is not self.stream or (write and x._readers is not None):
-                x._use_on(self.stream, write)
+            if x._stream is not self.stream or x._graphs is not None or (write and x._readers is not None):
+                x._use_on(self.stream, write)  # (graphs: a replay since may be its last write)
             if write:
                 if self._writes is None:
                     self._writes = []
@@ -427,7 +427,7 @@ class Launch:
                     "another output (the operator would read values it has already overwritten); "
                     "pass a separate array"
                 )
-        if given._stream is not self.stream or given._readers is not None:
+        if given._stream is not self.stream or given._readers is not None or given._graphs is not None:
             given._use_on(self.stream)
         if self._writes is None:
             self._writes = []
