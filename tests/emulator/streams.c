@@ -11,7 +11,7 @@
  *   the next aclrtSynchronizeStream / aclrtSynchronizeDevice;
  * - on a stream that is capturing (aclmdlRICaptureBegin .. End) the tasks,
  *   event records and waits go to a graph instead of the queue, and
- *   aclmdlRIExecuteAsync queues them again (the section at the end of this file);
+ *   aclmdlRIExecuteAsync queues one task that runs them again (the section at the end of this file);
  * - every task has a ticket (a global, increasing number). A stream has run
  *   everything up to ticket T when its running task and queue head (if any)
  *   have tickets above T, which is what the synchronizations wait for.
@@ -438,13 +438,14 @@ void emu_task_set_detail(emu_task *task, const char *detail) { task->detail = de
  * kernels takes sleep_us each, whatever the thread wake-ups cost, and event
  * timestamps are device times (t->device_ns). */
 static void run_marker(void *ctx, emu_task *task);
+static void run_replay(void *ctx, emu_task *task); /* its steps are skipped each on its own */
 
 /* A stream in ACL_STOP_ON_FAILURE mode runs none of the tasks queued after a failed one
  * while its error is not yet reported (an event record still completes, with its time, or
  * whoever waits for the event would wait forever). */
 static int task_skipped(emu_stream *s, const emu_task *t)
 {
-    if (t->run == run_marker || !__atomic_load_n(&s->stop_on_failure, __ATOMIC_ACQUIRE)) {
+    if (t->run == run_marker || t->run == run_replay || !__atomic_load_n(&s->stop_on_failure, __ATOMIC_ACQUIRE)) {
         return 0;
     }
     pthread_mutex_lock(&emu_lock);
@@ -1364,10 +1365,10 @@ aclError aclrtEventElapsedTime(float *ms, aclrtEvent startEvent, aclrtEvent endE
  * the stream (launches, async copies and memsets) go to a graph instead of
  * the queue, keeping the memory they use (freeing it is then a hazard, as for
  * queued work); event records and waits are recorded as steps of their own.
- * aclmdlRIExecuteAsync queues every step on a stream, in order: a recorded
- * task runs again (its kernel, with its simulated time) through a replay task
- * that holds the graph; a record records the event anew, a wait waits for the
- * event's record latest then. The rules and their sources are listed in
+ * aclmdlRIExecuteAsync queues one replay task on a stream, which holds the
+ * graph and runs every step in order: a recorded task runs again (its kernel,
+ * with its simulated time); a record records the event anew, a wait waits for
+ * the event's record latest when the replay was queued. The rules and their sources are listed in
  * README.md ("Stream capture"); the numpy backend's
  * pyaclnn/backends/numpy/_capture.py implements the same. */
 
@@ -1381,6 +1382,7 @@ typedef struct emu_step {
 typedef struct emu_graph {
     int device;
     int refs; /* the handle, until aclmdlRIDestroy, plus each queued replay task */
+    size_t nevents; /* its event records and waits */
     emu_step *head, *tail;
 } emu_graph;
 
@@ -1401,6 +1403,7 @@ static int graph_add_locked(struct emu_graph *g, emu_task *task, void *event, in
     if (event != NULL) {
         step->event->refs++;
         step->event->graph_steps++;
+        g->nevents++;
     }
     if (g->tail != NULL) {
         g->tail->next = step;
@@ -1676,17 +1679,17 @@ static aclError graph_check_locked(const char *api, aclmdlRI modelRI)
     return ACL_SUCCESS;
 }
 
-/* What a replay of a recorded task runs: the recorded task's work. */
+/* One replay is one task, as a device runs a model from one submission: the host
+ * queues it whatever the graph holds, and the stream's worker runs the steps in
+ * order (each recorded task with its simulated time, each event record or wait),
+ * as tasks of their own (the same ticket, the profiler's records, the failure
+ * mode) that never go through the queue. The event steps are numbered when the
+ * replay is queued, so a wait queued after it waits for its records. */
 typedef struct {
     emu_graph *graph;
-    emu_task *recorded;
+    size_t nevents;
+    uint64_t records[]; /* the record number of each event step, in order */
 } replay_job;
-
-static void run_replay(void *ctx, emu_task *task)
-{
-    replay_job *job = ctx;
-    job->recorded->run(job->recorded->ctx, task);
-}
 
 static void release_replay(void *ctx)
 {
@@ -1695,37 +1698,44 @@ static void release_replay(void *ctx)
     free(job);
 }
 
-/* Queue the recorded task again on `stream`, as its own replay task. */
-static aclError replay_task(emu_graph *g, emu_task *recorded, aclrtStream stream)
+static void run_recorded(void *ctx, emu_task *task) { ((emu_task *)ctx)->run(((emu_task *)ctx)->ctx, task); }
+
+static void run_replay(void *ctx, emu_task *task)
 {
-    replay_job *job = malloc(sizeof *job);
-    if (job == NULL) {
-        pyaclnnEmuSetError("aclmdlRIExecuteAsync: out of host memory");
-        return ACL_ERROR_RT_RESOURCE_ALLOC_FAIL;
+    replay_job *job = ctx;
+    emu_stream *s = task->stream;
+    size_t n = 0;
+    for (const emu_step *step = job->graph->head; step != NULL; step = step->next) {
+        emu_task t = {.handle = task->handle, .stream = s, .ticket = task->ticket, .queued_ns = task->queued_ns,
+                      .graph = job->graph};
+        event_job event = {NULL, 0};
+        if (step->task != NULL) {
+            t.api = step->task->api;
+            t.detail = step->task->detail;
+            t.run = run_recorded;
+            t.ctx = step->task;
+            t.sleep_us = step->task->sleep_us;
+            pthread_mutex_lock(&emu_lock);
+            check_devices_locked(step->task, s);
+            pthread_mutex_unlock(&emu_lock);
+        } else {
+            event = (event_job){step->event, job->records[n++]};
+            if (!step->record && event.record == 0) {
+                continue; /* a never-recorded event is complete: nothing to wait for */
+            }
+            t.api = step->record ? "aclrtRecordEvent" : "aclrtStreamWaitEvent";
+            t.run = step->record ? run_marker : run_wait;
+            t.ctx = &event;
+            t.event = step->event;
+        }
+        task_execute(s, &t);
+        task->device_ns = s->device_clock_ns; /* the replay ends where its last step did */
+        if (step->record) {
+            pthread_mutex_lock(&emu_lock);
+            pthread_cond_broadcast(&g_progress); /* whoever waits for the event */
+            pthread_mutex_unlock(&emu_lock);
+        }
     }
-    *job = (replay_job){g, recorded};
-    pthread_mutex_lock(&emu_lock);
-    g->refs++;
-    pthread_mutex_unlock(&emu_lock);
-    emu_task *task = emu_task_new(recorded->api, run_replay, release_replay, job, recorded->sleep_us);
-    if (task == NULL) {
-        pyaclnnEmuSetError("aclmdlRIExecuteAsync: out of host memory");
-        return ACL_ERROR_RT_RESOURCE_ALLOC_FAIL;
-    }
-    task->detail = recorded->detail;
-    task->graph = g;
-    int used = 0;
-    pthread_mutex_lock(&emu_lock);
-    for (size_t i = 0; used == 0 && i < recorded->nblocks; i++) {
-        used = emu_task_use_block(task, recorded->blocks[i]);
-    }
-    pthread_mutex_unlock(&emu_lock);
-    if (used != 0) {
-        pyaclnnEmuTaskDiscard(task);
-        pyaclnnEmuSetError("aclmdlRIExecuteAsync: out of host memory");
-        return ACL_ERROR_RT_RESOURCE_ALLOC_FAIL;
-    }
-    return emu_task_submit(task, stream, NULL);
 }
 
 /* The profiler's record of one replay: a zero-time task before its tasks notes when they
@@ -1807,24 +1817,33 @@ aclError aclmdlRIExecuteAsync(aclmdlRI modelRI, aclrtStream stream)
     if (__atomic_load_n(&g_recording, __ATOMIC_ACQUIRE)) { /* the profiler's "replay" record */
         span = replay_span_submit(g, stream);
     }
-    for (const emu_step *step = g->head; rc == ACL_SUCCESS && step != NULL; step = step->next) {
-        if (step->task != NULL) {
-            rc = replay_task(g, step->task, stream);
-            continue;
-        }
-        pthread_mutex_lock(&emu_lock);
-        uint64_t record = step->record ? ++step->event->recorded : step->event->recorded;
-        pthread_mutex_unlock(&emu_lock);
-        if (step->record) {
-            rc = submit_event_job("aclrtRecordEvent", step->event, record, stream, run_marker, g);
-        } else if (record > 0) { /* a never-recorded event is complete: nothing to wait for */
-            rc = submit_event_job("aclrtStreamWaitEvent", step->event, record, stream, run_wait, g);
-        }
+    replay_job *job = malloc(sizeof *job + g->nevents * sizeof job->records[0]);
+    if (job == NULL) {
+        graph_unref(g);
+    } else {
+        job->graph = g; /* its reference, released once the replay ran */
+        job->nevents = g->nevents;
     }
+    emu_task *task = job == NULL ? NULL : emu_task_new("", run_replay, release_replay, job, 0);
+    if (task == NULL) { /* (emu_task_new released the job) */
+        pyaclnnEmuSetError("%s: out of host memory", api);
+        return ACL_ERROR_RT_RESOURCE_ALLOC_FAIL;
+    }
+    task->graph = g;
+    if (g->nevents > 0) {
+        size_t n = 0;
+        pthread_mutex_lock(&emu_lock);
+        for (const emu_step *step = g->head; step != NULL; step = step->next) {
+            if (step->task == NULL) {
+                job->records[n++] = step->record ? ++step->event->recorded : step->event->recorded;
+            }
+        }
+        pthread_mutex_unlock(&emu_lock);
+    }
+    rc = emu_task_submit(task, stream, NULL);
     if (span != NULL) {
         replay_span_end(span, stream);
     }
-    graph_unref(g);
     return rc;
 }
 
