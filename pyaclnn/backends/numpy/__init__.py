@@ -1045,8 +1045,7 @@ class NumpyBackend(OperatorsMixin):
         span = None if recorder is None else ReplaySpan(recorder, worker, id(model_ri))
         if span is not None:  # the profiler's "replay" record, from its first task to its last
             worker.submit(Task(span.begin))
-        for step in model_ri.steps:  # in order, each task with its simulated kernel time
-            step(worker)
+        model_ri.replay(worker)  # in order, each task with its simulated kernel time
         if span is not None:
             worker.submit(Task(span.end))
         return ACL_SUCCESS

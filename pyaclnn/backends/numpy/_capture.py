@@ -61,6 +61,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from ...constants import (
@@ -88,6 +89,7 @@ class Graph:
     steps: list[Callable[[Worker], object]] = field(default_factory=list, repr=False)
     tasks: list[Task] = field(default_factory=list, repr=False)
     events: list[Any] = field(default_factory=list, repr=False)  # recorded or waited for by steps
+    _replayed: tuple[Task, ...] | None = field(default=None, repr=False)  # the tasks, as a replay runs them
 
     def add_task(self, task: Task) -> None:
         task.graph = id(self)  # the profiler's "graph" of the task, at each replay
@@ -98,6 +100,20 @@ class Graph:
         """Record ``step``, a record of ``event`` or a wait for it, which each replay repeats."""
         self.steps.append(step)
         self.events.append(event)
+
+    def replay(self, worker: Worker) -> None:
+        """Queue the recorded work on ``worker``: one task that runs the recorded tasks in order (a
+        device runs a model from one submission, so the host cost does not grow with the graph);
+        step by step when the graph records or waits for events, whose records are numbered when
+        queued."""
+        if self.events:
+            for step in self.steps:
+                step(worker)
+            return
+        tasks = self._replayed
+        if tasks is None or len(tasks) != len(self.tasks):  # once: the capture has ended
+            tasks = self._replayed = tuple(self.tasks)
+        worker.submit(Task(partial(worker.run_steps, tasks), steps=tasks, graph=id(self)))
 
     def uses(self, allocation: object) -> bool:
         """Whether a recorded task uses ``allocation``."""

@@ -112,6 +112,10 @@ class Task:
         The ``id`` of the event a record or wait task is for (0: none), for the profiler.
     graph : int
         The ``id`` of the graph (aclmdlRI) that recorded the task (0: none), for the profiler.
+    steps : tuple of Task
+        For a replay of a graph, the recorded tasks its ``run`` runs in order
+        (:meth:`Worker.run_steps`), for the hazards of freeing their memory or
+        destroying their executors while the replay is pending.
     """
 
     run: Callable[[], None]
@@ -122,6 +126,7 @@ class Task:
     detail: str = ""
     event: int = 0
     graph: int = 0
+    steps: tuple[Task, ...] = ()
 
 
 class Worker:
@@ -251,12 +256,24 @@ class Worker:
     def uses(self, allocation: object) -> bool:
         """Whether a queued or running task uses ``allocation``."""
         with self._lock:
-            return any(allocation in task.uses for task in self._pending)
+            return any(
+                allocation in task.uses or any(allocation in step.uses for step in task.steps)
+                for task in self._pending
+            )
 
     def runs_owner(self, owner: object) -> bool:
         """Whether a queued or running task launches ``owner`` (an executor)."""
         with self._lock:
-            return any(task.owner is owner for task in self._pending)
+            return any(
+                task.owner is owner or any(step.owner is owner for step in task.steps)
+                for task in self._pending
+            )
+
+    def run_steps(self, steps: tuple[Task, ...]) -> None:
+        """Run ``steps`` in order, from the task running them (a graph's replay), each as a task
+        of its own: its simulated time, its failure, the failure mode, the profiler's record."""
+        for step in steps:
+            self._execute(step)
 
     def take_error(self) -> tuple[int, str] | None:
         """The sticky error ``(status, message)``, or None; cleared: it is reported once."""
