@@ -10,6 +10,7 @@ import json
 import math
 import os
 import platform
+import random
 import statistics
 import subprocess
 import sys
@@ -53,26 +54,40 @@ def time_calls(fn: Callable[[], Any], repeat: int, warmup: int = 1) -> list[floa
 
 
 def time_interleaved(
-    fns: dict[str, Callable[[], Any]], repeat: int, warmup: int = 1
+    fns: dict[str, Callable[[], Any]],
+    repeat: int,
+    warmup: int = 1,
+    after: Callable[[], Any] | None = None,
+    shuffle: bool = False,
 ) -> dict[str, list[float]]:
     """Seconds of each call of each of ``fns``, timed in turn within each of ``repeat`` rounds.
 
     Taking turns exposes every contender to the same background load on a
     shared machine, so comparing their mins stays fair when the load changes;
-    the order rotates from round to round.
+    the order rotates from round to round. ``after``, if given, runs untimed
+    after every call (a synchronize, so that the next call starts on an idle device).
+    ``shuffle`` draws each round's order at random (a fixed seed) instead: rotating
+    keeps each contender after the same one, which matters when one contender leaves
+    work behind for the next (a garbage collection, a device thread still winding down).
     """
+    rng = random.Random(0)
     for fn in fns.values():
         for _ in range(warmup):
             fn()
+            if after is not None:
+                after()
     times: dict[str, list[float]] = {name: [] for name in fns}
     order = list(fns)
     for round_ in range(repeat):
         # rotate who goes first: the first of a round finds the caches full of another op's data
         shift = round_ % len(order)
-        for name in order[shift:] + order[:shift]:
+        turns = rng.sample(order, len(order)) if shuffle else order[shift:] + order[:shift]
+        for name in turns:
             start = time.perf_counter()
             fns[name]()
             times[name].append(time.perf_counter() - start)
+            if after is not None:
+                after()
     return times
 
 
@@ -115,33 +130,49 @@ def peak_extra_bytes(fn: Callable[[], Any]) -> tuple[int, int]:
 
 class SamplerChain:
     """``calls`` dependent ``grid_sampler3d`` calls on DeviceArrays of one stream, each call's output
-    the next call's input: the chain bench_pipeline replays and timeline_picture draws.
+    the next call's input: the chain bench_pipeline and bench_replay replay and timeline_picture draws.
 
     Its arrays (``input``, ``grid``, ``outputs``) are made on ``stream`` from fixed random data;
-    :meth:`queue` queues the calls, :meth:`close` closes the arrays.
+    :meth:`queue` queues the calls, :meth:`close` closes the arrays. The calls write ``ring``
+    outputs in turn (by default each call its own): with a ring small enough, every call finds
+    its plan in the stream's executor cache, as calls repeated eagerly do.
     """
 
-    def __init__(self, backend: str, stream: Any, shape: tuple[int, ...], calls: int) -> None:
+    def __init__(
+        self, backend: str, stream: Any, shape: tuple[int, ...], calls: int, ring: int | None = None
+    ) -> None:
         import pyaclnn
 
         rng = np.random.default_rng(1)
         x = rng.standard_normal(shape, dtype=np.float32)
         grid = rng.uniform(-1, 1, (*shape[:1], *shape[2:], 3)).astype(np.float32)
-        self.backend, self.stream = backend, stream
+        self.backend, self.stream, self.calls = backend, stream, calls
         self.input = pyaclnn.to_device(x, backend=backend, stream=stream)
         self.grid = pyaclnn.to_device(grid, backend=backend, stream=stream)
-        self.outputs = [pyaclnn.zeros(shape, backend=backend, stream=stream) for _ in range(calls)]
+        count = calls if ring is None else min(ring, calls)
+        self.outputs = [pyaclnn.zeros(shape, backend=backend, stream=stream) for _ in range(count)]
         self._op = pyaclnn.grid_sampler3d
 
+    @property
+    def last(self) -> Any:
+        """The output of the last call."""
+        return self.outputs[(self.calls - 1) % len(self.outputs)]
+
     def queue(self) -> None:
-        value = self.input
-        for out in self.outputs:
+        value, outputs = self.input, self.outputs
+        for i in range(self.calls):
+            out = outputs[i % len(outputs)]
             self._op(value, self.grid, out=out, backend=self.backend, stream=self.stream)
             value = out
 
     def close(self) -> None:
         for array in (self.input, self.grid, *self.outputs):
             array.close()
+
+
+def verdict(met: bool) -> str:
+    """How a target line ends: "met" or "not met"."""
+    return "met" if met else "not met"
 
 
 def geomean(values: Sequence[float]) -> float:

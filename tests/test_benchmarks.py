@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -232,3 +233,36 @@ def test_bench_query_compares_each_polling_loop_with_a_synchronize(emulator_home
         rows = [line.split()[0:2] for line in proc.stdout.splitlines()[2:5]]
         assert rows == [["synchronize", rows[0][1]], ["stream", "poll"], ["event", "poll"]], proc.stdout
         assert "target: poll / synchronize <= 1.5" in proc.stdout, proc.stdout
+
+
+def test_bench_replay_times_replays_of_three_graph_sizes_and_judges_both_targets(emulator_home, tmp_path):
+    """bench_replay: the eager launches and the replays of graphs of 10, 100 and 1000 calls on both
+    backends, the two ratios, the replay's result bit-identical to eager's, and each target stated
+    with its figure and verdict (the JSON says the same)."""
+    out = tmp_path / "replay.json"
+    args = ("--quick", "--rounds", "3", "--json", str(out))
+    proc = _run("bench_replay.py", *args, emulator_home=emulator_home)
+    header, rows = _table(proc.stdout, "Replay host time")
+    assert header == [
+        "backend",
+        "eager 100 calls µs",
+        "replay 10 µs",
+        "replay 100 µs",
+        "replay 1000 µs",
+        "replay 100/eager",
+        "replay 1000/replay 10",
+        "bit-identical",
+    ]
+    assert [row[0] for row in rows] == ["npu", "numpy"]
+    for row in rows:
+        assert all(float(cell) > 0 for cell in row[1:7]), row
+        assert row[7] == "yes", row
+    for backend in ("npu", "numpy"):
+        for target in (
+            f"replay of 100 calls <= 0.05x their eager launches ({backend})",
+            f"replay of 1000 calls <= 3x replay of 10 ({backend})",
+        ):
+            assert re.search(f"^target {re.escape(target)}: \\d+\\.\\d+, (met|not met)$", proc.stdout, re.M)
+    saved = json.loads(out.read_text())
+    assert set(saved["results"]) == {"npu", "numpy"}
+    assert all(isinstance(r["met"], bool) for r in saved["results"].values())
