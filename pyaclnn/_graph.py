@@ -31,9 +31,10 @@ What a capture changes on its stream, and why:
 * Ordering. Before a capture begins the device's pyaclnn streams are
   synchronized (as torch does), so a captured call never waits for work of
   another stream. The graph keeps every array its calls used; ``replay(s)``
-  orders ``s`` after the work that last used them elsewhere, and makes ``s``
-  their stream of last use, so reads and later calls on other streams wait for
-  the replay. An event recorded after each replay lets ``close()`` wait for the
+  orders ``s`` after the work that last used them elsewhere, and is their last
+  write, so reads and later calls on other streams wait for the replay. That
+  bookkeeping is per graph (:class:`pyaclnn._array.ReplayOrder`), so a replay's
+  host cost does not grow with the graph. An event recorded after each replay lets ``close()`` wait for the
   replays queued so far before anything is released.
 * Refusals. What a capture cannot record raises :class:`GraphCaptureError`
   naming the call, and the capture is abandoned (ended, its graph destroyed,
