@@ -9,6 +9,8 @@ from the eager call's on the same data (the backend fixture also fails a test on
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -189,4 +191,45 @@ def test_a_graph_output_closed_between_replays_keeps_its_memory_for_the_next(bac
     np.testing.assert_array_equal(z.numpy(), _pooled(second, b))
     g.close()
     for a in (x, idx, z, idz, s, *others):
+        a.close()
+
+
+def test_replays_from_threads_of_graphs_sharing_an_array_follow_each_other(backend, monkeypatch):
+    b = backend
+    first = _data()[0]
+    x = pyaclnn.to_device(first, backend=b)
+    y = pyaclnn.zeros(SHAPE, backend=b)
+    z = pyaclnn.zeros(SHAPE, backend=b)
+    writes = _capture_pools(b, x, y, monkeypatch, SLOW_US)
+    reads = _capture_pools(b, y, z, monkeypatch, "0")
+    written = threading.Event()
+    errors: list[BaseException] = []
+
+    def replay(g: pyaclnn.Graph, before: threading.Event | None, after: threading.Event | None) -> None:
+        try:
+            with pyaclnn.Stream(backend=b) as s:
+                if before is not None:
+                    assert before.wait(10)
+                g.replay(s)  # one thread's replay orders the other's
+                if after is not None:
+                    after.set()
+                for _ in range(3):  # and more of them at once, from both threads
+                    g.replay(s)
+                s.synchronize()
+        except BaseException as exc:  # noqa: BLE001 - reported by the test thread
+            errors.append(exc)
+
+    threads = [
+        threading.Thread(target=replay, args=(writes, None, written)),
+        threading.Thread(target=replay, args=(reads, written, None)),
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not errors, errors
+    np.testing.assert_array_equal(z.numpy(), _pooled(first, b))  # never the zeros y held before
+    writes.close()
+    reads.close()
+    for a in (x, y, z):
         a.close()
