@@ -531,8 +531,8 @@ def render() -> str:
         "# pyaclnn API reference",
         "",
         "Every public name of `pyaclnn` (its `__all__`), with its signature and docstring. The",
-        "README explains how the parts work together; the low-level API (`pyaclnn.acl`,",
-        "`pyaclnn.aclnn`: one function per C function) is described there, not here.",
+        "[guide](README.md) explains how the parts work together; the low-level API (`pyaclnn.acl`,",
+        "`pyaclnn.aclnn`: one function per C function) is described in [low-level.md](low-level.md).",
         "",
         *contents,
     ]
