@@ -268,10 +268,10 @@ def test_the_two_phases_are_defined_where_they_are_first_named():
         assert part in paragraph.replace("*", ""), (part, paragraph)
 
 
-def test_the_sample_ends_with_the_line_the_readme_gives():
-    text = " ".join(README.read_text(encoding="utf-8").split())
+def test_the_sample_ends_with_the_line_the_guide_gives():
+    text = " ".join((DOCS / "samples.md").read_text(encoding="utf-8").split())
     claims = re.findall(r"`python (samples/[\w./-]+\.py)` ends with `([^`]+)`", text)
-    assert claims, "the README no longer says how a sample ends"
+    assert claims, "docs/samples.md no longer says how a sample ends"
     for sample, last_line in claims:
         env = {k: v for k, v in os.environ.items() if not k.startswith(_INHERITED_OUT)}
         proc = subprocess.run(
@@ -288,8 +288,8 @@ def test_the_sample_ends_with_the_line_the_readme_gives():
 def test_the_bench_command_is_described_with_every_script_it_runs():
     from pyaclnn.__main__ import BENCHMARKS
 
-    text = README.read_text(encoding="utf-8")
-    bullet = re.search(r"^- `bench` runs .*?(?=^- |^\n|^#)", text, re.MULTILINE | re.DOTALL)
+    text = (DOCS / "cli.md").read_text(encoding="utf-8")
+    bullet = re.search(r"^- `bench` runs .*?(?=^- |^\n|^#|\Z)", text, re.MULTILINE | re.DOTALL)
     assert bullet is not None
     named = re.findall(r"benchmarks/(\w+\.py)", bullet.group(0))
     assert named == list(BENCHMARKS), bullet.group(0)
@@ -409,20 +409,21 @@ def test_every_relative_link_of_the_readme_and_the_guide_leads_somewhere():
 
 
 def test_the_link_check_sees_a_missing_file_and_a_missing_heading(tmp_path):
-    (tmp_path / "docs").mkdir()
-    (tmp_path / "docs" / "a.md").write_text(
-        "# A page\n\n## Streams and events: what waits\n\n## Twice\n\n## Twice\n\n```\n## Not a heading\n```\n",
+    (tmp_path / "guide").mkdir()
+    (tmp_path / "guide" / "a.md").write_text(
+        "# A page\n\n## Streams and events: what waits\n\n## Twice\n\n## Twice\n\n"
+        "```\n## Not a heading\n```\n",
         encoding="utf-8",
     )
     page = tmp_path / "README.md"
     page.write_text(
-        "[ok](docs/a.md) [ok](docs/a.md#streams-and-events-what-waits) [ok](docs/a.md#twice-1)\n"
+        "[ok](guide/a.md) [ok](guide/a.md#streams-and-events-what-waits) [ok](guide/a.md#twice-1)\n"
         "[web](https://example.org/x) [here](#top)\n\n# Top\n\n"
-        "[gone](docs/b.md) [no heading](docs/a.md#not-a-heading) ![pic](docs/images/x.svg)\n",
+        "[gone](guide/b.md) [no heading](guide/a.md#not-a-heading) ![pic](guide/x.svg)\n",
         encoding="utf-8",
     )
     assert broken_links(page, tmp_path) == [
-        "README.md: docs/b.md: no such file",
-        "README.md: docs/a.md#not-a-heading: no such heading",
-        "README.md: docs/images/x.svg: no such file",
+        "README.md: guide/b.md: no such file",
+        "README.md: guide/a.md#not-a-heading: no such heading",
+        "README.md: guide/x.svg: no such file",
     ]
