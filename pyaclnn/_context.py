@@ -23,7 +23,7 @@ import threading
 import warnings
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import _decl, _env, _executors, acl
 from . import backends as _backends
@@ -373,30 +373,6 @@ def finalize(backend: str | None = None) -> None:
             ctx.shutdown()
 
 
-def memory_pool(device: int | Device | None = None, *, backend: str | None = None) -> MemoryPool:
-    """The memory pool of ``device`` on ``backend``.
-
-    Parameters
-    ----------
-    device : int or pyaclnn.Device, optional
-        The thread's current device if None.
-    backend : {"numpy", "npu"}, optional
-        The active backend by default.
-
-    Returns
-    -------
-    MemoryPool
-        The device's pool; ``free_all_blocks()`` returns its cached memory to the device.
-
-    Raises
-    ------
-    ValueError
-        If the backend has no such device.
-    """
-    ctx = context(backend)
-    return ctx.device_pool(device_arg(device, ctx))
-
-
 _PARAMETERS = """
     Parameters
     ----------
@@ -411,20 +387,31 @@ _RAISES = """
     ValueError
         If the backend has no such device.
 """
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
-def _documented(summary: str, returns: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Give a memory function its numpydoc docstring: ``summary``, the two parameters,
+def device_documented(summary: str, returns: str) -> Callable[[_F], _F]:
+    """Give a function of ``(device=None, *, backend=None)`` (the memory functions, memory_pool,
+    default_stream, current_stream) its numpydoc docstring: ``summary``, the two parameters,
     ``returns`` (type, then its lines indented by 8), the ValueError of a missing device."""
 
-    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def decorate(fn: _F) -> _F:
         fn.__doc__ = f"{summary}\n{_PARAMETERS}\n    Returns\n    -------\n    {returns}\n{_RAISES}"
         return fn
 
     return decorate
 
 
-@_documented(
+@device_documented(
+    "The memory pool of ``device`` on ``backend``.",
+    "MemoryPool\n        The device's pool; ``free_all_blocks()`` returns its cached memory to the device.",
+)
+def memory_pool(device: int | Device | None = None, *, backend: str | None = None) -> MemoryPool:
+    ctx = context(backend)
+    return ctx.device_pool(device_arg(device, ctx))
+
+
+@device_documented(
     "Bytes of device memory arrays and workspaces hold now (``torch.cuda.memory_allocated``).",
     "int\n        Bytes of the blocks in use; the pool rounds each request up (512 B, 1 MiB above 1 MiB).",
 )
@@ -432,7 +419,7 @@ def memory_allocated(device: int | Device | None = None, *, backend: str | None 
     return memory_pool(device, backend=backend)._counts_of("_allocated")
 
 
-@_documented(
+@device_documented(
     "The most :func:`memory_allocated` has been since the start or the last "
     ":func:`reset_peak_memory_stats` (``torch.cuda.max_memory_allocated``).",
     "int\n        Bytes.",
@@ -441,7 +428,7 @@ def max_memory_allocated(device: int | Device | None = None, *, backend: str | N
     return memory_pool(device, backend=backend)._counts_of("_peak_allocated")
 
 
-@_documented(
+@device_documented(
     "Bytes of device memory the pool holds: in use and cached (``torch.cuda.memory_reserved``).",
     "int\n        Bytes allocated with ``aclrtMalloc`` and not freed yet.",
 )
@@ -449,7 +436,7 @@ def memory_reserved(device: int | Device | None = None, *, backend: str | None =
     return memory_pool(device, backend=backend)._counts_of("_reserved")
 
 
-@_documented(
+@device_documented(
     "The most :func:`memory_reserved` has been since the start or the last "
     ":func:`reset_peak_memory_stats` (``torch.cuda.max_memory_reserved``).",
     "int\n        Bytes.",
@@ -458,7 +445,7 @@ def max_memory_reserved(device: int | Device | None = None, *, backend: str | No
     return memory_pool(device, backend=backend)._counts_of("_peak_reserved")
 
 
-@_documented(
+@device_documented(
     "Start the peaks of :func:`max_memory_allocated` and :func:`max_memory_reserved` again from "
     "the current values (``torch.cuda.reset_peak_memory_stats``).",
     "None",
@@ -467,7 +454,7 @@ def reset_peak_memory_stats(device: int | Device | None = None, *, backend: str 
     memory_pool(device, backend=backend).reset_peak()
 
 
-@_documented(
+@device_documented(
     "The device's memory statistics, under ``torch.cuda.memory_stats``'s names.",
     "dict of str to int\n"
     '        ``"allocated_bytes.all.current"`` / ``".peak"`` (:func:`memory_allocated`),\n'
@@ -480,7 +467,7 @@ def memory_stats(device: int | Device | None = None, *, backend: str | None = No
     return memory_pool(device, backend=backend).memory_stats()
 
 
-@_documented(
+@device_documented(
     "Give the pool's cached blocks back to the device (``torch.cuda.empty_cache``): each once the "
     "work queued before its release has finished (the fences are waited for); blocks in use stay.",
     "None",
@@ -489,7 +476,7 @@ def empty_cache(device: int | Device | None = None, *, backend: str | None = Non
     memory_pool(device, backend=backend).free_all_blocks()
 
 
-@_documented(
+@device_documented(
     "Free and total bytes of the device's memory, from ``aclrtGetMemInfo(ACL_HBM_MEM)`` "
     "(``torch.cuda.mem_get_info``). The numpy backend's device is the host's memory "
     "(``PYACLNN_NUMPY_DEVICE_MEMORY`` bytes, else three quarters of it); the CANN emulator's is "
