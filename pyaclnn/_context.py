@@ -20,12 +20,11 @@ import atexit
 import functools
 import os
 import threading
-import warnings
 import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from . import _decl, _env, _executors, acl
+from . import _decl, _env, _executors, _warn, acl
 from . import backends as _backends
 from ._host_memory import HostMemory
 from ._host_pool import HostPool
@@ -156,7 +155,7 @@ class _Context:
                         self.host_memory = HostMemory(self.name, self.on_device, map_from)
                         self.host_pool = HostPool()
                     if not self._exit_hook:  # once: shutdown after a later re-init is the same call
-                        atexit.register(self.shutdown)
+                        atexit.register(self.shutdown, at_exit=True)
                         self._exit_hook = True
         if self.tls.bound is None:
             self.set_acl_device(self.tls.device)
@@ -254,17 +253,20 @@ class _Context:
                     handle = cache[values] = create(values, backend=self.name)
         return handle
 
-    def shutdown(self) -> None:
+    def shutdown(self, at_exit: bool = False) -> None:
         """Close streams and events, wait for the device, free memory and cached arrays, finalize ACL.
 
         Each stream, event and executor is destroyed with its own device bound. A
         device error still pending on a stream is reported as a RuntimeWarning naming
-        the stream and the operator, never dropped.
+        the stream, where it was made and the operator, never dropped: at the line that
+        called :func:`finalize`, or, ``at_exit`` (the interpreter's exit hook, with no
+        user line running), at the line that made the stream.
         """
+        when = "at interpreter exit" if at_exit else "pyaclnn.finalize"
         if not self.initialized:
             return
         for stream in self.open_streams():
-            _close_reporting(stream)
+            _close_reporting(stream, when)
         for event in self.open_events():
             event.close()
         # Work queued on streams pyaclnn does not own (the default stream, say) may use the memory too.
@@ -274,7 +276,7 @@ class _Context:
                 try:
                     acl.rt.synchronize_device(backend=self.name)
                 except AclError as exc:
-                    _warn_pending(f"device {device}", exc)
+                    _warn_pending(when, f"device {device}", None, exc)
         if self.host_memory is not None:  # the device is idle: no queued work reads a mapping now
             self.host_memory.release_all()
             self.host_memory = self.host_pool = None  # idle result buffers go with the pool
@@ -297,7 +299,7 @@ class _Context:
         self.tls = _ThreadState()
 
 
-def _close_reporting(stream: Stream) -> None:
+def _close_reporting(stream: Stream, when: str) -> None:
     """Close ``stream`` at shutdown: a device error its wait finds becomes a warning, then the
     close goes on (the error is reported once, so the second wait returns)."""
     for _ in range(2):
@@ -305,15 +307,14 @@ def _close_reporting(stream: Stream) -> None:
             stream.close()
             return
         except AclError as exc:
-            _warn_pending(repr(stream), exc)
+            _warn_pending(when, repr(stream), stream.made_at, exc)
 
 
-def _warn_pending(where: str, exc: AclError) -> None:
-    warnings.warn(
-        f"pyaclnn.finalize: a device error was still pending on {where}: {exc}",
-        RuntimeWarning,
-        stacklevel=3,
-    )
+def _warn_pending(when: str, what: str, made_at: tuple[str, int] | None, exc: AclError) -> None:
+    """Warn that a device error was still pending on ``what`` (made at ``made_at``, if known)."""
+    made = "" if made_at is None else f" (made at {made_at[0]}:{made_at[1]})"
+    message = f"{when}: a device error was still pending on {what}{made}: {exc}"
+    _warn.warn(message, RuntimeWarning, made_at=made_at)
 
 
 def quiet(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:

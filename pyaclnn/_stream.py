@@ -24,7 +24,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
-from . import _context, _decl, _executors, _timeline, acl
+from . import _context, _decl, _executors, _timeline, _warn, acl
 from . import backends as _backends
 from ._pool import Block
 from .errors import AclError, describe, make_error
@@ -386,6 +386,7 @@ class Stream(_Owned):
         self.backend = ctx.name
         self.device = device
         self.number = next(_numbers)
+        self.made_at = _warn.user_line()  # named by a warning about the stream at exit, when no line runs
         state = self._state = StreamState(ctx, device, handle, f"pyaclnn stream #{self.number}")
         self._finalizer = weakref.finalize(self, state.close, self._owns_handle)
         self._finalizer.atexit = False  # the context's exit hook closes streams in order
