@@ -15,40 +15,12 @@ from typing import TYPE_CHECKING
 from . import backends as _backends
 from . import constants
 from . import functional as _functional
+from . import runtime as _runtime
 from ._graph import Graph, GraphCaptureError, graph
 from ._profile import Profile, profile
 from .errors import AclError, AclnnError, AclOutOfMemoryError
 from .functional import *  # noqa: F403  (one call per operator of the table: functional.__all__)
-from .runtime import (
-    Device,
-    DeviceArray,
-    Event,
-    ExternalStream,
-    Stream,
-    current_stream,
-    default_stream,
-    device_count,
-    empty,
-    empty_cache,
-    empty_like,
-    finalize,
-    from_torch,
-    get_device,
-    max_memory_allocated,
-    max_memory_reserved,
-    mem_get_info,
-    memory_allocated,
-    memory_pool,
-    memory_reserved,
-    memory_stats,
-    reset_peak_memory_stats,
-    set_deterministic,
-    set_device,
-    synchronize,
-    to_device,
-    zeros,
-    zeros_like,
-)
+from .runtime import *  # noqa: F403  (its public names: runtime.__all__)
 
 if TYPE_CHECKING:  # for type checkers; at run time bfloat16 comes from __getattr__ below
     from .dtypes import bfloat16 as bfloat16
@@ -88,42 +60,15 @@ __all__ = [
     "AclError",
     "AclnnError",
     "AclOutOfMemoryError",
-    "Device",
-    "DeviceArray",
-    "Event",
-    "ExternalStream",
     "Graph",
     "GraphCaptureError",
     "Profile",
-    "Stream",
     "bfloat16",
     "constants",
-    "current_stream",
-    "default_stream",
-    "device_count",
-    "empty",
-    "empty_like",
-    "finalize",
-    "from_torch",
-    "get_device",
     "get_backend",
     "graph",
-    "memory_pool",
-    "empty_cache",
-    "max_memory_allocated",
-    "max_memory_reserved",
-    "mem_get_info",
-    "memory_allocated",
-    "memory_reserved",
-    "memory_stats",
-    "reset_peak_memory_stats",
     "profile",
     "set_backend",
-    "set_deterministic",
-    "set_device",
-    "synchronize",
-    "to_device",
-    "zeros",
-    "zeros_like",
 ]
+__all__ += _runtime.__all__
 __all__ += _functional.__all__

@@ -11,9 +11,9 @@ from __future__ import annotations
 import functools
 import itertools
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from math import prod
-from typing import TYPE_CHECKING, Any, Generic, overload
+from typing import TYPE_CHECKING, Any, Generic, cast, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -55,6 +55,30 @@ DTypeOf = type[_T] | np.dtype[_T]
 #: type to type checkers. Not NumPy's ``DTypeLike``, which takes ``np.float32`` too: a call given
 #: ``np.float32`` where float16 is expected would then type-check through this form.
 OtherDType = str | type[bool | int | float | complex]
+
+# The keyword arguments of the constructors' overloads, each written once (PEP 692 ``**kwargs:
+# Unpack[...]``): where an array is made (``_Placement``), and its layout (``_Layout``, ``_Foreign``).
+if TYPE_CHECKING:
+    from typing import TypedDict
+
+    from typing_extensions import Unpack
+
+    class _Placement(TypedDict, total=False):
+        backend: str | None
+        stream: Stream | None
+        device: int | None
+
+    class _Strided(TypedDict, total=False):
+        strides: Sequence[int] | None
+        offset: int
+
+    class _Layout(_Placement, _Strided, total=False):
+        storage_size: int | None
+
+    class _Foreign(_Strided, total=False):
+        owner: Any
+        device: int | None
+        backend: str | None
 
 
 class DeviceArray(Generic[_S]):
@@ -137,29 +161,11 @@ class DeviceArray(Generic[_S]):
 
     @overload
     def __init__(
-        self: DeviceArray[_T],
-        shape: Sequence[int],
-        dtype: DTypeOf[_T],
-        *,
-        strides: Sequence[int] | None = None,
-        offset: int = 0,
-        storage_size: int | None = None,
-        backend: str | None = None,
-        stream: Stream | None = None,
-        device: int | None = None,
+        self: DeviceArray[_T], shape: Sequence[int], dtype: DTypeOf[_T], **layout: Unpack[_Layout]
     ) -> None: ...
     @overload
     def __init__(
-        self: DeviceArray[Any],
-        shape: Sequence[int],
-        dtype: OtherDType,
-        *,
-        strides: Sequence[int] | None = None,
-        offset: int = 0,
-        storage_size: int | None = None,
-        backend: str | None = None,
-        stream: Stream | None = None,
-        device: int | None = None,
+        self: DeviceArray[Any], shape: Sequence[int], dtype: OtherDType, **layout: Unpack[_Layout]
     ) -> None: ...
     def __init__(
         self,
@@ -193,30 +199,12 @@ class DeviceArray(Generic[_S]):
     @overload
     @classmethod
     def from_ptr(
-        cls,
-        ptr: int,
-        shape: Sequence[int],
-        dtype: DTypeOf[_T],
-        *,
-        strides: Sequence[int] | None = None,
-        offset: int = 0,
-        owner: Any = None,
-        device: int | None = None,
-        backend: str | None = None,
+        cls, ptr: int, shape: Sequence[int], dtype: DTypeOf[_T], **layout: Unpack[_Foreign]
     ) -> DeviceArray[_T]: ...
     @overload
     @classmethod
     def from_ptr(
-        cls,
-        ptr: int,
-        shape: Sequence[int],
-        dtype: OtherDType,
-        *,
-        strides: Sequence[int] | None = None,
-        offset: int = 0,
-        owner: Any = None,
-        device: int | None = None,
-        backend: str | None = None,
+        cls, ptr: int, shape: Sequence[int], dtype: OtherDType, **layout: Unpack[_Foreign]
     ) -> DeviceArray[Any]: ...
     @classmethod
     def from_ptr(
@@ -1238,33 +1226,52 @@ def _contiguous_layout(shape: tuple[int, ...]) -> tuple[tuple[int, ...], int]:
     return _dtypes.contiguous_strides(shape), prod(shape)
 
 
-# empty() and zeros() take the same arguments on purpose (as NumPy's do); zeros is empty plus a fill.
-@overload
-def empty(
-    shape: Sequence[int],
-    *,
-    backend: str | None = None,
-    stream: Stream | None = None,
-    device: int | None = None,
-) -> DeviceArray[np.float32]: ...
-@overload
-def empty(
-    shape: Sequence[int],
-    dtype: DTypeOf[_T],
-    *,
-    backend: str | None = None,
-    stream: Stream | None = None,
-    device: int | None = None,
-) -> DeviceArray[_T]: ...
-@overload
-def empty(
-    shape: Sequence[int],
-    dtype: OtherDType,
-    *,
-    backend: str | None = None,
-    stream: Stream | None = None,
-    device: int | None = None,
-) -> DeviceArray[Any]: ...
+# The constructors' overloads, each written once: empty()'s and zeros() (``_Constructor``) and their
+# _like forms' (``_LikeConstructor``), which the functions take through an identity decorator that
+# makes mypy check each implementation against them.
+if TYPE_CHECKING:
+    from typing import Protocol
+
+    class _Constructor(Protocol):
+        @overload
+        def __call__(self, shape: Sequence[int], **where: Unpack[_Placement]) -> DeviceArray[np.float32]: ...
+        @overload
+        def __call__(
+            self, shape: Sequence[int], dtype: DTypeOf[_T], **where: Unpack[_Placement]
+        ) -> DeviceArray[_T]: ...
+        @overload
+        def __call__(
+            self, shape: Sequence[int], dtype: OtherDType, **where: Unpack[_Placement]
+        ) -> DeviceArray[Any]: ...
+
+    class _LikeConstructor(Protocol):
+        @overload
+        def __call__(
+            self, a: DeviceArray[_T] | npt.NDArray[_T], dtype: None = None, **where: Unpack[_Placement]
+        ) -> DeviceArray[_T]: ...
+        @overload
+        def __call__(
+            self, a: DeviceArray[Any] | npt.NDArray[Any], dtype: DTypeOf[_T], **where: Unpack[_Placement]
+        ) -> DeviceArray[_T]: ...
+        @overload
+        def __call__(
+            self, a: DeviceArray[Any] | npt.NDArray[Any], dtype: OtherDType, **where: Unpack[_Placement]
+        ) -> DeviceArray[Any]: ...
+
+
+def _constructor(fn: _Constructor) -> _Constructor:
+    """``fn`` itself, typed (and checked by mypy) as :class:`_Constructor`."""
+    return fn
+
+
+def _like_constructor(fn: _LikeConstructor) -> _LikeConstructor:
+    """``fn`` itself, typed (and checked by mypy) as :class:`_LikeConstructor`."""
+    return fn
+
+
+# empty() and zeros() take the same arguments on purpose (as NumPy's do): zeros is empty plus a fill
+# (_zero_filled), as zeros_like is empty_like plus one.
+@_constructor
 def empty(
     shape: Sequence[int],
     dtype: Any = np.float32,
@@ -1290,78 +1297,7 @@ def empty(
     return DeviceArray(shape, _dtypes.as_dtype(dtype), backend=backend, stream=stream, device=device)
 
 
-@overload
-def zeros(
-    shape: Sequence[int],
-    *,
-    backend: str | None = None,
-    stream: Stream | None = None,
-    device: int | None = None,
-) -> DeviceArray[np.float32]: ...
-@overload
-def zeros(
-    shape: Sequence[int],
-    dtype: DTypeOf[_T],
-    *,
-    backend: str | None = None,
-    stream: Stream | None = None,
-    device: int | None = None,
-) -> DeviceArray[_T]: ...
-@overload
-def zeros(
-    shape: Sequence[int],
-    dtype: OtherDType,
-    *,
-    backend: str | None = None,
-    stream: Stream | None = None,
-    device: int | None = None,
-) -> DeviceArray[Any]: ...
-def zeros(
-    shape: Sequence[int],
-    dtype: Any = np.float32,
-    *,
-    backend: str | None = None,
-    stream: Stream | None = None,
-    device: int | None = None,
-) -> DeviceArray[Any]:
-    """A zero-filled contiguous DeviceArray; the fill is queued on ``stream`` (default: the thread's
-    current stream of the array's device). Typed as :func:`empty`."""
-    array = empty(shape, dtype, backend=backend, stream=stream, device=device)
-    try:
-        array.fill_zero(stream)
-    except BaseException:
-        array.close()
-        raise
-    return array
-
-
-@overload
-def empty_like(
-    a: DeviceArray[_T] | npt.NDArray[_T],
-    dtype: None = None,
-    *,
-    backend: str | None = None,
-    stream: Stream | None = None,
-    device: int | None = None,
-) -> DeviceArray[_T]: ...
-@overload
-def empty_like(
-    a: DeviceArray[Any] | npt.NDArray[Any],
-    dtype: DTypeOf[_T],
-    *,
-    backend: str | None = None,
-    stream: Stream | None = None,
-    device: int | None = None,
-) -> DeviceArray[_T]: ...
-@overload
-def empty_like(
-    a: DeviceArray[Any] | npt.NDArray[Any],
-    dtype: OtherDType,
-    *,
-    backend: str | None = None,
-    stream: Stream | None = None,
-    device: int | None = None,
-) -> DeviceArray[Any]: ...
+@_like_constructor
 def empty_like(
     a: DeviceArray[Any] | npt.NDArray[Any],
     dtype: Any = None,
@@ -1377,46 +1313,42 @@ def empty_like(
     return empty(a.shape, a.dtype if dtype is None else dtype, **where)
 
 
-@overload
-def zeros_like(
-    a: DeviceArray[_T] | npt.NDArray[_T],
-    dtype: None = None,
-    *,
-    backend: str | None = None,
-    stream: Stream | None = None,
-    device: int | None = None,
-) -> DeviceArray[_T]: ...
-@overload
-def zeros_like(
-    a: DeviceArray[Any] | npt.NDArray[Any],
-    dtype: DTypeOf[_T],
-    *,
-    backend: str | None = None,
-    stream: Stream | None = None,
-    device: int | None = None,
-) -> DeviceArray[_T]: ...
-@overload
-def zeros_like(
-    a: DeviceArray[Any] | npt.NDArray[Any],
-    dtype: OtherDType,
-    *,
-    backend: str | None = None,
-    stream: Stream | None = None,
-    device: int | None = None,
-) -> DeviceArray[Any]: ...
-def zeros_like(
-    a: DeviceArray[Any] | npt.NDArray[Any],
-    dtype: Any = None,
-    *,
-    backend: str | None = None,
-    stream: Stream | None = None,
-    device: int | None = None,
-) -> DeviceArray[Any]:
+_MakeArray = TypeVar("_MakeArray", bound="Callable[..., DeviceArray[Any]]")
+
+
+def _zero_filled(make: _MakeArray, name: str, doc: str) -> _MakeArray:
+    """``make`` (:func:`empty` or :func:`empty_like`) plus a zero fill queued on the call's
+    ``stream`` (default: the thread's current stream of the array's device): the zeros form,
+    with ``make``'s signature and types."""
+
+    @functools.wraps(make)
+    def zero_filled(*args: Any, stream: Stream | None = None, **kwargs: Any) -> DeviceArray[Any]:
+        array = make(*args, stream=stream, **kwargs)
+        try:
+            array.fill_zero(stream)
+        except BaseException:
+            array.close()
+            raise
+        return array
+
+    zero_filled.__name__ = zero_filled.__qualname__ = name
+    zero_filled.__doc__ = doc
+    return cast(_MakeArray, zero_filled)
+
+
+zeros = _zero_filled(
+    empty,
+    "zeros",
+    """A zero-filled contiguous DeviceArray; the fill is queued on ``stream`` (default: the thread's
+    current stream of the array's device). Typed as :func:`empty`.""",
+)
+zeros_like = _zero_filled(
+    empty_like,
+    "zeros_like",
     """A zero-filled contiguous DeviceArray of ``a``'s shape and dtype (or ``dtype``), on
     ``a``'s backend and device when ``a`` is a DeviceArray (else as :func:`zeros`); typed as
-    :func:`empty_like`."""
-    where = _like(a, backend, stream, device)
-    return zeros(a.shape, a.dtype if dtype is None else dtype, **where)
+    :func:`empty_like`.""",
+)
 
 
 def _like(a: Any, backend: str | None, stream: Stream | None, device: int | None) -> dict[str, Any]:

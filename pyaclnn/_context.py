@@ -20,12 +20,11 @@ import atexit
 import functools
 import os
 import threading
-import warnings
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from . import _decl, _env, _executors, acl
+from . import _decl, _env, _executors, _warn, acl
 from . import backends as _backends
 from ._host_memory import HostMemory
 from ._host_pool import HostPool
@@ -156,7 +155,7 @@ class _Context:
                         self.host_memory = HostMemory(self.name, self.on_device, map_from)
                         self.host_pool = HostPool()
                     if not self._exit_hook:  # once: shutdown after a later re-init is the same call
-                        atexit.register(self.shutdown)
+                        atexit.register(self.shutdown, at_exit=True)
                         self._exit_hook = True
         if self.tls.bound is None:
             self.set_acl_device(self.tls.device)
@@ -254,17 +253,20 @@ class _Context:
                     handle = cache[values] = create(values, backend=self.name)
         return handle
 
-    def shutdown(self) -> None:
+    def shutdown(self, at_exit: bool = False) -> None:
         """Close streams and events, wait for the device, free memory and cached arrays, finalize ACL.
 
         Each stream, event and executor is destroyed with its own device bound. A
         device error still pending on a stream is reported as a RuntimeWarning naming
-        the stream and the operator, never dropped.
+        the stream, where it was made and the operator, never dropped: at the line that
+        called :func:`finalize`, or, ``at_exit`` (the interpreter's exit hook, with no
+        user line running), at the line that made the stream.
         """
+        when = "at interpreter exit" if at_exit else "pyaclnn.finalize"
         if not self.initialized:
             return
         for stream in self.open_streams():
-            _close_reporting(stream)
+            _close_reporting(stream, when)
         for event in self.open_events():
             event.close()
         # Work queued on streams pyaclnn does not own (the default stream, say) may use the memory too.
@@ -274,7 +276,7 @@ class _Context:
                 try:
                     acl.rt.synchronize_device(backend=self.name)
                 except AclError as exc:
-                    _warn_pending(f"device {device}", exc)
+                    _warn_pending(when, f"device {device}", None, exc)
         if self.host_memory is not None:  # the device is idle: no queued work reads a mapping now
             self.host_memory.release_all()
             self.host_memory = self.host_pool = None  # idle result buffers go with the pool
@@ -297,7 +299,7 @@ class _Context:
         self.tls = _ThreadState()
 
 
-def _close_reporting(stream: Stream) -> None:
+def _close_reporting(stream: Stream, when: str) -> None:
     """Close ``stream`` at shutdown: a device error its wait finds becomes a warning, then the
     close goes on (the error is reported once, so the second wait returns)."""
     for _ in range(2):
@@ -305,15 +307,14 @@ def _close_reporting(stream: Stream) -> None:
             stream.close()
             return
         except AclError as exc:
-            _warn_pending(repr(stream), exc)
+            _warn_pending(when, repr(stream), stream._made_at, exc)
 
 
-def _warn_pending(where: str, exc: AclError) -> None:
-    warnings.warn(
-        f"pyaclnn.finalize: a device error was still pending on {where}: {exc}",
-        RuntimeWarning,
-        stacklevel=3,
-    )
+def _warn_pending(when: str, what: str, made_at: tuple[str, int] | None, exc: AclError) -> None:
+    """Warn that a device error was still pending on ``what`` (made at ``made_at``, if known)."""
+    made = "" if made_at is None else f" (made at {made_at[0]}:{made_at[1]})"
+    message = f"{when}: a device error was still pending on {what}{made}: {exc}"
+    _warn.warn(message, RuntimeWarning, made_at=made_at)
 
 
 def quiet(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
@@ -373,30 +374,6 @@ def finalize(backend: str | None = None) -> None:
             ctx.shutdown()
 
 
-def memory_pool(device: int | Device | None = None, *, backend: str | None = None) -> MemoryPool:
-    """The memory pool of ``device`` on ``backend``.
-
-    Parameters
-    ----------
-    device : int or pyaclnn.Device, optional
-        The thread's current device if None.
-    backend : {"numpy", "npu"}, optional
-        The active backend by default.
-
-    Returns
-    -------
-    MemoryPool
-        The device's pool; ``free_all_blocks()`` returns its cached memory to the device.
-
-    Raises
-    ------
-    ValueError
-        If the backend has no such device.
-    """
-    ctx = context(backend)
-    return ctx.device_pool(device_arg(device, ctx))
-
-
 _PARAMETERS = """
     Parameters
     ----------
@@ -411,20 +388,31 @@ _RAISES = """
     ValueError
         If the backend has no such device.
 """
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
-def _documented(summary: str, returns: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Give a memory function its numpydoc docstring: ``summary``, the two parameters,
+def device_documented(summary: str, returns: str) -> Callable[[_F], _F]:
+    """Give a function of ``(device=None, *, backend=None)`` (the memory functions, memory_pool,
+    default_stream, current_stream) its numpydoc docstring: ``summary``, the two parameters,
     ``returns`` (type, then its lines indented by 8), the ValueError of a missing device."""
 
-    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def decorate(fn: _F) -> _F:
         fn.__doc__ = f"{summary}\n{_PARAMETERS}\n    Returns\n    -------\n    {returns}\n{_RAISES}"
         return fn
 
     return decorate
 
 
-@_documented(
+@device_documented(
+    "The memory pool of ``device`` on ``backend``.",
+    "MemoryPool\n        The device's pool; ``free_all_blocks()`` returns its cached memory to the device.",
+)
+def memory_pool(device: int | Device | None = None, *, backend: str | None = None) -> MemoryPool:
+    ctx = context(backend)
+    return ctx.device_pool(device_arg(device, ctx))
+
+
+@device_documented(
     "Bytes of device memory arrays and workspaces hold now (``torch.cuda.memory_allocated``).",
     "int\n        Bytes of the blocks in use; the pool rounds each request up (512 B, 1 MiB above 1 MiB).",
 )
@@ -432,7 +420,7 @@ def memory_allocated(device: int | Device | None = None, *, backend: str | None 
     return memory_pool(device, backend=backend)._counts_of("_allocated")
 
 
-@_documented(
+@device_documented(
     "The most :func:`memory_allocated` has been since the start or the last "
     ":func:`reset_peak_memory_stats` (``torch.cuda.max_memory_allocated``).",
     "int\n        Bytes.",
@@ -441,7 +429,7 @@ def max_memory_allocated(device: int | Device | None = None, *, backend: str | N
     return memory_pool(device, backend=backend)._counts_of("_peak_allocated")
 
 
-@_documented(
+@device_documented(
     "Bytes of device memory the pool holds: in use and cached (``torch.cuda.memory_reserved``).",
     "int\n        Bytes allocated with ``aclrtMalloc`` and not freed yet.",
 )
@@ -449,7 +437,7 @@ def memory_reserved(device: int | Device | None = None, *, backend: str | None =
     return memory_pool(device, backend=backend)._counts_of("_reserved")
 
 
-@_documented(
+@device_documented(
     "The most :func:`memory_reserved` has been since the start or the last "
     ":func:`reset_peak_memory_stats` (``torch.cuda.max_memory_reserved``).",
     "int\n        Bytes.",
@@ -458,7 +446,7 @@ def max_memory_reserved(device: int | Device | None = None, *, backend: str | No
     return memory_pool(device, backend=backend)._counts_of("_peak_reserved")
 
 
-@_documented(
+@device_documented(
     "Start the peaks of :func:`max_memory_allocated` and :func:`max_memory_reserved` again from "
     "the current values (``torch.cuda.reset_peak_memory_stats``).",
     "None",
@@ -467,7 +455,7 @@ def reset_peak_memory_stats(device: int | Device | None = None, *, backend: str 
     memory_pool(device, backend=backend).reset_peak()
 
 
-@_documented(
+@device_documented(
     "The device's memory statistics, under ``torch.cuda.memory_stats``'s names.",
     "dict of str to int\n"
     '        ``"allocated_bytes.all.current"`` / ``".peak"`` (:func:`memory_allocated`),\n'
@@ -480,7 +468,7 @@ def memory_stats(device: int | Device | None = None, *, backend: str | None = No
     return memory_pool(device, backend=backend).memory_stats()
 
 
-@_documented(
+@device_documented(
     "Give the pool's cached blocks back to the device (``torch.cuda.empty_cache``): each once the "
     "work queued before its release has finished (the fences are waited for); blocks in use stay.",
     "None",
@@ -489,7 +477,7 @@ def empty_cache(device: int | Device | None = None, *, backend: str | None = Non
     memory_pool(device, backend=backend).free_all_blocks()
 
 
-@_documented(
+@device_documented(
     "Free and total bytes of the device's memory, from ``aclrtGetMemInfo(ACL_HBM_MEM)`` "
     "(``torch.cuda.mem_get_info``). The numpy backend's device is the host's memory "
     "(``PYACLNN_NUMPY_DEVICE_MEMORY`` bytes, else three quarters of it); the CANN emulator's is "

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import os
 import threading
-import warnings
 from collections.abc import Mapping
 from typing import TypeVar
+
+from . import _warn
 
 _T = TypeVar("_T")
 _warned: set[tuple[str, str]] = set()
@@ -47,11 +48,8 @@ def malformed(name: str, value: str, accepts: str, default: object) -> None:
         if key in _warned:
             return
         _warned.add(key)
-    warnings.warn(
-        f"{name}={value!r} is ignored: {name} accepts {accepts}; using {default}",
-        EnvironmentWarning,
-        stacklevel=3,
-    )
+    # At the user's line that read it first (a variable is read at many depths, or at import).
+    _warn.warn(f"{name}={value!r} is ignored: {name} accepts {accepts}; using {default}", EnvironmentWarning)
 
 
 def integer(

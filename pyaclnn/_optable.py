@@ -63,7 +63,8 @@ _PHASE2_PARAMS = (
     "aclOpExecutor *executor",
     "aclrtStream stream",
 )
-_PHASE1_SUFFIX = "GetWorkspaceSize"
+#: What phase 1 of every two-phase aclnn operator adds to its phase 2's name.
+PHASE1_SUFFIX = "GetWorkspaceSize"
 _PARAM = re.compile(r"^(?P<type>.*?[\s\*])(?P<name>\w+)$")
 _WORD_START = re.compile(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 
@@ -82,22 +83,34 @@ class Param(NamedTuple):
     python_name: str  # as the functional API names it: "kernel_size", "out[1] (indices)"
 
 
-class OperatorSpec(NamedTuple):
-    """One aclnn operator as include/decl declares it."""
+class TwoPhaseNames:
+    """The C names of a two-phase operator's functions, from its ``name`` ("MaxPool3dWithArgmax"):
+    the one rule for both readings of operators (include/decl here, CANN's headers in ops._headers)."""
 
-    name: str  # "MaxPool3dWithArgmax"
-    python_name: str  # "max_pool3d_with_argmax": the functional call and the aclnn wrappers
-    params: tuple[Param, ...]
+    __slots__ = ()
+    name: str
 
     @property
     def phase1_api(self) -> str:
         """The C name of phase 1, as the operator's errors give it."""
-        return f"aclnn{self.name}{_PHASE1_SUFFIX}"
+        return f"aclnn{self.name}{PHASE1_SUFFIX}"
 
     @property
     def phase2_api(self) -> str:
         """The C name of phase 2 (the launch)."""
         return f"aclnn{self.name}"
+
+
+class _OperatorFields(NamedTuple):
+    name: str  # "MaxPool3dWithArgmax"
+    python_name: str  # "max_pool3d_with_argmax": the functional call and the aclnn wrappers
+    params: tuple[Param, ...]
+
+
+class OperatorSpec(_OperatorFields, TwoPhaseNames):
+    """One aclnn operator as include/decl declares it."""
+
+    __slots__ = ()
 
     @property
     def inputs(self) -> tuple[Param, ...]:
@@ -170,9 +183,9 @@ def operators() -> tuple[OperatorSpec, ...]:
     """Every operator of include/decl/aclnn_ops.h, in declaration order."""
     declared = {p.name: p for p in _decl.prototypes().values() if p.file == DECL_FILE}
     return tuple(
-        _spec(api[len("aclnn") : -len(_PHASE1_SUFFIX)], proto, declared.get(api[: -len(_PHASE1_SUFFIX)]))
+        _spec(api[len("aclnn") : -len(PHASE1_SUFFIX)], proto, declared.get(api[: -len(PHASE1_SUFFIX)]))
         for api, proto in declared.items()
-        if api.startswith("aclnn") and api.endswith(_PHASE1_SUFFIX)
+        if api.startswith("aclnn") and api.endswith(PHASE1_SUFFIX)
     )
 
 

@@ -14,12 +14,11 @@ from __future__ import annotations
 import json
 import os
 import threading
-import warnings
 from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
 
-from . import _context, _optable, _timeline, acl
+from . import _context, _optable, _timeline, _warn, acl
 from .constants import ACL_AICORE_NONE, ACL_PROF_ACL_API, ACL_PROF_TASK_TIME
 from .errors import describe
 
@@ -140,11 +139,8 @@ class Profile:
                 raise interrupts[0]
             if exc is not None:  # the block's own error goes on; the cleanup's are told, not raised
                 for failure in failures:
-                    warnings.warn(
-                        f"pyaclnn.profile: while ending the profile: {failure!r}",
-                        RuntimeWarning,
-                        stacklevel=2,
-                    )
+                    # at the user's `with` line (the __exit__ may be reached through pyaclnn's frames)
+                    _warn.warn(f"pyaclnn.profile: while ending the profile: {failure!r}", RuntimeWarning)
                 return
             raise failures[0]
 

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
-from . import _context, _decl, _executors, _timeline, acl
+from . import _context, _decl, _executors, _timeline, _warn, acl
 from . import backends as _backends
 from ._pool import Block
 from .errors import AclError, describe, make_error
@@ -386,6 +386,7 @@ class Stream(_Owned):
         self.backend = ctx.name
         self.device = device
         self.number = next(_numbers)
+        self._made_at = _warn.user_line()  # named by a warning about the stream at exit, when no line runs
         state = self._state = StreamState(ctx, device, handle, f"pyaclnn stream #{self.number}")
         self._finalizer = weakref.finalize(self, state.close, self._owns_handle)
         self._finalizer.atexit = False  # the context's exit hook closes streams in order
@@ -538,52 +539,22 @@ class ExternalStream(Stream):
         return cls(handle, device=index, backend=backend)
 
 
+@_context.device_documented(
+    "The calling thread's default stream of ``device``, created on first use.",
+    "Stream\n        A stream pyaclnn made for this thread and device (CANN's default stream,\n"
+    "        the NULL handle, is not used: it could not stop on failure).",
+)
 def default_stream(device: int | _context.Device | None = None, *, backend: str | None = None) -> Stream:
-    """The calling thread's default stream of ``device``, created on first use.
-
-    Parameters
-    ----------
-    device : int or pyaclnn.Device, optional
-        The thread's current device if None.
-    backend : {"numpy", "npu"}, optional
-        The active backend by default.
-
-    Returns
-    -------
-    Stream
-        A stream pyaclnn made for this thread and device (CANN's default stream,
-        the NULL handle, is not used: it could not stop on failure).
-
-    Raises
-    ------
-    ValueError
-        If the backend has no such device.
-    """
     ctx = _context.context(backend)
     return thread_default(ctx, _context.device_arg(device, ctx))
 
 
+@_context.device_documented(
+    "The calling thread's current stream of ``device``, as ``torch.cuda.current_stream``.",
+    "Stream\n        The stream of the innermost ``with stream:`` block of this thread for\n"
+    "        that device, else the thread's default stream (:func:`default_stream`).",
+)
 def current_stream(device: int | _context.Device | None = None, *, backend: str | None = None) -> Stream:
-    """The calling thread's current stream of ``device``, as ``torch.cuda.current_stream``.
-
-    Parameters
-    ----------
-    device : int or pyaclnn.Device, optional
-        The thread's current device if None.
-    backend : {"numpy", "npu"}, optional
-        The active backend by default.
-
-    Returns
-    -------
-    Stream
-        The stream of the innermost ``with stream:`` block of this thread for
-        that device, else the thread's default stream (:func:`default_stream`).
-
-    Raises
-    ------
-    ValueError
-        If the backend has no such device.
-    """
     ctx = _context.context(backend)
     return current(ctx, _context.device_arg(device, ctx))
 

@@ -5,8 +5,14 @@ them with NumPy dtypes. :data:`bfloat16` is ``ml_dtypes.bfloat16`` itself, the s
 type (what ``np.float16`` is to NumPy): ``bfloat16(1.5)`` makes a value, and it is
 accepted wherever a dtype is, as ``np.dtype(bfloat16)`` is the bfloat16 dtype.
 
-ml_dtypes takes most of a second to import, so it is imported on first need
-only: the attribute ``bfloat16`` (a module ``__getattr__``), ``to_numpy(ACL_BF16)``,
+ml_dtypes takes most of a second to import, and that cannot be made cheaper
+from here: the time is all in its extension module's initialisation, which
+registers each of its dtypes (bfloat16, the float8 and int4 families) with NumPy,
+a cast and ufunc loop at a time, each registration scanning the loops
+registered before it (``PyUFunc_AddLoop``: measured with ``perf``, nearly all of
+the time); ml_dtypes has no way to register bfloat16 alone, and a bfloat16 of
+pyaclnn's own would be a NumPy dtype in C to write and keep. So it is imported
+on first need only: the attribute ``bfloat16`` (a module ``__getattr__``), ``to_numpy(ACL_BF16)``,
 or a dtype that may be bfloat16 given to :func:`from_numpy`. A bfloat16 array
 exists only once ml_dtypes is imported, so float32/float16/float64 work never
 pays for it.

@@ -22,7 +22,6 @@ from __future__ import annotations
 from ._array import DeviceArray, empty, empty_like, to_device, zeros, zeros_like
 from ._context import (
     Device,
-    context,
     device_count,
     empty_cache,
     finalize,
@@ -39,39 +38,42 @@ from ._context import (
     set_device,
     synchronize,
 )
+from ._context import (
+    context as context,
+)
 from ._interop import from_torch
-from ._launch import Launch
+from ._launch import Launch as Launch
 from ._stream import Event, ExternalStream, Stream, current_stream, default_stream
 
+# The names the package re-exports as its own (pyaclnn/__init__.py star-imports them); Launch and
+# context (imported `as` themselves above) serve the layer above and stay names of this module only.
 __all__ = [
     "Device",
     "DeviceArray",
     "Event",
     "ExternalStream",
-    "Launch",
     "Stream",
-    "context",
     "current_stream",
     "default_stream",
     "device_count",
     "empty",
+    "empty_cache",
     "empty_like",
     "finalize",
     "from_torch",
     "get_device",
+    "max_memory_allocated",
+    "max_memory_reserved",
+    "mem_get_info",
+    "memory_allocated",
     "memory_pool",
+    "memory_reserved",
+    "memory_stats",
+    "reset_peak_memory_stats",
     "set_deterministic",
     "set_device",
     "synchronize",
     "to_device",
     "zeros",
     "zeros_like",
-    "empty_cache",
-    "max_memory_allocated",
-    "max_memory_reserved",
-    "mem_get_info",
-    "memory_allocated",
-    "memory_reserved",
-    "memory_stats",
-    "reset_peak_memory_stats",
 ]

@@ -90,7 +90,9 @@ FOREIGN = {
         "`ml_dtypes.bfloat16` itself, re-exported: the scalar type, as `numpy.float16` is to NumPy. "
         "`pyaclnn.bfloat16(1.5)` makes a value, and it is accepted wherever a dtype is "
         "(`numpy.dtype(pyaclnn.bfloat16)` is the bfloat16 dtype). ml_dtypes is imported on the "
-        "first use of the attribute, not with pyaclnn (it takes most of a second)."
+        "first use of the attribute, not with pyaclnn: it takes most of a second, all of it in "
+        "registering every dtype of ml_dtypes with NumPy, which pyaclnn cannot narrow to bfloat16 "
+        "(see `pyaclnn.dtypes`)."
     ),
 }
 
@@ -531,8 +533,8 @@ def render() -> str:
         "# pyaclnn API reference",
         "",
         "Every public name of `pyaclnn` (its `__all__`), with its signature and docstring. The",
-        "README explains how the parts work together; the low-level API (`pyaclnn.acl`,",
-        "`pyaclnn.aclnn`: one function per C function) is described there, not here.",
+        "[guide](README.md) explains how the parts work together; the low-level API (`pyaclnn.acl`,",
+        "`pyaclnn.aclnn`: one function per C function) is described in [low-level.md](low-level.md).",
         "",
         *contents,
     ]

@@ -68,7 +68,7 @@ def _table(stdout: str, title: str) -> tuple[list[str], list[list[str]]]:
 
 
 def _check_replay(stdout: str) -> None:
-    """bench_pipeline replays a captured chain of 100 calls on both backends (issue 22): host
+    """bench_pipeline replays a captured chain of 100 calls on both backends: host
     time per replayed op against eager per call, wall time against the device-bound limit,
     the replay's result bit-identical to eager's, and the two targets judged."""
     header, rows = _table(stdout, "Replay: a chain of 100")
@@ -97,7 +97,7 @@ def _check_replay(stdout: str) -> None:
 def _check_three_paths(stdout: str) -> None:
     """bench_kernels times each case on the three paths (NumPy in and out, NumPy with out=,
     device-resident), gives each path's ratio, the NumPy path against the device one, and
-    judges the targets of issue 20."""
+    judges the targets of benchmarks/README.md for these paths."""
     header, rows = _table(stdout, "Times (ms")
     assert header[:4] == ["case", "numpy", "numpy out=", "device"], header
     assert len(rows) == 11, stdout  # five max-pool cases, six grid-sampler cases

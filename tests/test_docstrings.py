@@ -3,7 +3,7 @@
 The four calls share their parameter and error descriptions through
 ``pyaclnn._docstrings``; these tests check that each placeholder was filled and
 that each kind of mistake a user can make raises a type its docstring's Raises
-section names (issue 11: "every raised type is listed in the docstring's Raises").
+section names (the rule: every raised type is listed in the docstring's Raises).
 """
 
 from __future__ import annotations

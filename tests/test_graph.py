@@ -1,4 +1,4 @@
-"""pyaclnn.Graph and pyaclnn.graph: the runtime API of stream capture (issue 22), on both emulations.
+"""pyaclnn.Graph and pyaclnn.graph: the runtime API of stream capture, on both emulations.
 
 A block of calls on DeviceArrays is captured once; each replay runs it again on the data copied into
 the captured inputs, and must give what an eager call on that data gives, bit for bit. The graph's

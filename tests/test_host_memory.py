@@ -1,4 +1,4 @@
-"""Calls on NumPy arrays without copies: host memory mapped for the device (issue 20).
+"""Calls on NumPy arrays without copies: host memory mapped for the device.
 
 On the numpy backend a call whose arrays are all NumPy maps their pages with
 aclrtHostRegister and the operator reads and writes them where they are; the

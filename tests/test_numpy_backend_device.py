@@ -895,7 +895,7 @@ def test_a_device_error_continues_on_failure(b, dev, pool):
         ok(b.aclrtDestroyStream(s))
 
 
-# -- a waiting caller runs the queued tasks (issue 13) ------------------------------------
+# -- a waiting caller runs the queued tasks ----------------------------------------------
 
 
 def test_a_waiting_caller_runs_queued_tasks_in_order_after_the_running_one(b, stream):

@@ -1,17 +1,20 @@
-"""The README's Python examples run as written, and what it says about the tree holds.
+"""The Python examples of the README and of the guide run as written, their links lead somewhere,
+and what they say about the tree holds.
 
-Every ```` ```python ```` block of README.md runs in a new process, on the numpy
-backend and on the npu backend over the C emulator, with only the environment
-the block states. Its first comment lines follow the convention the README
-documents ("The examples in this README run"):
+Every ```` ```python ```` block of README.md and of docs/*.md runs in a new process, on the
+numpy backend and on the npu backend over the C emulator, with only the environment the block
+states (docs/api.md's blocks are signatures generated from the docstrings: they are checked to
+be signatures instead). A block's first comment lines follow the convention the guide documents
+(docs/README.md, "The examples in these pages run"):
 
-- ``# Continues the example above.``: run after the Python block before it;
+- ``# Continues the example above.``: run after the Python block before it on the same page;
 - ``# Environment: NAME=value ... (why)``: run with those variables set;
 - ``# Needs an NPU: why``: not run here (a pytest skip with that reason).
 
 A block passes when it exits 0 and prints no hazard (memory freed under queued
-work, a stream destroyed with work pending, ...). The other tests check the
-README's prose against the code it describes.
+work, a stream destroyed with work pending, ...). Every relative link of README.md and docs/
+must name a file that exists and, after a ``#``, a heading of it. The other tests check the
+prose against the code it describes.
 """
 
 from __future__ import annotations
@@ -27,6 +30,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+GUIDE = DOCS / "README.md"
+#: Generated from the docstrings (scripts/generate_api_docs.py): its Python blocks are signatures.
+SIGNATURES = DOCS / "api.md"
+#: Every page whose Python blocks run, the README first.
+PAGES = [README, *sorted(p for p in DOCS.glob("*.md") if p != SIGNATURES)]
 
 CONTINUES = "# Continues the example above."
 ENVIRONMENT = "# Environment:"
@@ -39,7 +48,7 @@ _ASSIGNMENT = re.compile(r"([A-Z][A-Z0-9_]*)=(\S+)")
 
 @dataclass
 class Block:
-    """One Python block of the README and what its first comment lines ask for."""
+    """One Python block of a page and what its first comment lines ask for."""
 
     line: int  # of the opening fence, 1-based
     code: str
@@ -48,7 +57,7 @@ class Block:
     needs_npu: str | None = None
 
 
-def parse_blocks(text: str) -> list[Block]:
+def parse_blocks(text: str, page: str = "README.md") -> list[Block]:
     """The Python blocks of ``text`` in order, with their markers read off the first comment lines.
 
     Raises
@@ -73,20 +82,20 @@ def parse_blocks(text: str) -> list[Block]:
                         break  # the rest of the line says why
                     block.environment[assignment.group(1)] = assignment.group(2)
                 if not block.environment:
-                    raise ValueError(f"README.md:{block.line}: {line!r} sets no NAME=value")
+                    raise ValueError(f"{page}:{block.line}: {line!r} sets no NAME=value")
             elif line.startswith(NEEDS_NPU):
                 block.needs_npu = line[len(NEEDS_NPU) :].strip() or "real CANN on an Atlas NPU"
         blocks.append(block)
     return blocks
 
 
-def script_of(blocks: list[Block], index: int) -> tuple[str, dict[str, str]]:
+def script_of(blocks: list[Block], index: int, page: str = "README.md") -> tuple[str, dict[str, str]]:
     """The program block ``index`` runs as, with the blocks it continues first, and their environment."""
     chain = [blocks[index]]
     while chain[0].continues:
         position = blocks.index(chain[0])
         if position == 0:
-            raise ValueError(f"README.md:{chain[0].line}: the first block continues nothing")
+            raise ValueError(f"{page}:{chain[0].line}: the first block continues nothing")
         chain.insert(0, blocks[position - 1])
     environment: dict[str, str] = {}
     for block in chain:
@@ -111,19 +120,29 @@ def run_block(script: str, environment: dict[str, str], backend: str, home: Path
     )
 
 
-BLOCKS = parse_blocks(README.read_text(encoding="utf-8"))
+def _name(page: Path) -> str:
+    return page.relative_to(ROOT).as_posix()
+
+
+#: Each page's blocks, and every block as (page, index) for the parametrized run.
+BLOCKS_OF = {_name(page): parse_blocks(page.read_text(encoding="utf-8"), _name(page)) for page in PAGES}
+BLOCKS = BLOCKS_OF["README.md"]
+ALL_BLOCKS = [(page, i) for page, blocks in BLOCKS_OF.items() for i in range(len(blocks))]
 
 
 @pytest.mark.parametrize("backend", ["numpy", "npu"])
-@pytest.mark.parametrize("index", range(len(BLOCKS)), ids=[f"line{b.line}" for b in BLOCKS])
-def test_the_readme_python_block_runs_as_written(index, backend, request, tmp_path):
-    block = BLOCKS[index]
+@pytest.mark.parametrize(
+    "page, index", ALL_BLOCKS, ids=[f"{page}:{BLOCKS_OF[page][i].line}" for page, i in ALL_BLOCKS]
+)
+def test_the_python_block_runs_as_written(page, index, backend, request, tmp_path):
+    blocks = BLOCKS_OF[page]
+    block = blocks[index]
     if block.needs_npu:
-        pytest.skip(f"README.md:{block.line}: needs an NPU: {block.needs_npu}")
+        pytest.skip(f"{page}:{block.line}: needs an NPU: {block.needs_npu}")
     home = request.getfixturevalue("emulator_home") if backend == "npu" else None
-    script, environment = script_of(BLOCKS, index)
+    script, environment = script_of(blocks, index, page)
     proc = run_block(script, environment, backend, home, tmp_path)
-    where = f"README.md:{block.line} on {backend} with {environment or 'no extra environment'}"
+    where = f"{page}:{block.line} on {backend} with {environment or 'no extra environment'}"
     assert proc.returncode == 0, f"{where}:\n{proc.stdout}\n{proc.stderr}"
     assert "HAZARD" not in proc.stderr, f"{where}:\n{proc.stderr}"
 
@@ -131,15 +150,54 @@ def test_the_readme_python_block_runs_as_written(index, backend, request, tmp_pa
 # -- the convention ----------------------------------------------------------------------
 
 
-def test_the_readme_documents_each_marker_it_uses():
-    text = README.read_text(encoding="utf-8")
-    prose = _FENCE.sub("", text)  # the convention is explained outside the blocks
+def test_the_guide_documents_each_marker_in_use():
+    prose = _FENCE.sub("", GUIDE.read_text(encoding="utf-8"))  # explained outside the blocks
     for marker in (CONTINUES, ENVIRONMENT, NEEDS_NPU):
         assert f"`{marker}" in prose, marker
     # Every marker kind is in use, so none of them is documented for nothing.
-    assert any(b.continues for b in BLOCKS)
-    assert any(b.environment for b in BLOCKS)
-    assert any(b.needs_npu for b in BLOCKS)
+    every = [b for blocks in BLOCKS_OF.values() for b in blocks]
+    assert any(b.continues for b in every)
+    assert any(b.environment for b in every)
+    assert any(b.needs_npu for b in every)
+    # The README points a reader at the guide, where the convention is.
+    assert "(docs/README.md)" in README.read_text(encoding="utf-8")
+
+
+def test_every_page_of_docs_is_run_or_is_the_generated_reference():
+    pages = {p.name for p in DOCS.glob("*.md")}
+    assert pages == {p.name for p in PAGES if p.parent == DOCS} | {SIGNATURES.name}
+    # The guide's table of contents links every page.
+    contents = GUIDE.read_text(encoding="utf-8")
+    assert [p for p in sorted(pages - {GUIDE.name}) if f"]({p})" not in contents] == []
+
+
+def _compiles(code: str) -> bool:
+    try:
+        compile(code, "<block>", "exec")
+    except SyntaxError:
+        return False
+    return True
+
+
+def _is_signature(code: str) -> bool:
+    """Whether ``code`` is ``dotted.name(parameters) -> result``: compiles as a ``def`` of its last name."""
+    name, paren, rest = " ".join(code.split()).partition("(")
+    if not paren or not re.fullmatch(r"(class )?[A-Za-z_]\w*(\.\w+)*", name):
+        return False
+    return _compiles(f"def {name.rsplit('.', 1)[-1].removeprefix('class ')}({rest}: ...")
+
+
+def test_the_python_blocks_of_the_api_reference_are_signatures_or_compile():
+    # Not run: docs/api.md is generated from the docstrings. Its blocks are signatures, as the
+    # generator writes them, and a few fragments of docstrings (a type alias, a line of use).
+    blocks = parse_blocks(SIGNATURES.read_text(encoding="utf-8"), _name(SIGNATURES))
+    signatures = [b for b in blocks if _is_signature(b.code)]
+    assert len(signatures) > 50
+    bad = [b.line for b in blocks if b not in signatures and not _compiles(b.code)]
+    assert bad == [], f"docs/api.md: the blocks at lines {bad} are neither signatures nor Python"
+    # What tells them apart: a call with annotations is no Python, and a statement no signature.
+    assert _is_signature("pyaclnn.f(x: int, *, y: str = 'a') -> None") and not _compiles("f(x: int)")
+    assert not _is_signature("print(1)\nx = 2") and not _is_signature("x = f(1)")
 
 
 def test_the_markers_are_read_from_the_first_comment_lines_only():
@@ -171,8 +229,8 @@ def test_a_block_that_continues_runs_after_the_one_above_with_both_environments(
 def test_a_block_without_the_environment_it_needs_fails(tmp_path):
     # The Devices example uses devices 1-3: without its Environment line it must fail, so the
     # passing run above shows the line is what makes it work.
-    index = next(i for i, b in enumerate(BLOCKS) if "pyaclnn.Device(1)" in b.code)
-    script, environment = script_of(BLOCKS, index)
+    page, index = next((p, i) for p, i in ALL_BLOCKS if "pyaclnn.Device(1)" in BLOCKS_OF[p][i].code)
+    script, environment = script_of(BLOCKS_OF[page], index, page)
     assert environment == {"PYACLNN_EMU_DEVICES": "4"}
     proc = run_block(script, {}, "numpy", None, tmp_path)
     assert proc.returncode != 0
@@ -210,10 +268,10 @@ def test_the_two_phases_are_defined_where_they_are_first_named():
         assert part in paragraph.replace("*", ""), (part, paragraph)
 
 
-def test_the_sample_ends_with_the_line_the_readme_gives():
-    text = " ".join(README.read_text(encoding="utf-8").split())
+def test_the_sample_ends_with_the_line_the_guide_gives():
+    text = " ".join((DOCS / "samples.md").read_text(encoding="utf-8").split())
     claims = re.findall(r"`python (samples/[\w./-]+\.py)` ends with `([^`]+)`", text)
-    assert claims, "the README no longer says how a sample ends"
+    assert claims, "docs/samples.md no longer says how a sample ends"
     for sample, last_line in claims:
         env = {k: v for k, v in os.environ.items() if not k.startswith(_INHERITED_OUT)}
         proc = subprocess.run(
@@ -230,8 +288,8 @@ def test_the_sample_ends_with_the_line_the_readme_gives():
 def test_the_bench_command_is_described_with_every_script_it_runs():
     from pyaclnn.__main__ import BENCHMARKS
 
-    text = README.read_text(encoding="utf-8")
-    bullet = re.search(r"^- `bench` runs .*?(?=^- |^\n|^#)", text, re.MULTILINE | re.DOTALL)
+    text = (DOCS / "cli.md").read_text(encoding="utf-8")
+    bullet = re.search(r"^- `bench` runs .*?(?=^- |^\n|^#|\Z)", text, re.MULTILINE | re.DOTALL)
     assert bullet is not None
     named = re.findall(r"benchmarks/(\w+\.py)", bullet.group(0))
     assert named == list(BENCHMARKS), bullet.group(0)
@@ -298,3 +356,74 @@ def test_the_test_extra_holds_what_the_suite_runs_and_the_linters_are_in_dev():
     assert ci.index('".[dev]"') < ci.index("ruff check")
     text = README.read_text(encoding="utf-8")
     assert 'pip install ".[dev]"' in text and "ruff" in _section(text, "Install")
+
+
+# -- the links -----------------------------------------------------------------------------
+
+_LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+_ANY_FENCE = re.compile(r"^```.*?^```$", re.MULTILINE | re.DOTALL)
+
+
+def slug(heading: str) -> str:
+    """The anchor a Markdown renderer gives ``heading``: lower case, punctuation dropped, spaces as -."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def anchors(text: str) -> set[str]:
+    """The anchors of ``text``'s headings (outside code blocks); a repeated one gets -1, -2, ..."""
+    seen: dict[str, int] = {}
+    for line in _ANY_FENCE.sub("", text).splitlines():
+        heading = re.match(r"#{1,6} (.+)", line)
+        if heading is None:
+            continue
+        base = slug(heading.group(1))
+        count = seen.get(base, 0)
+        seen[base] = count + 1
+        if count:
+            seen.setdefault(f"{base}-{count}", 1)
+    return set(seen)
+
+
+def broken_links(page: Path, root: Path = ROOT) -> list[str]:
+    """Relative links of ``page`` to a file that does not exist, or to a heading it does not have."""
+    text = page.read_text(encoding="utf-8")
+    problems = []
+    for target in _LINK.findall(_ANY_FENCE.sub("", text)):
+        if re.match(r"[a-z]+:", target):
+            continue  # https:, mailto:: not a file of the tree
+        path, _, anchor = target.partition("#")
+        linked = (page.parent / path).resolve() if path else page
+        where = f"{page.relative_to(root).as_posix()}: {target}"
+        if not linked.exists():
+            problems.append(f"{where}: no such file")
+        elif anchor and linked.suffix == ".md" and anchor not in anchors(linked.read_text(encoding="utf-8")):
+            problems.append(f"{where}: no such heading")
+    return problems
+
+
+def test_every_relative_link_of_the_readme_and_the_guide_leads_somewhere():
+    pages = [README, *sorted(DOCS.glob("*.md")), ROOT / "benchmarks" / "README.md"]
+    problems = [p for page in pages for p in broken_links(page)]
+    assert problems == [], "\n".join(problems)
+
+
+def test_the_link_check_sees_a_missing_file_and_a_missing_heading(tmp_path):
+    (tmp_path / "guide").mkdir()
+    (tmp_path / "guide" / "a.md").write_text(
+        "# A page\n\n## Streams and events: what waits\n\n## Twice\n\n## Twice\n\n"
+        "```\n## Not a heading\n```\n",
+        encoding="utf-8",
+    )
+    page = tmp_path / "README.md"
+    page.write_text(
+        "[ok](guide/a.md) [ok](guide/a.md#streams-and-events-what-waits) [ok](guide/a.md#twice-1)\n"
+        "[web](https://example.org/x) [here](#top)\n\n# Top\n\n"
+        "[gone](guide/b.md) [no heading](guide/a.md#not-a-heading) ![pic](guide/x.svg)\n",
+        encoding="utf-8",
+    )
+    assert broken_links(page, tmp_path) == [
+        "README.md: guide/b.md: no such file",
+        "README.md: guide/a.md#not-a-heading: no such heading",
+        "README.md: guide/x.svg: no such file",
+    ]

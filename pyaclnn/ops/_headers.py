@@ -29,6 +29,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from .._optable import PHASE1_SUFFIX, TwoPhaseNames, snake_case
+
 #: Where a CANN home keeps its operator headers, in the order looked at: the toolkit's own
 #: folder (CANN <= 8.3), then ``include/aclnnop`` (a link to it there; the folder itself on
 #: CANN >= 8.5).
@@ -38,7 +40,6 @@ VENDOR_HEADERS = "op_api/include"
 #: The ``source`` of an operator of CANN's own operator packages (a custom one's is its folder).
 BUILT_IN = "built-in"
 
-_PHASE1_SUFFIX = "GetWorkspaceSize"
 # The types that close every phase 1 and make every phase 2 (names vary: ``workspace_size``).
 _PHASE1_TAIL = ("uint64_t*", "aclOpExecutor**")
 _PHASE2 = ("void*", "uint64_t", "aclOpExecutor*", "aclrtStream")
@@ -48,9 +49,8 @@ _PREPROCESSOR = re.compile(r"^[ \t]*#(?:[^\n]*\\\n)*[^\n]*", re.MULTILINE)
 _ATTRIBUTE = re.compile(r"__attribute__\s*\(\((?:[^()]|\([^()]*\))*\)\)|__declspec\s*\([^()]*\)")
 _MACROS = re.compile(r"\b(?:ACLNN_API|ACL_FUNC_VISIBILITY|extern\s+\"C\")\b")
 _DECLARATION = re.compile(r"\baclnnStatus\s+(aclnn\w+)\s*\(([^;{}()]*)\)\s*;")
-_NAME_ONLY = re.compile(r"\baclnnStatus\s+(aclnn\w+)" + _PHASE1_SUFFIX + r"\s*\(")
+_NAME_ONLY = re.compile(r"\baclnnStatus\s+(aclnn\w+)" + PHASE1_SUFFIX + r"\s*\(")
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
-_OPERATOR_WORD_START = re.compile(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 
 #: What pycparser is told before a declaration: the ACL types, the fixed-width integers and
 #: ``bool``, as C declares them (their sizes do not matter here, only that they are types).
@@ -79,7 +79,7 @@ _C_WORDS = frozenset(
 def python_operator_name(name: str) -> str:
     """``Add`` -> ``add``, ``MaxPool3dWithArgmaxBackward`` -> ``max_pool3d_with_argmax_backward``,
     ``GridSampler3DBackward`` -> ``grid_sampler3d_backward`` (the functional layer's rule)."""
-    return _OPERATOR_WORD_START.sub("_", name).lower()
+    return snake_case(name)
 
 
 class HeaderError(ValueError):
@@ -99,7 +99,7 @@ class CParam:
 
 
 @dataclass(frozen=True)
-class Declaration:
+class Declaration(TwoPhaseNames):
     """One two-phase operator as a header declares it.
 
     ``params`` are phase 1's parameters without ``workspaceSize`` and ``executor``;
@@ -114,14 +114,6 @@ class Declaration:
     source: str = BUILT_IN  # or the vendor folder of a custom operator package
     library: Path | None = None  # a custom package's library, which alone exports its phases
     written: tuple[str, ...] | None = None  # the C names of the tensors it writes, when known
-
-    @property
-    def phase1_api(self) -> str:
-        return f"aclnn{self.name}{_PHASE1_SUFFIX}"
-
-    @property
-    def phase2_api(self) -> str:
-        return f"aclnn{self.name}"
 
     @property
     def phase1_prototype(self) -> str:
@@ -192,9 +184,9 @@ def declarations_in(path: Path, text: str | None = None) -> Iterator[Declaration
     cleaned = _cleaned(path) if text is None else _clean(text)
     raw = {m[1]: " ".join(m[2].split()) for m in _DECLARATION.finditer(cleaned)}
     for api, params in raw.items():
-        if not api.endswith(_PHASE1_SUFFIX):
+        if not api.endswith(PHASE1_SUFFIX):
             continue
-        name = api[len("aclnn") : -len(_PHASE1_SUFFIX)]
+        name = api[len("aclnn") : -len(PHASE1_SUFFIX)]
         phase2 = raw.get(f"aclnn{name}")
         yield _declaration(name, path, params, phase2)
 
@@ -203,7 +195,7 @@ def _declaration(name: str, path: Path, phase1: str, phase2: str | None) -> Decl
     try:
         params = parse_parameters(phase1)
     except HeaderError as exc:
-        return Declaration(name, path, (), (), f"cannot read aclnn{name}{_PHASE1_SUFFIX}: {exc}")
+        return Declaration(name, path, (), (), f"cannot read aclnn{name}{PHASE1_SUFFIX}: {exc}")
     if phase2 is None:
         return Declaration(name, path, params, (), f"no phase 2 aclnn{name}(...) declared beside phase 1")
     try:

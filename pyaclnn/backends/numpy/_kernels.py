@@ -27,8 +27,8 @@ which tests/test_accel*.py and tests/test_kernels_*.py check. How many threads
 a fast kernel uses is :func:`pyaclnn.kernels._workers.threads_for`'s decision.
 
 Adding an operator: its check function in :mod:`pyaclnn.kernels.checks` and
-its entry in :data:`KERNELS` here; ``_ops`` makes its phase methods from the
-operator table.
+its binder here, ``_bind_<Python name>``, which :data:`KERNELS` finds by the
+operator table; ``_ops`` makes its phase methods from the table.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from ... import _optable
 from ...constants import ACL_ERROR_RT_VECTOR_CORE_EXCEPTION
 from ...kernels import _accel
 from ...kernels import max_pool3d as _pool
@@ -49,21 +50,14 @@ from ...kernels._tuned import max_pool3d as _tuned_pool
 from ...kernels.checks import GridPlan, IndexOutOfPlaneError, MaxPoolPlan, index_outside_message
 from ._streams import DeviceError
 
-__all__ = [
-    "TUNED_MIN_ELEMENTS",
-    "Kernel",
-    "KERNELS",
-    "max_pool3d_with_argmax",
-    "max_pool3d_with_argmax_backward",
-    "grid_sampler3d",
-    "grid_sampler3d_backward",
-]
+# And each operator's kernel function, named as the operator (max_pool3d_with_argmax, ...).
+__all__ = ["TUNED_MIN_ELEMENTS", "Kernel", "KERNELS"]
 
 #: Max-pool backward calls (float32 or float64) with fewer elements than this (gradients,
 #: indices and grad_input) run the reference when the compiled kernel does not take them.
 TUNED_MIN_ELEMENTS = 1 << 17
 
-#: Workspace the emulated backward ops ask for, so callers exercise the workspace path.
+#: Workspace the emulated backward ops (``*_backward``) ask for, so callers exercise the workspace path.
 BACKWARD_WORKSPACE = 32
 
 #: The view of one tensor argument in phase 2, by its C name.
@@ -127,13 +121,13 @@ def _planned(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     return a if a.shape == shape else a.reshape(shape)
 
 
-def _bind_max_pool(plan: MaxPoolPlan, view: View) -> Callable[[], None]:
+def _bind_max_pool3d_with_argmax(plan: MaxPoolPlan, view: View) -> Callable[[], None]:
     x = _planned(view("self"), plan.input_shape)
     out, indices = (_planned(view(name), plan.output_shape) for name in ("out", "indices"))
     return partial(max_pool3d_with_argmax, plan, x, out, indices)
 
 
-def _bind_max_pool_backward(plan: MaxPoolPlan, view: View) -> Callable[[], None]:
+def _bind_max_pool3d_with_argmax_backward(plan: MaxPoolPlan, view: View) -> Callable[[], None]:
     grad_output, indices = (_planned(view(name), plan.output_shape) for name in ("gradOutput", "indices"))
     grad_input = _planned(view("gradInput"), plan.input_shape)
 
@@ -193,12 +187,12 @@ def _ncdhw(a: np.ndarray, plan: GridPlan) -> np.ndarray:
     return np.moveaxis(a, 4, 1) if plan.channels_last else a
 
 
-def _bind_grid(plan: GridPlan, view: View) -> Callable[[], None]:
+def _bind_grid_sampler3d(plan: GridPlan, view: View) -> Callable[[], None]:
     x, out = (_ncdhw(view(name), plan) for name in ("input", "out"))
     return partial(grid_sampler3d, plan, x, view("grid"), out)
 
 
-def _bind_grid_backward(plan: GridPlan, view: View) -> Callable[[], None]:
+def _bind_grid_sampler3d_backward(plan: GridPlan, view: View) -> Callable[[], None]:
     grad_output, x = (_ncdhw(view(name), plan) for name in ("gradOutput", "input"))
     # An output the mask leaves out is neither resolved nor written (it keeps its contents).
     input_grad = _ncdhw(view("inputGrad"), plan) if plan.output_mask[0] else None
@@ -206,10 +200,11 @@ def _bind_grid_backward(plan: GridPlan, view: View) -> Callable[[], None]:
     return partial(grid_sampler3d_backward, plan, grad_output, x, view("grid"), input_grad, grid_grad)
 
 
-#: Each operator's kernel, by the operator table's Python name.
+#: Each operator's kernel, by the operator table's Python name: its binder, ``_bind_<Python name>``
+#: here (as its check is ``<Python name>`` in kernels.checks), and its workspace. An operator of the
+#: table without a binder has no entry (the backend's phase 1 names what it lacks).
 KERNELS: Mapping[str, Kernel] = {
-    "max_pool3d_with_argmax": Kernel(_bind_max_pool, 0),
-    "max_pool3d_with_argmax_backward": Kernel(_bind_max_pool_backward, BACKWARD_WORKSPACE),
-    "grid_sampler3d": Kernel(_bind_grid, 0),
-    "grid_sampler3d_backward": Kernel(_bind_grid_backward, BACKWARD_WORKSPACE),
+    spec.python_name: Kernel(bind, BACKWARD_WORKSPACE if spec.python_name.endswith("_backward") else 0)
+    for spec in _optable.operators()
+    if (bind := globals().get(f"_bind_{spec.python_name}")) is not None
 }
