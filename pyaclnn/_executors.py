@@ -239,7 +239,8 @@ class ExecutorCache:
             self._plan_and_launch(call, key)
 
     def launch_once(self, op: Any, args: tuple[Any, ...], outputs: Sequence[Any]) -> bool | None:
-        """Enqueue both phases of ``op`` on ``args``, its executor consumed by phase 2 (never kept):
+        """Enqueue both phases of ``op`` (an operator with ``once``) on ``args``, its executor
+        consumed by phase 2 (never kept):
         :meth:`launch` of an uncacheable :class:`Call` without admit, with no Call made (the eager
         generic call). Whether phase 1 found something to compute (False: ``outputs`` are
         zero-filled instead); None, with nothing done, while the stream captures (its executors
@@ -251,7 +252,14 @@ class ExecutorCache:
                 raise ValueError("stream is closed")
             if state.capture is not None:
                 return None
-            size, executor = op.phase1(*args, backend=self.backend)
+            block = state._workspace  # phase 2 runs in the same call when the buffer suffices
+            size, executor, launched = op.once(
+                args, 0 if block is None else block.ptr, 0 if block is None else block.nbytes, state.handle
+            )
+            if launched:
+                # Counted as enqueue_held counts, once the runtime took it (one Python call less).
+                state.queued += 1
+                return True
             if executor is None:  # nothing to compute: the outputs are zeros
                 _zero_fill(state, outputs)
                 return False
