@@ -51,6 +51,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import _env, acl, aclnn
@@ -89,6 +90,7 @@ def _live(backend: str) -> list[ExecutorCache]:
         return list(_caches.get(backend, ()))
 
 
+@dataclass(slots=True, eq=False)
 class Call:
     """One operator call as the cache launches it: a value, made by the caller and read here.
 
@@ -103,22 +105,12 @@ class Call:
     False when phase 1 found nothing to compute.
     """
 
-    __slots__ = ("op", "args", "cacheable", "outputs", "admit", "computed")
-
-    def __init__(
-        self,
-        op: Any,
-        args: tuple[Any, ...],
-        cacheable: bool,
-        outputs: Sequence[Any],
-        admit: Callable[[], None] | None = None,
-    ) -> None:
-        self.op = op
-        self.args = args
-        self.cacheable = cacheable
-        self.outputs = outputs
-        self.admit = admit
-        self.computed = True
+    op: Any
+    args: tuple[Any, ...]
+    cacheable: bool
+    outputs: Sequence[Any]
+    admit: Callable[[], None] | None = None
+    computed: bool = field(default=True, init=False)
 
     def zero_outputs(self, state: Any) -> None:
         """Phase 1 found nothing to compute: queue zero fills of the outputs on ``state`` (the
