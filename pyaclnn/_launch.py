@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from . import _captures, _context, _timeline, acl
-from ._array import _ORDER_LOCK, DeviceArray, host_array, to_device
+from ._array import DeviceArray, host_array, to_device, writes_queued
 from ._executors import Call
 from ._host_memory import HostMemory, Mapping
 from ._operators import Operator
@@ -207,15 +207,19 @@ class Launch:
                 raise ValueError(
                     f"{name} lives on backend {x.backend!r}, but this call runs on {self.backend!r}"
                 )
-            if x.closed:
+            if x._block.gone:  # (closed, without the property's call)
                 raise ValueError(f"{name} is a closed DeviceArray: its memory was freed")
             if elsewhere and x._pool.device != self.device_id:
                 raise ValueError(
                     f"{name} lives on device {x._pool.device}, but this call runs on device {self.device_id} "
                     "(its stream's)"
                 )
-            if x._stream is not self.stream or (write and x._readers is not None):
-                x._use_on(self.stream, write)
+            stream = self.stream
+            if write:
+                if x._stream is not stream or x._readers is not None:
+                    x._use_on(stream, True)
+            elif x._stream is not stream and (x._readers is None or stream not in x._readers):
+                x._use_on(stream, False)  # (a read already ordered after the last write needs nothing)
             if write:
                 if self._writes is None:
                     self._writes = []
@@ -561,10 +565,7 @@ class Launch:
         except AclnnError as exc:
             raise _in_python_terms(exc, op.spec.params) from None
         stream = self.stream
-        for array in written:
-            array._written_after(stream)
-        for array in self._writes or ():
-            array._written_after(stream)
+        writes_queued(stream, written, self._writes)
         if host_results is not None and not call.computed:
             for mapped, host in host_results.values():
                 if mapped not in self._outputs:
@@ -672,12 +673,7 @@ def eager(
             raise _in_python_terms(exc, op.spec.params) from None
         if launched is None:
             return False
-        with _ORDER_LOCK:  # the writes were queued: reads elsewhere wait for them only (_written_after)
-            queued = state.queued
-            for x in written:
-                root = x if x._base is None else x._base
-                if root._stream is stream:
-                    root._written_at = queued
+        writes_queued(stream, written)
         if ctx.launch_blocking:
             stream.synchronize()
         return True
