@@ -118,3 +118,37 @@ def test_an_eager_call_waits_for_the_write_of_another_stream(active):
     np.testing.assert_array_equal(out.numpy(), np.full(1000, 22, np.float32))
     for a in (x, y, out, first, second):
         a.close()
+
+
+def test_once_takes_a_larger_workspace_when_the_streams_one_is_too_small(active):
+    """launch_once on a new stream (no workspace yet) with an operator that needs one: phase 2
+    runs after the stream's buffer was grown, and the next call runs both phases in one."""
+    from pyaclnn import _context, _generic
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 2, 4, 4, 4)).astype(np.float32)
+    grid = rng.uniform(-1, 1, (1, 2, 2, 2, 3)).astype(np.float32)
+    g = rng.standard_normal((1, 2, 2, 2, 2)).astype(np.float32)
+    expected = pyaclnn.grid_sampler3d_backward(g, x, grid)
+    stream = pyaclnn.Stream()
+    op = _generic.operator(ops.grid_sampler3d_backward.declaration)
+    arrays = [pyaclnn.to_device(a, stream=stream) for a in (g, x, grid)]
+    outputs = [
+        pyaclnn.empty(x.shape, np.float32, stream=stream),
+        pyaclnn.empty(grid.shape, np.float32, stream=stream),
+    ]
+    mask = _context.context().cached_bool_array((True, True))
+    args = (*(a.descriptor(2) for a in arrays[:2]), arrays[2].descriptor(2), 0, 0, False, mask)
+    args += (outputs[0].descriptor(2), outputs[1].descriptor(2))
+    state = stream._state
+    assert state._workspace is None
+    for call in range(2):
+        before = state.queued
+        assert state.executors.launch_once(op, args, outputs) is True
+        assert state._workspace is not None and state.queued == before + 1  # counted once
+        np.testing.assert_array_equal(outputs[0].numpy(), expected[0], err_msg=f"call {call}")
+        np.testing.assert_array_equal(outputs[1].numpy(), expected[1], err_msg=f"call {call}")
+        for output in outputs:
+            output.fill_zero(stream)
+    for a in (*arrays, *outputs, stream):
+        a.close()
