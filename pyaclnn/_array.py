@@ -799,10 +799,7 @@ class DeviceArray(Generic[_S]):
     def _written_after(self, stream: Stream) -> None:
         """The write on ``stream`` that :meth:`_use_on` ordered was queued: remember up to which
         count of the stream's work it goes, so reads elsewhere wait for nothing once it is done."""
-        root = self if self._base is None else self._base
-        with _ORDER_LOCK:
-            if root._stream is stream:  # (another stream's write may have come since)
-                root._written_at = stream._state.queued
+        writes_queued(stream, (self,))
 
     def close(self) -> None:
         """Give the memory back (to the pool, for the stream that used it last); a second call does nothing.
@@ -895,6 +892,19 @@ class DeviceArray(Generic[_S]):
     def __repr__(self) -> str:
         state = " closed" if self.closed else ""
         return f"<pyaclnn.DeviceArray shape={self.shape} dtype={self.dtype} backend={self.backend!r}{state}>"
+
+
+def writes_queued(
+    stream: Stream, written: Sequence[DeviceArray[Any]], more: Sequence[DeviceArray[Any]] | None = None
+) -> None:
+    """:meth:`DeviceArray._written_after` of every array of ``written`` and ``more``, under one
+    taking of the lock: what a launch calls once its writes were queued."""
+    with _ORDER_LOCK:
+        queued = stream._state.queued
+        for array in (*written, *more) if more else written:
+            root = array if array._base is None else array._base
+            if root._stream is stream:  # (another stream's write may have come since)
+                root._written_at = queued
 
 
 _CLOSED = Block(0, 0)  # the block of every closed array: no memory, gone

@@ -132,6 +132,8 @@ class _Context:
         self.int_arrays: dict[tuple[int, ...], Any] = {}
         self.bool_arrays: dict[tuple[bool, ...], Any] = {}
         self.int_array_sets: dict[tuple[tuple[int, ...], ...], tuple[Any, ...]] = {}
+        # (aclDataType, value bytes) -> aclScalar: the scalars of eager generic calls (alpha=1, ...)
+        self.scalars: dict[tuple[int, bytes], Any] = {}
         self.deterministic: bool | None = None
         self.launch_blocking = False  # read from the environment when ACL is initialised (ready)
         # NumPy calls map the caller's arrays (_host_memory) where the backend's device memory is
@@ -242,6 +244,18 @@ class _Context:
         """A cached aclBoolArray of ``values`` (see :meth:`cached_int_array`)."""
         return self._cached(self.bool_arrays, values, acl.create_bool_array)
 
+    def cached_scalar(self, key: tuple[int, bytes], value: Any) -> Any | None:
+        """A cached aclScalar of ``value`` (a 0-d NumPy array) as aclDataType ``key[0]``, ``key[1]``
+        being its bytes (see :meth:`cached_int_array`). CANN copies a scalar's value, and no
+        operator changes or destroys the scalars it is given, so one serves every call."""
+        handle = self.scalars.get(key)
+        if handle is None:
+            with self.lock:
+                handle = self.scalars.get(key)
+                if handle is None and len(self.scalars) < _ARRAY_CACHE_LIMIT:
+                    handle = self.scalars[key] = acl.create_scalar(value, key[0], backend=self.name)
+        return handle
+
     def _cached(
         self, cache: dict[Any, Any], values: tuple[Any, ...], create: Callable[..., Any]
     ) -> Any | None:
@@ -287,6 +301,9 @@ class _Context:
             quiet(acl.destroy_int_array, handle, backend=self.name)
         for handle in self.bool_arrays.values():
             quiet(acl.destroy_bool_array, handle, backend=self.name)
+        for handle in self.scalars.values():
+            quiet(acl.destroy_scalar, handle, backend=self.name)
+        self.scalars.clear()
         self.int_arrays.clear()
         self.int_array_sets.clear()
         self.bool_arrays.clear()

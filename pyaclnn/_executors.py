@@ -51,6 +51,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import _env, acl, aclnn
@@ -89,6 +90,7 @@ def _live(backend: str) -> list[ExecutorCache]:
         return list(_caches.get(backend, ()))
 
 
+@dataclass(slots=True, eq=False)
 class Call:
     """One operator call as the cache launches it: a value, made by the caller and read here.
 
@@ -103,31 +105,26 @@ class Call:
     False when phase 1 found nothing to compute.
     """
 
-    __slots__ = ("op", "args", "cacheable", "outputs", "admit", "computed")
-
-    def __init__(
-        self,
-        op: Any,
-        args: tuple[Any, ...],
-        cacheable: bool,
-        outputs: Sequence[Any],
-        admit: Callable[[], None] | None = None,
-    ) -> None:
-        self.op = op
-        self.args = args
-        self.cacheable = cacheable
-        self.outputs = outputs
-        self.admit = admit
-        self.computed = True
+    op: Any
+    args: tuple[Any, ...]
+    cacheable: bool
+    outputs: Sequence[Any]
+    admit: Callable[[], None] | None = None
+    computed: bool = field(default=True, init=False)
 
     def zero_outputs(self, state: Any) -> None:
         """Phase 1 found nothing to compute: queue zero fills of the outputs on ``state`` (the
         caller holds its lock), and say so in ``computed``."""
         self.computed = False
-        for output in self.outputs:
-            nbytes = output.storage_nbytes
-            if nbytes:
-                state.enqueue_held(acl.rt.memset_async, output.ptr, nbytes, 0, nbytes, state.handle)
+        _zero_fill(state, self.outputs)
+
+
+def _zero_fill(state: Any, outputs: Sequence[Any]) -> None:
+    """Queue zero fills of ``outputs`` on ``state`` (the caller holds its lock)."""
+    for output in outputs:
+        nbytes = output.storage_nbytes
+        if nbytes:
+            state.enqueue_held(acl.rt.memset_async, output.ptr, nbytes, 0, nbytes, state.handle)
 
 
 class _Plan:
@@ -232,6 +229,39 @@ class ExecutorCache:
             else:
                 key = None
             self._plan_and_launch(call, key)
+
+    def launch_once(self, op: Any, args: tuple[Any, ...], outputs: Sequence[Any]) -> bool | None:
+        """Enqueue both phases of ``op`` (an operator with ``once``) on ``args``, its executor
+        consumed by phase 2 (never kept):
+        :meth:`launch` of an uncacheable :class:`Call` without admit, with no Call made (the eager
+        generic call). Whether phase 1 found something to compute (False: ``outputs`` are
+        zero-filled instead); None, with nothing done, while the stream captures (its executors
+        are the graph's: the caller takes the general path).
+        """
+        state = self.state
+        with state.lock:
+            if not state.open:
+                raise ValueError("stream is closed")
+            if state.capture is not None:
+                return None
+            block = state._workspace  # phase 2 runs in the same call when the buffer suffices
+            size, executor, launched = op.once(
+                args, 0 if block is None else block.ptr, 0 if block is None else block.nbytes, state.handle
+            )
+            if launched:
+                # Counted as enqueue_held counts, once the runtime took it (one Python call less).
+                state.queued += 1
+                return True
+            if executor is None:  # nothing to compute: the outputs are zeros
+                _zero_fill(state, outputs)
+                return False
+            try:
+                buffer = state.workspace(size)
+            except BaseException:
+                _consume(executor, self.backend)  # phase 2 never ran: it is ours to free
+                raise
+            state.enqueue_held(op.phase2, buffer, size, executor, state.handle)
+        return True
 
     def _bind(self, plan: _Plan, api: str) -> None:
         """Bind ``plan``'s phase 2 (C name ``api``) to the stream and its workspace buffer (acquired

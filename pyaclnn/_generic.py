@@ -99,10 +99,10 @@ def operator(declaration: Declaration, backend: str | None = None) -> Operator:
     key = (b.name, declaration.name)
     found = _operators.get(key)
     if found is None:
-        phase1, phase2 = aclnn.operator_phases(declaration, b.name)
+        phase1, phase2, once = aclnn.operator_phases(declaration, b.name)
         params = tuple(Param(p.c.name, p.kind, p.python_name) for p in _types.parameters(declaration))
         spec = OperatorSpec(declaration.name, _types.python_operator_name(declaration.name), params)
-        made = Operator(spec, phase1, phase2)
+        made = Operator(spec, phase1, phase2, once)
         with _lock:
             found = _operators.setdefault(key, made)
     return found

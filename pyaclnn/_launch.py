@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from . import _captures, _context, _timeline, acl
-from ._array import DeviceArray, host_array, to_device
+from ._array import DeviceArray, host_array, to_device, writes_queued
 from ._executors import Call
 from ._host_memory import HostMemory, Mapping
 from ._operators import Operator
@@ -207,15 +207,22 @@ class Launch:
                 raise ValueError(
                     f"{name} lives on backend {x.backend!r}, but this call runs on {self.backend!r}"
                 )
-            if x.closed:
+            if x._block.gone:  # (closed, without the property's call)
                 raise ValueError(f"{name} is a closed DeviceArray: its memory was freed")
             if elsewhere and x._pool.device != self.device_id:
                 raise ValueError(
                     f"{name} lives on device {x._pool.device}, but this call runs on device {self.device_id} "
                     "(its stream's)"
                 )
-            if x._stream is not self.stream or x._graphs is not None or (write and x._readers is not None):
-                x._use_on(self.stream, write)  # (graphs: a replay since may be its last write)
+            stream = self.stream
+            # (graphs: a replay since may be its last write, whatever the array's stream says)
+            if write:
+                if x._stream is not stream or x._readers is not None or x._graphs is not None:
+                    x._use_on(stream, True)
+            elif x._graphs is not None or (
+                x._stream is not stream and (x._readers is None or stream not in x._readers)
+            ):
+                x._use_on(stream, False)  # (a read already ordered after the last write needs nothing)
             if write:
                 if self._writes is None:
                     self._writes = []
@@ -561,10 +568,7 @@ class Launch:
         except AclnnError as exc:
             raise _in_python_terms(exc, op.spec.params) from None
         stream = self.stream
-        for array in written:
-            array._written_after(stream)
-        for array in self._writes or ():
-            array._written_after(stream)
+        writes_queued(stream, written, self._writes)
         if host_results is not None and not call.computed:
             for mapped, host in host_results.values():
                 if mapped not in self._outputs:
@@ -589,6 +593,97 @@ class Launch:
         if array in self._outputs:  # not mapped: a device output read into the given array
             np.copyto(entry[1], array.numpy())
         return entry[1]
+
+
+def eager(
+    op: Operator,
+    stream: Stream | None,
+    values: Sequence[Any],
+    tensors: Sequence[tuple[int, bool, bool, bool]],
+    template: Sequence[Any],
+    scalars: Sequence[tuple[int, tuple[int, bytes], np.ndarray]],
+    formats: dict[int, int],
+    default_format: int,
+) -> bool:
+    """The common generic call, on DeviceArrays of the stream's memory, as :class:`Launch` runs it
+    with less Python: True once both phases of ``op`` are queued; False, with nothing queued,
+    when the call is not that common case (the caller then makes the general :class:`Launch`,
+    which gives every refusal its message).
+
+    ``values`` are the call's arguments in header order; ``tensors`` ``(position, written,
+    optional, output)`` per tensor parameter (outputs are zero-filled when phase 1 finds
+    nothing to compute); ``template`` phase 1's arguments with the C values of
+    the other parameters, checked already; ``scalars`` ``(position, (aclDataType, bytes),
+    0-d array)`` per aclScalar, taken from the context's cache; a tensor is described with
+    ``formats[ndim]`` (else ``default_format``). Nothing is refused here that the general path
+    would take: an array elsewhere, a closed one, a stream that is not a plain open Stream of
+    the active backend, a capture or a profile in progress all go the general way, before
+    anything is ordered or queued.
+    """
+    if _timeline.recording:
+        return False
+    ctx = _context.context(None)
+    if stream is None:
+        stream = current(ctx)
+    elif type(stream) is not Stream or stream.backend != ctx.name:
+        return False
+    state = stream._state
+    if not state.open or state.capture is not None:
+        return False
+    pool = state.pool
+    for position, _, optional, _ in tensors:  # every check first, without an effect
+        x = values[position]
+        if type(x) is not DeviceArray or x._pool is not pool or x._block.gone:
+            if x is None and optional:
+                continue
+            return False
+    previous = ctx.tls.bound
+    device = state.device
+    if previous != device:
+        ctx.set_acl_device(device)  # a device guard, as Launch's
+    else:
+        previous = None
+    try:
+        args = list(template)
+        for position, key, value in scalars:  # before any array is ordered: this may still refuse
+            handle = ctx.scalars.get(key)
+            if handle is None:
+                handle = ctx.cached_scalar(key, value)
+                if handle is None:  # the cache is full: the general path makes the call's own
+                    return False
+            args[position] = handle
+        written = []
+        outputs = []
+        for position, write, _, output in tensors:
+            x = values[position]
+            if x is None:
+                continue
+            # (graphs: a replay since may be its last write, whatever the array's stream says)
+            if x._stream is not stream or x._graphs is not None or (write and x._readers is not None):
+                x._use_on(stream, write)
+            if write:
+                written.append(x)
+            if output:
+                outputs.append(x)
+            fmt = formats.get(len(x.shape), default_format)
+            last = x._last_descriptor  # (DeviceArray.descriptor's own first test, without the call)
+            if last is not None and last[0] == fmt and last[1] is x._block:
+                args[position] = last[2]
+            else:
+                args[position] = x.descriptor(fmt)
+        try:
+            launched = state.executors.launch_once(op, tuple(args), outputs)
+        except AclnnError as exc:
+            raise _in_python_terms(exc, op.spec.params) from None
+        if launched is None:
+            return False
+        writes_queued(stream, written)
+        if ctx.launch_blocking:
+            stream.synchronize()
+        return True
+    finally:
+        if previous is not None:
+            ctx.set_acl_device(previous)
 
 
 def _end_mappings(

@@ -41,11 +41,13 @@ PADDING_MODES: tuple[str, ...] = _checks.PADDING_MODES
 @dataclass(frozen=True)
 class Operator:
     """One aclnn operator as the runtime launches it: its entry of the table and its two phases
-    in the low-level API."""
+    in the low-level API (and, for an operator of ``pyaclnn.ops``, both in one call:
+    ``once``, see :func:`pyaclnn.aclnn.operator_phases`)."""
 
     spec: OperatorSpec
     phase1: Callable[..., tuple[int, Any]]
     phase2: Callable[..., None]
+    once: Callable[..., tuple[int, Any, bool]] | None = None
 
     @property
     def name(self) -> str:

@@ -138,10 +138,21 @@ def bound_phase2(
     return launch
 
 
-def operator_phases(declaration: Any, backend: str | None = None) -> tuple[_Phase1, _Phase2]:
+class _Once(Protocol):
+    def __call__(
+        self, args: tuple[Any, ...], workspace: int, capacity: int, stream: Any
+    ) -> tuple[int, Any, bool]: ...
+
+
+def operator_phases(declaration: Any, backend: str | None = None) -> tuple[_Phase1, _Phase2, _Once]:
     """The two phases of an operator read off a header (``pyaclnn.ops``), as the wrappers of the
     table's operators are: phase 1 returns ``(workspace_size, executor)``, phase 2 launches; a
-    failing status raises :class:`~pyaclnn.AclnnError` naming the C function.
+    failing status raises :class:`~pyaclnn.AclnnError` naming the C function. Third, both in
+    one call, for an executor used once (an eager call): ``once(args, workspace, capacity,
+    stream)`` runs phase 1 on ``args``, then phase 2 on ``stream`` at once if the workspace it
+    needs fits in the ``capacity`` bytes at ``workspace``, and returns ``(workspace_size,
+    executor, launched)``: executor None when there is nothing to compute, launched False
+    when the workspace was too small (the caller launches phase 2 with a larger one).
 
     ``declaration`` is the operator as its header declares it (its ``phase1_api``,
     ``phase2_api``, prototypes and parameters). LookupError when ``backend`` cannot run it.
@@ -163,9 +174,21 @@ def operator_phases(declaration: Any, backend: str | None = None) -> tuple[_Phas
         if status:
             _check(b, status, launch_api)
 
+    def once(args: tuple[Any, ...], workspace: int, capacity: int, stream: Any) -> tuple[int, Any, bool]:
+        status, workspace_size, executor = first(*args)
+        if status:
+            _check(b, status, api)
+        if executor is None or workspace_size > capacity:
+            return workspace_size, executor, False
+        status = second(workspace if workspace_size > 0 else 0, workspace_size, executor, stream)
+        if status:
+            _check(b, status, launch_api)
+        return workspace_size, executor, True
+
     get_workspace_size.__name__ = get_workspace_size.__qualname__ = api
     launch.__name__ = launch.__qualname__ = launch_api
-    return get_workspace_size, launch
+    once.__name__ = once.__qualname__ = f"{api}_{launch_api}"
+    return get_workspace_size, launch, once
 
 
 def init(config_path: str | None = None, *, backend: str | None = None) -> None:

@@ -259,9 +259,19 @@ def make(declaration: Declaration, where: str = "") -> Callable[..., Any]:
                 values[i] = None
         return values
 
+    eager = _call.Eager(declaration, params)
+
     def operator(*args: Any, stream: Stream | None = None, **kwargs: Any) -> Any:
-        values = bind(args, kwargs, python_name)
+        # Every argument given by position: bind has nothing to do but REQUIRED, which no entry of
+        # the eager cache holds (it is never a DeviceArray, and no check passes it).
+        values = args if not kwargs and len(args) == count else bind(args, kwargs, python_name)
+        done = eager(values, stream)
+        if done is not _call.NOT_TAKEN:
+            return done
+        if values is args:
+            values = bind(args, kwargs, python_name)
         checked = [_call.check(param, value) for param, value in zip(params, values)]
+        eager.record(values, checked)
         return _call.launch(declaration, params, checked, stream, python_name)
 
     def run_reference(*args: Any, **kwargs: Any) -> Any:

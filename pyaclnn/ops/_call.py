@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _generic
+from .. import _generic, _launch
 from .. import dtypes as _dtypes
 from ..errors import ArgumentOverflowError
 from ..runtime import DeviceArray, Launch, Stream
@@ -175,6 +175,98 @@ def check(param: _types.Parameter, value: Any) -> Any:
     if kind == _types.DTYPE:
         return data_type(name, value)
     raise AssertionError(kind)  # the type table has no other kind
+
+
+# Values whose equality is their identity for every check here: the same type and an equal value
+# pass or fail the same checks and give the same C value. Not a float zero (0.0 == -0.0) or a NaN,
+# not a sequence (its items' types are not in the key), not an int or float subclass.
+_EXACT_TYPES = frozenset({int, bool, str, type(None), type})
+_EXACT_NUMPY = (np.integer, np.bool_, np.dtype)
+_EAGER_LIMIT = 64  # recorded argument sets per operator
+_EAGER_KINDS = frozenset(
+    {_types.TENSOR, _types.SCALAR, _types.INT, _types.BOOL, _types.FLOAT, _types.STRING, _types.DTYPE}
+)
+
+
+def _exact(value: Any) -> bool:
+    if type(value) in _EXACT_TYPES or isinstance(value, _EXACT_NUMPY):
+        return True
+    if type(value) is float or isinstance(value, np.floating):
+        return bool(value != 0 and value == value)
+    return False
+
+
+class Eager:
+    """The common call of one operator, with the checks of its other arguments cached: every
+    tensor a DeviceArray (or None where optional), the rest equal, in value and type, to the
+    arguments of an earlier call whose checks passed (:meth:`record`).
+
+    A call is looked up by its non-tensor arguments and their types, which is all
+    :func:`check` reads of them; only values whose equality is exact for those checks are
+    recorded (:func:`_exact`), so an entry never lets through a value the checks would
+    refuse. The tensors are checked at every call by :func:`pyaclnn._launch.eager`, which
+    declines whatever is not its common case; the caller then takes the general path.
+    """
+
+    __slots__ = ("declaration", "params", "tensors", "others", "outputs", "entries", "enabled")
+
+    def __init__(self, declaration: Declaration, params: Sequence[_types.Parameter]) -> None:
+        self.declaration = declaration
+        self.params = params
+        unknown = not _types.roles_known(declaration)  # every tensor counts as written (see launch)
+        self.tensors = tuple(
+            (i, p.is_output or unknown, p.optional, p.is_output)
+            for i, p in enumerate(params)
+            if p.kind == _types.TENSOR
+        )
+        self.others = tuple(i for i, p in enumerate(params) if p.kind != _types.TENSOR)
+        self.outputs = tuple(i for i, p in enumerate(params) if p.is_output)
+        self.entries: dict[tuple[Any, ...], tuple[tuple[Any, ...], tuple[Any, ...]]] = {}
+        self.enabled = all(p.kind in _EAGER_KINDS for p in params)
+
+    def _key(self, values: Sequence[Any]) -> tuple[Any, ...]:
+        others = [values[i] for i in self.others]
+        return (*others, *map(type, others))
+
+    def __call__(self, values: Sequence[Any], stream: Stream | None) -> Any:
+        """The call's outputs, as :func:`launch` returns them; :data:`NOT_TAKEN` when it is not the
+        common case (nothing was queued)."""
+        if not self.enabled:
+            return NOT_TAKEN
+        try:
+            entry = self.entries.get(self._key(values))
+        except TypeError:  # an unhashable argument (a list, an array): never recorded
+            return NOT_TAKEN
+        if entry is None:
+            return NOT_TAKEN
+        op = _generic.operator(self.declaration)
+        if not _launch.eager(op, stream, values, self.tensors, entry[0], entry[1], _FORMATS, _ND):
+            return NOT_TAKEN
+        outputs = self.outputs
+        if len(outputs) == 1:
+            return values[outputs[0]]
+        return tuple(values[i] for i in outputs) if outputs else None
+
+    def record(self, values: Sequence[Any], checked: Sequence[Any]) -> None:
+        """Keep the C values of ``values``' non-tensor arguments, which passed :func:`check` as
+        ``checked``, for the next call with the same ones."""
+        if not self.enabled or len(self.entries) >= _EAGER_LIMIT:
+            return
+        template: list[Any] = [None] * len(self.params)
+        scalars = []
+        for i in self.others:
+            if not _exact(values[i]):
+                return
+            value = checked[i]
+            if self.params[i].kind == _types.SCALAR and value is not None:
+                array, data_type = value
+                scalars.append((i, (data_type, array.tobytes()), array))
+            else:
+                template[i] = value
+        self.entries[self._key(values)] = (tuple(template), tuple(scalars))
+
+
+NOT_TAKEN = object()  # what Eager returns for a call it leaves to the general path
 
 
 def launch(

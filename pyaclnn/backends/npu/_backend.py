@@ -262,7 +262,9 @@ class NpuBackend(OperatorPhases):
         def phase1(*args: Any) -> tuple[int, int, Any | None]:
             size, executor = _outs()
             try:
-                status = first(*[NULL if a is None else a for a in args], size, executor)
+                # (`in` is a C loop: the usual call has no None to turn into NULL)
+                c_args = tuple(NULL if a is None else a for a in args) if None in args else args
+                status = first(*c_args, size, executor)
             except (TypeError, OverflowError) as exc:
                 raise _generic_refusal(api, names, args, exc) from None
             ex = executor[0]

@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import itertools
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -195,6 +196,7 @@ def _reaching_offsets(axis: _Axis, length: int, out_len: int) -> _Axis:
     return (end - first, s, p - first * d, d)
 
 
+@dataclass(eq=False)
 class _ForwardPlan:
     """Geometry of one forward call.
 
@@ -211,21 +213,16 @@ class _ForwardPlan:
     one plane when a plane alone would exceed the scratch budget.
     """
 
-    def __init__(
-        self,
-        spatial: tuple[int, int, int],
-        out_spatial: tuple[int, int, int],
-        axes: tuple[_Axis, _Axis, _Axis],
-        compute: np.dtype,
-        index_dtype: np.dtype,
-        rows: int,
-    ) -> None:
-        self.spatial = spatial
-        self.out_spatial = out_spatial
-        self.axes = axes
-        self.compute = compute
-        self.index_dtype = index_dtype
-        self.rows = rows
+    spatial: tuple[int, int, int]
+    out_spatial: tuple[int, int, int]
+    axes: tuple[_Axis, _Axis, _Axis]
+    compute: np.dtype
+    index_dtype: np.dtype
+    rows: int
+
+    def __post_init__(self) -> None:
+        spatial, out_spatial, axes, rows = self.spatial, self.out_spatial, self.axes, self.rows
+        index_dtype = self.index_dtype
         strides = (spatial[1] * spatial[2], spatial[2], 1)
 
         # Phase lengths: enough for the padding and for a ceil-mode window

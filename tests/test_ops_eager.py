@@ -1,0 +1,154 @@
+"""The eager path of pyaclnn.ops: a repeated call on DeviceArrays skips the general Launch, with the
+checks of its other arguments cached per operator. The cache must never let through what the
+checks refuse (a value equal to a recorded one but of another type, a float zero of the other
+sign), and the tensors are checked at every call (closed, elsewhere, ordered after other streams)."""
+
+from __future__ import annotations
+
+import decimal
+
+import numpy as np
+import pytest
+
+import pyaclnn
+from pyaclnn import ops
+from pyaclnn.ops import _call
+
+
+@pytest.fixture
+def active(backend):
+    previous = pyaclnn.get_backend()
+    pyaclnn.set_backend(backend)
+    yield backend
+    pyaclnn.set_backend(previous)
+
+
+@pytest.fixture
+def general(monkeypatch):
+    """Counts the calls that took the general path (ops._call.launch)."""
+    calls = []
+    launch = _call.launch
+
+    def counted(*args, **kwargs):
+        calls.append(args[-1])
+        return launch(*args, **kwargs)
+
+    monkeypatch.setattr(_call, "launch", counted)
+    return calls
+
+
+def _arrays(*values):
+    return [pyaclnn.to_device(np.asarray(v, np.float32)) for v in values]
+
+
+def test_a_repeated_call_on_device_arrays_skips_the_general_path_and_computes_the_same(active, general):
+    x, y, out = _arrays([1, 2], [10, 20], [0, 0])
+    for alpha in (7, 7, 8, 7):
+        assert ops.add(x, y, alpha, out) is out
+        np.testing.assert_array_equal(out.numpy(), [1 + alpha * 10, 2 + alpha * 20])
+    assert len(general) == 2  # the first call with 7 and the first with 8; the repeats were eager
+    for a in (x, y, out):
+        a.close()
+
+
+def test_a_value_equal_to_a_recorded_one_but_of_a_refused_type_is_still_refused(active, general):
+    x, y, out = _arrays([1, 2], [10, 20], [0, 0])
+    ops.add(x, y, 1, out)
+    with pytest.raises(TypeError, match="alpha must be a bool, int, float or NumPy scalar"):
+        ops.add(x, y, decimal.Decimal(1), out)  # == 1, and hashes as 1
+    grid_in = pyaclnn.to_device(np.ones((1, 1, 2, 2, 2), np.float32))
+    grid = pyaclnn.to_device(np.zeros((1, 1, 1, 1, 3), np.float32))
+    sampled = pyaclnn.empty((1, 1, 1, 1, 1), np.float32)
+    ops.grid_sampler3d(grid_in, grid, 0, 0, False, sampled)
+    with pytest.raises(TypeError, match="interpolation_mode must be an int"):
+        ops.grid_sampler3d(grid_in, grid, False, 0, False, sampled)  # False == 0
+    with pytest.raises(TypeError, match="align_corners must be a bool"):
+        ops.grid_sampler3d(grid_in, grid, 0, 0, 0, sampled)  # 0 == False
+    for a in (x, y, out, grid_in, grid, sampled):
+        a.close()
+
+
+def test_a_float_zero_is_not_taken_for_the_other_zero(active):
+    x, y, out = _arrays([-0.0], [0.0], [1.0])
+    ops.add(x, y, 0.0, out)
+    assert not np.signbit(out.numpy()[0])  # -0 + 0 * 0 = +0
+    ops.add(x, y, -0.0, out)
+    assert np.signbit(out.numpy()[0])  # -0 + -0 * 0 = -0: 0.0's C value would give +0
+    for a in (x, y, out):
+        a.close()
+
+
+def test_a_closed_array_or_stream_after_a_recorded_call_is_refused_by_name(active):
+    x, y, out = _arrays([1, 2], [10, 20], [0, 0])
+    stream = pyaclnn.Stream()
+    ops.add(x, y, 1, out, stream=stream)
+    ops.add(x, y, 1, out, stream=stream)
+    y.close()
+    with pytest.raises(ValueError, match="other is a closed DeviceArray"):
+        ops.add(x, y, 1, out, stream=stream)
+    y = _arrays([10, 20])[0]
+    ops.add(x, y, 1, out, stream=stream)
+    stream.close()
+    with pytest.raises(ValueError, match="stream is closed"):
+        ops.add(x, y, 1, out, stream=stream)
+    for a in (x, y, out):
+        a.close()
+
+
+def test_a_numpy_array_after_a_recorded_call_takes_the_general_path(active, general):
+    x, y, out = _arrays([1, 2], [10, 20], [0, 0])
+    ops.add(x, y, 1, out)
+    before = len(general)
+    result = ops.add(np.array([1, 2], np.float32), np.array([3, 4], np.float32), 1, np.zeros(2, np.float32))
+    np.testing.assert_array_equal(result, [4, 6])
+    with pytest.raises(TypeError, match="out is a NumPy array the operator writes"):
+        ops.add(x, y, 1, np.zeros(2, np.float32))
+    assert len(general) == before + 2
+    for a in (x, y, out):
+        a.close()
+
+
+def test_an_eager_call_waits_for_the_write_of_another_stream(active):
+    first, second = pyaclnn.Stream(), pyaclnn.Stream()
+    x, y, out = _arrays(np.zeros(1000), np.ones(1000), np.zeros(1000))
+    ops.add(x, y, 1, x, stream=first)  # recorded
+    for _ in range(20):
+        ops.add(x, y, 1, x, stream=first)  # x += 1, eager, on the first stream
+    ops.add(x, y, 1, out, stream=second)  # reads x on the second: after the first's writes
+    np.testing.assert_array_equal(out.numpy(), np.full(1000, 22, np.float32))
+    for a in (x, y, out, first, second):
+        a.close()
+
+
+def test_once_takes_a_larger_workspace_when_the_streams_one_is_too_small(active):
+    """launch_once on a new stream (no workspace yet) with an operator that needs one: phase 2
+    runs after the stream's buffer was grown, and the next call runs both phases in one."""
+    from pyaclnn import _context, _generic
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 2, 4, 4, 4)).astype(np.float32)
+    grid = rng.uniform(-1, 1, (1, 2, 2, 2, 3)).astype(np.float32)
+    g = rng.standard_normal((1, 2, 2, 2, 2)).astype(np.float32)
+    expected = pyaclnn.grid_sampler3d_backward(g, x, grid)
+    stream = pyaclnn.Stream()
+    op = _generic.operator(ops.grid_sampler3d_backward.declaration)
+    arrays = [pyaclnn.to_device(a, stream=stream) for a in (g, x, grid)]
+    outputs = [
+        pyaclnn.empty(x.shape, np.float32, stream=stream),
+        pyaclnn.empty(grid.shape, np.float32, stream=stream),
+    ]
+    mask = _context.context().cached_bool_array((True, True))
+    args = (*(a.descriptor(2) for a in arrays[:2]), arrays[2].descriptor(2), 0, 0, False, mask)
+    args += (outputs[0].descriptor(2), outputs[1].descriptor(2))
+    state = stream._state
+    assert state._workspace is None
+    for call in range(2):
+        before = state.queued
+        assert state.executors.launch_once(op, args, outputs) is True
+        assert state._workspace is not None and state.queued == before + 1  # counted once
+        np.testing.assert_array_equal(outputs[0].numpy(), expected[0], err_msg=f"call {call}")
+        np.testing.assert_array_equal(outputs[1].numpy(), expected[1], err_msg=f"call {call}")
+        for output in outputs:
+            output.fill_zero(stream)
+    for a in (*arrays, *outputs, stream):
+        a.close()
