@@ -30,7 +30,10 @@ from ...dtypes import compute_dtype
 from .. import _workers
 from ..checks import check_indices, first_index_outside
 
-__all__ = ["max_pool3d_with_argmax", "max_pool3d_with_argmax_backward"]
+__all__ = ["PoolParams", "max_pool3d_with_argmax", "max_pool3d_with_argmax_backward"]
+
+#: (kernel_size, stride, padding, dilation) of a pooling, each ordered (depth, height, width).
+PoolParams = tuple[Sequence[int], Sequence[int], Sequence[int], Sequence[int]]
 
 # Scratch budget of one worker's chunk of (n, c) planes (phases, running
 # maximum, argmax and mask in the forward; flat indices, values and float32
@@ -419,18 +422,11 @@ def _gather_planes(xc: np.ndarray, plane: np.ndarray, flat: np.ndarray) -> np.nd
     return gathered
 
 
-def max_pool3d_with_argmax(
-    x: np.ndarray,
-    kernel_size: Sequence[int],
-    stride: Sequence[int],
-    padding: Sequence[int],
-    dilation: Sequence[int],
-    ceil_mode: bool,
-    out: np.ndarray,
-    indices: np.ndarray,
-) -> None:
-    """:func:`pyaclnn.kernels.max_pool3d.max_pool3d_with_argmax` (the same arguments and
-    bits), for a plan's non-empty arrays; ``ceil_mode`` is unused (it sized ``out``).
+def max_pool3d_with_argmax(x: np.ndarray, params: PoolParams, out: np.ndarray, indices: np.ndarray) -> None:
+    """:func:`pyaclnn.kernels.max_pool3d.max_pool3d_with_argmax` (the same bits) for a plan's
+    non-empty arrays, the pooling's parameters grouped as the compiled kernel takes them
+    (:func:`pyaclnn.kernels._accel.max_pool3d`): ``params`` is (kernel_size, stride,
+    padding, dilation); ceil_mode already sized ``out``.
 
     The output indices' dtype holds every index (the plan's int32 holds a plane of
     up to PLANE_LIMIT cells), so the kernel keeps its offsets in it. It loops over
@@ -443,8 +439,7 @@ def max_pool3d_with_argmax(
     n_count, c_count, depth, height, width = x.shape
     spatial = (depth, height, width)
     axes: tuple[_Axis, _Axis, _Axis] = tuple(  # type: ignore[assignment]
-        (int(k), int(s), int(p), int(d))
-        for k, s, p, d in zip(kernel_size, stride, padding, dilation, strict=True)
+        (int(k), int(s), int(p), int(d)) for k, s, p, d in zip(*params, strict=True)
     )
     out_spatial: tuple[int, int, int] = out.shape[2:]  # the plan's output shape (ceil_mode included)
     compute = compute_dtype(x.dtype)
