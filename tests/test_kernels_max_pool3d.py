@@ -662,3 +662,24 @@ def test_the_tuned_paths_give_the_references_bits(dtype):
                 grads.append(gi)
             assert np.array_equal(_bits(grads[0]), _bits(grads[1])), (shape, k, s, p, d)
         done += 1
+
+
+@pytest.mark.parametrize("dtype", [F16, BF16], ids=str)
+@pytest.mark.parametrize("repeats", [False, True], ids=["lone", "some-repeated"])
+def test_the_tuned_16_bit_backward_gives_lone_gradients_as_the_float32_sum_does(dtype, repeats):
+    """Every 16-bit pattern as a gradient alone in its cell (as with disjoint windows): the
+    tuned path copies its bits, but -0 and NaN are what +0 + g in float32 gives (+0; the
+    NaN quietened, bfloat16's 0x7FC0), the reference's bits; also with a few cells summing
+    two gradients (their sums rounded once)."""
+    # small planes, so that chunks of whole planes take the path that copies the bits
+    go = np.arange(1 << 16, dtype=np.uint16).view(dtype).reshape(1, 64, 1, 32, 32)
+    idx = np.broadcast_to(np.arange(1024, dtype=np.int64) * 2, (64, 1024)).reshape(go.shape).copy()
+    if repeats:
+        idx.reshape(-1)[1:200:7] = idx.reshape(-1)[:199:7]  # a few cells get two gradients
+    expected, got = np.empty((2, 1, 64, 1, 32, 64), dtype)
+    reference.max_pool3d_with_argmax_backward(go, idx, expected)
+    tuned.max_pool3d_with_argmax_backward(go, idx, got)
+    assert np.array_equal(_bits(got), _bits(expected))
+    nan = np.isnan(go.astype(np.float32))
+    signalling = nan & (go.view(np.uint16) & (0x0200 if dtype == F16 else 0x0040) == 0)
+    assert signalling.any()  # the case the copy alone gets wrong

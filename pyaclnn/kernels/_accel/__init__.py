@@ -66,13 +66,12 @@ Max-pool backward: the same accumulation order, so the same bits. Both sum
 the gradients of each (n, c) plane in float32 (in place for float32) in the C
 order of ``grad_output``, starting from +0, and round once (float16: to
 nearest even, as NumPy and F16C; bfloat16: to nearest even with NaN -> quiet
-0x7FC0, as ml_dtypes). Two NaN-only differences, where IEEE 754 leaves the
+0x7FC0, as ml_dtypes). One NaN-only difference, where IEEE 754 leaves the
 choice to the implementation: when a cell adds two NaNs of different sign or
 payload, which one survives depends on the compiler's operand order (each side
-gives a NaN); and a NaN gradient alone in its cell keeps its exact payload in
-one tuned float16/bfloat16 path, while here it goes through the float32 sum
-(quietened; bfloat16 NaN canonical), as the reference does. float64 stays
-with NumPy.
+gives a NaN). A NaN gradient alone in its cell comes out as the float32 sum
+gives it (quietened; bfloat16 NaN canonical) here, in the tuned paths and in
+the reference. float64 stays with NumPy.
 
 Max-pool forward: the same scan, so the same bits. Each window's in-bounds
 cells in d, h, w order from -inf and its first in-bounds cell, a cell winning

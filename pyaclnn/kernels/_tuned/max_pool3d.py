@@ -107,6 +107,26 @@ def _round_into(values: np.ndarray, dtype: np.dtype, bits: np.ndarray, where: np
     bits[where] = rounded
 
 
+def _fix_lone_specials(bits: np.ndarray, flat: np.ndarray, dtype: np.dtype, gbits: np.ndarray) -> None:
+    """Where 16-bit gradients ``bits`` were copied to ``gbits[flat]`` as their own sums,
+    put what the float32 sum from +0 gives instead for the two kinds of value it
+    changes: -0 (+0 + -0 is +0) and NaN (the add quietens a signalling one; bfloat16
+    rounds any NaN to 0x7FC0 with its sign), through the reference's own casts.
+
+    One pass finds both: with the sign dropped, minus one wraps zero to the top, so
+    only zeros and NaNs reach the infinity's bits.
+    """
+    magnitude = bits & np.uint16(0x7FFF)
+    magnitude -= np.uint16(1)
+    infinity = 0x7C00 if dtype == np.float16 else 0x7F80
+    special = magnitude >= np.uint16(infinity)
+    if special.any():
+        sums = np.zeros(int(np.count_nonzero(special)), np.float32)
+        with np.errstate(invalid="ignore"):  # a signalling NaN, quietened as in the reference
+            sums += bits[special].view(dtype).astype(np.float32)
+        gbits[flat[special]] = sums.astype(dtype).view(np.uint16)
+
+
 def _float_to_half_bits(values: np.ndarray) -> np.ndarray:
     """float32 -> float16 bits, rounded to nearest even, exactly as NumPy's
     cast but about twice as fast: NumPy converts one element at a time.
@@ -637,9 +657,7 @@ class _BackwardScratch:
             if 4 * repeats < size:
                 bits = grads.view(np.uint16)
                 gbits[flat] = bits
-                negative_zero = bits == 0x8000  # 0 + (-0) leaves +0 behind
-                if negative_zero.any():
-                    gbits[flat[negative_zero]] = 0
+                _fix_lone_specials(bits, flat, gic.dtype, gbits)
                 if not repeats:
                     return
                 owner[flat[repeated]] = -1
