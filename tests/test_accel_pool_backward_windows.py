@@ -315,3 +315,19 @@ def test_direct_float32_gradients_come_back_as_the_sum_gives_them(compiled):
         got = _compare(compiled, go, idx, in_shape, F32, params, slabs=1, disjoint=1)
     placed = got.reshape(-1)[1::2].view(np.uint32)
     assert placed[:6].tolist() == [0, 0x00000001, 0x807FFFFF, 0x7FC00001, 0xFFC00001, 0x7FE00000]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_a_repeated_cell_holding_zero_takes_the_next_gradient_directly(compiled, dtype):
+    """The direct path finds a repeated index by the cell it already wrote being nonzero.
+    A cell written +0 (from a -0 or +0 gradient) is not found, and needs not be: +0 + g is
+    what the float32 sum gives, so the plane stays on the direct path with the reference's
+    bits. A nonzero cell hit again sends the plane to the float32 slabs."""
+    params = _params((1, 1, 2), (1, 1, 2), 0)
+    in_shape = (1, 1, 1, 1, 16)  # eight windows; the indices (the caller's) repeat cells
+    idx = np.array([0, 0, 2, 2, 4, 4, 6, 6], np.int32).reshape(1, 1, 1, 1, 8)
+    held_zero = np.array([-0.0, 3.0, 0.0, -0.0, -0.0, -0.0, 0.0, np.nan], np.float32).astype(dtype)
+    got = _compare(compiled, held_zero.reshape(idx.shape), idx, in_shape, dtype, params, slabs=1, disjoint=1)
+    assert got.view(np.uint8).any() and not np.signbit(got.astype(np.float32)[..., :6]).any()
+    nonzero_first = np.array([3.0, -0.0, 1.0, 2.0, 0.0, 0.0, 0.0, 0.0], np.float32).astype(dtype)
+    _compare(compiled, nonzero_first.reshape(idx.shape), idx, in_shape, dtype, params, slabs=1, disjoint=0)
