@@ -146,9 +146,13 @@ def _outputs(x, grid, channels_last=False, fill=7):
 def _backward_both(go, x, grid, mode, channels_last=False, mask=(True, True)):
     """(compiled, numpy) results of the backward, each (input_grad, grid_grad) or None."""
     results = []
-    for run in (backward, tuned.grid_sampler3d_backward):
+    for numpy_path in (False, True):
         ig, gg = _outputs(x, grid, channels_last)
-        run(go, x, grid, *mode, ig if mask[0] else None, gg if mask[1] else None)
+        outputs = (ig if mask[0] else None, gg if mask[1] else None)
+        if numpy_path:
+            tuned.grid_sampler3d_backward((go, x, grid), mode, outputs)
+        else:
+            backward(go, x, grid, *mode, *outputs)
         results.append((ig, gg))
     return results
 
@@ -343,7 +347,7 @@ def _check_forward(x, grid, mode, out=None):
     n, c = x.shape[:2]
     shape = (n, c, *grid.shape[1:4])
     expected = np.full(shape, 7, x.dtype)
-    tuned.grid_sampler3d(x, grid, *mode, expected)
+    tuned.grid_sampler3d((x, grid), mode, expected)
     got = np.full(shape, 7, x.dtype) if out is None else out
     forward(x, grid, *mode, got)
     if mode[0] == gs.NEAREST:

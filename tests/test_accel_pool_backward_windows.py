@@ -11,10 +11,17 @@ the windows: overlapping (k3 s1: runs of one index, chains of adds into one
 cell; k3 s2), disjoint, dilated, with padding and partial windows. A plane
 with an index at another depth takes the whole-plane path.
 
+Windows that overlap on no axis (stride >= (kernel - 1) * dilation + 1) give
+each cell at most one gradient of the forward's indices: such a plane (with
+C-contiguous grad_input planes) is written in grad_input's dtype directly,
+each gradient's own bits (+0 for -0, NaN quietened, as the float32 sum from
++0 gives them), with no float32 sums; a repeated index in a slab (the
+caller's) sends the plane back to the float32 slabs.
+
 Every case compares with pyaclnn.kernels.max_pool3d bit for bit and counts
-the planes summed by slabs (``pyaclnn_accel_slab_planes``), so that a test
-fails both when the slab path is not taken and when it is taken where it
-must not be.
+the planes summed by slabs (``pyaclnn_accel_slab_planes``) and, of those, the
+planes written directly (``pyaclnn_accel_disjoint_planes``), so that a test
+fails both when a path is not taken and when it is taken where it must not be.
 """
 
 from __future__ import annotations
@@ -45,10 +52,11 @@ from pyaclnn.kernels.checks import IndexOutOfPlaneError
 
 @pytest.fixture
 def compiled(monkeypatch) -> _Recorder:
-    """The compiled kernels on, their backward calls counted, the slab-plane count reset."""
+    """The compiled kernels on, their backward calls counted, the slab-plane counts reset."""
     recorder = _Recorder(library_or_skip(monkeypatch))
     monkeypatch.setattr(_accel._loaded, "lib", recorder)
     recorder.pyaclnn_accel_slab_planes(1)
+    recorder.pyaclnn_accel_disjoint_planes(1)
     return recorder
 
 
@@ -81,8 +89,11 @@ def _backward(go, idx, gi, params) -> None:
     _kernels.max_pool3d_with_argmax_backward(plan, go, idx, gi)
 
 
-def _compare(compiled, go, idx, in_shape, dtype, params, slabs, out_kind="contiguous", nan_sign_free=False):
-    """Both kernels into fresh outputs: the same bits, and ``slabs`` planes summed by slabs."""
+def _compare(
+    compiled, go, idx, in_shape, dtype, params, slabs, out_kind="contiguous", nan_sign_free=False, disjoint=0
+):
+    """Both kernels into fresh outputs: the same bits, ``slabs`` planes summed by slabs and
+    ``disjoint`` of them written directly (windows that do not overlap)."""
     expected = np.full(in_shape, 7, dtype)
     reference.max_pool3d_with_argmax_backward(go, idx, expected)
     got = _output(in_shape, dtype, out_kind)
@@ -90,6 +101,7 @@ def _compare(compiled, go, idx, in_shape, dtype, params, slabs, out_kind="contig
     _backward(go, idx, got, params)
     assert compiled.calls == calls + 1  # the compiled kernel took the call
     assert compiled.pyaclnn_accel_slab_planes(1) == slabs
+    assert compiled.pyaclnn_accel_disjoint_planes(1) == disjoint
     if nan_sign_free:  # NaNs of both signs summed in one cell: either survives (see test_accel)
         nan = np.isnan(expected.astype(np.float32))
         assert np.array_equal(np.isnan(got.astype(np.float32)), nan)
@@ -120,7 +132,8 @@ def test_disjoint_windows_by_slabs(compiled, dtype, index_dtype, case):
     go = _sprinkle_specials(rng, go, signed_nans=True)
     go.reshape(-1)[::7] = -0.0
     planes = in_shape[0] * in_shape[1]
-    got = _compare(compiled, go, idx, in_shape, dtype, params, slabs=planes).astype(np.float32)
+    got = _compare(compiled, go, idx, in_shape, dtype, params, slabs=planes, disjoint=planes)
+    got = got.astype(np.float32)
     if go[0, 0].size < got[0, 0].size:
         assert (got == 0).any()  # cells no gradient reaches
     assert not np.signbit(got[got == 0]).any()  # a -0 gradient comes out +0, as the reference's +0 + -0
@@ -134,7 +147,8 @@ def test_disjoint_windows_any_strides(compiled, dtype, in_kind, out_kind):
     rng = np.random.default_rng(seed(dtype, in_kind, out_kind))
     go, idx = _forward(rng, in_shape, params, dtype, np.int32)
     go, idx = _strided(go, in_kind), _strided(idx, in_kind)
-    _compare(compiled, go, idx, in_shape, dtype, params, slabs=2, out_kind=out_kind)
+    disjoint = 2 if out_kind == "contiguous" else 0  # written directly into C-contiguous planes only
+    _compare(compiled, go, idx, in_shape, dtype, params, slabs=2, out_kind=out_kind, disjoint=disjoint)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -144,13 +158,13 @@ def test_large_outputs_streamed_by_slabs(compiled, dtype, index_dtype, monkeypat
     planes two at a time; on one thread and several; disjoint and overlapping windows."""
     in_shape = (2, 9, 16, 32, 64)  # 18 planes: two at a time leave one alone on some thread counts
     assert int(np.prod(in_shape)) * dtype.itemsize >= 1 << 20
-    for params in (_params(2, 2, 0), _params(3, 2, 1), _params(3, 1, 1, ceil=True)):
+    for params, disjoint in ((_params(2, 2, 0), 18), (_params(3, 2, 1), 0), (_params(3, 1, 1, ceil=True), 0)):
         rng = np.random.default_rng(seed(dtype, index_dtype, params, "large"))
         go, idx = _forward(rng, in_shape, params, dtype, index_dtype)
         go = _sprinkle_specials(rng, go, signed_nans=False)
         for threads in ("1", "2", "3"):
             monkeypatch.setenv("PYACLNN_NUM_THREADS", threads)
-            _compare(compiled, go, idx, in_shape, dtype, params, slabs=18)
+            _compare(compiled, go, idx, in_shape, dtype, params, slabs=18, disjoint=disjoint)
             _compare(compiled, go, idx, in_shape, dtype, params, slabs=18, out_kind="strided")
 
 
@@ -163,7 +177,9 @@ def test_an_index_at_another_depth_takes_the_whole_plane_path(compiled, dtype, i
     window, at a depth that window reaches (another output's cell, which then sums two
     gradients; a cell no window reaches): still by slabs, the reference's sums. At a
     depth its window does not reach: that plane alone is summed whole; the others by
-    slabs. Without the depth check the slab path would add it outside its slab."""
+    slabs. Without the depth check the slab path would add it outside its slab. With
+    disjoint windows (k2 s3) a plane is written directly unless an index repeats
+    another's cell: that plane goes back to the float32 slabs."""
     in_shape = (2, 3, 16, 32, 64) if large else (2, 3, 8, 9, 11)
     rng = np.random.default_rng(seed(dtype, index_dtype, large, params, "outside"))
     go, idx = _forward(rng, in_shape, params, dtype, index_dtype)
@@ -177,19 +193,20 @@ def test_an_index_at_another_depth_takes_the_whole_plane_path(compiled, dtype, i
         ((1, 0, 0, 1, 0), (5 * height + 3) * width + 0),  # below the window of output depth 0
         ((0, 2, 2, 1, 1), 0),  # above the window of output depth 2
     ]
-    for where, cell in same_depths:
+    disjoint = params[1][0] >= params[0][0]
+    for (where, cell), direct in zip(same_depths, (5, 6)):  # the first repeats a cell
         bad = idx.copy()
         bad[where] = cell
         assert bad[where] != idx[where]
-        _compare(compiled, go, bad, in_shape, dtype, params, slabs=6)
+        _compare(compiled, go, bad, in_shape, dtype, params, slabs=6, disjoint=direct * disjoint)
     for where, cell in other_depths:
         bad = idx.copy()
         bad[where] = cell
-        _compare(compiled, go, bad, in_shape, dtype, params, slabs=5)
+        _compare(compiled, go, bad, in_shape, dtype, params, slabs=5, disjoint=5 * disjoint)
     everything = idx.copy()
     for where, cell in same_depths + other_depths:
         everything[where] = cell
-    _compare(compiled, go, everything, in_shape, dtype, params, slabs=4)
+    _compare(compiled, go, everything, in_shape, dtype, params, slabs=4, disjoint=3 * disjoint)
 
 
 @pytest.mark.parametrize("index_dtype", INDEX_DTYPES, ids=str)
@@ -235,7 +252,8 @@ def test_overlapping_windows_sum_by_slabs_in_the_references_order(compiled, dtyp
         flat = idx.reshape(-1)
         assert (flat[1:] == flat[:-1]).mean() > 0.1  # runs of one index
     go = _sprinkle_specials(rng, go, signed_nans=False)
-    got = _compare(compiled, go, idx, in_shape, dtype, params, planes)
+    direct = planes if case == 3 else 0  # disjoint but dilated: written directly
+    got = _compare(compiled, go, idx, in_shape, dtype, params, planes, disjoint=direct)
     assert (got.astype(np.float32) == 0).any()
     _compare(
         compiled,
@@ -246,18 +264,20 @@ def test_overlapping_windows_sum_by_slabs_in_the_references_order(compiled, dtyp
         params,
         planes,
         nan_sign_free=True,
+        disjoint=direct,
     )
     # float32 sums that round differently in another order: 1 + 2^-24 + 2^-24 ...
     tiny = np.where(rng.random(go.shape) < 0.5, np.float32(1.0), np.float32(2.0**-24)).astype(np.float32)
     if dtype == F32:
-        _compare(compiled, tiny, idx, in_shape, dtype, params, planes)
+        _compare(compiled, tiny, idx, in_shape, dtype, params, planes, disjoint=direct)
 
 
 @pytest.mark.parametrize("depth", [0, 1], ids=["by-slabs", "whole-plane"])
 def test_the_sums_order_is_visible_in_the_bits(compiled, depth):
     """Guard for the test above: on one run of one index, 1 + 2^-24 + 2^-24 (left to right:
     1) and 2^-24 + 2^-24 + 1 (1 + 2^-23) differ, so an order change fails the comparison.
-    In the depth its window reaches (by slabs) and in another (the whole plane)."""
+    In the depth its window reaches (by slabs) and in another (the whole plane). The k1 s1
+    windows are disjoint, but the repeated cells send the plane to the float32 slabs."""
     go = np.array([1.0, 2.0**-24, 2.0**-24, 2.0**-24, 2.0**-24, 1.0], np.float32).reshape(1, 1, 1, 1, 6)
     idx = np.array([0, 0, 0, 1, 1, 1], np.int64).reshape(go.shape) + 3 * depth
     got = _compare(compiled, go, idx, (1, 1, 2, 1, 3), F32, _params(1, 1, 0), slabs=1 - depth)
@@ -274,7 +294,40 @@ def test_direct_16_bit_gradients_come_back_as_they_were(compiled, dtype):
     in_shape = (1, 1, 16, 64, 128)
     idx = (np.arange(go.size, dtype=np.int64) * 2).reshape(go.shape)  # every other cell along W
     params = _params((1, 1, 2), (1, 1, 2), 0)
-    got = _compare(compiled, go, idx, in_shape, dtype, params, slabs=1)
+    got = _compare(compiled, go, idx, in_shape, dtype, params, slabs=1, disjoint=1)
     placed = got.reshape(-1)[::2]
     finite = np.isfinite(bits.astype(np.float32)) & (bits.view(np.uint16) != 0x8000)
     assert np.array_equal(placed.view(np.uint16)[finite], bits.view(np.uint16)[finite])
+
+
+def test_direct_float32_gradients_come_back_as_the_sum_gives_them(compiled):
+    """float32 written directly: +0 + g is g but for -0 (+0) and signalling NaNs (quietened,
+    payload kept), as the reference's sums give; random bit patterns, subnormals among them."""
+    rng = np.random.default_rng(seed("direct float32"))
+    bits = rng.integers(0, 1 << 32, size=16 * 32 * 32, dtype=np.uint64).astype(np.uint32)
+    special = [0x80000000, 0x00000001, 0x807FFFFF, 0x7F800001, 0xFF800001, 0x7FA00000, 0x7FC00001, 0x7F800000]
+    bits[: len(special)] = special
+    go = bits.view(F32).reshape(1, 1, 16, 32, 32)
+    in_shape = (1, 1, 16, 32, 64)
+    idx = (np.arange(go.size, dtype=np.int32) * 2 + 1).reshape(go.shape)  # the odd cells along W
+    params = _params((1, 1, 2), (1, 1, 2), 0)
+    with np.errstate(invalid="ignore"):
+        got = _compare(compiled, go, idx, in_shape, F32, params, slabs=1, disjoint=1)
+    placed = got.reshape(-1)[1::2].view(np.uint32)
+    assert placed[:6].tolist() == [0, 0x00000001, 0x807FFFFF, 0x7FC00001, 0xFFC00001, 0x7FE00000]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_a_repeated_cell_holding_zero_takes_the_next_gradient_directly(compiled, dtype):
+    """The direct path finds a repeated index by the cell it already wrote being nonzero.
+    A cell written +0 (from a -0 or +0 gradient) is not found, and needs not be: +0 + g is
+    what the float32 sum gives, so the plane stays on the direct path with the reference's
+    bits. A nonzero cell hit again sends the plane to the float32 slabs."""
+    params = _params((1, 1, 2), (1, 1, 2), 0)
+    in_shape = (1, 1, 1, 1, 16)  # eight windows; the indices (the caller's) repeat cells
+    idx = np.array([0, 0, 2, 2, 4, 4, 6, 6], np.int32).reshape(1, 1, 1, 1, 8)
+    held_zero = np.array([-0.0, 3.0, 0.0, -0.0, -0.0, -0.0, 0.0, np.nan], np.float32).astype(dtype)
+    got = _compare(compiled, held_zero.reshape(idx.shape), idx, in_shape, dtype, params, slabs=1, disjoint=1)
+    assert got.view(np.uint8).any() and not np.signbit(got.astype(np.float32)[..., :6]).any()
+    nonzero_first = np.array([3.0, -0.0, 1.0, 2.0, 0.0, 0.0, 0.0, 0.0], np.float32).astype(dtype)
+    _compare(compiled, nonzero_first.reshape(idx.shape), idx, in_shape, dtype, params, slabs=1, disjoint=0)

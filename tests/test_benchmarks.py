@@ -100,14 +100,14 @@ def _check_three_paths(stdout: str) -> None:
     judges the targets of benchmarks/README.md for these paths."""
     header, rows = _table(stdout, "Times (ms")
     assert header[:4] == ["case", "numpy", "numpy out=", "device"], header
-    assert len(rows) == 11, stdout  # five max-pool cases, six grid-sampler cases
+    assert len(rows) == 12, stdout  # six max-pool cases, six grid-sampler cases
     for row in rows:  # min / median of each path, measured
         assert all(re.fullmatch(r"[\d.]+ / [\d.]+", cell) for cell in row[1:4]), row
     header, rows = _table(stdout, "Ratios of the mins")
     ratios = ["numpy/torch", "numpy/device", "numpy out=/torch out=", "device/torch best"]
     assert header[1:5] == ratios, header
     assert header[6] == "extra mem/out a, b, c", header
-    assert len(rows) == 11, stdout
+    assert len(rows) == 12, stdout
     for row in rows:
         assert all(re.fullmatch(r"\d+\.\d\d!?", cell) for cell in row[1:5]), row
         assert re.fullmatch(r"\d+\.\d\d!?, \d+\.\d\d!?, \d+\.\d\d!?", row[6]), row
@@ -125,7 +125,7 @@ def _check_three_paths(stdout: str) -> None:
     header, rows = _table(stdout, "The same ratios over the calls")
     calls = "such calls: numpy, device, torch, torch out="
     assert header == ["case", "numpy/device", "device/torch best", calls], header
-    assert len(rows) == 11, stdout
+    assert len(rows) == 12, stdout
     for row in rows:
         assert all(re.fullmatch(r"\d+\.\d\d|-", cell) for cell in row[1:3]), row
         assert re.fullmatch(r"\d+, \d+, \d+, (\d+|-)", row[3]), row
@@ -218,7 +218,7 @@ def test_layers_of_a_call_each_time_their_piece(emulator_home):
 def test_floor_probe_gives_every_part_of_each_backward_case(emulator_home):
     proc = _run("bench_floor.py", "--quick", "--repeat", "1", emulator_home=emulator_home)
     rows = [line for line in proc.stdout.splitlines() if line.startswith("maxpool bwd")]
-    assert len(rows) == 4, proc.stdout  # the forward has no floor
+    assert len(rows) == 5, proc.stdout  # the forward has no floor
     for row in rows:
         figures = [float(word) for word in row.split()[-7:]]  # floor ms, five parts, bound
         assert all(f > 0 for f in figures[1:]), row

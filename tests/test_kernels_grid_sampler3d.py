@@ -2,7 +2,8 @@
 tuned paths against the reference.
 
 The reference (pyaclnn.kernels.grid_sampler3d) and the tuned NumPy paths
-(pyaclnn.kernels._tuned.grid_sampler3d) take the same arguments; the ``kernels``
+(pyaclnn.kernels._tuned.grid_sampler3d, its arguments grouped as the compiled
+kernels take them, called here through ``TUNED`` with the reference's); the ``kernels``
 fixture runs a test on each. The tuned paths' chunking and threads are tested
 on them alone, calls a plan never makes (empty tensors) on the reference alone.
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import zlib
+from types import SimpleNamespace
 
 import ml_dtypes
 import numpy as np
@@ -25,12 +27,20 @@ from pyaclnn.kernels._tuned import grid_sampler3d as tuned
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 DTYPES = [np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16), BF16]
-IMPLEMENTATIONS = {"reference": gs, "tuned": tuned}
+# The tuned kernels take their arguments grouped, as the compiled ones do: called here with
+# the reference's arguments.
+TUNED = SimpleNamespace(
+    grid_sampler3d=lambda x, grid, im, pm, ac, out: tuned.grid_sampler3d((x, grid), (im, pm, ac), out),
+    grid_sampler3d_backward=lambda go, x, grid, im, pm, ac, gi, gg: tuned.grid_sampler3d_backward(
+        (go, x, grid), (im, pm, ac), (gi, gg)
+    ),
+)
+IMPLEMENTATIONS = {"reference": gs, "tuned": TUNED}
 
 
 @pytest.fixture(params=list(IMPLEMENTATIONS))
 def kernels(request):
-    """The reference or the tuned NumPy kernels (the same signatures)."""
+    """The reference or the tuned NumPy kernels (called with the reference's arguments)."""
     return IMPLEMENTATIONS[request.param]
 
 
@@ -223,8 +233,8 @@ def test_fp32_case_spanning_several_chunks_threads_and_batches(torch, monkeypatc
     out = np.empty(go.shape, np.float32)
     gi = np.empty(inp.shape, np.float32)
     gg = np.empty(grid.shape, np.float32)
-    tuned.grid_sampler3d(inp, grid, interp, padding, align, out)
-    tuned.grid_sampler3d_backward(go, inp, grid, interp, padding, align, gi, gg)
+    TUNED.grid_sampler3d(inp, grid, interp, padding, align, out)
+    TUNED.grid_sampler3d_backward(go, inp, grid, interp, padding, align, gi, gg)
     r_out, r_gi, r_gg = _torch_results(torch, go, inp, grid, interp, padding, align)
     assert_matches(out, r_out, np.dtype(np.float32), "out")
     assert_matches(gi, r_gi, np.dtype(np.float32), "input_grad")
@@ -454,7 +464,7 @@ def test_backward_with_points_split_into_cached_groups(torch, monkeypatch, inter
     go = rng.standard_normal((2, 3, 5, 6, 7)).astype(np.float32)
     gi = np.full(inp.shape, np.nan, np.float32)
     gg = np.full(grid.shape, np.nan, np.float32)
-    tuned.grid_sampler3d_backward(go, inp, grid, interp, gs.ZEROS, False, gi, gg)
+    TUNED.grid_sampler3d_backward(go, inp, grid, interp, gs.ZEROS, False, gi, gg)
     _, r_gi, r_gg = _torch_results(torch, go, inp, grid, interp, gs.ZEROS, False)
     assert_matches(gi, r_gi, np.dtype(np.float32), "input_grad")
     assert_matches(gg, r_gg, np.dtype(np.float32), "grid_grad")
@@ -496,8 +506,8 @@ def test_results_do_not_depend_on_the_thread_count(monkeypatch, interp):
     for threads in ("1", "2", "5"):
         monkeypatch.setenv("PYACLNN_NUM_THREADS", threads)
         out, gi, gg = (np.empty(a.shape, np.float32) for a in (go, inp, grid))
-        tuned.grid_sampler3d(inp, grid, interp, 0, False, out)
-        tuned.grid_sampler3d_backward(go, inp, grid, interp, 0, False, gi, gg)
+        TUNED.grid_sampler3d(inp, grid, interp, 0, False, out)
+        TUNED.grid_sampler3d_backward(go, inp, grid, interp, 0, False, gi, gg)
         results.append((out, gi, gg))
     for got in results[1:]:
         for a, b in zip(got, results[0]):
@@ -523,7 +533,7 @@ def test_the_tuned_paths_match_the_reference(dtype, interp, padding, align):
         grid.reshape(-1, 3)[:3, 0] = [np.nan, np.inf, 1e30]
     go = rng.standard_normal((n, c, *out_dims)).astype(dtype)
     results = []
-    for impl in (gs, tuned):
+    for impl in (gs, TUNED):
         out, gi, gg = (np.full(a.shape, 7, dtype) for a in (go, inp, grid))
         impl.grid_sampler3d(inp, grid, interp, padding, align, out)
         impl.grid_sampler3d_backward(go, inp, grid, interp, padding, align, gi, gg)

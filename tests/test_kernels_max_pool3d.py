@@ -2,7 +2,8 @@
 against the reference bit for bit.
 
 The reference (pyaclnn.kernels.max_pool3d) and the tuned NumPy paths
-(pyaclnn.kernels._tuned.max_pool3d) take the same arguments; the ``kernels``
+(pyaclnn.kernels._tuned.max_pool3d, its arguments grouped as the compiled
+kernels take them, called here through ``TUNED`` with the reference's); the ``kernels``
 fixture runs a test on each. The tuned paths' chunking, threads and float16
 rounding are tested on them alone; calls a plan never makes (empty tensors)
 on the reference alone.
@@ -11,6 +12,7 @@ on the reference alone.
 from __future__ import annotations
 
 import re
+from types import SimpleNamespace
 
 import ml_dtypes
 import numpy as np
@@ -25,12 +27,20 @@ F16 = np.dtype(np.float16)
 F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)
 _LAYOUTS = ["contiguous", "transposed", "stepped", "negative"]
-IMPLEMENTATIONS = {"reference": reference, "tuned": tuned}
+# The tuned forward takes the pooling's parameters grouped, as the compiled kernel does:
+# called here with the reference's arguments.
+TUNED = SimpleNamespace(
+    max_pool3d_with_argmax=lambda x, k, s, p, d, ceil_mode, out, idx: tuned.max_pool3d_with_argmax(
+        x, (k, s, p, d), out, idx
+    ),
+    max_pool3d_with_argmax_backward=tuned.max_pool3d_with_argmax_backward,
+)
+IMPLEMENTATIONS = {"reference": reference, "tuned": TUNED}
 
 
 @pytest.fixture(params=list(IMPLEMENTATIONS))
 def kernels(request):
-    """The reference or the tuned NumPy kernels (the same signatures)."""
+    """The reference or the tuned NumPy kernels (called with the reference's arguments)."""
     return IMPLEMENTATIONS[request.param]
 
 
@@ -371,7 +381,7 @@ def test_forward_is_the_same_whatever_the_chunking(torch, monkeypatch, chunk_byt
     want_vals, want_idx = _torch_forward(torch, x, *args)
     out = np.empty(want_vals.shape, np.float32)
     idx = np.empty(want_vals.shape, np.int32)
-    tuned.max_pool3d_with_argmax(x, *args, out, idx)
+    TUNED.max_pool3d_with_argmax(x, *args, out, idx)
     np.testing.assert_array_equal(idx, want_idx)
     np.testing.assert_array_equal(out, want_vals)
 
@@ -629,7 +639,7 @@ def test_the_tuned_paths_give_the_references_bits(dtype):
         x = _values(rng, shape, ("normal", "ties", "nan", "neginf")[done % 4]).astype(dtype)
         out_shape = shape[:2] + pool_output_shape(shape[2:], k, s, p, d, ceil_mode)
         results = []
-        for impl in (reference, tuned):
+        for impl in (reference, TUNED):
             out, idx = np.empty(out_shape, dtype), np.empty(out_shape, np.int32)
             impl.max_pool3d_with_argmax(x, k, s, p, d, ceil_mode, out, idx)
             results.append((out, idx))
@@ -646,9 +656,30 @@ def test_the_tuned_paths_give_the_references_bits(dtype):
         ).all():  # windows over padding only give indices the backward refuses
             go = rng.standard_normal(out_shape).astype(dtype)
             grads = []
-            for impl in (reference, tuned):
+            for impl in (reference, TUNED):
                 gi = np.full(shape, 7, dtype)
                 impl.max_pool3d_with_argmax_backward(go, ref_idx, gi)
                 grads.append(gi)
             assert np.array_equal(_bits(grads[0]), _bits(grads[1])), (shape, k, s, p, d)
         done += 1
+
+
+@pytest.mark.parametrize("dtype", [F16, BF16], ids=str)
+@pytest.mark.parametrize("repeats", [False, True], ids=["lone", "some-repeated"])
+def test_the_tuned_16_bit_backward_gives_lone_gradients_as_the_float32_sum_does(dtype, repeats):
+    """Every 16-bit pattern as a gradient alone in its cell (as with disjoint windows): the
+    tuned path copies its bits, but -0 and NaN are what +0 + g in float32 gives (+0; the
+    NaN quietened, bfloat16's 0x7FC0), the reference's bits; also with a few cells summing
+    two gradients (their sums rounded once)."""
+    # small planes, so that chunks of whole planes take the path that copies the bits
+    go = np.arange(1 << 16, dtype=np.uint16).view(dtype).reshape(1, 64, 1, 32, 32)
+    idx = np.broadcast_to(np.arange(1024, dtype=np.int64) * 2, (64, 1024)).reshape(go.shape).copy()
+    if repeats:
+        idx.reshape(-1)[1:200:7] = idx.reshape(-1)[:199:7]  # a few cells get two gradients
+    expected, got = np.empty((2, 1, 64, 1, 32, 64), dtype)
+    reference.max_pool3d_with_argmax_backward(go, idx, expected)
+    tuned.max_pool3d_with_argmax_backward(go, idx, got)
+    assert np.array_equal(_bits(got), _bits(expected))
+    nan = np.isnan(go.astype(np.float32))
+    signalling = nan & (go.view(np.uint16) & (0x0200 if dtype == F16 else 0x0040) == 0)
+    assert signalling.any()  # the case the copy alone gets wrong

@@ -206,7 +206,7 @@ def _pool_forward():
     out = np.empty((2, 8, 95, 95, 95), np.float32)
     idx = np.empty(out.shape, np.int32)
     return (
-        lambda: kpool.max_pool3d_with_argmax(x, (2,) * 3, (1,) * 3, (0,) * 3, (1,) * 3, False, out, idx),
+        lambda: kpool.max_pool3d_with_argmax(x, ((2,) * 3, (1,) * 3, (0,) * 3, (1,) * 3), out, idx),
         out.nbytes + idx.nbytes,
         lambda: out[0, 0, 0, 0, :2].tolist() != [0, 0],
     )
@@ -216,7 +216,7 @@ def _pool_backward(dtype):
     x = RNG.standard_normal((2, 16, 64, 64, 64), dtype=np.float32)
     out = np.empty((2, 16, 32, 32, 32), np.float32)
     idx = np.empty(out.shape, np.int32)
-    kpool.max_pool3d_with_argmax(x, (2,) * 3, (2,) * 3, (0,) * 3, (1,) * 3, False, out, idx)
+    kpool.max_pool3d_with_argmax(x, ((2,) * 3, (2,) * 3, (0,) * 3, (1,) * 3), out, idx)
     g = RNG.standard_normal(out.shape).astype(dtype)
     gi = np.empty(x.shape, dtype)
     return lambda: kpool.max_pool3d_with_argmax_backward(g, idx, gi), gi.nbytes, lambda: gi.any()
@@ -227,7 +227,7 @@ def _grid_forward():
     grid = RNG.uniform(-1.1, 1.1, (1, 96, 96, 96, 3)).astype(np.float32)
     out = np.empty((1, 32, 96, 96, 96), np.float32)  # 108 MiB
     return (
-        lambda: kgrid.grid_sampler3d(inp, grid, 0, 1, False, out),
+        lambda: kgrid.grid_sampler3d((inp, grid), (0, 1, False), out),
         out.nbytes,
         lambda: np.isfinite(out).all(),
     )
@@ -241,7 +241,7 @@ def _grid_backward(points: int, mask=(True, True)):
     gg = np.empty(grid.shape, np.float32) if mask[1] else None
     size = sum(a.nbytes for a in (ig, gg) if a is not None)
     return (
-        lambda: kgrid.grid_sampler3d_backward(gout, inp, grid, 0, 0, False, ig, gg),
+        lambda: kgrid.grid_sampler3d_backward((gout, inp, grid), (0, 0, False), (ig, gg)),
         size,
         lambda: all(np.isfinite(a).all() for a in (ig, gg) if a is not None),
     )

@@ -81,11 +81,10 @@ class Kernel:
 def max_pool3d_with_argmax(plan: MaxPoolPlan, x: np.ndarray, out: np.ndarray, indices: np.ndarray) -> None:
     """The forward of ``plan`` on its 5-D arrays."""
     q = plan.params
-    if _accel.max_pool3d(x, (q.kernel_size, q.stride, q.padding, q.dilation), out, indices):
+    params = (q.kernel_size, q.stride, q.padding, q.dilation)  # ceil_mode sized out
+    if _accel.max_pool3d(x, params, out, indices):
         return
-    _tuned_pool.max_pool3d_with_argmax(
-        x, q.kernel_size, q.stride, q.padding, q.dilation, q.ceil_mode, out, indices
-    )
+    _tuned_pool.max_pool3d_with_argmax(x, params, out, indices)
 
 
 def max_pool3d_with_argmax_backward(
@@ -165,7 +164,7 @@ def grid_sampler3d(plan: GridPlan, input: np.ndarray, grid: np.ndarray, out: np.
     """The forward of ``plan`` on its NCDHW arrays."""
     if _accel.grid_sampler3d((input, grid), _modes(plan), out):
         return
-    _tuned_grid.grid_sampler3d(input, grid, *_modes(plan), out)
+    _tuned_grid.grid_sampler3d((input, grid), _modes(plan), out)
 
 
 def grid_sampler3d_backward(
@@ -179,7 +178,7 @@ def grid_sampler3d_backward(
     """The backward of ``plan`` on its NCDHW arrays (None: an output not wanted)."""
     if _accel.grid_sampler3d_backward((grad_output, input, grid), _modes(plan), (input_grad, grid_grad)):
         return
-    _tuned_grid.grid_sampler3d_backward(grad_output, input, grid, *_modes(plan), input_grad, grid_grad)
+    _tuned_grid.grid_sampler3d_backward((grad_output, input, grid), _modes(plan), (input_grad, grid_grad))
 
 
 def _ncdhw(a: np.ndarray, plan: GridPlan) -> np.ndarray:

@@ -35,7 +35,7 @@
 #endif
 
 /* Version of the exported interface; the loader refuses a library of another one. */
-#define PYACLNN_ACCEL_ABI 5
+#define PYACLNN_ACCEL_ABI 6
 
 /* The dtypes the kernels take (pyaclnn/kernels/_accel/__init__.py, _FLOAT_CODES, maps them). */
 enum { DT_FLOAT32 = 0, DT_FLOAT16 = 1, DT_BFLOAT16 = 2 };
@@ -531,7 +531,9 @@ typedef struct pool_backward {
     int64_t *zlo, *zhi;
     int64_t slab, slab_room; /* depth slices a slab buffer holds: see write_slabs */
     unsigned char *by_slabs;
+    int disjoint;             /* windows overlap on no axis, grad_input's planes C-contiguous: see write_disjoint */
     atomic_llong slab_planes; /* planes summed by slabs, for tests */
+    atomic_llong disjoint_planes; /* planes write_disjoint wrote, for tests */
     atomic_llong next_check; /* next plane for the index guard to take */
     atomic_llong unchecked;  /* grabs of the index guard not finished yet */
     atomic_llong next;       /* next plane for the scatter to take */
@@ -914,6 +916,126 @@ static void write_slabs(pool_backward *t, int64_t p, int count, float *bufs, flo
     }
 }
 
+/* What the float32 sum gives a cell that receives the gradient of bits ``g``
+ * alone: +0 + g rounded back, that is g itself, except +0 for -0 and a quiet
+ * NaN for a signalling one (float32 and float16 keep the payload, as the
+ * adds and VCVTPS2PH do; bfloat16 gives 0x7FC0 with the sign, as float_to_bf16). */
+static inline uint32_t alone_bits(uint32_t g, int dtype) {
+    if (dtype == DT_FLOAT32) {
+        if (!(g & 0x7FFFFFFFu)) return 0;
+        return (g & 0x7FFFFFFFu) > 0x7F800000u ? g | 0x00400000u : g;
+    }
+    if (!(g & 0x7FFFu)) return 0;
+    if (dtype == DT_FLOAT16) return (g & 0x7FFFu) > 0x7C00u ? g | 0x0200u : g;
+    return (g & 0x7FFFu) > 0x7F80u ? (g & 0x8000u) | 0x7FC0u : g;
+}
+
+/* Copy ``bytes`` from ``src`` to ``dst`` and clear ``src`` (to +0), with
+ * streaming stores into ``dst`` where the CPU has them and ``stream`` asks
+ * for them (large outputs: see STREAM_MIN_BYTES). */
+static void copy_clear(char *src, char *dst, size_t bytes, int stream) {
+#if HAVE_F16C_PATH
+    if (stream) {
+        size_t head = (size_t)(-(uintptr_t)dst & 15);
+        if (head > bytes) head = bytes;
+        memcpy(dst, src, head);
+        memset(src, 0, head);
+        const __m128i zero = _mm_setzero_si128();
+        size_t i = head;
+        for (; i + 32 <= bytes; i += 32) { /* cleared in the same pass, while in L1 */
+            _mm_stream_si128((__m128i *)(dst + i), _mm_loadu_si128((const __m128i *)(src + i)));
+            _mm_stream_si128((__m128i *)(dst + i + 16), _mm_loadu_si128((const __m128i *)(src + i + 16)));
+            _mm_storeu_si128((__m128i *)(src + i), zero);
+            _mm_storeu_si128((__m128i *)(src + i + 16), zero);
+        }
+        memcpy(dst + i, src + i, bytes - i);
+        memset(src + i, 0, bytes - i);
+        return;
+    }
+#endif
+    (void)stream;
+    memcpy(dst, src, bytes);
+    memset(src, 0, bytes);
+}
+
+/* Put the gradients of one row into the slab as lone cells (alone_bits);
+ * false at the first cell that already holds a nonzero value (an index the
+ * caller repeated: a sum to round once, which this path cannot give). A cell
+ * holding +0 from an earlier -0 or +0 gradient takes the new one as the sum
+ * would (+0 + g). */
+#define PUT_ROW(ELEM, ITYPE)                                                                              \
+    static int put_row_##ELEM##_##ITYPE(ELEM *slab, int64_t origin, const char *g, int64_t gstep,          \
+                                        const char *ip, int64_t istep, int64_t n, int dtype) {            \
+        ELEM *base = slab - origin;                                                                       \
+        if (gstep == (int64_t)sizeof(ELEM) && istep == (int64_t)sizeof(ITYPE)) {                          \
+            const ELEM *gv = (const ELEM *)g;                                                             \
+            const ITYPE *iv = (const ITYPE *)ip;                                                          \
+            for (int64_t w = 0; w < n; w++) {                                                             \
+                ELEM *cell = base + iv[w];                                                                \
+                if (*cell) return 0;                                                                      \
+                *cell = (ELEM)alone_bits(gv[w], dtype);                                                   \
+            }                                                                                             \
+            return 1;                                                                                     \
+        }                                                                                                 \
+        for (int64_t w = 0; w < n; w++) {                                                                 \
+            ELEM bits;                                                                                    \
+            memcpy(&bits, g + w * gstep, sizeof bits);                                                    \
+            ELEM *cell = base + *(const ITYPE *)(ip + w * istep);                                         \
+            if (*cell) return 0;                                                                          \
+            *cell = (ELEM)alone_bits(bits, dtype);                                                        \
+        }                                                                                                 \
+        return 1;                                                                                         \
+    }
+PUT_ROW(uint16_t, int32_t)
+PUT_ROW(uint16_t, int64_t)
+PUT_ROW(uint32_t, int32_t)
+PUT_ROW(uint32_t, int64_t)
+
+static int put_row(const pool_backward *t, void *slab, int64_t origin, const char *g, const char *ip) {
+    const int64_t n = t->out[4];
+    if (t->dtype == DT_FLOAT32)
+        return t->index_size == 8 ? put_row_uint32_t_int64_t(slab, origin, g, t->gs[4], ip, t->is[4], n, t->dtype)
+                                  : put_row_uint32_t_int32_t(slab, origin, g, t->gs[4], ip, t->is[4], n, t->dtype);
+    return t->index_size == 8 ? put_row_uint16_t_int64_t(slab, origin, g, t->gs[4], ip, t->is[4], n, t->dtype)
+                              : put_row_uint16_t_int32_t(slab, origin, g, t->gs[4], ip, t->is[4], n, t->dtype);
+}
+
+/* A plane whose indices depths_hold accepted, for windows that do not overlap
+ * on any axis (t->disjoint: no two outputs of the forward share a cell, and
+ * the output depths' input depths are disjoint): every cell receives at most
+ * one gradient, whose sum from +0 is the gradient's own bits (alone_bits), so
+ * there is nothing to widen, add or round. The depths an output depth
+ * reaches are assembled in grad_input's dtype in a slab (zero outside its
+ * use, in the caches), then copied out and cleared; the depths no window
+ * reaches are written from the zero slab. An index the caller repeated
+ * inside a slab is found before the slab is written: the slab is cleared and
+ * false returned, and the plane is summed by write_slabs instead (which
+ * writes all of it again). grad_input's planes are C-contiguous. */
+static int write_disjoint(pool_backward *t, int64_t p, char *slab) {
+    const int64_t od = t->out[2], oh = t->out[3], depth = t->in[0];
+    const int64_t cells = t->in[1] * t->in[2];
+    const size_t size = t->dtype == DT_FLOAT32 ? 4 : 2, slice = (size_t)cells * size;
+    const char *gp = plane_ptr(t->grad, t->gs, p, t->out[1]);
+    const char *ip = plane_ptr(t->index, t->is, p, t->out[1]);
+    char *dst = (char *)plane_ptr(t->grad_input, t->gis, p, t->out[1]);
+    const int stream = t->writer != NULL;
+    int64_t top = 0; /* the depths below are written */
+    for (int64_t d = 0; d <= od; d++) {
+        const int64_t z0 = d < od ? t->zlo[d] : depth, z1 = d < od ? t->zhi[d] : depth;
+        for (; top < z0; top++) copy_clear(slab, dst + top * slice, slice, stream); /* zeros: slab unused */
+        if (d == od) break;
+        for (int64_t h = 0; h < oh; h++) {
+            if (!put_row(t, slab, z0 * cells, gp + d * t->gs[2] + h * t->gs[3], ip + d * t->is[2] + h * t->is[3])) {
+                memset(slab, 0, (size_t)(z1 - z0) * slice);
+                return 0;
+            }
+        }
+        copy_clear(slab, dst + z0 * slice, (size_t)(z1 - z0) * slice, stream);
+        top = z1;
+    }
+    return 1;
+}
+
 static void scatter_planes(pool_backward *t) {
     const int64_t od = t->out[2], oh = t->out[3], ow = t->out[4], width = t->in[2];
     const int in_place = t->in_place, lanes = t->lanes;
@@ -927,7 +1049,12 @@ static void scatter_planes(pool_backward *t) {
     /* slabs of the depths one output depth's windows reach, for write_slabs */
     const size_t slab_cells = (size_t)lanes * (size_t)t->slab_room * (size_t)t->in[1] * (size_t)width;
     const size_t slice_bytes = t->by_slabs ? (slab_cells * sizeof(float) + 63) & ~(size_t)63 : 0;
-    const size_t bytes = (size_t)lanes * (acc_bytes + buf_bytes) + slice_bytes;
+    /* write_disjoint's slab: the depths one output depth reaches, in grad_input's dtype */
+    const size_t disjoint_bytes =
+        t->disjoint ? ((size_t)t->slab * (size_t)t->in[1] * (size_t)width * (t->dtype == DT_FLOAT32 ? 4 : 2) + 63) &
+                          ~(size_t)63
+                    : 0;
+    const size_t bytes = (size_t)lanes * (acc_bytes + buf_bytes) + slice_bytes + disjoint_bytes;
     char *scratch = scratch_alloc(bytes);
     if (!scratch) {
         atomic_store(&t->failed, 1);
@@ -938,11 +1065,23 @@ static void scatter_planes(pool_backward *t) {
     uint16_t *bits = (uint16_t *)(bufs[0] + row_len);
     float *slice = (float *)(scratch + lanes * (acc_bytes + buf_bytes));
     if (slice_bytes) memset(slice, 0, slice_bytes); /* write_slabs keeps it zero outside its window */
-    int64_t first, end, slabs = 0;
+    char *disjoint = (char *)slice + slice_bytes;
+    if (disjoint_bytes) memset(disjoint, 0, disjoint_bytes); /* write_disjoint keeps it zero */
+    int64_t first, end, slabs = 0, lone = 0;
     while (take_planes(t, &t->next, lanes * t->batch, &first, &end)) {
         for (int64_t p = first, count; p < end; p += count) {
             const int slabs_here = t->by_slabs && t->by_slabs[p];
             count = p + 1 < end && lanes == 2 && (!t->by_slabs || t->by_slabs[p + 1] == slabs_here) ? 2 : 1;
+            if (slabs_here && t->disjoint) {
+                for (int k = 0; k < count; k++) {
+                    if (write_disjoint(t, p + k, disjoint))
+                        lone++;
+                    else
+                        write_slabs(t, p + k, 1, slice, bufs, bits);
+                }
+                slabs += count;
+                continue;
+            }
             if (slabs_here) {
                 write_slabs(t, p, (int)count, slice, bufs, bits);
                 slabs += count;
@@ -987,6 +1126,7 @@ static void scatter_planes(pool_backward *t) {
 #endif
     scratch_free(scratch, bytes);
     atomic_fetch_add(&t->slab_planes, slabs);
+    atomic_fetch_add(&t->disjoint_planes, lone);
 }
 
 /* Planes summed by write_slabs since the last reset, for tests. */
@@ -994,6 +1134,13 @@ static atomic_llong slab_planes_total;
 
 API long long pyaclnn_accel_slab_planes(int reset) {
     return reset ? atomic_exchange(&slab_planes_total, 0) : atomic_load(&slab_planes_total);
+}
+
+/* Planes written by write_disjoint since the last reset (also counted as slab planes), for tests. */
+static atomic_llong disjoint_planes_total;
+
+API long long pyaclnn_accel_disjoint_planes(int reset) {
+    return reset ? atomic_exchange(&disjoint_planes_total, 0) : atomic_load(&disjoint_planes_total);
 }
 
 /* The whole backward in one parallel task (one wake-up of the workers): the
@@ -1082,11 +1229,15 @@ API int pyaclnn_max_pool3d_backward(intptr_t grad, const int64_t *grad_strides, 
             t.slab_room = 4 * t.slab < t.in[0] ? 4 * t.slab : t.in[0] > t.slab ? t.in[0] : t.slab;
             t.by_slabs = (unsigned char *)(windows + 2 * t.out[2]);
             memset(t.by_slabs, 0, (size_t)t.planes);
+            /* a window's extent is (kernel - 1) * dilation + 1: no overlap when the stride reaches past it */
+            t.disjoint = contiguous_planes(&t, size);
+            for (int a = 0; a < 3; a++) t.disjoint &= params[3 + a] >= (params[a] - 1) * params[9 + a] + 1;
         }
     }
 
     atomic_init(&t.failed, 0);
     atomic_init(&t.slab_planes, 0);
+    atomic_init(&t.disjoint_planes, 0);
     atomic_init(&t.next_check, 0);
     atomic_init(&t.unchecked, (t.planes + t.batch - 1) / t.batch);
     atomic_init(&t.next, 0);
@@ -1094,6 +1245,7 @@ API int pyaclnn_max_pool3d_backward(intptr_t grad, const int64_t *grad_strides, 
     run_parallel(backward_task, &t, threads);
     scratch_free(windows, window_bytes);
     atomic_fetch_add(&slab_planes_total, atomic_load(&t.slab_planes));
+    atomic_fetch_add(&disjoint_planes_total, atomic_load(&t.disjoint_planes));
     long long first_bad = atomic_load(&t.first_bad);
     if (first_bad != INT64_MAX) {
         *bad = first_bad;

@@ -61,7 +61,10 @@ from ...dtypes import compute_dtype
 from .. import _workers
 from ..grid_sampler3d import _INT_MAX_M1, _INT_MIN, _OUT_OF_RANGE, BORDER, NEAREST, REFLECTION
 
-__all__ = ["grid_sampler3d", "grid_sampler3d_backward"]
+__all__ = ["Modes", "grid_sampler3d", "grid_sampler3d_backward"]
+
+#: (interpolation_mode, padding_mode, align_corners) of a call.
+Modes = tuple[int, int, bool]
 
 # Points of one chunk of coordinate work (each chunk costs ~25 NumPy calls),
 # and the budget of one gather of (8, points, C) corner values, which should
@@ -391,17 +394,15 @@ def _finish_plane(plane: np.ndarray, geo: _Geometry) -> np.ndarray:
 # Overflow, NaN and inf are part of the math here (the device raises nothing);
 # the worker threads set the same state for themselves.
 @np.errstate(all="ignore")
-def grid_sampler3d(
-    input: np.ndarray,
-    grid: np.ndarray,
-    interpolation_mode: int,
-    padding_mode: int,
-    align_corners: bool,
-    out: np.ndarray,
-) -> None:
-    """:func:`pyaclnn.kernels.grid_sampler3d.grid_sampler3d` (the same arguments), for a
-    plan's non-empty arrays: chunks of points gathered from a padded channels-last
-    table and combined with a batched ``matmul`` on the worker threads."""
+def grid_sampler3d(data: tuple[np.ndarray, np.ndarray], modes: Modes, out: np.ndarray) -> None:
+    """:func:`pyaclnn.kernels.grid_sampler3d.grid_sampler3d` for a plan's non-empty arrays,
+    its arguments grouped as the compiled kernel takes them
+    (:func:`pyaclnn.kernels._accel.grid_sampler3d`): ``data`` (input, grid), ``modes``
+    (interpolation_mode, padding_mode, align_corners). Chunks of points gathered from a
+    padded channels-last table and combined with a batched ``matmul`` on the worker
+    threads."""
+    input, grid = data
+    interpolation_mode, padding_mode, align_corners = modes
     N, C, D, H, W = input.shape
     ct = compute_dtype(input.dtype)
     Do, Ho, Wo = grid.shape[1:4]
@@ -454,19 +455,20 @@ def _sample_chunk(
 
 @np.errstate(all="ignore")
 def grid_sampler3d_backward(
-    grad_output: np.ndarray,
-    input: np.ndarray,
-    grid: np.ndarray,
-    interpolation_mode: int,
-    padding_mode: int,
-    align_corners: bool,
-    input_grad: np.ndarray | None,
-    grid_grad: np.ndarray | None,
+    data: tuple[np.ndarray, np.ndarray, np.ndarray],
+    modes: Modes,
+    outputs: tuple[np.ndarray | None, np.ndarray | None],
 ) -> None:
-    """:func:`pyaclnn.kernels.grid_sampler3d.grid_sampler3d_backward` (the same arguments),
-    for a plan's non-empty arrays with at least one output wanted: inputGrad
-    scattered channel by channel in complex (x0, x1) pairs, gridGrad from the
+    """:func:`pyaclnn.kernels.grid_sampler3d.grid_sampler3d_backward` for a plan's
+    non-empty arrays with at least one output wanted, its arguments grouped as the
+    compiled kernel takes them (:func:`pyaclnn.kernels._accel.grid_sampler3d_backward`):
+    ``data`` (grad_output, input, grid), ``modes`` (interpolation_mode, padding_mode,
+    align_corners), ``outputs`` (input_grad, grid_grad; None where not wanted).
+    inputGrad scattered channel by channel in complex (x0, x1) pairs, gridGrad from the
     gathered corners' dots with gradOutput on the worker threads (see the module)."""
+    grad_output, input, grid = data
+    interpolation_mode, padding_mode, align_corners = modes
+    input_grad, grid_grad = outputs
     N, C, D, H, W = input.shape
     Do, Ho, Wo = grid.shape[1:4]
     P = Do * Ho * Wo

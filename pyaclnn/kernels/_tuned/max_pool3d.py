@@ -31,7 +31,10 @@ from ...dtypes import compute_dtype
 from .. import _workers
 from ..checks import check_indices, first_index_outside
 
-__all__ = ["max_pool3d_with_argmax", "max_pool3d_with_argmax_backward"]
+__all__ = ["PoolParams", "max_pool3d_with_argmax", "max_pool3d_with_argmax_backward"]
+
+#: (kernel_size, stride, padding, dilation) of a pooling, each ordered (depth, height, width).
+PoolParams = tuple[Sequence[int], Sequence[int], Sequence[int], Sequence[int]]
 
 # Scratch budget of one worker's chunk of (n, c) planes (phases, running
 # maximum, argmax and mask in the forward; flat indices, values and float32
@@ -103,6 +106,26 @@ def _round_into(values: np.ndarray, dtype: np.dtype, bits: np.ndarray, where: np
     else:
         rounded = values.astype(dtype).view(np.uint16)  # ml_dtypes' bfloat16 cast is fast
     bits[where] = rounded
+
+
+def _fix_lone_specials(bits: np.ndarray, flat: np.ndarray, dtype: np.dtype, gbits: np.ndarray) -> None:
+    """Where 16-bit gradients ``bits`` were copied to ``gbits[flat]`` as their own sums,
+    put what the float32 sum from +0 gives instead for the two kinds of value it
+    changes: -0 (+0 + -0 is +0) and NaN (the add quietens a signalling one; bfloat16
+    rounds any NaN to 0x7FC0 with its sign), through the reference's own casts.
+
+    One pass finds both: with the sign dropped, minus one wraps zero to the top, so
+    only zeros and NaNs reach the infinity's bits.
+    """
+    magnitude = bits & np.uint16(0x7FFF)
+    magnitude -= np.uint16(1)
+    infinity = 0x7C00 if dtype == np.float16 else 0x7F80
+    special = magnitude >= np.uint16(infinity)
+    if special.any():
+        sums = np.zeros(int(np.count_nonzero(special)), np.float32)
+        with np.errstate(invalid="ignore"):  # a signalling NaN, quietened as in the reference
+            sums += bits[special].view(dtype).astype(np.float32)
+        gbits[flat[special]] = sums.astype(dtype).view(np.uint16)
 
 
 def _float_to_half_bits(values: np.ndarray) -> np.ndarray:
@@ -416,18 +439,11 @@ def _gather_planes(xc: np.ndarray, plane: np.ndarray, flat: np.ndarray) -> np.nd
     return gathered
 
 
-def max_pool3d_with_argmax(
-    x: np.ndarray,
-    kernel_size: Sequence[int],
-    stride: Sequence[int],
-    padding: Sequence[int],
-    dilation: Sequence[int],
-    ceil_mode: bool,
-    out: np.ndarray,
-    indices: np.ndarray,
-) -> None:
-    """:func:`pyaclnn.kernels.max_pool3d.max_pool3d_with_argmax` (the same arguments and
-    bits), for a plan's non-empty arrays; ``ceil_mode`` is unused (it sized ``out``).
+def max_pool3d_with_argmax(x: np.ndarray, params: PoolParams, out: np.ndarray, indices: np.ndarray) -> None:
+    """:func:`pyaclnn.kernels.max_pool3d.max_pool3d_with_argmax` (the same bits) for a plan's
+    non-empty arrays, the pooling's parameters grouped as the compiled kernel takes them
+    (:func:`pyaclnn.kernels._accel.max_pool3d`): ``params`` is (kernel_size, stride,
+    padding, dilation); ceil_mode already sized ``out``.
 
     The output indices' dtype holds every index (the plan's int32 holds a plane of
     up to PLANE_LIMIT cells), so the kernel keeps its offsets in it. It loops over
@@ -440,8 +456,7 @@ def max_pool3d_with_argmax(
     n_count, c_count, depth, height, width = x.shape
     spatial = (depth, height, width)
     axes: tuple[_Axis, _Axis, _Axis] = tuple(  # type: ignore[assignment]
-        (int(k), int(s), int(p), int(d))
-        for k, s, p, d in zip(kernel_size, stride, padding, dilation, strict=True)
+        (int(k), int(s), int(p), int(d)) for k, s, p, d in zip(*params, strict=True)
     )
     out_spatial: tuple[int, int, int] = out.shape[2:]  # the plan's output shape (ceil_mode included)
     compute = compute_dtype(x.dtype)
@@ -639,9 +654,7 @@ class _BackwardScratch:
             if 4 * repeats < size:
                 bits = grads.view(np.uint16)
                 gbits[flat] = bits
-                negative_zero = bits == 0x8000  # 0 + (-0) leaves +0 behind
-                if negative_zero.any():
-                    gbits[flat[negative_zero]] = 0
+                _fix_lone_specials(bits, flat, gic.dtype, gbits)
                 if not repeats:
                     return
                 owner[flat[repeated]] = -1
