@@ -20,7 +20,7 @@ import numpy as np
 from ...constants import ACLNN_ERR_PARAM_NULLPTR
 from ._registry import Reference, TensorInfo, register
 from ._rules import ARITHMETIC, FLOATS, INTS, PHASE2_CONST, convert, dtype_in, fail
-from .elementwise import SCALAR, TENSOR, Family, Op, boolean, register_table, same
+from .elementwise import SCALAR, TENSOR, Family, Op, as_row, boolean, register_table, same
 
 # Comparisons: every dtype pyaclnn has, out of any dtype (CANN's headers list most dtypes for each,
 # a few without bool or bfloat16; torch compares all). Clamp: integers and floats (CANN: float16,
@@ -40,14 +40,23 @@ GT, GE = _comparison(np.greater), _comparison(np.greater_equal)
 LT, LE = _comparison(np.less), _comparison(np.less_equal)
 
 
-def _clamp(x: np.ndarray, low: np.ndarray, high: np.ndarray) -> Any:
-    return np.minimum(np.maximum(x, low), high)
+def _clamp(x: np.ndarray, low: np.ndarray, high: np.ndarray, out: np.ndarray | None = None) -> Any:
+    bounded = np.maximum(x, as_row(low, x), out=out)
+    return np.minimum(bounded, as_row(high, x), out=bounded)
+
+
+def _clamp_min(x: np.ndarray, low: np.ndarray, out: np.ndarray | None = None) -> Any:
+    return np.maximum(x, as_row(low, x), out=out)
+
+
+def _clamp_max(x: np.ndarray, high: np.ndarray, out: np.ndarray | None = None) -> Any:
+    return np.minimum(x, as_row(high, x), out=out)
 
 
 CLAMP = Family(_clamp, same)
-CLAMP_MIN = Family(np.maximum, same)
-CLAMP_MAX = Family(np.minimum, same)
-WHERE = Family(np.where, same)
+CLAMP_MIN = Family(_clamp_min, same)
+CLAMP_MAX = Family(_clamp_max, same)
+WHERE = Family(np.where, same, into=False)
 
 _T, _S = TENSOR, SCALAR
 _CLAMP_SCALARS = (

@@ -57,8 +57,7 @@ def _check_inplace_copy(self_ref: TensorInfo, src: TensorInfo) -> None:
 
 
 def _kernel_inplace_copy(self_ref: np.ndarray, src: np.ndarray) -> None:
-    # src may overlap selfRef (a view of it): convert into a new array before writing
-    self_ref[...] = np.array(convert(src, self_ref.dtype), copy=True)
+    write(self_ref, src)  # src may overlap selfRef (a view of it): write copies it first then
 
 
 register(
@@ -109,8 +108,15 @@ def _check_cat(tensors: list[TensorInfo] | None, dim: int, out: TensorInfo) -> N
 
 
 def _kernel_cat(tensors: list[np.ndarray], dim: int, out: np.ndarray) -> None:
-    parts = [convert(t, out.dtype) for t in tensors]
-    out[...] = np.concatenate(parts, axis=dim)
+    if out.ndim == 0:
+        out[...] = np.concatenate([convert(t, out.dtype) for t in tensors], axis=dim)
+        return
+    axis = dim % out.ndim
+    start = 0
+    for t in tensors:  # each converted straight into its part of out
+        stop = start + t.shape[axis]
+        write(out[(slice(None),) * axis + (slice(start, stop),)], t)
+        start = stop
 
 
 register(Reference("Cat", _kernel_cat, "aclnn_cat.h", _CAT_H, _check_cat, ARITHMETIC))

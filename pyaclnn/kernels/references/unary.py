@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ._rules import ARITHMETIC, FLOATS, INTS, PHASE2, PHASE2_CONST, fail
-from .elementwise import Family, Op, floating, register_table, same
+from .elementwise import Family, Op, as_row, floating, into, register_table, same
 
 
 def _gelu_rule(promoted: np.dtype, named: Mapping[str, Any]) -> np.dtype:
@@ -24,15 +24,17 @@ def _gelu_rule(promoted: np.dtype, named: Mapping[str, Any]) -> np.dtype:
     return promoted
 
 
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    e = np.exp(-np.abs(x))  # never overflows: exp of a non-positive number
-    one = np.ones((), x.dtype)
-    result: np.ndarray = np.where(x >= 0, one / (one + e), e / (one + e))
+def _sigmoid(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    # 1 / (1 + exp(-x)): exp overflows to inf below about -88 (float32), where 1 / inf is the 0 the
+    # sigmoid rounds to; every step writes ``out``, which only the first reads x into
+    e = np.exp(np.negative(x, out=out), out=out)
+    result: np.ndarray = np.divide(1, np.add(e, 1, out=e), out=e)
     return result
 
 
-def _silu(x: np.ndarray) -> Any:
-    return x * _sigmoid(x)
+def _silu(x: np.ndarray, out: np.ndarray | None = None) -> Any:
+    e = np.exp(np.negative(x))  # x / (1 + exp(-x)): x is read again at the end, so not into out
+    return np.divide(x, np.add(e, 1, out=e), out=out)
 
 
 def erfc(x: np.ndarray) -> np.ndarray:
@@ -67,16 +69,17 @@ def _gelu(x: np.ndarray, approximate: int = 0) -> np.ndarray:
     return erf
 
 
-def _rsqrt(x: np.ndarray) -> Any:
-    return np.reciprocal(np.sqrt(x))
+def _rsqrt(x: np.ndarray, out: np.ndarray | None = None) -> Any:
+    root = np.sqrt(x, out=out)
+    return np.divide(1, root, out=root)
 
 
-def _relu(x: np.ndarray) -> Any:
-    return np.maximum(x, np.zeros((), x.dtype))  # NaN stays NaN
+def _relu(x: np.ndarray, out: np.ndarray | None = None) -> Any:
+    return np.maximum(x, as_row(np.zeros((), x.dtype), x), out=out)  # NaN stays NaN
 
 
-def _sign(x: np.ndarray) -> np.ndarray:
-    return x if x.dtype == np.bool_ else np.sign(x)
+def _sign(x: np.ndarray, out: np.ndarray | None = None) -> Any:
+    return into(x, out) if x.dtype == np.bool_ else np.sign(x, out=out)
 
 
 # -- the families and their dtypes -------------------------------------------------------------------
@@ -92,7 +95,7 @@ _RELU = frozenset(("float32", "float16", "bfloat16", "int8", "int32", "uint8"))
 
 
 SILU = Family(_silu, floating)
-GELU = Family(_gelu, _gelu_rule, float64=True)
+GELU = Family(_gelu, _gelu_rule, float64=True, into=False)
 RELU = Family(_relu, same)
 SIGMOID = Family(_sigmoid, floating)
 TANH = Family(np.tanh, floating)
