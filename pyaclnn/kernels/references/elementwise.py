@@ -295,8 +295,8 @@ def _alpha(function: Callable[..., Any], *, reverse: bool = False) -> Callable[.
     def compute(a: np.ndarray, b: np.ndarray, alpha: Any = 1, out: np.ndarray | None = None) -> Any:
         if reverse:
             a, b = b, a
-        if not is_one(alpha):
-            b = b * np.asarray(alpha).astype(b.dtype)
+        if not is_one(alpha):  # alpha*b into out when out is not a (a is still to be read)
+            b = np.multiply(b, np.asarray(alpha).astype(b.dtype), out=None if out is a else out)
         return function(a, b, out=out)
 
     return compute

@@ -27,13 +27,16 @@ def _gelu_rule(promoted: np.dtype, named: Mapping[str, Any]) -> np.dtype:
 def _sigmoid(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     # 1 / (1 + exp(-x)): exp overflows to inf below about -88 (float32), where 1 / inf is the 0 the
     # sigmoid rounds to; every step writes ``out``, which only the first reads x into
-    e = np.exp(np.negative(x, out=out), out=out)
+    e = np.negative(x, out=out)
+    np.exp(e, out=e)
     result: np.ndarray = np.divide(1, np.add(e, 1, out=e), out=e)
     return result
 
 
 def _silu(x: np.ndarray, out: np.ndarray | None = None) -> Any:
-    e = np.exp(np.negative(x))  # x / (1 + exp(-x)): x is read again at the end, so not into out
+    # x / (1 + exp(-x)): x is read again at the end, so out holds exp(-x) only when it is not x
+    e = np.negative(x, out=None if out is x else out)
+    np.exp(e, out=e)
     return np.divide(x, np.add(e, 1, out=e), out=out)
 
 
