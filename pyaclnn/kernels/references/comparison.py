@@ -11,14 +11,13 @@ converted to selfRef's dtype (as torch's ``fill_``: no promotion, no cast check)
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from ...constants import ACLNN_ERR_PARAM_NULLPTR
-from ._registry import Reference, TensorInfo, register
+from ._registry import TensorInfo
 from ._rules import ARITHMETIC, FLOATS, INTS, PHASE2_CONST, convert, dtype_in, fail
 from .elementwise import SCALAR, TENSOR, Family, Op, as_row, boolean, register_table, same
 
@@ -65,6 +64,11 @@ _CLAMP_SCALARS = (
 _CLAMP_TENSORS = (
     "const aclTensor* self, const aclTensor* clipValueMin, const aclTensor* clipValueMax, aclTensor* out"
 )
+_CLAMP_MIN = "const aclTensor* self, const aclScalar* clipValueMin, aclTensor* out"
+_CLAMP_MAX = "const aclTensor* self, const aclScalar* clipValueMax, aclTensor* out"
+_CLAMP_MIN_TENSOR = "const aclTensor* self, const aclTensor* clipValueMin, aclTensor* out"
+_CLAMP_MAX_TENSOR = "const aclTensor* self, const aclTensor* max, aclTensor* out"
+_CLAMP_MAX_IN_PLACE = "const aclTensor* selfRef, const aclScalar* clipValueMax"
 _WHERE = "const aclTensor* condition, const aclTensor* self, const aclTensor* other, aclTensor* out"
 
 TABLE: tuple[Op, ...] = (
@@ -81,44 +85,12 @@ TABLE: tuple[Op, ...] = (
     Op("LeTensor", "aclnn_le_tensor.h", _T, LE, A),
     Op("LeScalar", "aclnn_le_scalar.h", _S, LE, A),
     Op("Clamp", "aclnn_clamp.h", _CLAMP_SCALARS, CLAMP, _CLAMP, PHASE2_CONST),
-    Op(
-        "ClampMin",
-        "aclnn_clamp.h",
-        "const aclTensor* self, const aclScalar* clipValueMin, aclTensor* out",
-        CLAMP_MIN,
-        _CLAMP,
-        PHASE2_CONST,
-    ),
-    Op(
-        "ClampMax",
-        "aclnn_clamp.h",
-        "const aclTensor* self, const aclScalar* clipValueMax, aclTensor* out",
-        CLAMP_MAX,
-        _CLAMP,
-    ),
+    Op("ClampMin", "aclnn_clamp.h", _CLAMP_MIN, CLAMP_MIN, _CLAMP, PHASE2_CONST),
+    Op("ClampMax", "aclnn_clamp.h", _CLAMP_MAX, CLAMP_MAX, _CLAMP),
     Op("ClampTensor", "aclnn_clamp.h", _CLAMP_TENSORS, CLAMP, _CLAMP, PHASE2_CONST),
-    Op(
-        "ClampMinTensor",
-        "aclnn_clamp.h",
-        "const aclTensor* self, const aclTensor* clipValueMin, aclTensor* out",
-        CLAMP_MIN,
-        _CLAMP,
-        PHASE2_CONST,
-    ),
-    Op(
-        "ClampMaxTensor",
-        "aclnn_clamp.h",
-        "const aclTensor* self, const aclTensor* max, aclTensor* out",
-        CLAMP_MAX,
-        _CLAMP,
-    ),
-    Op(
-        "InplaceClampMax",
-        "aclnn_clamp.h",
-        "const aclTensor* selfRef, const aclScalar* clipValueMax",
-        CLAMP_MAX,
-        _CLAMP,
-    ),
+    Op("ClampMinTensor", "aclnn_clamp.h", _CLAMP_MIN_TENSOR, CLAMP_MIN, _CLAMP, PHASE2_CONST),
+    Op("ClampMaxTensor", "aclnn_clamp.h", _CLAMP_MAX_TENSOR, CLAMP_MAX, _CLAMP),
+    Op("InplaceClampMax", "aclnn_clamp.h", _CLAMP_MAX_IN_PLACE, CLAMP_MAX, _CLAMP),
     Op("SWhere", "aclnn_s_where.h", _WHERE, WHERE, A),
 )
 
@@ -162,14 +134,4 @@ def kernel_fill(op: Op, self_ref: np.ndarray, *value: Any) -> None:
     self_ref[...] = convert(filled.reshape(()), self_ref.dtype)
 
 
-for _op in FILLS:
-    register(
-        Reference(
-            _op.name,
-            functools.partial(kernel_fill, _op),
-            _op.header,
-            _op.declaration,
-            functools.partial(check_fill, _op),
-            _op.dtypes,
-        )
-    )
+register_table(FILLS, __name__, kernel_fill, check_fill)

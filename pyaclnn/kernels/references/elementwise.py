@@ -232,16 +232,22 @@ def _separate(target: np.ndarray, operands: list[Any]) -> bool:
     )
 
 
-def register_table(table: tuple[Op, ...], family: str) -> None:
-    """Register each row of ``table`` (rows of the module ``family``) with the shared kernel and check."""
+def register_table(
+    table: tuple[Op, ...],
+    family: str,
+    row_kernel: Callable[..., None] | None = None,
+    row_check: Callable[..., None] | None = None,
+) -> None:
+    """Register each row of ``table`` (rows of the module ``family``) with ``row_kernel`` and
+    ``row_check``, called as ``f(op, *values)`` (by default the shared kernel and check)."""
     for op in table:
         register(
             Reference(
                 op.name,
-                functools.partial(kernel, op),
+                functools.partial(row_kernel or kernel, op),
                 op.header,
                 op.declaration,
-                functools.partial(check, op),
+                functools.partial(row_check or check, op),
                 op.dtypes,
                 family.rsplit(".", 1)[-1],
             )
@@ -371,102 +377,51 @@ POW = Family(_pow, _power)
 
 
 A = ARITHMETIC
-# The parameter lists most rows share, as CANN 8.1.RC1's headers declare them.
+# The parameter lists of the rows, as CANN 8.1.RC1's headers declare them (const or not, as written).
 TENSOR = "const aclTensor* self, const aclTensor* other, aclTensor* out"
 SCALAR = "const aclTensor* self, const aclScalar* other, aclTensor* out"
 TENSOR_ALPHA = "const aclTensor* self, const aclTensor* other, const aclScalar* alpha, aclTensor* out"
 SCALAR_ALPHA = "const aclTensor* self, const aclScalar* other, const aclScalar* alpha, aclTensor* out"
 UNARY = "const aclTensor* self, aclTensor* out"
+# In place (only Add's selfRef is const), with a mode, and Pow's
+_ADD_IN_PLACE = "const aclTensor* selfRef, const aclTensor* other, const aclScalar* alpha"
+_ADDS_IN_PLACE = "const aclTensor* selfRef, const aclScalar* other, const aclScalar* alpha"
+_SUB_IN_PLACE = "aclTensor* selfRef, const aclTensor* other, const aclScalar* alpha"
+_SUBS_IN_PLACE = "aclTensor* selfRef, const aclScalar* other, const aclScalar* alpha"
+_TENSOR_MODE = "const aclTensor* self, const aclTensor* other, int mode, aclTensor* out"
+_SCALAR_MODE = "const aclTensor* self, const aclScalar* other, int mode, aclTensor* out"
+_POW = "const aclTensor* self, const aclScalar* exponent"
+_POW_TENSOR = "const aclTensor* self, const aclTensor* exponent"
+_POW_SCALAR = "const aclScalar* self, const aclTensor* exponent, const aclTensor* out"
 
 TABLE: tuple[Op, ...] = (
     Op("Add", "aclnn_add.h", TENSOR_ALPHA, ADD, A),
     Op("Adds", "aclnn_add.h", SCALAR_ALPHA, ADD, A),
-    Op(
-        "InplaceAdd",
-        "aclnn_add.h",
-        "const aclTensor* selfRef, const aclTensor* other, const aclScalar* alpha",
-        ADD,
-        A,
-    ),
-    Op(
-        "InplaceAdds",
-        "aclnn_add.h",
-        "const aclTensor* selfRef, const aclScalar* other, const aclScalar* alpha",
-        ADD,
-        A,
-    ),
+    Op("InplaceAdd", "aclnn_add.h", _ADD_IN_PLACE, ADD, A),
+    Op("InplaceAdds", "aclnn_add.h", _ADDS_IN_PLACE, ADD, A),
     Op("Mul", "aclnn_mul.h", TENSOR, MUL, A),
     Op("Muls", "aclnn_mul.h", SCALAR, MUL, A),
     Op("InplaceMul", "aclnn_mul.h", "aclTensor* selfRef, const aclTensor* other", MUL, A),
     Op("InplaceMuls", "aclnn_mul.h", "aclTensor* selfRef, const aclScalar* other", MUL, A),
     Op("Sub", "aclnn_sub.h", TENSOR_ALPHA, SUB, A),
     Op("Subs", "aclnn_sub.h", SCALAR_ALPHA, SUB, A),
-    Op(
-        "InplaceSub",
-        "aclnn_sub.h",
-        "aclTensor* selfRef, const aclTensor* other, const aclScalar* alpha",
-        SUB,
-        A,
-    ),
-    Op(
-        "InplaceSubs",
-        "aclnn_sub.h",
-        "aclTensor* selfRef, const aclScalar* other, const aclScalar* alpha",
-        SUB,
-        A,
-    ),
+    Op("InplaceSub", "aclnn_sub.h", _SUB_IN_PLACE, SUB, A),
+    Op("InplaceSubs", "aclnn_sub.h", _SUBS_IN_PLACE, SUB, A),
     Op("Rsub", "aclnn_rsub.h", TENSOR_ALPHA, RSUB, A),
     Op("Rsubs", "aclnn_rsub.h", SCALAR_ALPHA, RSUB, A),
     Op("Div", "aclnn_div.h", TENSOR, DIV, A),
     Op("Divs", "aclnn_div.h", SCALAR, DIV, A),
-    Op(
-        "DivMod",
-        "aclnn_div.h",
-        "const aclTensor* self, const aclTensor* other, int mode, aclTensor* out",
-        DIV,
-        A,
-    ),
-    Op(
-        "DivMods",
-        "aclnn_div.h",
-        "const aclTensor* self, const aclScalar* other, int mode, aclTensor* out",
-        DIV,
-        A,
-    ),
+    Op("DivMod", "aclnn_div.h", _TENSOR_MODE, DIV, A),
+    Op("DivMods", "aclnn_div.h", _SCALAR_MODE, DIV, A),
     Op("InplaceDiv", "aclnn_div.h", "aclTensor* selfRef, const aclTensor* other", DIV, A),
     Op("InplaceDivs", "aclnn_div.h", "aclTensor* selfRef, const aclScalar* other", DIV, A),
     Op("InplaceDivMod", "aclnn_div.h", "aclTensor* selfRef, const aclTensor* other, int mode", DIV, A),
     Op("InplaceDivMods", "aclnn_div.h", "aclTensor* selfRef, const aclScalar* other, int mode", DIV, A),
-    Op(
-        "PowTensorScalar",
-        "aclnn_pow.h",
-        "const aclTensor* self, const aclScalar* exponent, const aclTensor* out",
-        POW,
-        A,
-        PHASE2_CONST,
-    ),
-    Op(
-        "PowTensorTensor",
-        "aclnn_pow_tensor_tensor.h",
-        "const aclTensor* self, const aclTensor* exponent, aclTensor* out",
-        POW,
-        A,
-    ),
-    Op(
-        "PowScalarTensor",
-        "aclnn_pow.h",
-        "const aclScalar* self, const aclTensor* exponent, const aclTensor* out",
-        POW,
-        A,
-    ),
-    Op("InplacePowTensorScalar", "aclnn_pow.h", "const aclTensor* self, const aclScalar* exponent", POW, A),
-    Op(
-        "InplacePowTensorTensor",
-        "aclnn_pow_tensor_tensor.h",
-        "const aclTensor* self, const aclTensor* exponent",
-        POW,
-        A,
-    ),
+    Op("PowTensorScalar", "aclnn_pow.h", f"{_POW}, const aclTensor* out", POW, A, PHASE2_CONST),
+    Op("PowTensorTensor", "aclnn_pow_tensor_tensor.h", f"{_POW_TENSOR}, aclTensor* out", POW, A),
+    Op("PowScalarTensor", "aclnn_pow.h", _POW_SCALAR, POW, A),
+    Op("InplacePowTensorScalar", "aclnn_pow.h", _POW, POW, A),
+    Op("InplacePowTensorTensor", "aclnn_pow_tensor_tensor.h", _POW_TENSOR, POW, A),
 )
 
 register_table(TABLE, __name__)

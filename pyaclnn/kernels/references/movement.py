@@ -162,16 +162,10 @@ register_rows(ARANGE, _check_arange, _kernel_arange)
 
 # -- Tril, Triu ---------------------------------------------------------------------------------------
 
+_TRIANGLE = "const aclTensor* self, int64_t diagonal, aclTensor* out"
 TRIANGLES: tuple[Row, ...] = (
-    Row(
-        "Tril",
-        "aclnn_tril.h",
-        "const aclTensor* self, int64_t diagonal, aclTensor* out",
-        "tril",
-        DATA,
-        PHASE2_CONST,
-    ),
-    Row("Triu", "aclnn_triu.h", "const aclTensor* self, int64_t diagonal, aclTensor* out", "triu", DATA),
+    Row("Tril", "aclnn_tril.h", _TRIANGLE, "tril", DATA, PHASE2_CONST),
+    Row("Triu", "aclnn_triu.h", _TRIANGLE, "triu", DATA),
     Row(
         "InplaceTril",
         "aclnn_tril.h",

@@ -111,18 +111,12 @@ ABS = Family(np.abs, same)
 SIGN = Family(_sign, same)
 A = ARITHMETIC
 UNARY = "const aclTensor* self, aclTensor* out"
+_GELU_V2 = "const aclTensor* x, int64_t approximate, aclTensor* y"
 
 TABLE: tuple[Op, ...] = (
     Op("Silu", "aclnn_silu.h", UNARY, SILU, _FLOATING),
     Op("Gelu", "aclnn_gelu.h", UNARY, GELU, _FLOATING, PHASE2_CONST),
-    Op(
-        "GeluV2",
-        "aclnn_gelu_v2.h",
-        "const aclTensor* x, int64_t approximate, aclTensor* y",
-        GELU,
-        _FLOATING,
-        PHASE2_CONST,
-    ),
+    Op("GeluV2", "aclnn_gelu_v2.h", _GELU_V2, GELU, _FLOATING, PHASE2_CONST),
     Op("Relu", "aclnn_relu.h", "const aclTensor* self, const aclTensor* out", RELU, _RELU, PHASE2_CONST),
     Op("InplaceRelu", "aclnn_relu.h", "aclTensor* selfRef", RELU, _RELU, PHASE2_CONST),
     Op("Sigmoid", "aclnn_sigmoid.h", UNARY, SIGMOID, _FLOATING, PHASE2_CONST),
