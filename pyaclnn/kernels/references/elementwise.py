@@ -301,8 +301,9 @@ def _alpha(function: Callable[..., Any], *, reverse: bool = False) -> Callable[.
     def compute(a: np.ndarray, b: np.ndarray, alpha: Any = 1, out: np.ndarray | None = None) -> Any:
         if reverse:
             a, b = b, a
-        if not is_one(alpha):  # alpha*b into out when out is not a (a is still to be read)
-            b = np.multiply(b, np.asarray(alpha).astype(b.dtype), out=None if out is a else out)
+        if not is_one(alpha):  # alpha*b into out when b fills it and out is not a (still to be read)
+            spare = out if out is not None and out is not a and b.shape == out.shape else None
+            b = np.multiply(b, np.asarray(alpha).astype(b.dtype), out=spare)
         return function(a, b, out=out)
 
     return compute
