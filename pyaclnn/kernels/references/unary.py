@@ -8,6 +8,7 @@ once; Gelu computes in float64 (its erf, which NumPy lacks, is :func:`erfc` here
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -40,20 +41,27 @@ def _silu(x: np.ndarray, out: np.ndarray | None = None) -> Any:
     return np.divide(x, np.add(e, 1, out=e), out=out)
 
 
+# erf(s) = s * sum(_ERF_SERIES[n] * s**(2n)), the Taylor series to 30 terms: below s = 2 the first term
+# left out is under 1e-16, erf's rounding (erfc's relative error at s = 2: 2e-14)
+_ERF_SERIES = [(-1) ** n * 2 / math.sqrt(math.pi) / (math.factorial(n) * (2 * n + 1)) for n in range(30)]
+
+
 def erfc(x: np.ndarray) -> np.ndarray:
     """erfc in float64, vectorised, relative error below 1e-12 (NumPy has no erf): the Taylor
-    series of erf below 2 (40 terms) and the continued fraction of erfc from 2 (50 levels), with
-    erfc(-x) = 2 - erfc(x)."""
+    series of erf below 2 (30 terms, by Horner's rule) and the continued fraction of erfc from 2
+    (50 levels), with erfc(-x) = 2 - erfc(x)."""
     x = np.asarray(x, np.float64)
     magnitude = np.abs(x)
     small = magnitude < 2.0
     tail = np.empty_like(magnitude)
     s = magnitude[small]
-    term, total, square = s, s.copy(), s * s
-    for n in range(1, 40):
-        term = term * (-square) / n
-        total += term / (2 * n + 1)
-    tail[small] = 1.0 - total * (2.0 / np.sqrt(np.pi))
+    square = np.square(s)
+    total = np.full_like(s, _ERF_SERIES[-1])
+    for coefficient in reversed(_ERF_SERIES[:-1]):  # in place: two passes a term, no new arrays
+        total *= square
+        total += coefficient
+    total *= s
+    tail[small] = np.subtract(1.0, total, out=total)
     b = magnitude[~small]
     fraction = b
     for k in range(50, 0, -1):
