@@ -42,6 +42,7 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import gc
 import json
 import os
 import shutil
@@ -156,7 +157,13 @@ _homes: dict[Path, str] = {}  # tree -> the home of its emulator, built by main(
 
 def _child(op: str, calls: int) -> None:
     """Warm up, then ``calls`` calls of ``op`` (run under callgrind); ``op`` "layer:PIECE" runs
-    one piece of LAYERS instead, between two synchronizes (so that the exit waits for nothing)."""
+    one piece of LAYERS instead, between two synchronizes (so that the exit waits for nothing).
+
+    The cyclic garbage collector is off from here on: a collection runs in whichever thread's
+    allocation crosses its threshold, so with it on, the main thread's count moved by tens of
+    millions (a negative figure per call) when a change of the package's imports shifted a full
+    collection from the main thread into a stream thread."""
+    gc.disable()
     if op.startswith("layer:"):
         pieces, synchronize, stub = _layer_pieces()
         name = op.split(":", 1)[1]

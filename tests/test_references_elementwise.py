@@ -486,3 +486,46 @@ def test_an_in_place_operator_on_a_device_array_writes_it():
         np.testing.assert_array_equal(x.numpy(), [0.0, 4.0, 0.0])
     finally:
         x.close()
+
+
+def test_an_output_that_is_also_an_input_gets_what_a_separate_output_gets():
+    # the references compute straight into the output when they can: one that is also an input
+    # (exactly, or overlapping) must not be read after it was written
+    rng = np.random.default_rng(7)
+    x, y = (rng.uniform(-3, 3, (4, 6)).astype(np.float32) for _ in range(2))
+    low, high = y - 1, y
+    calls = {
+        "add into other": lambda a, b, lo, hi, out: ops.add(a, b, 2, out if out is not None else b),
+        "rsub into self": lambda a, b, lo, hi, out: ops.rsub(a, b, 3, out if out is not None else a),
+        "clamp_tensor into max": lambda a, b, lo, hi, out: ops.clamp_tensor(
+            a, lo, hi, out if out is not None else hi
+        ),
+        "silu into self": lambda a, b, lo, hi, out: ops.silu(a, out if out is not None else a),
+        "div_mod into self": lambda a, b, lo, hi, out: ops.div_mod(a, b, 1, out if out is not None else a),
+        "softmax into self": lambda a, b, lo, hi, out: ops.softmax(a, 1, out if out is not None else a),
+        "log_softmax into self": lambda a, b, lo, hi, out: ops.log_softmax(
+            a, 1, out if out is not None else a
+        ),
+    }
+    for name, call in calls.items():
+        want = call(x.copy(), y.copy(), low.copy(), high.copy(), np.empty_like(x)).copy()
+        got = call(x.copy(), y.copy(), low.copy(), high.copy(), None)
+        np.testing.assert_array_equal(got, want, err_msg=name)
+    ints, divisor = np.array([-7, 7, -7, 7, -6], np.int64), np.array([2, -2, -2, 2, 3], np.int64)
+    want = ops.div_mod(ints, divisor, 1, np.empty_like(ints))
+    got = ints.copy()
+    ops.inplace_div_mod(got, divisor, 1)
+    np.testing.assert_array_equal(got, want)
+    shifted = np.arange(10, dtype=np.float32)  # src a view of selfRef, one element behind it
+    ops.inplace_copy(shifted[1:], shifted[:-1])
+    np.testing.assert_array_equal(shifted, [0, 0, 1, 2, 3, 4, 5, 6, 7, 8])
+
+
+def test_pow_exponents_torch_computes_as_one_operation_follow_torch_on_special_values(torch):
+    specials = np.array([-0.0, -np.inf, np.inf, np.nan, 4.0, 1e-30, -2.0], np.float32)
+    for exponent in (0.5, 2.0, -1.0):
+        want = torch.ops.aten.pow.Tensor_Scalar(torch.from_numpy(specials.copy()), exponent).numpy()
+        got = ops.pow_tensor_scalar(specials, exponent, np.empty_like(specials))
+        np.testing.assert_array_equal(got, want, err_msg=str(exponent))
+        numbers = ~np.isnan(want)  # the sign of zero too (a NaN's sign means nothing)
+        np.testing.assert_array_equal(np.signbit(got[numbers]), np.signbit(want[numbers]), str(exponent))

@@ -169,10 +169,16 @@ def shaped(name: str, t: TensorInfo, shape: tuple[int, ...], dtype: np.dtype | N
 
 
 def write(out: np.ndarray, value: Any) -> None:
-    """``value`` converted to ``out``'s dtype, written into it (a float32 value into float32 or
-    float16 directly: NumPy's cast rounds once, as :func:`convert`)."""
+    """``value`` converted to ``out``'s dtype (broadcast to its shape) as :func:`convert` does,
+    written into it in one pass: NumPy's casts round once, and copy ``value`` first when it overlaps
+    ``out``."""
     value = np.asarray(value)
-    if value.dtype == out.dtype or (value.dtype == np.float32 and out.dtype == np.float16):
-        np.copyto(out, value, casting="unsafe")
-    else:
+    if out.dtype == np.bool_ and value.dtype != np.bool_:
+        np.not_equal(value, 0, out=out)
+    elif dtype_name(value.dtype) == "bfloat16" or (
+        dtype_name(out.dtype) == "bfloat16" and value.dtype != np.float32
+    ):
         out[...] = convert(value, out.dtype)
+    else:
+        with np.errstate(invalid="ignore", over="ignore"):
+            np.copyto(out, value, casting="unsafe")

@@ -11,16 +11,15 @@ converted to selfRef's dtype (as torch's ``fill_``: no promotion, no cast check)
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from ...constants import ACLNN_ERR_PARAM_NULLPTR
-from ._registry import Reference, TensorInfo, register
+from ._registry import TensorInfo
 from ._rules import ARITHMETIC, FLOATS, INTS, PHASE2_CONST, convert, dtype_in, fail
-from .elementwise import SCALAR, TENSOR, Family, Op, boolean, register_table, same
+from .elementwise import SCALAR, TENSOR, Family, Op, as_row, boolean, register_table, same
 
 # Comparisons: every dtype pyaclnn has, out of any dtype (CANN's headers list most dtypes for each,
 # a few without bool or bfloat16; torch compares all). Clamp: integers and floats (CANN: float16,
@@ -40,14 +39,23 @@ GT, GE = _comparison(np.greater), _comparison(np.greater_equal)
 LT, LE = _comparison(np.less), _comparison(np.less_equal)
 
 
-def _clamp(x: np.ndarray, low: np.ndarray, high: np.ndarray) -> Any:
-    return np.minimum(np.maximum(x, low), high)
+def _clamp(x: np.ndarray, low: np.ndarray, high: np.ndarray, out: np.ndarray | None = None) -> Any:
+    bounded = np.maximum(x, as_row(low, x), out=out)
+    return np.minimum(bounded, as_row(high, x), out=bounded)
+
+
+def _clamp_min(x: np.ndarray, low: np.ndarray, out: np.ndarray | None = None) -> Any:
+    return np.maximum(x, as_row(low, x), out=out)
+
+
+def _clamp_max(x: np.ndarray, high: np.ndarray, out: np.ndarray | None = None) -> Any:
+    return np.minimum(x, as_row(high, x), out=out)
 
 
 CLAMP = Family(_clamp, same)
-CLAMP_MIN = Family(np.maximum, same)
-CLAMP_MAX = Family(np.minimum, same)
-WHERE = Family(np.where, same)
+CLAMP_MIN = Family(_clamp_min, same)
+CLAMP_MAX = Family(_clamp_max, same)
+WHERE = Family(np.where, same, into=False)
 
 _T, _S = TENSOR, SCALAR
 _CLAMP_SCALARS = (
@@ -56,6 +64,11 @@ _CLAMP_SCALARS = (
 _CLAMP_TENSORS = (
     "const aclTensor* self, const aclTensor* clipValueMin, const aclTensor* clipValueMax, aclTensor* out"
 )
+_CLAMP_MIN = "const aclTensor* self, const aclScalar* clipValueMin, aclTensor* out"
+_CLAMP_MAX = "const aclTensor* self, const aclScalar* clipValueMax, aclTensor* out"
+_CLAMP_MIN_TENSOR = "const aclTensor* self, const aclTensor* clipValueMin, aclTensor* out"
+_CLAMP_MAX_TENSOR = "const aclTensor* self, const aclTensor* max, aclTensor* out"
+_CLAMP_MAX_IN_PLACE = "const aclTensor* selfRef, const aclScalar* clipValueMax"
 _WHERE = "const aclTensor* condition, const aclTensor* self, const aclTensor* other, aclTensor* out"
 
 TABLE: tuple[Op, ...] = (
@@ -72,44 +85,12 @@ TABLE: tuple[Op, ...] = (
     Op("LeTensor", "aclnn_le_tensor.h", _T, LE, A),
     Op("LeScalar", "aclnn_le_scalar.h", _S, LE, A),
     Op("Clamp", "aclnn_clamp.h", _CLAMP_SCALARS, CLAMP, _CLAMP, PHASE2_CONST),
-    Op(
-        "ClampMin",
-        "aclnn_clamp.h",
-        "const aclTensor* self, const aclScalar* clipValueMin, aclTensor* out",
-        CLAMP_MIN,
-        _CLAMP,
-        PHASE2_CONST,
-    ),
-    Op(
-        "ClampMax",
-        "aclnn_clamp.h",
-        "const aclTensor* self, const aclScalar* clipValueMax, aclTensor* out",
-        CLAMP_MAX,
-        _CLAMP,
-    ),
+    Op("ClampMin", "aclnn_clamp.h", _CLAMP_MIN, CLAMP_MIN, _CLAMP, PHASE2_CONST),
+    Op("ClampMax", "aclnn_clamp.h", _CLAMP_MAX, CLAMP_MAX, _CLAMP),
     Op("ClampTensor", "aclnn_clamp.h", _CLAMP_TENSORS, CLAMP, _CLAMP, PHASE2_CONST),
-    Op(
-        "ClampMinTensor",
-        "aclnn_clamp.h",
-        "const aclTensor* self, const aclTensor* clipValueMin, aclTensor* out",
-        CLAMP_MIN,
-        _CLAMP,
-        PHASE2_CONST,
-    ),
-    Op(
-        "ClampMaxTensor",
-        "aclnn_clamp.h",
-        "const aclTensor* self, const aclTensor* max, aclTensor* out",
-        CLAMP_MAX,
-        _CLAMP,
-    ),
-    Op(
-        "InplaceClampMax",
-        "aclnn_clamp.h",
-        "const aclTensor* selfRef, const aclScalar* clipValueMax",
-        CLAMP_MAX,
-        _CLAMP,
-    ),
+    Op("ClampMinTensor", "aclnn_clamp.h", _CLAMP_MIN_TENSOR, CLAMP_MIN, _CLAMP, PHASE2_CONST),
+    Op("ClampMaxTensor", "aclnn_clamp.h", _CLAMP_MAX_TENSOR, CLAMP_MAX, _CLAMP),
+    Op("InplaceClampMax", "aclnn_clamp.h", _CLAMP_MAX_IN_PLACE, CLAMP_MAX, _CLAMP),
     Op("SWhere", "aclnn_s_where.h", _WHERE, WHERE, A),
 )
 
@@ -153,14 +134,4 @@ def kernel_fill(op: Op, self_ref: np.ndarray, *value: Any) -> None:
     self_ref[...] = convert(filled.reshape(()), self_ref.dtype)
 
 
-for _op in FILLS:
-    register(
-        Reference(
-            _op.name,
-            functools.partial(kernel_fill, _op),
-            _op.header,
-            _op.declaration,
-            functools.partial(check_fill, _op),
-            _op.dtypes,
-        )
-    )
+register_table(FILLS, __name__, kernel_fill, check_fill)

@@ -74,6 +74,9 @@ class Family:
     rule: Rule
     out_dtypes: frozenset[str] | None = None
     float64: bool = False  # computed in float64 (erf), rounded once to the result
+    # ``compute(..., out=array)`` writes its result there (reading the operands before it writes
+    # ``out``, so ``out`` may be the first operand, an in-place operator's selfRef)
+    into: bool = True
 
 
 @dataclass(frozen=True)
@@ -208,22 +211,43 @@ def kernel(op: Op, *values: Any) -> None:
                 operands.append(np.asarray(v).astype(compute))
     assert target is not None
     with np.errstate(all="ignore"):
+        if family.into and target.dtype == result and (compute == result or result == np.bool_):
+            if _separate(target, operands):  # straight into the output: no temporary, no copy
+                family.compute(*operands, out=target, **attributes)
+                return
         value = np.asarray(family.compute(*operands, **attributes))
-    if value.dtype != result:
+    if value.dtype != result and target.dtype != result:
         value = convert(value, result)
-    write(target, value)
+    write(target, value)  # rounds once to the output's dtype
 
 
-def register_table(table: tuple[Op, ...], family: str) -> None:
-    """Register each row of ``table`` (rows of the module ``family``) with the shared kernel and check."""
+def _separate(target: np.ndarray, operands: list[Any]) -> bool:
+    """Whether ``target`` may be written while ``operands`` are read: it shares no memory with them,
+    or is exactly the first (an in-place operator's selfRef, which the computations read first)."""
+    return not any(
+        isinstance(operand, np.ndarray)
+        and not (index == 0 and operand is target)
+        and np.may_share_memory(operand, target)
+        for index, operand in enumerate(operands)
+    )
+
+
+def register_table(
+    table: tuple[Op, ...],
+    family: str,
+    row_kernel: Callable[..., None] | None = None,
+    row_check: Callable[..., None] | None = None,
+) -> None:
+    """Register each row of ``table`` (rows of the module ``family``) with ``row_kernel`` and
+    ``row_check``, called as ``f(op, *values)`` (by default the shared kernel and check)."""
     for op in table:
         register(
             Reference(
                 op.name,
-                functools.partial(kernel, op),
+                functools.partial(row_kernel or kernel, op),
                 op.header,
                 op.declaration,
-                functools.partial(check, op),
+                functools.partial(row_check or check, op),
                 op.dtypes,
                 family.rsplit(".", 1)[-1],
             )
@@ -274,37 +298,70 @@ def _power(promoted: np.dtype, named: Mapping[str, Any]) -> np.dtype:
 def _alpha(function: Callable[..., Any], *, reverse: bool = False) -> Callable[..., Any]:
     """``self op alpha*other`` (``other op alpha*self`` when reversed); alpha 1 multiplies nothing."""
 
-    def compute(a: np.ndarray, b: np.ndarray, alpha: Any = 1) -> Any:
+    def compute(a: np.ndarray, b: np.ndarray, alpha: Any = 1, out: np.ndarray | None = None) -> Any:
         if reverse:
             a, b = b, a
-        if not is_one(alpha):
-            b = b * np.asarray(alpha).astype(b.dtype)
-        return function(a, b)
+        if not is_one(alpha):  # alpha*b into out when b fills it and out is not a (still to be read)
+            spare = out if out is not None and out is not a and b.shape == out.shape else None
+            b = np.multiply(b, np.asarray(alpha).astype(b.dtype), out=spare)
+        return function(a, b, out=out)
 
     return compute
 
 
-def _divide(a: np.ndarray, b: np.ndarray, mode: int = 0) -> Any:
+def into(value: Any, out: np.ndarray | None) -> Any:
+    """``value``, written into ``out`` when given (the computations done in several steps)."""
+    if out is None:
+        return value
+    np.copyto(out, value, casting="unsafe")
+    return out
+
+
+def as_row(value: np.ndarray, like: np.ndarray) -> np.ndarray:
+    """A 0-d ``value`` as a row as long as ``like``'s last dim (up to 64K), for NumPy's maximum
+    and minimum, whose loops are vectorised for two arrays and 4x slower against a scalar."""
+    if value.ndim or not like.ndim or not 0 < like.shape[-1] <= 1 << 16:
+        return value
+    return np.full(like.shape[-1], value, value.dtype)
+
+
+def _divide(a: np.ndarray, b: np.ndarray, mode: int = 0, out: np.ndarray | None = None) -> Any:
     if mode == 0:
-        return np.true_divide(a, b)
+        return np.true_divide(a, b, out=out)
     if CATEGORY[dtype_name(a.dtype)] == 2:
-        return np.trunc(a / b) if mode == 1 else np.floor_divide(a, b)
-    quotient = np.floor_divide(a, b)
-    if mode == 1:  # toward zero: one more where floor rounded a negative inexact quotient down
-        quotient = quotient + ((np.remainder(a, b) != 0) & ((a < 0) != (b < 0)))
-    return quotient
+        if mode == 2:
+            return np.floor_divide(a, b, out=out)
+        return np.trunc(np.true_divide(a, b, out=out), out=out)
+    if mode == 2:
+        return np.floor_divide(a, b, out=out)
+    # toward zero: one more where floor rounded a negative inexact quotient down (found before
+    # ``out``, which may be ``a``, is written)
+    inexact = (np.remainder(a, b) != 0) & ((a < 0) != (b < 0))
+    quotient = np.floor_divide(a, b, out=out)
+    return np.add(quotient, inexact, out=quotient, casting="unsafe")
 
 
-def _pow(base: np.ndarray, exponent: np.ndarray) -> Any:
+# Float exponents whose power is one correctly rounded operation of its own, as torch computes them:
+# x**0.5 is sqrt(x), x**2 is x*x, x**-1 is 1/x.
+_EXACT_POWERS: dict[float, Callable[..., Any]] = {
+    0.5: np.sqrt,
+    2.0: np.square,
+    -1.0: np.reciprocal,
+}
+
+
+def _pow(base: np.ndarray, exponent: np.ndarray, out: np.ndarray | None = None) -> Any:
     if CATEGORY[dtype_name(base.dtype)] == 2:
-        return np.power(base, exponent)
+        if exponent.ndim == 0 and float(exponent) in _EXACT_POWERS:
+            return _EXACT_POWERS[float(exponent)](base, out=out)
+        return np.power(base, exponent, out=out)
     negative = exponent < 0  # integers: 1 and -1 keep a magnitude of 1, the others go to 0
     powered = np.power(base, np.where(negative, 0, exponent).astype(exponent.dtype))
     if not np.any(negative):
-        return powered
+        return into(powered, out)
     odd = np.remainder(exponent, 2) != 0
     small = np.where(base == 1, 1, np.where(base == -1, np.where(odd, -1, 1), 0))
-    return np.where(negative, small.astype(powered.dtype), powered)
+    return into(np.where(negative, small.astype(powered.dtype), powered), out)
 
 
 # -- the families and their dtypes -------------------------------------------------------------------
@@ -321,102 +378,51 @@ POW = Family(_pow, _power)
 
 
 A = ARITHMETIC
-# The parameter lists most rows share, as CANN 8.1.RC1's headers declare them.
+# The parameter lists of the rows, as CANN 8.1.RC1's headers declare them (const or not, as written).
 TENSOR = "const aclTensor* self, const aclTensor* other, aclTensor* out"
 SCALAR = "const aclTensor* self, const aclScalar* other, aclTensor* out"
 TENSOR_ALPHA = "const aclTensor* self, const aclTensor* other, const aclScalar* alpha, aclTensor* out"
 SCALAR_ALPHA = "const aclTensor* self, const aclScalar* other, const aclScalar* alpha, aclTensor* out"
 UNARY = "const aclTensor* self, aclTensor* out"
+# In place (only Add's selfRef is const), with a mode, and Pow's
+_ADD_IN_PLACE = "const aclTensor* selfRef, const aclTensor* other, const aclScalar* alpha"
+_ADDS_IN_PLACE = "const aclTensor* selfRef, const aclScalar* other, const aclScalar* alpha"
+_SUB_IN_PLACE = "aclTensor* selfRef, const aclTensor* other, const aclScalar* alpha"
+_SUBS_IN_PLACE = "aclTensor* selfRef, const aclScalar* other, const aclScalar* alpha"
+_TENSOR_MODE = "const aclTensor* self, const aclTensor* other, int mode, aclTensor* out"
+_SCALAR_MODE = "const aclTensor* self, const aclScalar* other, int mode, aclTensor* out"
+_POW = "const aclTensor* self, const aclScalar* exponent"
+_POW_TENSOR = "const aclTensor* self, const aclTensor* exponent"
+_POW_SCALAR = "const aclScalar* self, const aclTensor* exponent, const aclTensor* out"
 
 TABLE: tuple[Op, ...] = (
     Op("Add", "aclnn_add.h", TENSOR_ALPHA, ADD, A),
     Op("Adds", "aclnn_add.h", SCALAR_ALPHA, ADD, A),
-    Op(
-        "InplaceAdd",
-        "aclnn_add.h",
-        "const aclTensor* selfRef, const aclTensor* other, const aclScalar* alpha",
-        ADD,
-        A,
-    ),
-    Op(
-        "InplaceAdds",
-        "aclnn_add.h",
-        "const aclTensor* selfRef, const aclScalar* other, const aclScalar* alpha",
-        ADD,
-        A,
-    ),
+    Op("InplaceAdd", "aclnn_add.h", _ADD_IN_PLACE, ADD, A),
+    Op("InplaceAdds", "aclnn_add.h", _ADDS_IN_PLACE, ADD, A),
     Op("Mul", "aclnn_mul.h", TENSOR, MUL, A),
     Op("Muls", "aclnn_mul.h", SCALAR, MUL, A),
     Op("InplaceMul", "aclnn_mul.h", "aclTensor* selfRef, const aclTensor* other", MUL, A),
     Op("InplaceMuls", "aclnn_mul.h", "aclTensor* selfRef, const aclScalar* other", MUL, A),
     Op("Sub", "aclnn_sub.h", TENSOR_ALPHA, SUB, A),
     Op("Subs", "aclnn_sub.h", SCALAR_ALPHA, SUB, A),
-    Op(
-        "InplaceSub",
-        "aclnn_sub.h",
-        "aclTensor* selfRef, const aclTensor* other, const aclScalar* alpha",
-        SUB,
-        A,
-    ),
-    Op(
-        "InplaceSubs",
-        "aclnn_sub.h",
-        "aclTensor* selfRef, const aclScalar* other, const aclScalar* alpha",
-        SUB,
-        A,
-    ),
+    Op("InplaceSub", "aclnn_sub.h", _SUB_IN_PLACE, SUB, A),
+    Op("InplaceSubs", "aclnn_sub.h", _SUBS_IN_PLACE, SUB, A),
     Op("Rsub", "aclnn_rsub.h", TENSOR_ALPHA, RSUB, A),
     Op("Rsubs", "aclnn_rsub.h", SCALAR_ALPHA, RSUB, A),
     Op("Div", "aclnn_div.h", TENSOR, DIV, A),
     Op("Divs", "aclnn_div.h", SCALAR, DIV, A),
-    Op(
-        "DivMod",
-        "aclnn_div.h",
-        "const aclTensor* self, const aclTensor* other, int mode, aclTensor* out",
-        DIV,
-        A,
-    ),
-    Op(
-        "DivMods",
-        "aclnn_div.h",
-        "const aclTensor* self, const aclScalar* other, int mode, aclTensor* out",
-        DIV,
-        A,
-    ),
+    Op("DivMod", "aclnn_div.h", _TENSOR_MODE, DIV, A),
+    Op("DivMods", "aclnn_div.h", _SCALAR_MODE, DIV, A),
     Op("InplaceDiv", "aclnn_div.h", "aclTensor* selfRef, const aclTensor* other", DIV, A),
     Op("InplaceDivs", "aclnn_div.h", "aclTensor* selfRef, const aclScalar* other", DIV, A),
     Op("InplaceDivMod", "aclnn_div.h", "aclTensor* selfRef, const aclTensor* other, int mode", DIV, A),
     Op("InplaceDivMods", "aclnn_div.h", "aclTensor* selfRef, const aclScalar* other, int mode", DIV, A),
-    Op(
-        "PowTensorScalar",
-        "aclnn_pow.h",
-        "const aclTensor* self, const aclScalar* exponent, const aclTensor* out",
-        POW,
-        A,
-        PHASE2_CONST,
-    ),
-    Op(
-        "PowTensorTensor",
-        "aclnn_pow_tensor_tensor.h",
-        "const aclTensor* self, const aclTensor* exponent, aclTensor* out",
-        POW,
-        A,
-    ),
-    Op(
-        "PowScalarTensor",
-        "aclnn_pow.h",
-        "const aclScalar* self, const aclTensor* exponent, const aclTensor* out",
-        POW,
-        A,
-    ),
-    Op("InplacePowTensorScalar", "aclnn_pow.h", "const aclTensor* self, const aclScalar* exponent", POW, A),
-    Op(
-        "InplacePowTensorTensor",
-        "aclnn_pow_tensor_tensor.h",
-        "const aclTensor* self, const aclTensor* exponent",
-        POW,
-        A,
-    ),
+    Op("PowTensorScalar", "aclnn_pow.h", f"{_POW}, const aclTensor* out", POW, A, PHASE2_CONST),
+    Op("PowTensorTensor", "aclnn_pow_tensor_tensor.h", f"{_POW_TENSOR}, aclTensor* out", POW, A),
+    Op("PowScalarTensor", "aclnn_pow.h", _POW_SCALAR, POW, A),
+    Op("InplacePowTensorScalar", "aclnn_pow.h", _POW, POW, A),
+    Op("InplacePowTensorTensor", "aclnn_pow_tensor_tensor.h", _POW_TENSOR, POW, A),
 )
 
 register_table(TABLE, __name__)
@@ -445,7 +451,7 @@ def _check_cast(self: TensorInfo, dtype: np.dtype, out: TensorInfo) -> None:
 
 
 def _kernel_cast(self: np.ndarray, dtype: np.dtype, out: np.ndarray) -> None:
-    out[...] = convert(self, out.dtype)
+    write(out, self)
 
 
 register(Reference("Cast", _kernel_cast, "aclnn_cast.h", _CAST_H, _check_cast, ARITHMETIC))

@@ -168,17 +168,16 @@ register_rows(MATMUL, check_matmul, kernel_matmul)
 
 # -- Convolution ---------------------------------------------------------------------------------------
 
+_CONVOLUTION = (
+    "const aclTensor* input, const aclTensor* weight, const aclTensor* bias, const aclIntArray* stride, "
+    "const aclIntArray* padding, const aclIntArray* dilation, bool transposed, "
+    "const aclIntArray* outputPadding, const int64_t groups, aclTensor* output, int8_t cubeMathType"
+)
+_CONVOLUTION_PHASE2 = (
+    "void* workspace, const uint64_t workspaceSize, aclOpExecutor* executor, aclrtStream stream"
+)
 CONVOLUTION: tuple[Row, ...] = (
-    Row(
-        "Convolution",
-        "aclnn_convolution.h",
-        "const aclTensor* input, const aclTensor* weight, const aclTensor* bias, const aclIntArray* stride, "
-        "const aclIntArray* padding, const aclIntArray* dilation, bool transposed, "
-        "const aclIntArray* outputPadding, const int64_t groups, aclTensor* output, int8_t cubeMathType",
-        "convolution",
-        MATH,
-        "void* workspace, const uint64_t workspaceSize, aclOpExecutor* executor, aclrtStream stream",
-    ),
+    Row("Convolution", "aclnn_convolution.h", _CONVOLUTION, "convolution", MATH, _CONVOLUTION_PHASE2),
 )
 
 

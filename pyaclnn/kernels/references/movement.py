@@ -57,8 +57,7 @@ def _check_inplace_copy(self_ref: TensorInfo, src: TensorInfo) -> None:
 
 
 def _kernel_inplace_copy(self_ref: np.ndarray, src: np.ndarray) -> None:
-    # src may overlap selfRef (a view of it): convert into a new array before writing
-    self_ref[...] = np.array(convert(src, self_ref.dtype), copy=True)
+    write(self_ref, src)  # src may overlap selfRef (a view of it): write copies it first then
 
 
 register(
@@ -109,8 +108,15 @@ def _check_cat(tensors: list[TensorInfo] | None, dim: int, out: TensorInfo) -> N
 
 
 def _kernel_cat(tensors: list[np.ndarray], dim: int, out: np.ndarray) -> None:
-    parts = [convert(t, out.dtype) for t in tensors]
-    out[...] = np.concatenate(parts, axis=dim)
+    if out.ndim == 0:
+        out[...] = np.concatenate([convert(t, out.dtype) for t in tensors], axis=dim)
+        return
+    axis = dim % out.ndim
+    start = 0
+    for t in tensors:  # each converted straight into its part of out
+        stop = start + t.shape[axis]
+        write(out[(slice(None),) * axis + (slice(start, stop),)], t)
+        start = stop
 
 
 register(Reference("Cat", _kernel_cat, "aclnn_cat.h", _CAT_H, _check_cat, ARITHMETIC))
@@ -156,16 +162,10 @@ register_rows(ARANGE, _check_arange, _kernel_arange)
 
 # -- Tril, Triu ---------------------------------------------------------------------------------------
 
+_TRIANGLE = "const aclTensor* self, int64_t diagonal, aclTensor* out"
 TRIANGLES: tuple[Row, ...] = (
-    Row(
-        "Tril",
-        "aclnn_tril.h",
-        "const aclTensor* self, int64_t diagonal, aclTensor* out",
-        "tril",
-        DATA,
-        PHASE2_CONST,
-    ),
-    Row("Triu", "aclnn_triu.h", "const aclTensor* self, int64_t diagonal, aclTensor* out", "triu", DATA),
+    Row("Tril", "aclnn_tril.h", _TRIANGLE, "tril", DATA, PHASE2_CONST),
+    Row("Triu", "aclnn_triu.h", _TRIANGLE, "triu", DATA),
     Row(
         "InplaceTril",
         "aclnn_tril.h",
@@ -194,7 +194,24 @@ def _kernel_triangle(row: Row, diagonal: int, **tensors: np.ndarray) -> None:
     target = tensors["out"] if "out" in tensors else self
     if target is not self:
         np.copyto(target, self)
-    np.copyto(target, np.zeros((), self.dtype), where=_zeroed(row.form, rows, cols, diagonal))
+    # by blocks of rows: the columns every row of the block zeroes in one fill, the band along the
+    # diagonal through the mask (a masked copy of the whole matrix took 10x torch's in-place tril)
+    mask, zero = _zeroed(row.form, rows, cols, diagonal), np.zeros((), self.dtype)
+    for first in range(0, rows, _BLOCK):
+        last = min(first + _BLOCK, rows)
+        if row.form == "tril":  # col > row + diagonal
+            band, full = (first + diagonal + 1, last + diagonal), (last + diagonal, cols)
+        else:  # col < row + diagonal
+            band, full = (first + diagonal, last + diagonal - 1), (0, first + diagonal)
+        start, stop = (min(max(c, 0), cols) for c in full)
+        if start < stop:
+            target[..., first:last, start:stop] = zero
+        start, stop = (min(max(c, 0), cols) for c in band)
+        if start < stop:
+            np.copyto(target[..., first:last, start:stop], zero, where=mask[first:last, start:stop])
+
+
+_BLOCK = 64
 
 
 @functools.lru_cache(maxsize=16)
@@ -271,16 +288,27 @@ def _kernel_gather(row: Row, self: np.ndarray, dim: int, index: np.ndarray, out:
         # np.take_along_axis's broadcast fancy indexing
         source = self if self.flags.c_contiguous else np.ascontiguousarray(self)
         steps = [s // source.itemsize for s in source.strides]
-        offsets = index.astype(np.int64) * steps[k]
+        offsets = index.astype(np.int64)  # a new array: scaled and shifted in place
+        if steps[k] != 1:
+            offsets *= steps[k]
         for d, n in enumerate(index.shape):
             if d != k and n > 1:
                 grid = np.arange(n, dtype=np.int64) * steps[d]
                 offsets += grid.reshape([-1 if e == d else 1 for e in range(index.ndim)])
-        out[...] = source.reshape(-1).take(offsets)
+        _take(source.reshape(-1), offsets, None, out)
         return
     if self.shape[k] == 0:
         return
-    out[...] = np.take(self, index.reshape(-1) if row.form == "index_select" else index, axis=k, mode="clip")
+    _take(self, index.reshape(-1) if row.form == "index_select" else index, k, out)
+
+
+def _take(source: np.ndarray, index: np.ndarray, axis: int | None, out: np.ndarray) -> None:
+    """``np.take(source, index, axis, mode="clip")`` written straight into ``out`` when NumPy can
+    (the same dtype, out apart from source), else through a new array."""
+    if out.flags.c_contiguous and not np.may_share_memory(out, source):
+        np.take(source, index, axis=axis, out=out, mode="clip")
+    else:
+        out[...] = np.take(source, index, axis=axis, mode="clip")
 
 
 register_rows(GATHERS, _check_gather, _kernel_gather)
@@ -362,7 +390,13 @@ def _check_repeat(row: Row, self: TensorInfo, repeats: Any, out: TensorInfo, **r
 
 def _kernel_repeat(row: Row, self: np.ndarray, repeats: Any, out: np.ndarray, **rest: Any) -> None:
     if row.form == "repeat":
-        out[...] = np.tile(self, repeats)
+        padded = (1,) * (len(repeats) - self.ndim) + self.shape
+        if out.flags.c_contiguous and not np.may_share_memory(out, self):
+            # out as (r0, s0, r1, s1, ...): self broadcast into it, one copy and no tiled array
+            spread = out.reshape([n for pair in zip(repeats, padded) for n in pair])
+            spread[...] = self.reshape([n for size in padded for n in (1, size)])
+        else:
+            out[...] = np.tile(self, repeats)
     elif "dim" in rest and self.ndim:
         out[...] = np.repeat(self, repeats, axis=rest["dim"] % self.ndim)
     else:

@@ -76,14 +76,15 @@ def _kernel_layer_norm(
     axes = tuple(range(input.ndim - len(normalized_shape), input.ndim))
     x = input.astype(np.float32, copy=False)
     mu = x.mean(axis=axes, keepdims=True)
-    y = x - mu
+    y = np.subtract(x, mu, out=_float32_buffer(out, input))
     inverse = 1.0 / np.sqrt(np.mean(np.square(y), axis=axes, keepdims=True) + np.float32(eps))
     y *= inverse
     if weight is not None:
         y *= weight.astype(np.float32, copy=False)
     if bias is not None:
         y += bias.astype(np.float32, copy=False)
-    write(out, y)
+    if y is not out:
+        write(out, y)
     if mean is not None:
         mean[...] = mu.astype(mean.dtype)
     if rstd is not None:
@@ -95,6 +96,15 @@ register(
         "LayerNorm", _kernel_layer_norm, "aclnn_layer_norm.h", _LAYER_NORM_H, _check_layer_norm, _NORM_DTYPES
     )
 )
+
+
+def _float32_buffer(out: np.ndarray, source: np.ndarray) -> np.ndarray | None:
+    """``out`` when the float32 steps can run in it (it is float32, and ``source`` itself or apart
+    from it: each step reads what it overwrites), else None (a new array, written at the end)."""
+    if out.dtype == np.float32 and (out is source or not np.may_share_memory(out, source)):
+        return out
+    return None
+
 
 # -- Softmax, LogSoftmax, RmsNorm ---------------------------------------------------------------------
 
@@ -137,10 +147,13 @@ def check(row: Row, **values: Any) -> None:
 
 def kernel(row: Row, **values: Any) -> None:
     if row.form == "rms_norm":
-        x, gamma = values["x"].astype(_F32), values["gamma"].astype(_F32)
+        x, gamma = values["x"].astype(_F32, copy=False), values["gamma"].astype(_F32, copy=False)
         axes = tuple(range(x.ndim - gamma.ndim, x.ndim))
-        rstd = 1.0 / np.sqrt(np.mean(x * x, axis=axes, keepdims=True) + np.float32(values["epsilon"]))
-        write(values["yOut"], x * rstd * gamma)
+        rstd = 1.0 / np.sqrt(np.mean(np.square(x), axis=axes, keepdims=True) + np.float32(values["epsilon"]))
+        y = np.multiply(x, rstd, out=_float32_buffer(values["yOut"], values["x"]))
+        np.multiply(y, gamma, out=y)
+        if y is not values["yOut"]:
+            write(values["yOut"], y)
         write(values["rstdOut"], rstd)
         return
     self, out = values["self"], values["out"]
@@ -148,14 +161,13 @@ def kernel(row: Row, **values: Any) -> None:
         return
     dim = values["dim"] % max(self.ndim, 1) if self.ndim else None
     x = self.astype(_F32, copy=False)
-    shifted = x - np.max(x, axis=dim, keepdims=True)
-    exp = np.exp(shifted)
-    total = np.sum(exp, axis=dim, keepdims=True)
+    shifted = np.subtract(x, np.max(x, axis=dim, keepdims=True), out=_float32_buffer(out, self))
     if row.form == "softmax":
-        exp /= total
-        write(out, exp)
+        exp = np.exp(shifted, out=shifted)
+        exp /= np.sum(exp, axis=dim, keepdims=True)
     else:
-        shifted -= np.log(total)
+        shifted -= np.log(np.sum(np.exp(shifted), axis=dim, keepdims=True))
+    if shifted is not out:
         write(out, shifted)
 
 
