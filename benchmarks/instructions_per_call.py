@@ -178,6 +178,11 @@ def _child(op: str, calls: int) -> None:
     call = bench_overhead.pyaclnn_calls("npu")[op]
     for _ in range(WARMUP + calls):
         call()
+    # Leave without the exit hook: what it does while work is still queued follows the machine's
+    # load (tens of millions of instructions apart between two runs of 0 calls), and a wait here
+    # would count the device's time in the main thread's instructions.
+    sys.stdout.flush()
+    os._exit(0)
 
 
 def _child_bytecodes(op: str, calls: int) -> None:
