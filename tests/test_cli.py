@@ -225,7 +225,7 @@ def test_selftest_json_counts_a_failure_and_maps_an_infinite_error_to_null(monke
 
 def test_selftest_against_the_golden_outputs_catches_a_kernel_the_reference_shares(monkeypatch):
     """On the numpy backend the device *is* the reference kernels: only PyTorch's outputs see this bug."""
-    from pyaclnn.backends.numpy import _kernels as device_kernels
+    from pyaclnn.backends.numpy._kernels import _grid_sampler as device_kernels
     from pyaclnn.kernels import grid_sampler3d as kernels
 
     real = kernels.grid_sampler3d
