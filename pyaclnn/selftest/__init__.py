@@ -30,9 +30,11 @@ bfloat16                            1e-2  (one bf16 ulp at the largest value is 
 fp16/bf16 are computed in float32 and rounded once on every side, so the
 expected values and a correct device differ by at most one rounding step.
 
-The modules, one job each: :mod:`~pyaclnn.selftest.references` (the reference
-kernels on host arrays), :mod:`~pyaclnn.selftest.operators` (:class:`Case`, and
-per operator of the operator table: inputs, call, reference and cases),
+The modules, one job each: :mod:`~pyaclnn.selftest.operators` (:class:`Case`,
+:class:`~pyaclnn.selftest.operators.Operator` and the registry of every operator's
+knowledge), a module per family of operators that registers each operator's inputs,
+call, reference kernel on host arrays and cases (:mod:`~pyaclnn.selftest.max_pool3d`,
+:mod:`~pyaclnn.selftest.grid_sampler3d`),
 :mod:`~pyaclnn.selftest.matrix` (:func:`cases`, every operator's cases in table
 order, and :func:`check_coverage`), :mod:`~pyaclnn.selftest.compare` (the
 measure and :data:`TOLERANCES`), :mod:`~pyaclnn.selftest.goldens` (the golden
@@ -43,17 +45,17 @@ re-exports their public names.
 
 from __future__ import annotations
 
+# Each family of operators (grid_sampler3d, max_pool3d): its references re-exported, its cases
+# registered in operators.OPERATORS.
+from . import grid_sampler3d as _grid_sampler3d
+from . import max_pool3d as _max_pool3d
 from .cli import add_arguments, main, run, run_case
 from .compare import TOLERANCES, Arrays, Comparison, Outputs, compare
 from .goldens import GOLDEN_FILE, GOLDEN_MAX_ELEMENTS, golden, golden_sample, inputs_digest
+from .grid_sampler3d import *  # noqa: F403
 from .matrix import cases, check_coverage
-from .operators import Case, pool_params
-from .references import (
-    reference_grid_sampler3d,
-    reference_grid_sampler3d_backward,
-    reference_max_pool3d_with_argmax,
-    reference_max_pool3d_with_argmax_backward,
-)
+from .max_pool3d import *  # noqa: F403
+from .operators import Case
 from .report import CaseResult, format_table
 
 __all__ = [
@@ -71,14 +73,11 @@ __all__ = [
     "golden",
     "golden_sample",
     "inputs_digest",
-    "pool_params",
     "format_table",
     "run",
     "run_case",
     "main",
     "add_arguments",
-    "reference_max_pool3d_with_argmax",
-    "reference_max_pool3d_with_argmax_backward",
-    "reference_grid_sampler3d",
-    "reference_grid_sampler3d_backward",
 ]
+__all__ += _max_pool3d.__all__
+__all__ += _grid_sampler3d.__all__
