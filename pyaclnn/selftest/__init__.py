@@ -34,7 +34,8 @@ The modules, one job each: :mod:`~pyaclnn.selftest.operators` (:class:`Case`,
 :class:`~pyaclnn.selftest.operators.Operator` and the registry of every operator's
 knowledge), a module per family of operators that registers each operator's inputs,
 call, reference kernel on host arrays and cases (:mod:`~pyaclnn.selftest.max_pool3d`,
-:mod:`~pyaclnn.selftest.grid_sampler3d`),
+:mod:`~pyaclnn.selftest.grid_sampler3d`; :mod:`~pyaclnn.selftest.references` imports them
+all and re-exports their references),
 :mod:`~pyaclnn.selftest.matrix` (:func:`cases`, every operator's cases in table
 order, and :func:`check_coverage`), :mod:`~pyaclnn.selftest.compare` (the
 measure and :data:`TOLERANCES`), :mod:`~pyaclnn.selftest.goldens` (the golden
@@ -45,17 +46,15 @@ re-exports their public names.
 
 from __future__ import annotations
 
-# Each family of operators (grid_sampler3d, max_pool3d): its references re-exported, its cases
-# registered in operators.OPERATORS.
-from . import grid_sampler3d as _grid_sampler3d
-from . import max_pool3d as _max_pool3d
+# references imports each family of operators (registering its cases in operators.OPERATORS);
+# its references are re-exported here.
+from . import references as _references
 from .cli import add_arguments, main, run, run_case
 from .compare import TOLERANCES, Arrays, Comparison, Outputs, compare
 from .goldens import GOLDEN_FILE, GOLDEN_MAX_ELEMENTS, golden, golden_sample, inputs_digest
-from .grid_sampler3d import *  # noqa: F403
 from .matrix import cases, check_coverage
-from .max_pool3d import *  # noqa: F403
 from .operators import Case
+from .references import *  # noqa: F403
 from .report import CaseResult, format_table
 
 __all__ = [
@@ -79,5 +78,4 @@ __all__ = [
     "main",
     "add_arguments",
 ]
-__all__ += _max_pool3d.__all__
-__all__ += _grid_sampler3d.__all__
+__all__ += _references.__all__

@@ -23,7 +23,7 @@ def check_coverage(matrix: Sequence[Case]) -> None:
     problems = [
         f"{c_name} ({name}) is in {where}, but selftest has no inputs, call, reference and cases "
         "for it (an Operator registered in pyaclnn/selftest/operators.py's OPERATORS by a module of "
-        "pyaclnn/selftest/ that pyaclnn/selftest/__init__.py imports)"
+        "pyaclnn/selftest/ that pyaclnn/selftest/references.py imports)"
         for name, c_name in table.items()
         if name not in _ops.OPERATORS
     ]

@@ -6,7 +6,7 @@ This module holds :class:`Case`, :class:`Operator`, the helpers every operator's
 and the registry :data:`OPERATORS`; the knowledge of each operator is hand-written in a
 module of its family (:mod:`pyaclnn.selftest.max_pool3d`,
 :mod:`pyaclnn.selftest.grid_sampler3d`), which adds its entries to :data:`OPERATORS` when
-:mod:`pyaclnn.selftest` imports it. Which operators exist is not hand-written:
+:mod:`pyaclnn.selftest.references` imports it. Which operators exist is not hand-written:
 :func:`pyaclnn.selftest.cases` assembles the matrix from these entries in table order and
 refuses a table with an operator missing here (or one here the table does not have).
 """

@@ -1,7 +1,12 @@
-"""The selftest's reference kernels on host arrays, as :mod:`pyaclnn.selftest` re-exports them:
-each family's live in its own module (:mod:`pyaclnn.selftest.max_pool3d`,
-:mod:`pyaclnn.selftest.grid_sampler3d`), beside its cases. Replace one there, not here: the
-cases look it up in their own module."""
+"""The selftest's operators, a module per family, and their reference kernels on host arrays.
+
+Each family's module (:mod:`pyaclnn.selftest.max_pool3d`,
+:mod:`pyaclnn.selftest.grid_sampler3d`) holds its operators' references, inputs, calls and
+cases and registers them in :data:`pyaclnn.selftest.operators.OPERATORS` when imported: this
+module imports every family (the one list of them) and re-exports each one's ``__all__``, as
+:mod:`pyaclnn.selftest` does this module's. Replace a reference in its family's module, not
+here: the cases look it up there, at call time.
+"""
 
 from __future__ import annotations
 
