@@ -157,7 +157,7 @@ def test_selftest_fails_and_exits_nonzero_when_a_result_is_off_by_more_than_the_
         ref = real(*args, **kwargs)
         return (ref + np.float32(1e-4) * np.max(np.abs(ref))).astype(ref.dtype)  # 10x the fp32 tolerance
 
-    monkeypatch.setattr(selftest.references, "reference_grid_sampler3d", off_by_1e_4)
+    monkeypatch.setattr(selftest.grid_sampler3d, "reference_grid_sampler3d", off_by_1e_4)
     code, out = _selftest("--backend", "numpy", "-k", "grid_sampler3d fwd bilinear zeros")
     assert code == 1
     row = next(line for line in out.splitlines() if line.startswith("grid_sampler3d fwd bilinear zeros "))
@@ -177,7 +177,7 @@ def test_selftest_counts_index_mismatches_of_the_max_pool_forward(monkeypatch):
         indices.flat[0] += 1
         return out, indices
 
-    monkeypatch.setattr(selftest.references, "reference_max_pool3d_with_argmax", first_index_wrong)
+    monkeypatch.setattr(selftest.max_pool3d, "reference_max_pool3d_with_argmax", first_index_wrong)
     code, out = _selftest("--backend", "numpy", "-k", "max_pool3d fwd k2 s2")
     assert code == 1
     row = next(line for line in out.splitlines() if line.startswith("max_pool3d fwd k2 s2"))
@@ -188,7 +188,7 @@ def test_selftest_reports_a_raising_case_as_error(monkeypatch):
     def broken(*args, **kwargs):
         raise ValueError("reference exploded")
 
-    monkeypatch.setattr(selftest.references, "reference_max_pool3d_with_argmax_backward", broken)
+    monkeypatch.setattr(selftest.max_pool3d, "reference_max_pool3d_with_argmax_backward", broken)
     code, out = _selftest("--backend", "numpy", "-k", "max_pool3d bwd")
     assert code == 1
     assert out.count("ERROR") == sum(c.name.startswith("max_pool3d bwd") for c in selftest.cases())
@@ -212,7 +212,7 @@ def test_selftest_json_gives_every_case_with_errors_tolerance_and_counts():
 
 def test_selftest_json_counts_a_failure_and_maps_an_infinite_error_to_null(monkeypatch):
     # None: "masked out", an infinite error
-    monkeypatch.setattr(selftest.references, "reference_grid_sampler3d", lambda *a, **k: None)
+    monkeypatch.setattr(selftest.grid_sampler3d, "reference_grid_sampler3d", lambda *a, **k: None)
     out = io.StringIO()
     assert selftest.run("numpy", pattern="grid_sampler3d fwd bilinear zeros", out=out, as_json=True) == 1
     report = json.loads(out.getvalue())
@@ -225,7 +225,7 @@ def test_selftest_json_counts_a_failure_and_maps_an_infinite_error_to_null(monke
 
 def test_selftest_against_the_golden_outputs_catches_a_kernel_the_reference_shares(monkeypatch):
     """On the numpy backend the device *is* the reference kernels: only PyTorch's outputs see this bug."""
-    from pyaclnn.backends.numpy import _kernels as device_kernels
+    from pyaclnn.backends.numpy._kernels import _grid_sampler as device_kernels
     from pyaclnn.kernels import grid_sampler3d as kernels
 
     real = kernels.grid_sampler3d

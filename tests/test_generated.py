@@ -26,7 +26,7 @@ def _generator() -> ModuleType:
     return module
 
 
-@pytest.mark.parametrize("name", ["backends/_interface.py", "aclnn.py", "functional.pyi"])
+@pytest.mark.parametrize("name", ["backends/_interface.py", "aclnn.pyi", "functional.pyi"])
 def test_each_generated_file_is_current(name):
     generator = _generator()
     path = ROOT / "pyaclnn" / name

@@ -126,6 +126,7 @@ def test_the_wheel_holds_the_package_its_data_and_the_licence_only(wheel):
         "pyaclnn/__init__.py",
         "pyaclnn/py.typed",
         "pyaclnn/functional.pyi",  # the typed interface of the calls (generated)
+        "pyaclnn/aclnn.pyi",  # and of the low-level wrappers (generated)
         "pyaclnn/selftest_golden.npz",
         "pyaclnn/include/decl/acl_types.h",
         "pyaclnn/backends/npu/_ffi.py",

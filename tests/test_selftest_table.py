@@ -1,6 +1,7 @@
 """selftest takes its operators from the operator table (pyaclnn/_optable.py): every operator
 of the table has selftest's inputs, call, reference and cases (one Operator entry in
-pyaclnn/selftest/operators.py), and one missing is an error, not a silently shorter matrix."""
+pyaclnn/selftest/operators.py's OPERATORS, registered by its family's module), and one
+missing is an error, not a silently shorter matrix."""
 
 from __future__ import annotations
 
@@ -58,6 +59,6 @@ def test_an_operator_selftest_knows_but_the_table_lost_is_refused(monkeypatch):
     real = _optable.operators()
     monkeypatch.setattr(_optable, "operators", lambda: real[:-1])
     with pytest.raises(
-        LookupError, match=f"{real[-1].python_name} is in pyaclnn/selftest/operators.py but not"
+        LookupError, match=f"{real[-1].python_name} is in pyaclnn/selftest/operators.py's OPERATORS but not"
     ):
         selftest.cases()

@@ -77,8 +77,8 @@ _C_WORDS = frozenset(
 
 
 def python_operator_name(name: str) -> str:
-    """``Add`` -> ``add``, ``MaxPool3dWithArgmaxBackward`` -> ``max_pool3d_with_argmax_backward``,
-    ``GridSampler3DBackward`` -> ``grid_sampler3d_backward`` (the functional layer's rule)."""
+    """``Add`` -> ``add``: the operator table's rule (:func:`pyaclnn._optable.snake_case`), so an
+    operator read off a header has the Python name the functional layer gives it."""
     return snake_case(name)
 
 

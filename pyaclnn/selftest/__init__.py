@@ -30,9 +30,12 @@ bfloat16                            1e-2  (one bf16 ulp at the largest value is 
 fp16/bf16 are computed in float32 and rounded once on every side, so the
 expected values and a correct device differ by at most one rounding step.
 
-The modules, one job each: :mod:`~pyaclnn.selftest.references` (the reference
-kernels on host arrays), :mod:`~pyaclnn.selftest.operators` (:class:`Case`, and
-per operator of the operator table: inputs, call, reference and cases),
+The modules, one job each: :mod:`~pyaclnn.selftest.operators` (:class:`Case`,
+:class:`~pyaclnn.selftest.operators.Operator` and the registry of every operator's
+knowledge), a module per family of operators that registers each operator's inputs,
+call, reference kernel on host arrays and cases (:mod:`~pyaclnn.selftest.max_pool3d`,
+:mod:`~pyaclnn.selftest.grid_sampler3d`; :mod:`~pyaclnn.selftest.references` imports them
+all and re-exports their references),
 :mod:`~pyaclnn.selftest.matrix` (:func:`cases`, every operator's cases in table
 order, and :func:`check_coverage`), :mod:`~pyaclnn.selftest.compare` (the
 measure and :data:`TOLERANCES`), :mod:`~pyaclnn.selftest.goldens` (the golden
@@ -43,17 +46,15 @@ re-exports their public names.
 
 from __future__ import annotations
 
+# references imports each family of operators (registering its cases in operators.OPERATORS);
+# its references are re-exported here.
+from . import references as _references
 from .cli import add_arguments, main, run, run_case
 from .compare import TOLERANCES, Arrays, Comparison, Outputs, compare
 from .goldens import GOLDEN_FILE, GOLDEN_MAX_ELEMENTS, golden, golden_sample, inputs_digest
 from .matrix import cases, check_coverage
-from .operators import Case, pool_params
-from .references import (
-    reference_grid_sampler3d,
-    reference_grid_sampler3d_backward,
-    reference_max_pool3d_with_argmax,
-    reference_max_pool3d_with_argmax_backward,
-)
+from .operators import Case
+from .references import *  # noqa: F403
 from .report import CaseResult, format_table
 
 __all__ = [
@@ -71,14 +72,10 @@ __all__ = [
     "golden",
     "golden_sample",
     "inputs_digest",
-    "pool_params",
     "format_table",
     "run",
     "run_case",
     "main",
     "add_arguments",
-    "reference_max_pool3d_with_argmax",
-    "reference_max_pool3d_with_argmax_backward",
-    "reference_grid_sampler3d",
-    "reference_grid_sampler3d_backward",
 ]
+__all__ += _references.__all__

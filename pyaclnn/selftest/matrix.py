@@ -1,5 +1,5 @@
-"""The selftest matrix: every operator's cases (:mod:`pyaclnn.selftest.operators`, where
-each operator has its :class:`~pyaclnn.selftest.operators.Case` list), in the order of the
+"""The selftest matrix: every operator's cases (:data:`pyaclnn.selftest.operators.OPERATORS`,
+where each operator has its :class:`~pyaclnn.selftest.operators.Case` list), in the order of the
 operator table. :func:`cases` checks that the matrix covers exactly the operators of the
 table, so a new operator cannot be skipped silently.
 """
@@ -22,12 +22,13 @@ def check_coverage(matrix: Sequence[Case]) -> None:
     where = f"the operator table (include/decl/{_optable.DECL_FILE})"
     problems = [
         f"{c_name} ({name}) is in {where}, but selftest has no inputs, call, reference and cases "
-        "for it (an Operator in pyaclnn/selftest/operators.py)"
+        "for it (an Operator registered in pyaclnn/selftest/operators.py's OPERATORS by a module of "
+        "pyaclnn/selftest/ that pyaclnn/selftest/references.py imports)"
         for name, c_name in table.items()
         if name not in _ops.OPERATORS
     ]
     problems += [
-        f"{name} is in pyaclnn/selftest/operators.py but not in {where}"
+        f"{name} is in pyaclnn/selftest/operators.py's OPERATORS but not in {where}"
         for name in _ops.OPERATORS
         if name not in table
     ]
@@ -37,11 +38,11 @@ def check_coverage(matrix: Sequence[Case]) -> None:
         own = [c for c in matrix if c.operator == name]
         if not own:
             problems.append(
-                f"{c_name} ({name}) has no case in the matrix (its cases in pyaclnn/selftest/operators.py)"
+                f"{c_name} ({name}) has no case in the matrix (its cases in its module of pyaclnn/selftest/)"
             )
         elif not any(c.quick for c in own):
             problems.append(
-                f"{c_name} ({name}) has no --quick case (its cases in pyaclnn/selftest/operators.py)"
+                f"{c_name} ({name}) has no --quick case (its cases in its module of pyaclnn/selftest/)"
             )
     problems += [
         f"case {c.name!r}: unknown operator {c.operator!r}" for c in matrix if c.operator not in table

@@ -72,7 +72,7 @@ def _phase1(api: str) -> Callable[..., tuple[int, int, Any]]:
         missing = (
             "its check (pyaclnn/kernels/checks.py)"
             if check is None
-            else "its entry of KERNELS (pyaclnn/backends/numpy/_kernels.py)"
+            else f"its binder _bind_{spec.python_name} (pyaclnn/backends/numpy/_kernels/)"
         )
         raise LookupError(
             f"include/decl/{_optable.DECL_FILE} declares {spec.phase2_api}, but the numpy backend lacks "
