@@ -37,6 +37,7 @@ class _Phase2(Protocol):
 def bound_phase2(
     api: str, workspace: int, workspace_size: int, executor: Any, stream: Any, *, backend: str | None = None
 ) -> Callable[[], None]: ...
+
 class _Once(Protocol):
     def __call__(
         self, args: tuple[Any, ...], workspace: int, capacity: int, stream: Any

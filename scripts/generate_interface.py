@@ -363,7 +363,8 @@ def render_aclnn_stub(current: str) -> str:
         if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "__all__" for t in node.targets):
             exported = list(ast.literal_eval(node.value))
         elif isinstance(node, ast.ClassDef):
-            declared.append("\n".join(lines[node.lineno - 1 : node.end_lineno]) + "\n\n")
+            gap = "\n" if declared and not declared[-1].endswith("\n\n") else ""  # after a def, as ruff
+            declared.append(gap + "\n".join(lines[node.lineno - 1 : node.end_lineno]) + "\n\n")
         elif isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
             header = "\n".join(lines[node.lineno - 1 : node.body[0].lineno - 1]).rstrip()
             declared.append(header + " ...\n")
