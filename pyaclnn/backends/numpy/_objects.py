@@ -109,8 +109,8 @@ class Registry:
         return obj
 
     def is_live(self, obj: object) -> bool:
-        with self._lock:
-            return self._objects.get(id(obj)) is obj
+        # One dict look-up is atomic (the GIL): no lock, on every handle of every phase 1.
+        return self._objects.get(id(obj)) is obj
 
     def remove(self, obj: object) -> bool:
         """Forget ``obj``; False when it was not live (double destroy, foreign handle)."""
