@@ -253,6 +253,11 @@ class Eager:
         ``checked``, for the next call with the same ones."""
         if not self.enabled or len(self.entries) >= _EAGER_LIMIT:
             return
+        try:
+            if self._key(values) in self.entries:  # (a NumPy call's, again: the entry is there)
+                return
+        except TypeError:  # an unhashable argument: never recorded
+            return
         template: list[Any] = [None] * len(self.params)
         scalars = []
         for i in self.others:

@@ -24,6 +24,9 @@ class Tensor:
     format: int
     storage_dims: tuple[int, ...]
     data: int  # device address of the storage base
+    # What phase 1 tells the references of it (a TensorInfo), made at its first launch: a
+    # descriptor never changes, and a cached one is launched again and again.
+    info: Any = field(default=None, repr=False)
 
 
 _V = TypeVar("_V", int, bool)

@@ -260,7 +260,10 @@ class OperatorsMixin(OperatorPhases):
             raise _checks.CheckFailed(
                 ACLNN_ERR_PARAM_INVALID, f"{name} is not a live aclTensor of this backend"
             )
-        return _references.TensorInfo(tensor.shape, _dtypes.to_numpy(tensor.data_type))
+        info: _references.TensorInfo | None = tensor.info
+        if info is None:
+            info = tensor.info = _references.TensorInfo(tensor.shape, _dtypes.to_numpy(tensor.data_type))
+        return info
 
     # -- operators: shared machinery ----------------------------------------
     def _arguments(self, spec: _optable.OperatorSpec, args: tuple[Any, ...]) -> list[Any]:
@@ -387,9 +390,9 @@ class _Views:
 
     def array(self, t: Tensor, what: str) -> np.ndarray:
         """The NumPy view of tensor ``t`` (C argument ``what``)."""
-        array, allocation = self._heap.locate_view(
-            t.data, _dtypes.to_numpy(t.data_type), t.shape, t.strides, t.offset, what
-        )
+        info = t.info  # (phase 1 made it)
+        dtype = info.dtype if info is not None else _dtypes.to_numpy(t.data_type)
+        array, allocation = self._heap.locate_view(t.data, dtype, t.shape, t.strides, t.offset, what)
         if allocation is not None:
             self._used.append((what, allocation))
         return array

@@ -54,6 +54,8 @@ def env_ns(name: str) -> int:
     Read at each call (tests change the variables between calls); unset or empty
     is 0, and so is a malformed value, which :mod:`pyaclnn._env` warns about.
     """
+    if not os.environ.get(name):  # the usual case, on every launch: unset
+        return 0
     return int(_env.microseconds(name) * 1000)
 
 
