@@ -306,9 +306,10 @@ def launch(
     # written, so a wrong guess costs concurrency, never data.
     unknown = not _types.roles_known(declaration)
     # A call on NumPy arrays alone returns once its outputs are read back: it waits for its work.
-    with contextlib.nullcontext() if on_device else _generic.waited_at_once(), Launch(
-        None, stream, arrays, python_name
-    ) as call:
+    with (
+        contextlib.nullcontext() if on_device else _generic.waited_at_once(),
+        Launch(None, stream, arrays, python_name) as call,
+    ):
         c_args: list[Any] = []
         written: list[Any] = []  # per output parameter: a DeviceArray, a list of them, or None
         made: list[DeviceArray] = []

@@ -20,7 +20,18 @@ import numpy as np
 
 from ...constants import ACLNN_ERR_PARAM_NULLPTR
 from ._registry import TensorInfo
-from ._rules import MATH, PHASE2_CONST, Row, broadcast, dtype_name, fail, register_rows, required, shaped, write
+from ._rules import (
+    MATH,
+    PHASE2_CONST,
+    Row,
+    broadcast,
+    dtype_name,
+    fail,
+    register_rows,
+    required,
+    shaped,
+    write,
+)
 
 _F32 = np.dtype(np.float32)
 
