@@ -11,7 +11,9 @@ its parameters with their Python names, and its two phases from the low-level AP
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 from . import aclnn
@@ -123,3 +125,11 @@ def forget(backend: str) -> None:
     with _lock:
         for key in [k for k in _operators if k[0] == backend]:
             del _operators[key]
+
+
+def waited_at_once() -> AbstractContextManager[None]:
+    """A block whose launches the calling thread waits for before the block ends (a call on NumPy
+    arrays, whose outputs are read back): the active backend may skip waking the threads that
+    would otherwise run them (the numpy backend's streams); nothing elsewhere."""
+    make = getattr(_backends.get(None), "waited_at_once", None)
+    return make() if make is not None else contextlib.nullcontext()

@@ -18,7 +18,7 @@ import pytest
 
 from pyaclnn import dtypes
 from pyaclnn.backends.numpy import BACKWARD_WORKSPACE, NumpyBackend
-from pyaclnn.backends.numpy._streams import Task
+from pyaclnn.backends.numpy._streams import Task, waited_at_once
 from pyaclnn.constants import (
     ACL_ERROR_INVALID_PARAM,
     ACL_ERROR_INVALID_RESOURCE_HANDLE,
@@ -940,3 +940,73 @@ def test_a_task_interrupted_in_a_waiting_caller_runs_again_and_the_stream_moves_
     ok(b.aclrtSynchronizeStream(stream))
     assert done.is_set() and not worker.busy()
     assert len(runs) in (1, 2) and (len(runs) == 1) == (runs[0] != threading.get_ident())
+
+
+# -- a call that waits at once does not wake the worker ----------------------------------------
+
+
+def _ran_by(worker_thread: threading.Thread, ran: list[threading.Thread], deadline_s: float = 5.0) -> bool:
+    """Whether a task recorded in ``ran`` by ``worker_thread`` shows up before the deadline."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        if worker_thread in ran:
+            return True
+        time.sleep(0.005)
+    return False
+
+
+def test_a_task_left_queued_by_a_block_that_waits_at_once_is_run_by_the_worker_when_it_ends(b, stream):
+    """The block holds the worker's wake-up back; whatever it leaves queued (an error between the
+    launch and the wait, say) still runs, woken as the block ends."""
+    worker = stream.worker
+    ran: list[threading.Thread] = []
+    with waited_at_once():
+        worker.submit(Task(lambda: ran.append(threading.current_thread())))
+        time.sleep(0.05)
+        assert ran == []  # not woken: the worker sleeps on
+    assert _ran_by(worker._thread, ran)
+
+
+def test_a_query_inside_a_block_that_waits_at_once_wakes_the_worker(b, stream):
+    """A thread polling its own held-back work (a pool's fence) would wait for ever: the query
+    wakes the worker."""
+    worker = stream.worker
+    ran: list[threading.Thread] = []
+    with waited_at_once():
+        seq = worker.submit(Task(lambda: ran.append(threading.current_thread())))
+        end = time.monotonic() + 5.0
+        while not worker.settled(seq) and time.monotonic() < end:
+            pass
+        assert ran == [worker._thread]
+
+
+def test_a_call_on_numpy_arrays_runs_its_kernel_in_the_caller_without_waking_the_worker(monkeypatch):
+    """pyaclnn.ops on NumPy arrays waits for its work at once: the caller runs it, and the worker
+    thread is not woken for it (the wake-up only made it contend for the GIL)."""
+    import pyaclnn
+    from pyaclnn import ops
+    from pyaclnn.backends.numpy import _streams
+
+    woken: list[str] = []
+    submit = _streams.Worker.submit
+
+    def noting_submit(self: _streams.Worker, task: Task) -> int:
+        if self._idle and _streams._DEFERRED.workers is None:
+            woken.append(task.what)  # submit wakes an idle worker outside a held-back block
+        return submit(self, task)
+
+    monkeypatch.setattr(_streams.Worker, "submit", noting_submit)
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    v = np.ones(4, np.float32)
+    out = np.empty(3, np.float32)
+    previous = pyaclnn.get_backend()
+    pyaclnn.set_backend("numpy")
+    try:
+        pyaclnn.synchronize()
+        time.sleep(0.05)  # every worker asleep
+        for _ in range(3):
+            assert ops.mv(a, v, out, 0) is out
+            np.testing.assert_array_equal(out, a.sum(axis=1))
+    finally:
+        pyaclnn.set_backend(previous)
+    assert woken == []

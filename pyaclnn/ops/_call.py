@@ -14,6 +14,7 @@ reused); a capture keeps its executors for the replays.
 
 from __future__ import annotations
 
+import contextlib
 import numbers
 from collections.abc import Sequence
 from typing import Any
@@ -252,6 +253,11 @@ class Eager:
         ``checked``, for the next call with the same ones."""
         if not self.enabled or len(self.entries) >= _EAGER_LIMIT:
             return
+        try:
+            if self._key(values) in self.entries:  # (a NumPy call's, again: the entry is there)
+                return
+        except TypeError:  # an unhashable argument: never recorded
+            return
         template: list[Any] = [None] * len(self.params)
         scalars = []
         for i in self.others:
@@ -286,7 +292,8 @@ def launch(
             arrays.append(value)
         elif param.kind == _types.TENSOR_LIST and value is not None:
             arrays.extend(value)
-    if any(isinstance(a, DeviceArray) for a in arrays):
+    on_device = any(isinstance(a, DeviceArray) for a in arrays)
+    if on_device:
         for param, value in zip(params, values):
             items = value if param.kind == _types.TENSOR_LIST else [value]
             if param.is_output and any(isinstance(v, np.ndarray) for v in items or ()):
@@ -298,7 +305,11 @@ def launch(
     # Readers run together only where the roles are known: elsewhere every tensor counts as
     # written, so a wrong guess costs concurrency, never data.
     unknown = not _types.roles_known(declaration)
-    with Launch(None, stream, arrays, python_name) as call:
+    # A call on NumPy arrays alone returns once its outputs are read back: it waits for its work.
+    with (
+        contextlib.nullcontext() if on_device else _generic.waited_at_once(),
+        Launch(None, stream, arrays, python_name) as call,
+    ):
         c_args: list[Any] = []
         written: list[Any] = []  # per output parameter: a DeviceArray, a list of them, or None
         made: list[DeviceArray] = []

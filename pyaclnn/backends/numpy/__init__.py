@@ -170,6 +170,12 @@ class NumpyBackend(OperatorsMixin):
     name = "numpy"
     maps_host_memory = True  # its device memory is host memory (pyaclnn/_host_memory.py)
 
+    def waited_at_once(self) -> _streams.waited_at_once:
+        """A block whose tasks the calling thread waits for before it ends (a call on NumPy
+        arrays): their stream threads are not woken for them (see
+        :class:`~pyaclnn.backends.numpy._streams.waited_at_once`)."""
+        return _streams.waited_at_once()
+
     def __init__(self) -> None:
         # One address space for all devices; every allocation is tagged with its device.
         self.heap = Heap(base=0x100000000)

@@ -24,6 +24,9 @@ class Tensor:
     format: int
     storage_dims: tuple[int, ...]
     data: int  # device address of the storage base
+    # What phase 1 tells the references of it (a TensorInfo), made at its first launch: a
+    # descriptor never changes, and a cached one is launched again and again.
+    info: Any = field(default=None, repr=False)
 
 
 _V = TypeVar("_V", int, bool)
@@ -109,8 +112,8 @@ class Registry:
         return obj
 
     def is_live(self, obj: object) -> bool:
-        with self._lock:
-            return self._objects.get(id(obj)) is obj
+        # One dict look-up is atomic (the GIL): no lock, on every handle of every phase 1.
+        return self._objects.get(id(obj)) is obj
 
     def remove(self, obj: object) -> bool:
         """Forget ``obj``; False when it was not live (double destroy, foreign handle)."""

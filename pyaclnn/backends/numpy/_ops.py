@@ -63,6 +63,11 @@ NOTHING_TO_DO = (ACLNN_SUCCESS, 0, None)
 _TENSORS = (_optable.TENSOR, _optable.OUTPUT)
 
 
+def _c_kinds(params: tuple[Any, ...]) -> tuple[str, ...]:
+    """Each declared parameter's C type without ``const``: what phase 1 unpacks a value by."""
+    return tuple(param.type.removeprefix("const ") for param in params)
+
+
 def _phase1(api: str) -> Callable[..., tuple[int, int, Any]]:
     """The phase-1 method of the operator whose ``aclnn*GetWorkspaceSize`` is ``api``."""
     spec = next(s for s in _optable.operators() if s.phase1_api == api)
@@ -159,12 +164,13 @@ class OperatorsMixin(OperatorPhases):
         api = declaration.phase1_api
         launch_api = declaration.phase2_api
         params = tuple(declaration.params)
+        kinds = _c_kinds(params)
 
         def phase1(*args: Any) -> tuple[int, int, Any]:
             if len(args) != len(params):
                 raise TypeError(f"{api}() takes {len(params)} arguments ({len(args)} given)")
             try:
-                values, tensors = self._reference_values(api, params, args)
+                values, tensors = self._reference_values(api, params, args, kinds)
                 if reference.check is not None:
                     reference.check(*values)
             except _checks.CheckFailed as exc:
@@ -192,20 +198,32 @@ class OperatorsMixin(OperatorPhases):
         return phase1, phase2
 
     def _reference_values(
-        self, api: str, params: tuple[Any, ...], args: tuple[Any, ...]
+        self, api: str, params: tuple[Any, ...], args: tuple[Any, ...], kinds: tuple[str, ...] | None = None
     ) -> tuple[list[Any], list[int]]:
         """A reference's values for phase 1 (tensors as TensorInfo) and the indices of the tensor
-        and tensor-list arguments, resolved in phase 2. CheckFailed for a handle that is not live."""
+        and tensor-list arguments, resolved in phase 2. CheckFailed for a handle that is not live.
+
+        ``kinds``: each parameter's C type without ``const`` (:func:`_c_kinds`), worked out once
+        per operator rather than at every call."""
+        if kinds is None:
+            kinds = _c_kinds(params)
         values: list[Any] = []
         tensors: list[int] = []
-        for index, (param, arg) in enumerate(zip(params, args)):
-            name, c_type = param.name, param.type.removeprefix("const ")
+        registries = {
+            Scalar: self.scalars,
+            IntArray: self.int_arrays,
+            BoolArray: self.bool_arrays,
+            FloatArray: self.float_arrays,
+        }
+        for index, (param, arg, c_type) in enumerate(zip(params, args, kinds)):
+            kind = type(arg)
             if arg is None:
                 values.append(None)
-            elif isinstance(arg, Tensor):
-                values.append(self._tensor_info(arg, name))
+            elif kind is Tensor or isinstance(arg, Tensor):
+                values.append(self._tensor_info(arg, param.name))
                 tensors.append(index)
             elif isinstance(arg, HandleList):
+                name = param.name
                 if self.tensor_lists.is_live(arg):
                     values.append([self._tensor_info(t, f"{name}[{i}]") for i, t in enumerate(arg.items)])
                     tensors.append(index)
@@ -215,29 +233,24 @@ class OperatorsMixin(OperatorPhases):
                     raise _checks.CheckFailed(
                         ACLNN_ERR_PARAM_INVALID, f"{name} is not a live list of this backend"
                     )
-            elif isinstance(arg, (Scalar, IntArray, BoolArray, FloatArray)):
-                registry = {
-                    Scalar: self.scalars,
-                    IntArray: self.int_arrays,
-                    BoolArray: self.bool_arrays,
-                    FloatArray: self.float_arrays,
-                }[type(arg)]
+            elif kind in registries:
+                registry = registries[kind]
                 if not registry.is_live(arg):
                     raise _checks.CheckFailed(
-                        ACLNN_ERR_PARAM_INVALID, f"{name} is not a live {registry.kind} of this backend"
+                        ACLNN_ERR_PARAM_INVALID, f"{param.name} is not a live {registry.kind} of this backend"
                     )
-                values.append(arg.value if isinstance(arg, Scalar) else tuple(arg.values))
+                values.append(arg.value if kind is Scalar else tuple(arg.values))
             elif c_type == "aclDataType":
                 try:
-                    values.append(_dtypes.to_numpy(c_int(arg, api, name)))
+                    values.append(_dtypes.to_numpy(c_int(arg, api, param.name)))
                 except ValueError as exc:
-                    raise _checks.CheckFailed(ACLNN_ERR_PARAM_INVALID, f"{name}: {exc}") from None
+                    raise _checks.CheckFailed(ACLNN_ERR_PARAM_INVALID, f"{param.name}: {exc}") from None
             elif c_type == "bool":
-                values.append(c_bool(arg, api, name))
+                values.append(c_bool(arg, api, param.name))
             elif c_type in ("double", "float"):
                 values.append(float(arg))
             elif c_type in INT_RANGES:
-                values.append(c_int(arg, api, name, INT_RANGES[c_type]))
+                values.append(c_int(arg, api, param.name, INT_RANGES[c_type]))
             else:
                 values.append(arg)  # a string
         return values, tensors
@@ -247,7 +260,10 @@ class OperatorsMixin(OperatorPhases):
             raise _checks.CheckFailed(
                 ACLNN_ERR_PARAM_INVALID, f"{name} is not a live aclTensor of this backend"
             )
-        return _references.TensorInfo(tensor.shape, _dtypes.to_numpy(tensor.data_type))
+        info: _references.TensorInfo | None = tensor.info
+        if info is None:
+            info = tensor.info = _references.TensorInfo(tensor.shape, _dtypes.to_numpy(tensor.data_type))
+        return info
 
     # -- operators: shared machinery ----------------------------------------
     def _arguments(self, spec: _optable.OperatorSpec, args: tuple[Any, ...]) -> list[Any]:
@@ -374,9 +390,9 @@ class _Views:
 
     def array(self, t: Tensor, what: str) -> np.ndarray:
         """The NumPy view of tensor ``t`` (C argument ``what``)."""
-        array, allocation = self._heap.locate_view(
-            t.data, _dtypes.to_numpy(t.data_type), t.shape, t.strides, t.offset, what
-        )
+        info = t.info  # (phase 1 made it)
+        dtype = info.dtype if info is not None else _dtypes.to_numpy(t.data_type)
+        array, allocation = self._heap.locate_view(t.data, dtype, t.shape, t.strides, t.offset, what)
         if allocation is not None:
             self._used.append((what, allocation))
         return array

@@ -54,6 +54,8 @@ def env_ns(name: str) -> int:
     Read at each call (tests change the variables between calls); unset or empty
     is 0, and so is a malformed value, which :mod:`pyaclnn._env` warns about.
     """
+    if not os.environ.get(name):  # the usual case, on every launch: unset
+        return 0
     return int(_env.microseconds(name) * 1000)
 
 
@@ -129,6 +131,39 @@ class Task:
     steps: tuple[Task, ...] = ()
 
 
+class _Deferred(threading.local):
+    """The workers whose wake-up this thread holds back (:func:`waited_at_once`); None outside."""
+
+    workers: list[Worker] | None = None
+
+
+_DEFERRED = _Deferred()
+
+
+class waited_at_once:  # noqa: N801  (a context manager, named for what its block does)
+    """A block whose submitted tasks its thread waits for before the block ends (a call on NumPy
+    arrays, whose outputs are read back): their workers are not woken when they are submitted.
+
+    The thread runs them itself when it waits (:meth:`Worker.wait`), so waking the worker
+    thread only makes it contend for the GIL and go back to sleep: about 30 us a launch on
+    the benchmark machine. Whatever is still queued when the block ends, an error or an
+    interrupt included, wakes its worker then, and a query of the stream from this thread
+    (:meth:`Worker.settled`) wakes it at once: nothing waits on a sleeping worker. Blocks
+    nest; other threads are not affected.
+    """
+
+    __slots__ = ("_outer",)
+
+    def __enter__(self) -> None:
+        self._outer = _DEFERRED.workers
+        _DEFERRED.workers = []
+
+    def __exit__(self, *exc: object) -> None:
+        held, _DEFERRED.workers = _DEFERRED.workers, self._outer
+        for worker in held or ():
+            worker.wake()
+
+
 class Worker:
     """A stream: a FIFO of tasks run in order, one at a time, off the caller's back.
 
@@ -196,9 +231,20 @@ class Worker:
             self._pending.append(task)
             self._queued.append(task)
             self._submitted += 1
-            if self._idle:
+            deferred = _DEFERRED.workers
+            if deferred is not None:  # the submitting thread waits for it at once: no wake-up
+                if self not in deferred:
+                    deferred.append(self)
+            elif self._idle:
                 self._work.notify()
             return self._submitted
+
+    def wake(self) -> None:
+        """Wake the worker thread if it sleeps while tasks are queued (a wake-up held back by
+        :class:`waited_at_once`)."""
+        with self._lock:
+            if self._queued and self._idle:
+                self._work.notify()
 
     def wait(self, seq: int | None = None) -> None:
         """Block until task ``seq`` (default: every task submitted so far) has finished.
@@ -235,6 +281,10 @@ class Worker:
         (it needs no GIL then): a poll of the memory pool's fences, say, answers at once.
         Unlike :meth:`wait`, the caller never runs a task itself.
         """
+        deferred = _DEFERRED.workers
+        if deferred and self in deferred:  # its wake-up was held back: the worker must run them now
+            deferred.remove(self)
+            self.wake()
         with self._lock:
             target = self._submitted if seq is None else seq
             if self._finished >= target:

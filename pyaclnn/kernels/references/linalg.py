@@ -20,7 +20,18 @@ import numpy as np
 
 from ...constants import ACLNN_ERR_PARAM_NULLPTR
 from ._registry import TensorInfo
-from ._rules import MATH, PHASE2_CONST, Row, broadcast, fail, register_rows, required, shaped, write
+from ._rules import (
+    MATH,
+    PHASE2_CONST,
+    Row,
+    broadcast,
+    dtype_name,
+    fail,
+    register_rows,
+    required,
+    shaped,
+    write,
+)
 
 _F32 = np.dtype(np.float32)
 
@@ -127,7 +138,7 @@ def check_matmul(row: Row, **values: Any) -> None:
     a, b = _operands(row, values)
     dtype = a[1].dtype
     for n, t in tensors.items():
-        if t.dtype.name not in row.dtypes:
+        if dtype_name(t.dtype) not in row.dtypes:
             raise fail(f"{n} has dtype {t.dtype.name}, which is not one of {', '.join(sorted(row.dtypes))}")
         if t.dtype != dtype:
             raise fail(f"{n} has dtype {t.dtype.name} and {a[0]} {dtype.name}: they must be equal")
@@ -236,7 +247,7 @@ def check_convolution(row: Row, **values: Any) -> None:
     dtype = values["input"].dtype
     for name in ("input", "weight", "bias", "output"):
         t = values[name]
-        if t is not None and (t.dtype.name not in row.dtypes or t.dtype != dtype):
+        if t is not None and (dtype_name(t.dtype) not in row.dtypes or t.dtype != dtype):
             raise fail(
                 f"{name} has dtype {t.dtype.name}; it must be input's ({dtype.name}), one of float32, "
                 "float16, bfloat16"
