@@ -558,18 +558,23 @@ class Launch:
             # Mapped outputs are no memset's business (CANN's rule): the host zeroes them below
             # if nothing is computed.
             outputs = [o for o in outputs if id(o) not in host_results or o in self._outputs]
+        stream = self.stream
         # Per-call parameter arrays die with the call: a plan holding them must not be kept.
-        call = Call(op, args, repeatable and self._arrays is None, outputs, admit)
+        cacheable = repeatable and self._arrays is None
+        call = None  # made only when no cached plan is launched: a hit computes
         try:
             if _timeline.recording:  # the one check when nothing is profiled (pyaclnn.profile)
-                _timeline.launch(self.stream._state, call)
+                call = Call(op, args, cacheable, outputs, admit)
+                _timeline.launch(stream._state, call)
             else:
-                self.stream._state.executors.launch(call)
+                executors = stream._state.executors
+                if not cacheable or not executors.launch_cached(op, args, admit):
+                    call = Call(op, args, cacheable, outputs, admit)
+                    executors.launch(call)
         except AclnnError as exc:
             raise _in_python_terms(exc, op.spec.params) from None
-        stream = self.stream
         writes_queued(stream, written, self._writes)
-        if host_results is not None and not call.computed:
+        if host_results is not None and call is not None and not call.computed:
             for mapped, host in host_results.values():
                 if mapped not in self._outputs:
                     host[...] = 0  # nothing was queued that writes it
