@@ -84,9 +84,7 @@ class Launch:
                 raise ValueError(f"the current stream is closed ({stream!r})")
         else:
             if (type(stream) is not Stream and not isinstance(stream, Stream)) or stream.backend != name:
-                raise ValueError(
-                    f"stream must be a pyaclnn.Stream of backend {name!r}, got {stream!r}"
-                )
+                raise ValueError(f"stream must be a pyaclnn.Stream of backend {name!r}, got {stream!r}")
             if not stream._state.open:
                 raise ValueError("stream is closed")
         self.stream = stream
@@ -122,7 +120,7 @@ class Launch:
         # wrappers of mapped arrays, with their mappings and the keys they are parked under
         # (and the arrays: kept alive until the mappings end, as the wrappers keep none)
         self._mapped: list[tuple[DeviceArray, Mapping, tuple[Any, ...], np.ndarray]] | None = None
-        self._host_inputs: list[tuple[str, np.ndarray]] | None = None  # NumPy arrays, for the out= overlap rule
+        self._host_inputs: list[tuple[str, np.ndarray]] | None = None  # NumPy arrays, for the out= rule
         # id(output DeviceArray) -> the NumPy array the caller gets for it (mapped, or filled after the wait)
         self._host_results: dict[int, tuple[DeviceArray, np.ndarray]] | None = None
         self._waited = False

@@ -238,7 +238,7 @@ def max_pool3d_with_argmax_backward(
         x = call.device("input", input)
         narrowed = _int32_indices(indices)
         i = call.device("indices", narrowed)
-        if isinstance(narrowed, DeviceArray) and narrowed is not indices:
+        if narrowed is not indices and isinstance(narrowed, DeviceArray):
             call.temporary(narrowed)  # the narrowed copy is the call's
         # For an input of a rank the op refuses, a placeholder out: one of input's shape would be
         # refused first (the op checks gradInput's rank before self's) and named instead of input.
