@@ -29,8 +29,8 @@ too; several trees are measured in turn, op by op. Needs valgrind; exit status
 2 without it.
 
 ``--torch`` adds, per op, the same count for PyTorch's call of bench_overhead.py
-(``torch.ops.aten`` on CPU tensors of the same tiny shapes, in a child of the
-first tree's interpreter) and the ratio of the two: the benchmark's target as
+(``torch.ops.aten`` on CPU tensors of the same tiny shapes, run by this
+script's own tree) and the ratio of the two: the benchmark's target as
 a ratio of instructions, which the machine's load does not move. (Instructions
 are not time: a pyaclnn call runs Python bytecodes, torch's mostly C++, so a
 ratio of counts is an estimate of the ratio of times, to be set against a
@@ -361,12 +361,13 @@ def main(argv: list[str] | None = None) -> int:
             layers(tree, args.calls)
         return 0
     print(f"instructions per call of the main thread, {args.calls} calls (valgrind --tool=callgrind)")
+    own = _built_trees([HERE.parent])[0] if args.torch else None  # its child runs "torch:OP"
     for op in args.ops:
         counts = [per_call(tree, op, args.calls) for tree in trees]
         for tree, count in zip(trees, counts):
             print(f"{op:34s} {count:>10,.0f}  {tree}")
-        if args.torch:
-            torch_count = per_call(trees[0], f"torch:{op}", args.calls)
+        if own is not None:
+            torch_count = per_call(own, f"torch:{op}", args.calls)
             ratios = " ".join(f"{count / torch_count:.2f}x" for count in counts)
             print(f"{op:34s} {torch_count:>10,.0f}  torch (pyaclnn / torch: {ratios})")
     return 0
