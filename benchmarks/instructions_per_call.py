@@ -20,13 +20,21 @@ it ranks where the Python goes, function by function, rather than replacing
 the count above. With one tree it lists the functions that execute the most.
 
 Usage: python benchmarks/instructions_per_call.py [--calls N] [--ops OP ...] [--tree DIR ...]
-                                                   [--layers | --bytecodes]
+                                                   [--torch] [--layers | --bytecodes]
 
 ``--tree DIR`` measures another checkout (a ``git worktree`` of an older commit,
 say) as it is: its own pyaclnn, its own bench_overhead.py calls and its own CANN
 emulator (built first, outside callgrind), so a change of the emulator counts
 too; several trees are measured in turn, op by op. Needs valgrind; exit status
 2 without it.
+
+``--torch`` adds, per op, the same count for PyTorch's call of bench_overhead.py
+(``torch.ops.aten`` on CPU tensors of the same tiny shapes, run by this
+script's own tree) and the ratio of the two: the benchmark's target as
+a ratio of instructions, which the machine's load does not move. (Instructions
+are not time: a pyaclnn call runs Python bytecodes, torch's mostly C++, so a
+ratio of counts is an estimate of the ratio of times, to be set against a
+quiet run of bench_overhead.py.)
 
 ``--layers`` splits one call of max_pool3d_with_argmax_backward (a hit of the
 executor cache) by layer instead: the same phase 2 entered at each layer in
@@ -174,8 +182,13 @@ def _child(op: str, calls: int) -> None:
                 piece()
         synchronize()
         return
-    _use_emulator()
-    call = bench_overhead.pyaclnn_calls("npu")[op]
+    if op.startswith("torch:"):
+        import torch
+
+        call = bench_overhead.torch_calls(torch)[op.split(":", 1)[1]]
+    else:
+        _use_emulator()
+        call = bench_overhead.pyaclnn_calls("npu")[op]
     for _ in range(WARMUP + calls):
         call()
     # Leave without the exit hook: what it does while work is still queued follows the machine's
@@ -323,6 +336,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ops", nargs="+", default=list(bench_overhead.TARGET_OPS), metavar="OP")
     parser.add_argument("--tree", nargs="+", type=Path, default=[HERE.parent], metavar="DIR")
     parser.add_argument(
+        "--torch", action="store_true", help="also count PyTorch's call of each op, and the ratio"
+    )
+    parser.add_argument(
         "--layers", action="store_true", help=f"split one call of {LAYERED_OP} by layer instead"
     )
     parser.add_argument(
@@ -357,9 +373,15 @@ def main(argv: list[str] | None = None) -> int:
             layers(tree, args.calls)
         return 0
     print(f"instructions per call of the main thread, {args.calls} calls (valgrind --tool=callgrind)")
+    own = _built_trees([HERE.parent])[0] if args.torch else None  # its child runs "torch:OP"
     for op in args.ops:
-        for tree in trees:
-            print(f"{op:34s} {per_call(tree, op, args.calls):>10,.0f}  {tree}")
+        counts = [per_call(tree, op, args.calls) for tree in trees]
+        for tree, count in zip(trees, counts):
+            print(f"{op:34s} {count:>10,.0f}  {tree}")
+        if own is not None:
+            torch_count = per_call(own, f"torch:{op}", args.calls)
+            ratios = " ".join(f"{count / torch_count:.2f}x" for count in counts)
+            print(f"{op:34s} {torch_count:>10,.0f}  torch (pyaclnn / torch: {ratios})")
     return 0
 
 

@@ -899,12 +899,16 @@ def writes_queued(
 ) -> None:
     """:meth:`DeviceArray._written_after` of every array of ``written`` and ``more``, under one
     taking of the lock: what a launch calls once its writes were queued."""
-    with _ORDER_LOCK:
+    lock = _ORDER_LOCK  # explicit calls in try/finally: a ``with`` costs about as much again
+    lock.acquire()
+    try:
         queued = stream._state.queued
         for array in (*written, *more) if more else written:
             root = array if array._base is None else array._base
             if root._stream is stream:  # (another stream's write may have come since)
                 root._written_at = queued
+    finally:
+        lock.release()
 
 
 _CLOSED = Block(0, 0)  # the block of every closed array: no memory, gone
@@ -1231,6 +1235,7 @@ def _capturing_pool(ctx: _context._Context, pool: MemoryPool) -> MemoryPool:
 
 
 @functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=1024)  # every output of every call: one C call for the usual shapes
 def _contiguous_layout(shape: tuple[int, ...]) -> tuple[tuple[int, ...], int]:
     """Strides and element count of a contiguous array of ``shape``."""
     return _dtypes.contiguous_strides(shape), prod(shape)

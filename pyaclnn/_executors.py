@@ -191,44 +191,61 @@ class ExecutorCache:
         Under the stream's lock; the caller has bound the stream's device. Nothing
         here waits for the stream. ValueError if the stream is closed.
         """
+        if call.cacheable and self.launch_cached(call.op, call.args, call.admit):
+            return
         state = self.state
         with state.lock:
             if not state.open:
                 raise ValueError("stream is closed")
-            if call.cacheable:  # (no entry is kept while the cache is disabled)
-                key = (call.op.phase2, call.args)
-                generation = self.generation
-                plan = self._entries.get(key)
-                if plan is not None:
-                    if call.admit is not None:
-                        call.admit()
-                    # Another thread may drop the entry at any time (forget(), a descriptor freed):
-                    # marked in flight, the executor outlives this launch; dropped before the mark, it
-                    # is not launched (planned afresh below). Only forget() drops entries without the
-                    # stream's lock, and it bumps the generation before it drops: an unchanged
-                    # generation spares the second look-up.
-                    self._inflight = plan.executor
-                    if self.generation == generation or self._entries.get(key) is plan:
-                        try:
-                            # Bound to the buffer the stream has: state.workspace(plan.size) would
-                            # give the same pointer again (a buffer is replaced, never resized).
-                            if plan.workspace is not state._workspace:
-                                self._bind(plan, call.op.phase2_api)
-                            plan.launch()
-                            # The one enqueue not through state.enqueue_held (one Python call less per
-                            # cached call): counted the same way, once the runtime took it, and
-                            # before the executor stops being in flight.
-                            state.queued += 1
-                        except BaseException:
-                            self._inflight = None
-                            self.discard(key)  # the executor may be what failed: plan again next time
-                            raise
-                        self._inflight = None
-                        return
-                    self._inflight = None
-            else:
-                key = None
-            self._plan_and_launch(call, key)
+            # (a plan another thread made since the look-up above is made again: phase 1 is exact)
+            self._plan_and_launch(call, (call.op.phase2, call.args) if call.cacheable else None)
+
+    # The usual crafted call: explicit lock calls in try/finally (a ``with`` costs about as
+    # much again), and no Call made until a miss needs one.
+    def launch_cached(self, op: Any, args: tuple[Any, ...], admit: Callable[[], None] | None) -> bool:
+        """Enqueue phase 2 of the plan cached for ``op`` on ``args``, if any: whether it did (False:
+        nothing was done, the caller launches a :class:`Call`). ``admit`` runs first, as in
+        :meth:`launch`. ValueError if the stream is closed."""
+        state = self.state
+        lock = state.lock
+        lock.acquire()
+        try:
+            if not state.open:
+                raise ValueError("stream is closed")
+            key = (op.phase2, args)
+            generation = self.generation
+            plan = self._entries.get(key)
+            if plan is None:
+                return False
+            if admit is not None:
+                admit()
+            # Another thread may drop the entry at any time (forget(), a descriptor freed):
+            # marked in flight, the executor outlives this launch; dropped before the mark, it
+            # is not launched (planned afresh by the caller). Only forget() drops entries without
+            # the stream's lock, and it bumps the generation before it drops: an unchanged
+            # generation spares the second look-up.
+            self._inflight = plan.executor
+            if self.generation != generation and self._entries.get(key) is not plan:
+                self._inflight = None
+                return False
+            try:
+                # Bound to the buffer the stream has: state.workspace(plan.size) would
+                # give the same pointer again (a buffer is replaced, never resized).
+                if plan.workspace is not state._workspace:
+                    self._bind(plan, op.phase2_api)
+                plan.launch()
+                # The one enqueue not through state.enqueue_held (one Python call less per
+                # cached call): counted the same way, once the runtime took it, and
+                # before the executor stops being in flight.
+                state.queued += 1
+            except BaseException:
+                self._inflight = None
+                self.discard(key)  # the executor may be what failed: plan again next time
+                raise
+            self._inflight = None
+            return True
+        finally:
+            lock.release()
 
     def launch_once(self, op: Any, args: tuple[Any, ...], outputs: Sequence[Any]) -> bool | None:
         """Enqueue both phases of ``op`` (an operator with ``once``) on ``args``, its executor

@@ -194,6 +194,10 @@ class _GraphExecutors:
     def __len__(self) -> int:
         return 0
 
+    def launch_cached(self, op: Any, args: tuple[Any, ...], admit: Any) -> bool:
+        """Nothing is cached for a graph: every call is planned, through :meth:`launch`."""
+        return False
+
     def launch(self, call: _executors.Call) -> None:
         state = self.state
         with state.lock:

@@ -77,16 +77,14 @@ class Launch:
         change its NumPy inputs). ``caller``: the functional call's name, for messages."""
         self._caller = caller
         ctx = self.ctx = _context.context(backend)
-        self.backend = ctx.name
+        name = self.backend = ctx.name
         if stream is None:
             stream = current(ctx)
             if not stream._state.open:  # made current by a `with` block, closed since
                 raise ValueError(f"the current stream is closed ({stream!r})")
         else:
-            if not isinstance(stream, Stream) or stream.backend != self.backend:
-                raise ValueError(
-                    f"stream must be a pyaclnn.Stream of backend {self.backend!r}, got {stream!r}"
-                )
+            if (type(stream) is not Stream and not isinstance(stream, Stream)) or stream.backend != name:
+                raise ValueError(f"stream must be a pyaclnn.Stream of backend {name!r}, got {stream!r}")
             if not stream._state.open:
                 raise ValueError("stream is closed")
         self.stream = stream
@@ -94,11 +92,12 @@ class Launch:
         self._pool = state.pool  # its device's memory: the arrays of the call are usually there
         self.device_id = device = state.device
         # A device guard: the call runs with its stream's device bound, as CANN wants.
-        self._previous_device = None
         bound = ctx.tls.bound
         if bound != device:
             self._previous_device = bound
             ctx.set_acl_device(device)
+        else:
+            self._previous_device = None
         self.device_results = False  # True once any input is a DeviceArray
         # Given back on exit: temporaries (device copies of NumPy inputs) always; outputs unless
         # handed to the caller as DeviceArrays. Lists are made lazily: this runs for every call.
@@ -121,7 +120,7 @@ class Launch:
         # wrappers of mapped arrays, with their mappings and the keys they are parked under
         # (and the arrays: kept alive until the mappings end, as the wrappers keep none)
         self._mapped: list[tuple[DeviceArray, Mapping, tuple[Any, ...], np.ndarray]] | None = None
-        self._host_inputs: list[tuple[str, np.ndarray]] = []  # NumPy arrays, for the out= overlap rule
+        self._host_inputs: list[tuple[str, np.ndarray]] | None = None  # NumPy arrays, for the out= rule
         # id(output DeviceArray) -> the NumPy array the caller gets for it (mapped, or filled after the wait)
         self._host_results: dict[int, tuple[DeviceArray, np.ndarray]] | None = None
         self._waited = False
@@ -201,7 +200,20 @@ class Launch:
         if x is None:
             return None
         if type(x) is DeviceArray or isinstance(x, DeviceArray):
-            # The usual input lives in the memory pool of the call's device: one test for both rules.
+            stream = self.stream
+            # The usual input: in the pool of the call's device, open, read after a last write
+            # already ordered for this stream (one test each, the rules' own tests below).
+            if (
+                x._pool is self._pool
+                and not write
+                and not x._block.gone
+                and x._graphs is None
+                and (x._stream is stream or (x._readers is not None and stream in x._readers))
+                and self._host is None
+            ):
+                self.device_results = True
+                self._inputs.append((name, x))
+                return x
             elsewhere = x._pool is not self._pool
             if elsewhere and x.backend != self.backend:
                 raise ValueError(
@@ -214,7 +226,6 @@ class Launch:
                     f"{name} lives on device {x._pool.device}, but this call runs on device {self.device_id} "
                     "(its stream's)"
                 )
-            stream = self.stream
             # (graphs: a replay since may be its last write, whatever the array's stream says)
             if write:
                 if x._stream is not stream or x._readers is not None or x._graphs is not None:
@@ -235,7 +246,7 @@ class Launch:
         x = host_array(name, x)
         if _captures.active:  # a copy from pageable memory, or a wait: no capture records them
             self._refuse_host(name)
-        self._host_inputs.append((name, x))
+        self._host_input(name, x)
         if self._host is not None:
             mapped = self._map(x)
             if mapped is not None:
@@ -258,7 +269,7 @@ class Launch:
             raise ValueError(f"{name} is a read-only NumPy array: pass a writable one")
         if _captures.active:
             self._refuse_host(name)
-        self._host_inputs.append((name, x))
+        self._host_input(name, x)
         if self._host is not None:
             mapped = self._map(x)
             if mapped is not None:
@@ -462,14 +473,14 @@ class Launch:
             )
         if not given.flags.writeable:
             raise ValueError(f"{name} is a read-only NumPy array: pass a writable one")
-        for other_name, other in self._host_inputs:
+        for other_name, other in self._host_inputs or ():
             if np.may_share_memory(given, other):
                 raise ValueError(
                     f"{name} shares memory with {other_name}: an output may not overlap an input or "
                     "another output (the operator would read values it has already overwritten); "
                     "pass a separate array"
                 )
-        self._host_inputs.append((name, given))  # later outputs must not overlap it either
+        self._host_input(name, given)  # later outputs must not overlap it either
         if self._host is not None:
             mapped = self._map(given)
             if mapped is not None:
@@ -480,6 +491,12 @@ class Launch:
             self._host_results = {}
         self._host_results[id(array)] = (array, given)
         return array
+
+    def _host_input(self, name: str, x: np.ndarray) -> None:
+        """Remember NumPy array ``x`` (argument ``name``), for the out= overlap rule."""
+        if self._host_inputs is None:
+            self._host_inputs = []
+        self._host_inputs.append((name, x))
 
     def _refuse_host(self, name: str) -> None:
         """GraphCaptureError if a capture forbids this call's NumPy array ``name``, naming the operator."""
@@ -558,18 +575,23 @@ class Launch:
             # Mapped outputs are no memset's business (CANN's rule): the host zeroes them below
             # if nothing is computed.
             outputs = [o for o in outputs if id(o) not in host_results or o in self._outputs]
+        stream = self.stream
         # Per-call parameter arrays die with the call: a plan holding them must not be kept.
-        call = Call(op, args, repeatable and self._arrays is None, outputs, admit)
+        cacheable = repeatable and self._arrays is None
+        call = None  # made only when no cached plan is launched: a hit computes
         try:
             if _timeline.recording:  # the one check when nothing is profiled (pyaclnn.profile)
-                _timeline.launch(self.stream._state, call)
+                call = Call(op, args, cacheable, outputs, admit)
+                _timeline.launch(stream._state, call)
             else:
-                self.stream._state.executors.launch(call)
+                executors = stream._state.executors
+                if not cacheable or not executors.launch_cached(op, args, admit):
+                    call = Call(op, args, cacheable, outputs, admit)
+                    executors.launch(call)
         except AclnnError as exc:
             raise _in_python_terms(exc, op.spec.params) from None
-        stream = self.stream
         writes_queued(stream, written, self._writes)
-        if host_results is not None and not call.computed:
+        if host_results is not None and call is not None and not call.computed:
             for mapped, host in host_results.values():
                 if mapped not in self._outputs:
                     host[...] = 0  # nothing was queued that writes it

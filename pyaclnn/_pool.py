@@ -78,6 +78,7 @@ from ._decl import constant
 from .errors import AclError, AclOutOfMemoryError
 
 _SMALL = 512  # allocation granularity
+_SMALL_UP, _SMALL_MASK = _SMALL - 1, -_SMALL  # (nbytes + _SMALL_UP) & _SMALL_MASK: nbytes rounded up
 _LARGE = 1 << 20  # above this, round to whole MiB
 _CACHE_LIMIT = 1 << 30  # bytes kept for reuse; beyond it released blocks go back to the device
 _DESCRIPTORS_PER_BLOCK = 8  # more than one call uses, so a call never evicts its own
@@ -195,7 +196,7 @@ class MemoryPool:
     # and the rest is in helpers.
     def acquire(self, nbytes: int, stream: Any = None) -> Block:
         """A block of at least ``nbytes`` (> 0) bytes for work queued on ``stream``."""
-        size = (nbytes + _SMALL - 1) & -_SMALL if nbytes <= _LARGE else _rounded(nbytes)
+        size = (nbytes + _SMALL_UP) & _SMALL_MASK if nbytes <= _LARGE else _rounded(nbytes)
         lock = self._lock
         lock.acquire()
         try:

@@ -135,7 +135,7 @@ def max_pool3d_with_argmax(
     with Launch(backend, stream, (input, out_values, out_indices), _MAX_POOL.spec.python_name) as call:
         x = call.device("input", input)
         shape = _pool_output_shape(x, ints, ceil)
-        known = x is not None and x.ndim in (4, 5)
+        known = x is not None and len(x.shape) in (4, 5)  # (no property call)
         values = call.output(shape, x.dtype if x is not None else _FLOAT32, out_values, "out[0]", known)
         indices = call.output(shape, device_dtype, out_indices, "out[1]", known)
         call.launch(
@@ -238,11 +238,11 @@ def max_pool3d_with_argmax_backward(
         x = call.device("input", input)
         narrowed = _int32_indices(indices)
         i = call.device("indices", narrowed)
-        if isinstance(narrowed, DeviceArray) and narrowed is not indices:
+        if narrowed is not indices and isinstance(narrowed, DeviceArray):
             call.temporary(narrowed)  # the narrowed copy is the call's
         # For an input of a rank the op refuses, a placeholder out: one of input's shape would be
         # refused first (the op checks gradInput's rank before self's) and named instead of input.
-        known = x is not None and x.ndim in (4, 5)
+        known = x is not None and len(x.shape) in (4, 5)  # (no property call)
         grad_input = call.output(
             x.shape if x is not None and known else _ops.PLACEHOLDER_SHAPE,
             x.dtype if x is not None else _FLOAT32,
