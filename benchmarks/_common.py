@@ -34,7 +34,7 @@ def import_torch(script: str) -> Any:
     except ImportError:
         print(
             f"{script}: PyTorch is not installed; the benchmarks compare against PyTorch CPU "
-            "(pip install torch)",
+            '(its CPU build: pip install ".[test,oracle]" in a checkout, not a plain pip install torch)',
             file=sys.stderr,
         )
         raise SystemExit(EXIT_NO_TORCH) from None

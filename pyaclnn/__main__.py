@@ -366,7 +366,8 @@ def bench(extra: Sequence[str] = (), directory: Path | None = None) -> int:
         return EXIT_USAGE
     if not _have_torch():
         print(
-            "bench: the benchmarks compare against PyTorch CPU, which is not installed (pip install torch)",
+            "bench: the benchmarks compare against PyTorch CPU, which is not installed "
+            '(pip install ".[test,oracle]" in a checkout, not a plain pip install torch)',
             file=sys.stderr,
         )
         return EXIT_USAGE

@@ -86,7 +86,10 @@ def torch():
     except ImportError as exc:
         if _torch_required():
             raise RuntimeError("PYACLNN_REQUIRE_TORCH=1 but torch cannot be imported") from exc
-        pytest.skip("PyTorch is not installed: the oracle comparisons need it (pip install torch)")
+        pytest.skip(
+            "PyTorch is not installed: the oracle comparisons need its CPU build "
+            '(pip install ".[test,oracle]" in a checkout, not a plain pip install torch)'
+        )
     _torch.set_num_threads(1)
     return _torch
 
