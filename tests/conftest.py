@@ -126,3 +126,14 @@ def backend(request):
     assert counts is None or not any(counts.values()), f"live objects left on {name}: {counts}"
     new_hazards = (emulation.hazard_count() or 0) - (hazards or 0)
     assert new_hazards == 0, f"{new_hazards} hazard(s) on {name}: see the HAZARD lines on stderr"
+
+
+@pytest.fixture
+def active(backend):
+    """The backend under test made the active one (pyaclnn.ops follows the active backend)."""
+    import pyaclnn
+
+    previous = pyaclnn.get_backend()
+    pyaclnn.set_backend(backend)
+    yield backend
+    pyaclnn.set_backend(previous)

@@ -15,15 +15,6 @@ from pyaclnn import ops
 BF16 = pyaclnn.bfloat16
 
 
-@pytest.fixture
-def active(backend):
-    """The backend under test made the active one (ops.<name> follows the active backend)."""
-    previous = pyaclnn.get_backend()
-    pyaclnn.set_backend(backend)
-    yield backend
-    pyaclnn.set_backend(previous)
-
-
 def _rng():
     return np.random.default_rng(7)
 

@@ -16,14 +16,6 @@ from pyaclnn.ops import _call
 
 
 @pytest.fixture
-def active(backend):
-    previous = pyaclnn.get_backend()
-    pyaclnn.set_backend(backend)
-    yield backend
-    pyaclnn.set_backend(previous)
-
-
-@pytest.fixture
 def general(monkeypatch):
     """Counts the calls that took the general path (ops._call.launch)."""
     calls = []

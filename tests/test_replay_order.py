@@ -150,27 +150,22 @@ def test_an_eager_call_on_the_stream_that_used_an_array_last_waits_for_a_replay_
 
 
 def test_a_repeated_generic_call_on_the_stream_that_used_an_array_last_waits_for_a_replay_since(
-    backend, monkeypatch
+    active, monkeypatch
 ):
     # pyaclnn.ops' shortcut for repeated calls orders its arrays itself: it must see the replay too
-    b = backend
+    b = active
     first = _data()[0]
     x = pyaclnn.to_device(first, backend=b)
     out = pyaclnn.zeros(SHAPE, backend=b)
     total = pyaclnn.zeros(SHAPE, backend=b)
     g = _capture_pools(b, x, out, monkeypatch, SLOW_US)
     s1, s2 = pyaclnn.Stream(backend=b), pyaclnn.Stream(backend=b)
-    previous = pyaclnn.get_backend()
-    pyaclnn.set_backend(b)  # pyaclnn.ops runs on the active backend
-    try:
-        for _ in range(2):  # the second call takes the shortcut
-            pyaclnn.ops.add(total, total, 1, out=total, stream=s2)
-        out.fill_zero(s2)  # out's last use is on s2 ...
-        s2.synchronize()
-        g.replay(s1)  # ... then a replay on s1 writes it, slowly
-        pyaclnn.ops.add(out, total, 1, out=total, stream=s2)  # must wait for s1
-    finally:
-        pyaclnn.set_backend(previous)
+    for _ in range(2):  # the second call takes the shortcut
+        pyaclnn.ops.add(total, total, 1, out=total, stream=s2)
+    out.fill_zero(s2)  # out's last use is on s2 ...
+    s2.synchronize()
+    g.replay(s1)  # ... then a replay on s1 writes it, slowly
+    pyaclnn.ops.add(out, total, 1, out=total, stream=s2)  # must wait for s1
     np.testing.assert_array_equal(total.numpy(), _pooled(first, b))
     g.close()
     for a in (x, out, total, s1, s2):
