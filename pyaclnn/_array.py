@@ -761,6 +761,17 @@ class DeviceArray(Generic[_S]):
         """The array with its axes reversed: a view (``transpose()``)."""
         return self.transpose()
 
+    def _ordered_for(self, stream: Stream, write: bool) -> bool:
+        """True when a use on ``stream`` needs no :meth:`_use_on`: no graph holds the array (a
+        replay since may be its last write, whatever ``_stream`` says), its last write is
+        ordered for ``stream`` already and, for a write, no other stream reads it. (A view keeps
+        no streams of its own: it always takes :meth:`_use_on`, which reads its base's.)"""
+        if self._graphs is not None:
+            return False
+        if write:
+            return self._stream is stream and self._readers is None
+        return self._stream is stream or (self._readers is not None and stream in self._readers)
+
     def _use_on(self, stream: Stream, write: bool = True) -> None:
         """Order work queued on ``stream`` from now on after the work on this array it must follow:
         a read (``write=False``) after the last write; a write after the last write and every

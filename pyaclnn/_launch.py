@@ -207,8 +207,7 @@ class Launch:
                 x._pool is self._pool
                 and not write
                 and not x._block.gone
-                and x._graphs is None
-                and (x._stream is stream or (x._readers is not None and stream in x._readers))
+                and x._ordered_for(stream, False)
                 and self._host is None
             ):
                 self.device_results = True
@@ -226,14 +225,8 @@ class Launch:
                     f"{name} lives on device {x._pool.device}, but this call runs on device {self.device_id} "
                     "(its stream's)"
                 )
-            # (graphs: a replay since may be its last write, whatever the array's stream says)
-            if write:
-                if x._stream is not stream or x._readers is not None or x._graphs is not None:
-                    x._use_on(stream, True)
-            elif x._graphs is not None or (
-                x._stream is not stream and (x._readers is None or stream not in x._readers)
-            ):
-                x._use_on(stream, False)  # (a read already ordered after the last write needs nothing)
+            if not x._ordered_for(stream, write):
+                x._use_on(stream, write)
             if write:
                 if self._writes is None:
                     self._writes = []
@@ -445,7 +438,7 @@ class Launch:
                     "another output (the operator would read values it has already overwritten); "
                     "pass a separate array"
                 )
-        if given._stream is not self.stream or given._readers is not None or given._graphs is not None:
+        if not given._ordered_for(self.stream, True):
             given._use_on(self.stream)
         if self._writes is None:
             self._writes = []
@@ -680,8 +673,7 @@ def eager(
             x = values[position]
             if x is None:
                 continue
-            # (graphs: a replay since may be its last write, whatever the array's stream says)
-            if x._stream is not stream or x._graphs is not None or (write and x._readers is not None):
+            if not x._ordered_for(stream, write):
                 x._use_on(stream, write)
             if write:
                 written.append(x)
