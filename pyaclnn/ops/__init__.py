@@ -260,6 +260,7 @@ def make(declaration: Declaration, where: str = "") -> Callable[..., Any]:
         return values
 
     eager = _call.Eager(declaration, params)
+    at_once = _call.AtOnce(declaration, params)
 
     def operator(*args: Any, stream: Stream | None = None, **kwargs: Any) -> Any:
         # Every argument given by position: bind has nothing to do but REQUIRED, which no entry of
@@ -272,6 +273,9 @@ def make(declaration: Declaration, where: str = "") -> Callable[..., Any]:
             values = bind(args, kwargs, python_name)
         checked = [_call.check(param, value) for param, value in zip(params, values)]
         eager.record(values, checked)
+        done = at_once(checked, stream)
+        if done is not _call.NOT_TAKEN:
+            return done
         return _call.launch(declaration, params, checked, stream, python_name)
 
     def run_reference(*args: Any, **kwargs: Any) -> Any:
