@@ -102,10 +102,11 @@ def operator(declaration: Declaration, backend: str | None = None) -> Operator:
     LookupError
         When the backend cannot run it: no library exports it (npu), no reference (numpy).
     """
-    b = _backends.get(backend)
-    key = (b.name, declaration.name)
-    found = _operators.get(key)
+    # The usual call finds it by the name alone: the backend object is needed only to make it.
+    found = _operators.get((backend or _backends.active_name(), declaration.name))
     if found is None:
+        b = _backends.get(backend)
+        key = (b.name, declaration.name)
         phase1, phase2, once = aclnn.operator_phases(declaration, b.name)
         params = tuple(Param(p.c.name, p.kind, p.python_name) for p in _types.parameters(declaration))
         spec = OperatorSpec(declaration.name, _types.python_operator_name(declaration.name), params)
@@ -138,12 +139,12 @@ def at_once(declaration: Declaration) -> Callable[..., Any] | None:
     """The active backend's runner of ``declaration`` on host arrays, now, on the calling thread
     (the numpy backend's ``operator_at_once``: its NumPy reference); None where there is none
     (made once per backend and operator, dropped with the operator records)."""
-    b = _backends.get(None)
-    key = (b.name, declaration.name)
     try:
-        return _at_once[key]
+        return _at_once[(_backends.active_name(), declaration.name)]
     except KeyError:
         pass
+    b = _backends.get(None)
+    key = (b.name, declaration.name)
     make = getattr(b, "operator_at_once", None)
     made = make(declaration) if make is not None else None
     with _lock:

@@ -36,6 +36,7 @@ def general(monkeypatch):
 def numpy_active():
     previous = pyaclnn.get_backend()
     pyaclnn.set_backend("numpy")
+    pyaclnn.synchronize()  # no work of an earlier test pending on the default stream
     yield
     pyaclnn.set_backend(previous)
 

@@ -228,6 +228,9 @@ class Eager:
         self.enabled = all(p.kind in _EAGER_KINDS for p in params)
 
     def _key(self, values: Sequence[Any]) -> tuple[Any, ...]:
+        if len(self.others) == 1:  # the usual operator (add's alpha): no list, no map
+            value = values[self.others[0]]
+            return (value, type(value))
         others = [values[i] for i in self.others]
         return (*others, *map(type, others))
 
@@ -279,6 +282,7 @@ NOT_TAKEN = object()  # what Eager and AtOnce return for a call they leave to th
 _HOST_DTYPES: dict[np.dtype, np.dtype] = {}  # a host array's dtype -> its aclDataType's NumPy dtype
 _INFOS: dict[tuple[Any, ...], Any] = {}  # (shape, dtype) -> the TensorInfo phase 1 would make
 _INFO_LIMIT = 256
+_HOST_FORMS = (_types.SCALAR, _types.SCALAR_LIST, _types.FLOAT_ARRAY)
 
 
 class AtOnce:
@@ -297,14 +301,20 @@ class AtOnce:
     refusal of the check, goes the general way, which gives every message.
     """
 
-    __slots__ = ("declaration", "kinds", "written", "outputs")
+    __slots__ = ("declaration", "tensors", "converted", "outputs")
 
     def __init__(self, declaration: Declaration, params: Sequence[_types.Parameter]) -> None:
         self.declaration = declaration
-        self.kinds = tuple(p.kind for p in params)
         unknown = not _types.roles_known(declaration)  # every tensor counts as written (see launch)
-        self.written = tuple(
-            p.is_output or (unknown and p.kind in (_types.TENSOR, _types.TENSOR_LIST)) for p in params
+        # (position, a tensor list, written) per tensor parameter
+        self.tensors = tuple(
+            (i, p.kind == _types.TENSOR_LIST, p.is_output or unknown)
+            for i, p in enumerate(params)
+            if p.kind in (_types.TENSOR, _types.TENSOR_LIST)
+        )
+        # (position, kind) of the parameters whose C value the reference gets in another form
+        self.converted = tuple(
+            (i, p.kind) for i, p in enumerate(params) if p.kind in (*_HOST_FORMS, _types.DTYPE)
         )
         self.outputs = tuple(i for i, p in enumerate(params) if p.is_output)
 
@@ -316,40 +326,45 @@ class AtOnce:
         run = _generic.at_once(self.declaration)
         if run is None:
             return NOT_TAKEN
-        infos = list(checked)
         values = list(checked)
-        arrays: list[np.ndarray] = []
-        written: list[np.ndarray] = []
-        for i, (kind, value) in enumerate(zip(self.kinds, checked)):
+        for i, kind in self.converted:
+            value = values[i]
             if value is None:
                 continue
-            if kind == _types.TENSOR:
-                info = _host_info(value, self.written[i])
-                if info is None:
-                    return NOT_TAKEN
-                infos[i] = info
-                arrays.append(value)
-                if self.written[i]:
-                    written.append(value)
-            elif kind == _types.TENSOR_LIST:
+            if kind == _types.SCALAR:
+                values[i] = value[0][()]  # as aclCreateScalar keeps it
+            elif kind == _types.SCALAR_LIST:
+                values[i] = [v[()] for v, _ in value]
+            elif kind == _types.FLOAT_ARRAY:  # C floats
+                values[i] = tuple(float(np.float32(v)) for v in value)
+            else:
+                values[i] = _dtypes.to_numpy(value)
+        infos = values.copy()
+        arrays: list[np.ndarray] = []
+        written: list[np.ndarray] = []
+        for i, is_list, write in self.tensors:
+            value = values[i]
+            if value is None:
+                continue
+            if is_list:
                 items = []
                 for item in value:
-                    info = _host_info(item, self.written[i])
+                    info = _host_info(item, write)
                     if info is None:
                         return NOT_TAKEN
                     items.append(info)
                 infos[i] = items
                 arrays.extend(value)
-                if self.written[i]:
+                if write:
                     written.extend(value)
-            elif kind == _types.SCALAR:
-                infos[i] = values[i] = value[0][()]  # as aclCreateScalar keeps it
-            elif kind == _types.SCALAR_LIST:
-                infos[i] = values[i] = [v[()] for v, _ in value]
-            elif kind == _types.FLOAT_ARRAY:  # C floats
-                infos[i] = values[i] = tuple(float(np.float32(v)) for v in value)
-            elif kind == _types.DTYPE:
-                infos[i] = values[i] = _dtypes.to_numpy(value)
+            else:
+                info = _host_info(value, write)
+                if info is None:
+                    return NOT_TAKEN
+                infos[i] = info
+                arrays.append(value)
+                if write:
+                    written.append(value)
         for w in written:  # the kernel writes where the caller sees it: no other argument may alias it
             shared = 0
             for a in arrays:
