@@ -269,8 +269,11 @@ def make(declaration: Declaration, where: str = "") -> Callable[..., Any]:
         done = eager(values, stream)
         if done is not _call.NOT_TAKEN:
             return done
-        if values is args:
-            values = bind(args, kwargs, python_name)
+        if values is args:  # bind's one work here: a REQUIRED given in place of a value
+            for value in args:
+                if value is REQUIRED:
+                    values = bind(args, kwargs, python_name)
+                    break
         checked = [_call.check(param, value) for param, value in zip(params, values)]
         eager.record(values, checked)
         done = at_once(checked, stream)
