@@ -90,12 +90,12 @@ def test_an_output_sharing_memory_with_an_input_takes_the_general_path(numpy_act
 def test_a_stream_with_work_pending_takes_the_general_path_and_keeps_its_order(
     numpy_active, general, monkeypatch
 ):
-    monkeypatch.setenv("PYACLNN_EMU_KERNEL_US", "20000")
+    monkeypatch.setenv("PYACLNN_EMU_KERNEL_US", "200000")
     busy, idle = pyaclnn.Stream(), pyaclnn.Stream()
     d = pyaclnn.to_device(np.zeros(4, np.float32), stream=busy)
     ones = pyaclnn.to_device(np.ones(4, np.float32), stream=busy)
     for _ in range(3):
-        ops.add(d, ones, 1, d, stream=busy)  # queued: 60 ms of simulated kernels
+        ops.add(d, ones, 1, d, stream=busy)  # queued: 0.6 s of simulated kernels
     x, y = _f32([1, 2, 3, 4], [1, 1, 1, 1])
     before = len(general)
     result = ops.add(x, y, 1, np.zeros(4, np.float32), stream=busy)
