@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
 
 from . import aclnn
 from . import backends as _backends
@@ -27,6 +29,8 @@ from .ops._vendors import Layered, Vendor, VendorError, check_vendor, environmen
 _lock = threading.Lock()
 _catalogues: dict[str, Layered] = {}
 _operators: dict[tuple[str, str], Operator] = {}
+# (backend, C name) -> the backend's runner of the operator on host arrays at once, or None
+_at_once: dict[tuple[str, str], Callable[..., Any] | None] = {}
 _loaded: list[Vendor] = []  # pyaclnn.ops.load's folders, in the order given
 
 
@@ -82,6 +86,7 @@ def load(folder: Path, outputs: dict[str, tuple[str, ...]], backend: str | None 
         _loaded.append(vendor)
         catalogues = list(_catalogues.values())
         _operators.clear()  # an operator of the package may shadow one already made
+        _at_once.clear()
     added = [name for c in catalogues for name in c.add(vendor)]
     if not catalogues:
         added = [f"aclnn{n}" for n in Catalogue(vendor.headers).index()] if vendor.headers.is_dir() else []
@@ -97,10 +102,11 @@ def operator(declaration: Declaration, backend: str | None = None) -> Operator:
     LookupError
         When the backend cannot run it: no library exports it (npu), no reference (numpy).
     """
-    b = _backends.get(backend)
-    key = (b.name, declaration.name)
-    found = _operators.get(key)
+    # The usual call finds it by the name alone: the backend object is needed only to make it.
+    found = _operators.get((backend or _backends.active_name(), declaration.name))
     if found is None:
+        b = _backends.get(backend)
+        key = (b.name, declaration.name)
         phase1, phase2, once = aclnn.operator_phases(declaration, b.name)
         params = tuple(Param(p.c.name, p.kind, p.python_name) for p in _types.parameters(declaration))
         spec = OperatorSpec(declaration.name, _types.python_operator_name(declaration.name), params)
@@ -125,6 +131,24 @@ def forget(backend: str) -> None:
     with _lock:
         for key in [k for k in _operators if k[0] == backend]:
             del _operators[key]
+        for key in [k for k in _at_once if k[0] == backend]:
+            del _at_once[key]
+
+
+def at_once(declaration: Declaration) -> Callable[..., Any] | None:
+    """The active backend's runner of ``declaration`` on host arrays, now, on the calling thread
+    (the numpy backend's ``operator_at_once``: its NumPy reference); None where there is none
+    (made once per backend and operator, dropped with the operator records)."""
+    try:
+        return _at_once[(_backends.active_name(), declaration.name)]
+    except KeyError:
+        pass
+    b = _backends.get(None)
+    key = (b.name, declaration.name)
+    make = getattr(b, "operator_at_once", None)
+    made = make(declaration) if make is not None else None
+    with _lock:
+        return _at_once.setdefault(key, made)
 
 
 def waited_at_once() -> AbstractContextManager[None]:

@@ -183,6 +183,8 @@ def test_missing_and_unexpected_arguments(active):
         ops.add(np.ones(2, np.float32), np.ones(2, np.float32), alpah=1, out=np.empty(2, np.float32))
     with pytest.raises(TypeError, match="multiple values for argument 'self'"):
         ops.add(np.ones(2, np.float32), self=np.ones(2, np.float32))
+    with pytest.raises(TypeError, match="missing required argument 'alpha'"):  # every argument by position
+        ops.add(np.ones(2, np.float32), np.ones(2, np.float32), ops.REQUIRED, np.empty(2, np.float32))
 
 
 def test_an_int_out_of_its_c_range_is_refused_naming_the_parameter(active):

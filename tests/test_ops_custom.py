@@ -97,6 +97,7 @@ def fresh_packages(monkeypatch):
     monkeypatch.setattr(_generic, "_loaded", [])
     monkeypatch.setattr(_generic, "_catalogues", {})
     monkeypatch.setattr(_generic, "_operators", {})
+    monkeypatch.setattr(_generic, "_at_once", {})
     monkeypatch.setattr(references, "_REFERENCES", dict(references._REFERENCES))
     ops._functions.clear()
     previous = pyaclnn.get_backend()

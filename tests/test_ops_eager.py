@@ -90,12 +90,14 @@ def test_a_closed_array_or_stream_after_a_recorded_call_is_refused_by_name(activ
 def test_a_numpy_array_after_a_recorded_call_takes_the_general_path(active, general):
     x, y, out = _arrays([1, 2], [10, 20], [0, 0])
     ops.add(x, y, 1, out)
+    out.numpy()  # its work done: on the numpy backend the stream is then idle
     before = len(general)
     result = ops.add(np.array([1, 2], np.float32), np.array([3, 4], np.float32), 1, np.zeros(2, np.float32))
     np.testing.assert_array_equal(result, [4, 6])
     with pytest.raises(TypeError, match="out is a NumPy array the operator writes"):
         ops.add(x, y, 1, np.zeros(2, np.float32))
-    assert len(general) == before + 2
+    # (on the numpy backend the call on NumPy arrays ran at once: tests/test_ops_at_once.py)
+    assert len(general) == before + (1 if active == "numpy" else 2)
     for a in (x, y, out):
         a.close()
 

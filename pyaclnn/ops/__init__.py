@@ -260,6 +260,7 @@ def make(declaration: Declaration, where: str = "") -> Callable[..., Any]:
         return values
 
     eager = _call.Eager(declaration, params)
+    at_once = _call.AtOnce(declaration, params)
 
     def operator(*args: Any, stream: Stream | None = None, **kwargs: Any) -> Any:
         # Every argument given by position: bind has nothing to do but REQUIRED, which no entry of
@@ -268,10 +269,16 @@ def make(declaration: Declaration, where: str = "") -> Callable[..., Any]:
         done = eager(values, stream)
         if done is not _call.NOT_TAKEN:
             return done
-        if values is args:
-            values = bind(args, kwargs, python_name)
+        if values is args:  # bind's one work here: a REQUIRED given in place of a value
+            for value in args:
+                if value is REQUIRED:
+                    values = bind(args, kwargs, python_name)
+                    break
         checked = [_call.check(param, value) for param, value in zip(params, values)]
         eager.record(values, checked)
+        done = at_once(checked, stream)
+        if done is not _call.NOT_TAKEN:
+            return done
         return _call.launch(declaration, params, checked, stream, python_name)
 
     def run_reference(*args: Any, **kwargs: Any) -> Any:

@@ -21,9 +21,11 @@ from typing import Any
 
 import numpy as np
 
-from .. import _generic, _launch
+from .. import _captures, _context, _generic, _launch, _timeline
 from .. import dtypes as _dtypes
+from .._stream import current
 from ..errors import ArgumentOverflowError
+from ..kernels.references import TensorInfo
 from ..runtime import DeviceArray, Launch, Stream
 from . import _types
 from ._headers import Declaration
@@ -226,6 +228,9 @@ class Eager:
         self.enabled = all(p.kind in _EAGER_KINDS for p in params)
 
     def _key(self, values: Sequence[Any]) -> tuple[Any, ...]:
+        if len(self.others) == 1:  # the usual operator (add's alpha): no list, no map
+            value = values[self.others[0]]
+            return (value, type(value))
         others = [values[i] for i in self.others]
         return (*others, *map(type, others))
 
@@ -272,7 +277,148 @@ class Eager:
         self.entries[self._key(values)] = (tuple(template), tuple(scalars))
 
 
-NOT_TAKEN = object()  # what Eager returns for a call it leaves to the general path
+NOT_TAKEN = object()  # what Eager and AtOnce return for a call they leave to the general path
+
+_HOST_DTYPES: dict[np.dtype, np.dtype] = {}  # a host array's dtype -> its aclDataType's NumPy dtype
+_INFOS: dict[tuple[Any, ...], Any] = {}  # (shape, dtype) -> the TensorInfo phase 1 would make
+_INFO_LIMIT = 256
+_HOST_FORMS = (_types.SCALAR, _types.SCALAR_LIST, _types.FLOAT_ARRAY)
+
+
+class AtOnce:
+    """A call of one operator whose every array is a NumPy array, run on the calling thread at
+    once where the active backend can (:func:`pyaclnn._generic.at_once`: the numpy backend's
+    NumPy reference), without the device's copies, mappings, descriptors and wait.
+
+    It does what the general path does on the same arguments, in the same order: the
+    reference's check, then its kernel as the stream's next task, both on NumPy arrays over
+    the same memory (mapped, or copied: equal unless an output shares memory with another
+    argument). Taken only when that holds and nothing else could differ: no DeviceArray,
+    plain NumPy arrays of an aclDataType with non-negative element strides, written arrays
+    writable and sharing memory with no other argument, no capture or profile, an open stream of
+    the active backend on the thread's device with nothing pending and no failure, host
+    arrays mapped (not ``PYACLNN_MAP_HOST=0``), and a check that passes. Anything else, and a
+    refusal of the check, goes the general way, which gives every message.
+    """
+
+    __slots__ = ("declaration", "tensors", "converted", "outputs")
+
+    def __init__(self, declaration: Declaration, params: Sequence[_types.Parameter]) -> None:
+        self.declaration = declaration
+        unknown = not _types.roles_known(declaration)  # every tensor counts as written (see launch)
+        # (position, a tensor list, written) per tensor parameter
+        self.tensors = tuple(
+            (i, p.kind == _types.TENSOR_LIST, p.is_output or unknown)
+            for i, p in enumerate(params)
+            if p.kind in (_types.TENSOR, _types.TENSOR_LIST)
+        )
+        # (position, kind) of the parameters whose C value the reference gets in another form
+        self.converted = tuple(
+            (i, p.kind) for i, p in enumerate(params) if p.kind in (*_HOST_FORMS, _types.DTYPE)
+        )
+        self.outputs = tuple(i for i, p in enumerate(params) if p.is_output)
+
+    def __call__(self, checked: Sequence[Any], stream: Stream | None) -> Any:
+        """The call's outputs, as :func:`launch` returns them; :data:`NOT_TAKEN` when it is not
+        this case (nothing was run)."""
+        if _captures.active or _timeline.recording:
+            return NOT_TAKEN
+        run = _generic.at_once(self.declaration)
+        if run is None:
+            return NOT_TAKEN
+        values = list(checked)
+        for i, kind in self.converted:
+            value = values[i]
+            if value is None:
+                continue
+            if kind == _types.SCALAR:
+                values[i] = value[0][()]  # as aclCreateScalar keeps it
+            elif kind == _types.SCALAR_LIST:
+                values[i] = [v[()] for v, _ in value]
+            elif kind == _types.FLOAT_ARRAY:  # C floats
+                values[i] = tuple(float(np.float32(v)) for v in value)
+            else:
+                values[i] = _dtypes.to_numpy(value)
+        infos = values.copy()
+        arrays: list[np.ndarray] = []
+        written: list[np.ndarray] = []
+        for i, is_list, write in self.tensors:
+            value = values[i]
+            if value is None:
+                continue
+            if is_list:
+                items = []
+                for item in value:
+                    info = _host_info(item, write)
+                    if info is None:
+                        return NOT_TAKEN
+                    items.append(info)
+                infos[i] = items
+                arrays.extend(value)
+                if write:
+                    written.extend(value)
+            else:
+                info = _host_info(value, write)
+                if info is None:
+                    return NOT_TAKEN
+                infos[i] = info
+                arrays.append(value)
+                if write:
+                    written.append(value)
+        for w in written:  # the kernel writes where the caller sees it: no other argument may alias it
+            shared = 0
+            for a in arrays:
+                if a is w or np.may_share_memory(w, a):
+                    shared += 1
+                    if shared > 1:
+                        return NOT_TAKEN
+        ctx = _context.context(None)
+        if ctx.host_memory is None:  # PYACLNN_MAP_HOST=0: every array is copied, as asked
+            return NOT_TAKEN
+        if stream is None:
+            stream = current(ctx)
+        elif type(stream) is not Stream or stream.backend != ctx.name:
+            return NOT_TAKEN
+        state = stream._state
+        if not state.open or state.capture is not None or state.device != ctx.tls.bound:
+            return NOT_TAKEN
+        ran = run(infos, values, state.handle)
+        if ran is None:
+            return NOT_TAKEN
+        if not ran:  # the kernel failed: the wait reports it, as the general path's
+            state.synchronize()
+        outputs = self.outputs
+        if len(outputs) == 1:
+            return checked[outputs[0]]
+        return tuple(checked[i] for i in outputs) if outputs else None
+
+
+def _host_info(x: Any, written: bool) -> Any:
+    """What phase 1 knows of host array ``x`` (its TensorInfo), if the call on it may run at
+    once (see :class:`AtOnce`); else None."""
+    if type(x) is not np.ndarray:
+        return None
+    dtype = _HOST_DTYPES.get(x.dtype)
+    if dtype is None:
+        try:
+            dtype = _dtypes.to_numpy(_dtypes.from_numpy(x.dtype))
+        except TypeError:
+            return None
+        _HOST_DTYPES[x.dtype] = dtype
+    itemsize = x.itemsize
+    for stride in x.strides:
+        if stride < 0 or stride % itemsize:
+            return None
+    if written and not x.flags.writeable:
+        return None
+    key = (x.shape, dtype)
+    info = _INFOS.get(key)
+    if info is None:
+        info = TensorInfo(x.shape, dtype)
+        if len(_INFOS) >= _INFO_LIMIT:
+            _INFOS.clear()
+        _INFOS[key] = info
+    return info
 
 
 def launch(

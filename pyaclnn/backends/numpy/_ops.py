@@ -51,12 +51,13 @@ from ...kernels import checks as _checks
 from ...kernels import references as _references
 from ...ops._types import INT_RANGES  # the C integer types' ranges: the one table of them
 from .._interface import OperatorPhases, install_operator_phases
+from . import _streams
 from ._cvalues import c_address, c_bool, c_int, c_size
 from ._heap import Allocation, Heap, HeapError
 from ._kernels import BACKWARD_WORKSPACE as BACKWARD_WORKSPACE
 from ._kernels import KERNELS
 from ._objects import BoolArray, Executor, FloatArray, HandleList, IntArray, Registry, Scalar, Stream, Tensor
-from ._streams import KERNEL_US, Hazards, Task, Worker, env_ns
+from ._streams import KERNEL_US, SYNC_US, Hazards, Task, Worker, env_ns, sleep_ns
 
 # Phase 1's result when the plan says there is nothing to do (empty tensors): no executor.
 NOTHING_TO_DO = (ACLNN_SUCCESS, 0, None)
@@ -196,6 +197,43 @@ class OperatorsMixin(OperatorPhases):
         phase1.__name__ = phase1.__qualname__ = api
         phase2.__name__ = phase2.__qualname__ = launch_api
         return phase1, phase2
+
+    def operator_at_once(self, declaration: Any) -> Callable[..., bool | None] | None:
+        """A runner of a declared operator's NumPy reference on host arrays, on the calling
+        thread; None for an operator without one (the table's run their own phase methods).
+
+        ``run(infos, values, stream)``: ``values`` as the reference's kernel gets them in phase
+        2 (NumPy arrays for tensors, the C values of the rest as :meth:`_reference_values`
+        makes them), ``infos`` the same with :class:`~pyaclnn.kernels.references.TensorInfo`
+        for the arrays, as its check gets them in phase 1; ``stream`` a live stream of the
+        calling thread's current device, or None (its default stream). The check, then the
+        kernel as the stream's next task (:meth:`Worker.run_now`), with the simulated kernel
+        and wait times; True, or False when the kernel failed (the stream's sticky error, which
+        the next wait reports). None, with nothing run, when the check refuses (phase 1 then
+        tells why), the stream has work pending or a failure, or the profiler records (its
+        records are those of the two phases)."""
+        if declaration.name in _optable.by_name():
+            return None
+        reference = _references.get(declaration.name)
+        if reference is None:
+            return None
+        check, kernel, api = reference.check, reference.kernel, declaration.phase2_api
+
+        def run(infos: list[Any], values: list[Any], stream: Any) -> bool | None:
+            if _streams.RECORDER is not None:
+                return None
+            if check is not None:
+                try:
+                    check(*infos)
+                except Exception:  # (pure: phase 1 runs it again and reports it)
+                    return None
+            worker = self._worker(stream)
+            ran = worker.run_now(Task(lambda: kernel(*values), (), None, api, env_ns(KERNEL_US)))
+            if ran is not None:
+                sleep_ns(env_ns(SYNC_US))  # the wait a call on NumPy arrays makes
+            return ran
+
+        return run
 
     def _reference_values(
         self, api: str, params: tuple[Any, ...], args: tuple[Any, ...], kinds: tuple[str, ...] | None = None

@@ -239,6 +239,31 @@ class Worker:
                 self._work.notify()
             return self._submitted
 
+    def run_now(self, task: Task) -> bool | None:
+        """Run ``task`` on the calling thread now, as the stream's next task, when nothing of the
+        stream is pending and it holds no sticky error (nothing it must follow, nothing beside
+        it): True, or False when it failed (the sticky error, reported by the next wait, is
+        its). None, with nothing run, otherwise. As a waiting caller runs a queued task
+        (:meth:`wait`): other threads' waits wait for it, tasks submitted meanwhile run after it."""
+        with self._lock:
+            if self._pending or self._closed or self._error is not None or self.capture is not None:
+                return None
+            self._pending.append(task)
+            self._submitted += 1
+            self._running = True
+        try:
+            self._execute(task)
+        finally:
+            with self._lock:
+                self._running = False
+                self._pending.popleft()
+                self._finished += 1
+                if self._waiters:
+                    self._done.notify_all()
+                if self._queued and self._idle:
+                    self._work.notify()
+        return self._error is None
+
     def wake(self) -> None:
         """Wake the worker thread if it sleeps while tasks are queued (a wake-up held back by
         :class:`waited_at_once`)."""
