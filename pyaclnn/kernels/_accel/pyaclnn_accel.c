@@ -939,13 +939,19 @@ static void write_slabs(pool_backward *t, int64_t p, int count, float *bufs, flo
  * NaN for a signalling one (float32 and float16 keep the payload, as the
  * adds and VCVTPS2PH do; bfloat16 gives 0x7FC0 with the sign, as float_to_bf16). */
 static inline uint32_t alone_bits(uint32_t g, int dtype) {
+    /* written as selects, which the compiler turns into conditional moves */
     if (dtype == DT_FLOAT32) {
-        if (!(g & 0x7FFFFFFFu)) return 0;
-        return (g & 0x7FFFFFFFu) > 0x7F800000u ? g | 0x00400000u : g;
+        const uint32_t magnitude = g & 0x7FFFFFFFu;
+        const uint32_t quiet = magnitude > 0x7F800000u ? 0x00400000u : 0;
+        return magnitude ? g | quiet : 0;
     }
-    if (!(g & 0x7FFFu)) return 0;
-    if (dtype == DT_FLOAT16) return (g & 0x7FFFu) > 0x7C00u ? g | 0x0200u : g;
-    return (g & 0x7FFFu) > 0x7F80u ? (g & 0x8000u) | 0x7FC0u : g;
+    const uint32_t magnitude = g & 0x7FFFu;
+    if (dtype == DT_FLOAT16) {
+        const uint32_t quiet = magnitude > 0x7C00u ? 0x0200u : 0;
+        return magnitude ? g | quiet : 0;
+    }
+    const uint32_t nan = (g & 0x8000u) | 0x7FC0u;
+    return magnitude > 0x7F80u ? nan : magnitude ? g : 0;
 }
 
 #if HAVE_F16C_PATH
@@ -1005,45 +1011,58 @@ static void copy_clear(char *src, char *dst, size_t bytes, int stream) {
 }
 
 /* Put the gradients of one row into the slab as lone cells (alone_bits);
- * false at the first cell that already holds a nonzero value (an index the
- * caller repeated: a sum to round once, which this path cannot give). A cell
- * holding +0 from an earlier -0 or +0 gradient takes the new one as the sum
- * would (+0 + g). */
-#define PUT_ROW(ELEM, ITYPE)                                                                              \
-    static int put_row_##ELEM##_##ITYPE(ELEM *slab, int64_t origin, const char *g, int64_t gstep,          \
-                                        const char *ip, int64_t istep, int64_t n, int dtype) {            \
-        ELEM *base = slab - origin;                                                                       \
-        if (gstep == (int64_t)sizeof(ELEM) && istep == (int64_t)sizeof(ITYPE)) {                          \
-            const ELEM *gv = (const ELEM *)g;                                                             \
-            const ITYPE *iv = (const ITYPE *)ip;                                                          \
-            for (int64_t w = 0; w < n; w++) {                                                             \
-                ELEM *cell = base + iv[w];                                                                \
-                if (*cell) return 0;                                                                      \
-                *cell = (ELEM)alone_bits(gv[w], dtype);                                                   \
-            }                                                                                             \
-            return 1;                                                                                     \
-        }                                                                                                 \
-        for (int64_t w = 0; w < n; w++) {                                                                 \
-            ELEM bits;                                                                                    \
-            memcpy(&bits, g + w * gstep, sizeof bits);                                                    \
-            ELEM *cell = base + *(const ITYPE *)(ip + w * istep);                                         \
-            if (*cell) return 0;                                                                          \
-            *cell = (ELEM)alone_bits(bits, dtype);                                                        \
-        }                                                                                                 \
-        return 1;                                                                                         \
+ * false when a cell already held a nonzero value (an index the caller
+ * repeated: a sum to round once, which this path cannot give; the row has
+ * then overwritten it, and the caller clears the slab). A cell holding +0
+ * from an earlier -0 or +0 gradient takes the new one as the sum would
+ * (+0 + g). One variant per dtype and index type, with no branch a cell: the
+ * row is the direct path's whole work per gradient (18 instructions a
+ * gradient with the dtype tested per cell and a branch on every cell). */
+#define PUT_ROW(NAME, ELEM, ITYPE, DTYPE)                                                              \
+    static int put_row_##NAME(ELEM *slab, int64_t origin, const char *g, int64_t gstep, const char *ip, \
+                              int64_t istep, int64_t n) {                                             \
+        ELEM *base = slab - origin;                                                                   \
+        ELEM held = 0;                                                                                \
+        if (gstep == (int64_t)sizeof(ELEM) && istep == (int64_t)sizeof(ITYPE)) {                      \
+            const ELEM *gv = (const ELEM *)g;                                                         \
+            const ITYPE *iv = (const ITYPE *)ip;                                                      \
+            for (int64_t w = 0; w < n; w++) {                                                         \
+                ELEM *cell = base + iv[w];                                                            \
+                held |= *cell;                                                                        \
+                *cell = (ELEM)alone_bits(gv[w], DTYPE);                                               \
+            }                                                                                         \
+            return !held;                                                                             \
+        }                                                                                             \
+        for (int64_t w = 0; w < n; w++) {                                                             \
+            ELEM bits;                                                                                \
+            memcpy(&bits, g + w * gstep, sizeof bits);                                                \
+            ELEM *cell = base + *(const ITYPE *)(ip + w * istep);                                     \
+            held |= *cell;                                                                            \
+            *cell = (ELEM)alone_bits(bits, DTYPE);                                                    \
+        }                                                                                             \
+        return !held;                                                                                 \
     }
-PUT_ROW(uint16_t, int32_t)
-PUT_ROW(uint16_t, int64_t)
-PUT_ROW(uint32_t, int32_t)
-PUT_ROW(uint32_t, int64_t)
+PUT_ROW(f32_i32, uint32_t, int32_t, DT_FLOAT32)
+PUT_ROW(f32_i64, uint32_t, int64_t, DT_FLOAT32)
+PUT_ROW(f16_i32, uint16_t, int32_t, DT_FLOAT16)
+PUT_ROW(f16_i64, uint16_t, int64_t, DT_FLOAT16)
+PUT_ROW(bf16_i32, uint16_t, int32_t, DT_BFLOAT16)
+PUT_ROW(bf16_i64, uint16_t, int64_t, DT_BFLOAT16)
 
 static int put_row(const pool_backward *t, void *slab, int64_t origin, const char *g, const char *ip) {
-    const int64_t n = t->out[4];
-    if (t->dtype == DT_FLOAT32)
-        return t->index_size == 8 ? put_row_uint32_t_int64_t(slab, origin, g, t->gs[4], ip, t->is[4], n, t->dtype)
-                                  : put_row_uint32_t_int32_t(slab, origin, g, t->gs[4], ip, t->is[4], n, t->dtype);
-    return t->index_size == 8 ? put_row_uint16_t_int64_t(slab, origin, g, t->gs[4], ip, t->is[4], n, t->dtype)
-                              : put_row_uint16_t_int32_t(slab, origin, g, t->gs[4], ip, t->is[4], n, t->dtype);
+    const int64_t n = t->out[4], gstep = t->gs[4], istep = t->is[4];
+    const int wide = t->index_size == 8;
+    switch (t->dtype) {
+    case DT_FLOAT32:
+        return wide ? put_row_f32_i64(slab, origin, g, gstep, ip, istep, n)
+                    : put_row_f32_i32(slab, origin, g, gstep, ip, istep, n);
+    case DT_FLOAT16:
+        return wide ? put_row_f16_i64(slab, origin, g, gstep, ip, istep, n)
+                    : put_row_f16_i32(slab, origin, g, gstep, ip, istep, n);
+    default:
+        return wide ? put_row_bf16_i64(slab, origin, g, gstep, ip, istep, n)
+                    : put_row_bf16_i32(slab, origin, g, gstep, ip, istep, n);
+    }
 }
 
 /* A plane whose indices depths_hold accepted, for windows that do not overlap
