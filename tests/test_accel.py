@@ -634,7 +634,9 @@ POOLED_STREAM_CASES = [
 @pytest.mark.parametrize("index_dtype", INDEX_DTYPES, ids=str)
 @pytest.mark.parametrize("case", range(len(POOLED_STREAM_CASES)))
 @pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")  # sums beyond float16: inf
-def test_large_pooled_outputs_same_bits_with_and_without_simd(conversion, dtype, index_dtype, case, monkeypatch):
+def test_large_pooled_outputs_same_bits_with_and_without_simd(
+    conversion, dtype, index_dtype, case, monkeypatch
+):
     """The backward with the pooling's parameters, streamed (from 1 MiB of grad_input): the
     SIMD builds (F16C, AVX copies) and the plain ones give the reference's bits, on one
     thread and two, from contiguous and non-contiguous gradients and indices."""

@@ -344,7 +344,8 @@ static int avx_copies;
 
 /* Use F16C when ``want`` and the CPU has it; returns whether it is used now.
  * ``want`` false also turns off the other SIMD builds (AVX2 bfloat16 lanes,
- * the AVX2 index scan), for tests: every path gives the same results.
+ * the AVX2 index scan, the AVX copy_clear), for tests: every path gives the
+ * same results.
  * ``want`` < 0 only asks. Not for use while a kernel runs. */
 API int pyaclnn_accel_use_f16c(int want) {
 #if HAVE_F16C_PATH
