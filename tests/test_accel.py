@@ -620,6 +620,47 @@ def test_large_float32_outputs_match_numpy_streamed_or_not(compiled, index_dtype
         assert not got.reshape(-1, plane)[:, 1:-1].any()
 
 
+# Pooling cases of the streamed backward paths on planes of an odd cell count (each plane
+# starts at another alignment): disjoint windows (written directly, copied out in 32-byte
+# stores), overlapping ones (float32 slabs, converted 16 values a store), partial windows.
+POOLED_STREAM_CASES = [
+    ((2, 2, 2), (2, 2, 2), (0, 0, 0), False),
+    ((3, 3, 3), (2, 2, 2), (1, 1, 1), False),
+    ((2, 2, 2), (2, 2, 2), (0, 0, 0), True),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("index_dtype", INDEX_DTYPES, ids=str)
+@pytest.mark.parametrize("case", range(len(POOLED_STREAM_CASES)))
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")  # sums beyond float16: inf
+def test_large_pooled_outputs_same_bits_with_and_without_simd(
+    conversion, dtype, index_dtype, case, monkeypatch
+):
+    """The backward with the pooling's parameters, streamed (from 1 MiB of grad_input): the
+    SIMD builds (F16C, AVX copies) and the plain ones give the reference's bits, on one
+    thread and two, from contiguous and non-contiguous gradients and indices."""
+    k, s, p, ceil = POOLED_STREAM_CASES[case]
+    in_shape = (2, 9, 17, 33, 63)
+    assert int(np.prod(in_shape)) * dtype.itemsize >= 1 << 20
+    rng = np.random.default_rng(seed(dtype, index_dtype, case, "pooled"))
+    x = rng.integers(0, 8, in_shape).astype(dtype)  # ties: runs of one index where windows overlap
+    out_shape = in_shape[:2] + reference.pool_output_shape(in_shape[2:], k, s, p, (1, 1, 1), ceil)
+    params = (k, s, p, (1, 1, 1), ceil)
+    out, idx = np.empty(out_shape, dtype), np.empty(out_shape, index_dtype)
+    _kernels.max_pool3d_with_argmax(pool_plan(in_shape, out_shape, dtype, params, index_dtype), x, out, idx)
+    go = _sprinkle_specials(rng, rng.standard_normal(out_shape, dtype=np.float32).astype(dtype), False)
+    expected = np.empty(in_shape, dtype)
+    _numpy_backward(go, idx, expected)
+    plan = pool_plan(in_shape, out_shape, dtype, params, index_dtype)
+    for threads in ("1", "2"):
+        monkeypatch.setenv("PYACLNN_NUM_THREADS", threads)
+        for kind in ("contiguous", "stepped"):
+            got = np.full(in_shape, 7, dtype)
+            _kernels.max_pool3d_with_argmax_backward(plan, _strided(go, kind), _strided(idx, kind), got)
+            assert _same_bits(got, expected), (threads, kind)
+
+
 def test_no_compiler_means_numpy_kernels_and_says_why(monkeypatch, tmp_path):
     monkeypatch.delenv("PYACLNN_ACCEL", raising=False)
     monkeypatch.setenv("PYACLNN_CACHE_DIR", str(tmp_path))

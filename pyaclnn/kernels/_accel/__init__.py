@@ -43,8 +43,9 @@ Environment
     Never use the compiled kernels (read at every call).
 ``PYACLNN_ACCEL_F16C=0``
     Convert float16 in software even where the CPU has F16C, bfloat16 with
-    the scalar loop instead of AVX2 lanes, and scan the max-pool indices
-    without AVX2 (same results).
+    the scalar loop instead of AVX2 lanes, scan the max-pool indices
+    without AVX2 and copy the max-pool backward's direct planes out in
+    16-byte SSE2 stores instead of 32-byte AVX ones (same results).
 ``PYACLNN_CACHE_DIR``
     Where the library is built (default ``$XDG_CACHE_HOME/pyaclnn`` or
     ``~/.cache/pyaclnn``).
@@ -87,8 +88,8 @@ cells or more stay with NumPy, as does float64.
 
 Max-pool backward from 1 MiB of grad_input on, with C-contiguous planes:
 each plane is summed in a float32 scratch plane, then written in one pass
-with streaming stores (float32 copied; float16 by F16C 8 lanes, bfloat16 by
-AVX2 integer lanes), which skip reading grad_input's lines before
+with streaming stores (float32 copied; float16 by F16C, 16 values a 32-byte
+store; bfloat16 by AVX2 integer lanes), which skip reading grad_input's lines before
 overwriting them and keep the output out of the caches (the kernel of the
 fp16 benchmark case 1.4x faster; float32: see STREAM_MIN_BYTES in the C
 source). Below 1 MiB the output is written normally (float32 summed in
@@ -124,6 +125,17 @@ rounded, and copied out as above. An index the caller repeated within a slab
 write it all again. The same bits as the reference. Kernel CPU time on one
 thread, float16 k2 s2 benchmark case: 2.0 -> 1.75-1.85 ms; float32 (bound by
 writing its 32 MiB) unchanged.
+
+On the benchmark machine (2 cores, no hardware counters, shared) these
+kernels are bound by instructions rather than by the memory: 16 MiB of
+streaming stores take 0.55 ms on one thread, the fp16 k3 s2 kernel 4.5 ms.
+Hence the 32-byte streaming stores (the float16 plane conversion, the direct
+path's copy-out: 26.1M -> 23.0M instructions for the fp16 k3 s2 kernel) and
+the direct path's row loop without a branch a cell (18.7M -> 17.0M for fp16
+k2 s2), counted with callgrind on one thread. Writing the disjoint planes
+row by row from the indices alone (a compare of every cell against its
+window's index in AVX2 lanes, no slab) was tried and dropped: 46M
+instructions against 18.7M, the gradients being an eighth of the cells.
 """
 
 from __future__ import annotations
@@ -409,8 +421,9 @@ def library() -> Any | None:
 def use_f16c(want: bool | None = None) -> bool:
     """Whether float16 conversion uses F16C; ``want`` switches it (software when False).
 
-    False also turns off the AVX2 bfloat16 plane conversion and the AVX2 scan
-    of the max-pool index guard. Every path gives the same results; for
+    False also turns off the AVX2 bfloat16 plane conversion, the AVX2 scan
+    of the max-pool index guard and the AVX copy-out of the max-pool
+    backward's direct planes. Every path gives the same results; for
     tests. Raises RuntimeError without a library.
     """
     lib = _load().lib

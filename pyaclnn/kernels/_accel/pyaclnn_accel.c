@@ -52,8 +52,14 @@ API int pyaclnn_accel_abi(void) { return PYACLNN_ACCEL_ABI; }
 static atomic_llong scratch_now;
 static atomic_llong scratch_peak;
 
+/* Scratch starts on a cache line (64 bytes): the kernels lay their buffers out
+ * in 64-byte steps, so none shares a line with another and the float32 rows
+ * split no line. */
+#define SCRATCH_ALIGN 64
+
 static void *scratch_alloc(size_t bytes) {
-    void *p = malloc(bytes ? bytes : 1);
+    void *p = NULL;
+    if (posix_memalign(&p, SCRATCH_ALIGN, bytes ? bytes : 1)) p = NULL;
     if (p) {
         long long now = atomic_fetch_add(&scratch_now, (long long)bytes) + (long long)bytes;
         long long peak = atomic_load(&scratch_peak);
@@ -166,14 +172,20 @@ __attribute__((target("avx,f16c"))) static void float_row_to_half_f16c(const flo
  * (written once, not read again by the kernel): the stores skip reading the
  * lines they overwrite (a third of the memory traffic of a 16-bit backward)
  * and leave the caches to the caller's next work. Same bits as the row
- * conversions. The task fences them before returning. */
+ * conversions. 16 values a step into one 32-byte store (from a 32-byte
+ * aligned cell on): a third fewer instructions a cell than 8 into 16 bytes,
+ * which is what the plane conversion is bound by here. The task fences them
+ * before returning. */
 __attribute__((target("avx,f16c"))) static void float_plane_to_half_f16c_stream(const float *src, void *out,
                                                                                  int64_t n) {
     uint16_t *dst = out;
     int64_t i = 0;
-    for (; i < n && ((uintptr_t)(dst + i) & 15); i++) dst[i] = _cvtss_sh(src[i], 0);
-    for (; i + 8 <= n; i += 8)
-        _mm_stream_si128((__m128i *)(dst + i), _mm256_cvtps_ph(_mm256_loadu_ps(src + i), 0));
+    for (; i < n && ((uintptr_t)(dst + i) & 31); i++) dst[i] = _cvtss_sh(src[i], 0);
+    for (; i + 16 <= n; i += 16) {
+        const __m128i low = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), 0);
+        const __m128i high = _mm256_cvtps_ph(_mm256_loadu_ps(src + i + 8), 0);
+        _mm256_stream_si256((__m256i *)(dst + i), _mm256_insertf128_si256(_mm256_castsi128_si256(low), high, 1));
+    }
     for (; i < n; i++) dst[i] = _cvtss_sh(src[i], 0);
 }
 
@@ -186,13 +198,16 @@ __attribute__((target("avx,f16c"))) static void float_plane_to_half_f16c_stream_
     uint16_t *dst = out;
     const __m256 zero = _mm256_setzero_ps();
     int64_t i = 0;
-    for (; i < n && ((uintptr_t)(dst + i) & 15); i++) {
+    for (; i < n && ((uintptr_t)(dst + i) & 31); i++) {
         dst[i] = _cvtss_sh(src[i], 0);
         src[i] = 0.0f;
     }
-    for (; i + 8 <= n; i += 8) {
-        _mm_stream_si128((__m128i *)(dst + i), _mm256_cvtps_ph(_mm256_loadu_ps(src + i), 0));
+    for (; i + 16 <= n; i += 16) {
+        const __m128i low = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), 0);
+        const __m128i high = _mm256_cvtps_ph(_mm256_loadu_ps(src + i + 8), 0);
+        _mm256_stream_si256((__m256i *)(dst + i), _mm256_insertf128_si256(_mm256_castsi128_si256(low), high, 1));
         _mm256_storeu_ps(src + i, zero);
+        _mm256_storeu_ps(src + i + 8, zero);
     }
     for (; i < n; i++) {
         dst[i] = _cvtss_sh(src[i], 0);
@@ -324,10 +339,13 @@ static void take_max_base(float *, int32_t *, const float *, int32_t, int32_t, i
 static void take_max_avx2(float *, int32_t *, const float *, int32_t, int32_t, int32_t, int32_t);
 #endif
 static void (*take_max)(float *, int32_t *, const float *, int32_t, int32_t, int32_t, int32_t) = take_max_base;
+/* Whether copy_clear streams in 32-byte AVX stores (else 16-byte SSE2 ones). */
+static int avx_copies;
 
 /* Use F16C when ``want`` and the CPU has it; returns whether it is used now.
  * ``want`` false also turns off the other SIMD builds (AVX2 bfloat16 lanes,
- * the AVX2 index scan), for tests: every path gives the same results.
+ * the AVX2 index scan, the AVX copy_clear), for tests: every path gives the
+ * same results.
  * ``want`` < 0 only asks. Not for use while a kernel runs. */
 API int pyaclnn_accel_use_f16c(int want) {
 #if HAVE_F16C_PATH
@@ -348,6 +366,7 @@ API int pyaclnn_accel_use_f16c(int want) {
         highest_contiguous = want && __builtin_cpu_supports("avx2") ? highest_contiguous_avx2 : highest_contiguous_base;
         depths_hold = want && __builtin_cpu_supports("avx2") ? depths_hold_avx2 : depths_hold_base;
         take_max = want && __builtin_cpu_supports("avx2") ? take_max_avx2 : take_max_base;
+        avx_copies = want && __builtin_cpu_supports("avx");
     }
     return half_to_float_row == half_row_to_float_f16c;
 #else
@@ -921,20 +940,54 @@ static void write_slabs(pool_backward *t, int64_t p, int count, float *bufs, flo
  * NaN for a signalling one (float32 and float16 keep the payload, as the
  * adds and VCVTPS2PH do; bfloat16 gives 0x7FC0 with the sign, as float_to_bf16). */
 static inline uint32_t alone_bits(uint32_t g, int dtype) {
+    /* written as selects, which the compiler turns into conditional moves */
     if (dtype == DT_FLOAT32) {
-        if (!(g & 0x7FFFFFFFu)) return 0;
-        return (g & 0x7FFFFFFFu) > 0x7F800000u ? g | 0x00400000u : g;
+        const uint32_t magnitude = g & 0x7FFFFFFFu;
+        const uint32_t quiet = magnitude > 0x7F800000u ? 0x00400000u : 0;
+        return magnitude ? g | quiet : 0;
     }
-    if (!(g & 0x7FFFu)) return 0;
-    if (dtype == DT_FLOAT16) return (g & 0x7FFFu) > 0x7C00u ? g | 0x0200u : g;
-    return (g & 0x7FFFu) > 0x7F80u ? (g & 0x8000u) | 0x7FC0u : g;
+    const uint32_t magnitude = g & 0x7FFFu;
+    if (dtype == DT_FLOAT16) {
+        const uint32_t quiet = magnitude > 0x7C00u ? 0x0200u : 0;
+        return magnitude ? g | quiet : 0;
+    }
+    const uint32_t nan = (g & 0x8000u) | 0x7FC0u;
+    return magnitude > 0x7F80u ? nan : magnitude ? g : 0;
 }
+
+#if HAVE_F16C_PATH
+/* copy_clear's streaming copy in 32-byte stores (from a 32-byte aligned byte of dst on),
+ * 64 bytes a step: half the instructions of the 16-byte one, as in
+ * float_plane_to_half_f16c_stream. */
+__attribute__((target("avx"))) static void stream_copy_clear_avx(char *src, char *dst, size_t bytes) {
+    size_t head = (size_t)(-(uintptr_t)dst & 31);
+    if (head > bytes) head = bytes;
+    memcpy(dst, src, head);
+    memset(src, 0, head);
+    const __m256i zero = _mm256_setzero_si256();
+    size_t i = head;
+    for (; i + 64 <= bytes; i += 64) { /* cleared in the same pass, while in L1 */
+        const __m256i a = _mm256_loadu_si256((const __m256i *)(src + i));
+        const __m256i b = _mm256_loadu_si256((const __m256i *)(src + i + 32));
+        _mm256_stream_si256((__m256i *)(dst + i), a);
+        _mm256_stream_si256((__m256i *)(dst + i + 32), b);
+        _mm256_storeu_si256((__m256i *)(src + i), zero);
+        _mm256_storeu_si256((__m256i *)(src + i + 32), zero);
+    }
+    memcpy(dst + i, src + i, bytes - i);
+    memset(src + i, 0, bytes - i);
+}
+#endif
 
 /* Copy ``bytes`` from ``src`` to ``dst`` and clear ``src`` (to +0), with
  * streaming stores into ``dst`` where the CPU has them and ``stream`` asks
  * for them (large outputs: see STREAM_MIN_BYTES). */
 static void copy_clear(char *src, char *dst, size_t bytes, int stream) {
 #if HAVE_F16C_PATH
+    if (stream && avx_copies) {
+        stream_copy_clear_avx(src, dst, bytes);
+        return;
+    }
     if (stream) {
         size_t head = (size_t)(-(uintptr_t)dst & 15);
         if (head > bytes) head = bytes;
@@ -959,45 +1012,58 @@ static void copy_clear(char *src, char *dst, size_t bytes, int stream) {
 }
 
 /* Put the gradients of one row into the slab as lone cells (alone_bits);
- * false at the first cell that already holds a nonzero value (an index the
- * caller repeated: a sum to round once, which this path cannot give). A cell
- * holding +0 from an earlier -0 or +0 gradient takes the new one as the sum
- * would (+0 + g). */
-#define PUT_ROW(ELEM, ITYPE)                                                                              \
-    static int put_row_##ELEM##_##ITYPE(ELEM *slab, int64_t origin, const char *g, int64_t gstep,          \
-                                        const char *ip, int64_t istep, int64_t n, int dtype) {            \
-        ELEM *base = slab - origin;                                                                       \
-        if (gstep == (int64_t)sizeof(ELEM) && istep == (int64_t)sizeof(ITYPE)) {                          \
-            const ELEM *gv = (const ELEM *)g;                                                             \
-            const ITYPE *iv = (const ITYPE *)ip;                                                          \
-            for (int64_t w = 0; w < n; w++) {                                                             \
-                ELEM *cell = base + iv[w];                                                                \
-                if (*cell) return 0;                                                                      \
-                *cell = (ELEM)alone_bits(gv[w], dtype);                                                   \
-            }                                                                                             \
-            return 1;                                                                                     \
-        }                                                                                                 \
-        for (int64_t w = 0; w < n; w++) {                                                                 \
-            ELEM bits;                                                                                    \
-            memcpy(&bits, g + w * gstep, sizeof bits);                                                    \
-            ELEM *cell = base + *(const ITYPE *)(ip + w * istep);                                         \
-            if (*cell) return 0;                                                                          \
-            *cell = (ELEM)alone_bits(bits, dtype);                                                        \
-        }                                                                                                 \
-        return 1;                                                                                         \
+ * false when a cell already held a nonzero value (an index the caller
+ * repeated: a sum to round once, which this path cannot give; the row has
+ * then overwritten it, and the caller clears the slab). A cell holding +0
+ * from an earlier -0 or +0 gradient takes the new one as the sum would
+ * (+0 + g). One variant per dtype and index type, with no branch a cell: the
+ * row is the direct path's whole work per gradient (18 instructions a
+ * gradient with the dtype tested per cell and a branch on every cell). */
+#define PUT_ROW(NAME, ELEM, ITYPE, DTYPE)                                                              \
+    static int put_row_##NAME(ELEM *slab, int64_t origin, const char *g, int64_t gstep, const char *ip, \
+                              int64_t istep, int64_t n) {                                             \
+        ELEM *base = slab - origin;                                                                   \
+        ELEM held = 0;                                                                                \
+        if (gstep == (int64_t)sizeof(ELEM) && istep == (int64_t)sizeof(ITYPE)) {                      \
+            const ELEM *gv = (const ELEM *)g;                                                         \
+            const ITYPE *iv = (const ITYPE *)ip;                                                      \
+            for (int64_t w = 0; w < n; w++) {                                                         \
+                ELEM *cell = base + iv[w];                                                            \
+                held |= *cell;                                                                        \
+                *cell = (ELEM)alone_bits(gv[w], DTYPE);                                               \
+            }                                                                                         \
+            return !held;                                                                             \
+        }                                                                                             \
+        for (int64_t w = 0; w < n; w++) {                                                             \
+            ELEM bits;                                                                                \
+            memcpy(&bits, g + w * gstep, sizeof bits);                                                \
+            ELEM *cell = base + *(const ITYPE *)(ip + w * istep);                                     \
+            held |= *cell;                                                                            \
+            *cell = (ELEM)alone_bits(bits, DTYPE);                                                    \
+        }                                                                                             \
+        return !held;                                                                                 \
     }
-PUT_ROW(uint16_t, int32_t)
-PUT_ROW(uint16_t, int64_t)
-PUT_ROW(uint32_t, int32_t)
-PUT_ROW(uint32_t, int64_t)
+PUT_ROW(f32_i32, uint32_t, int32_t, DT_FLOAT32)
+PUT_ROW(f32_i64, uint32_t, int64_t, DT_FLOAT32)
+PUT_ROW(f16_i32, uint16_t, int32_t, DT_FLOAT16)
+PUT_ROW(f16_i64, uint16_t, int64_t, DT_FLOAT16)
+PUT_ROW(bf16_i32, uint16_t, int32_t, DT_BFLOAT16)
+PUT_ROW(bf16_i64, uint16_t, int64_t, DT_BFLOAT16)
 
 static int put_row(const pool_backward *t, void *slab, int64_t origin, const char *g, const char *ip) {
-    const int64_t n = t->out[4];
-    if (t->dtype == DT_FLOAT32)
-        return t->index_size == 8 ? put_row_uint32_t_int64_t(slab, origin, g, t->gs[4], ip, t->is[4], n, t->dtype)
-                                  : put_row_uint32_t_int32_t(slab, origin, g, t->gs[4], ip, t->is[4], n, t->dtype);
-    return t->index_size == 8 ? put_row_uint16_t_int64_t(slab, origin, g, t->gs[4], ip, t->is[4], n, t->dtype)
-                              : put_row_uint16_t_int32_t(slab, origin, g, t->gs[4], ip, t->is[4], n, t->dtype);
+    const int64_t n = t->out[4], gstep = t->gs[4], istep = t->is[4];
+    const int wide = t->index_size == 8;
+    switch (t->dtype) {
+    case DT_FLOAT32:
+        return wide ? put_row_f32_i64(slab, origin, g, gstep, ip, istep, n)
+                    : put_row_f32_i32(slab, origin, g, gstep, ip, istep, n);
+    case DT_FLOAT16:
+        return wide ? put_row_f16_i64(slab, origin, g, gstep, ip, istep, n)
+                    : put_row_f16_i32(slab, origin, g, gstep, ip, istep, n);
+    default:
+        return wide ? put_row_bf16_i64(slab, origin, g, gstep, ip, istep, n)
+                    : put_row_bf16_i32(slab, origin, g, gstep, ip, istep, n);
+    }
 }
 
 /* A plane whose indices depths_hold accepted, for windows that do not overlap
