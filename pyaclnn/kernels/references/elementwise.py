@@ -451,7 +451,7 @@ def _check_cast(self: TensorInfo, dtype: np.dtype, out: TensorInfo) -> None:
 
 
 def _kernel_cast(self: np.ndarray, dtype: np.dtype, out: np.ndarray) -> None:
-    write(out, self)
+    write(out, self)  # float32 -> float16 by the compiled conversion where it takes the call
 
 
 register(Reference("Cast", _kernel_cast, "aclnn_cast.h", _CAST_H, _check_cast, ARITHMETIC))
