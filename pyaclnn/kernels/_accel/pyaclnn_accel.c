@@ -2236,25 +2236,48 @@ __attribute__((target("avx2,fma"))) static inline __m256d gelu_far_avx2(__m256d 
     return _mm256_blendv_pd(above, below, _mm256_cmp_pd(x, _mm256_setzero_pd(), _CMP_LT_OQ));
 }
 
-/* gelu_one on 4 lanes: the near path alone when every lane takes it (most
- * calls), else both, each lane keeping the one gelu_one takes. */
-__attribute__((target("avx2,fma"))) static inline __m256d gelu_lanes_avx2(__m256d x) {
-    __m256d square = _mm256_mul_pd(_mm256_mul_pd(_mm256_set1_pd(0.5), x), x);
+/* Lanes of the far path are set aside (position and value: out may be x) and
+ * run 4 at a time at the end of a block of GELU_BLOCK elements, instead of
+ * running both paths on every vector holding one (11% of the vectors of
+ * uniform(-3, 3) inputs hold one, 3% of the lanes are far): 15% less work
+ * there. The near path's value written for a far lane is overwritten. */
+#define GELU_BLOCK 1024
+
+/* The near path of x[0..3] into out[0..3]; returns the mask of the far lanes,
+ * whose inputs it leaves in ``inputs`` (read before out, which may be x, is written). */
+__attribute__((target("avx2,fma"))) static inline int gelu_near_lanes_avx2(const float *x, float *out,
+                                                                        double *inputs) {
+    __m256d v = _mm256_cvtps_pd(_mm_loadu_ps(x));
+    __m256d square = _mm256_mul_pd(_mm256_mul_pd(_mm256_set1_pd(0.5), v), v);
     __m256d bound = _mm256_blendv_pd(_mm256_set1_pd(GELU_NEAR_ABOVE), _mm256_set1_pd(GELU_NEAR_BELOW),
-                                     _mm256_cmp_pd(x, _mm256_setzero_pd(), _CMP_LT_OQ));
-    __m256d near = _mm256_cmp_pd(square, bound, _CMP_LT_OQ);
-    __m256d value = gelu_near_avx2(x, square);
-    if (_mm256_movemask_pd(near) == 0xF) return value;
-    return _mm256_blendv_pd(gelu_far_avx2(x), value, near);
+                                     _mm256_cmp_pd(v, _mm256_setzero_pd(), _CMP_LT_OQ));
+    int far = _mm256_movemask_pd(_mm256_cmp_pd(square, bound, _CMP_LT_OQ)) ^ 0xF;
+    if (far) _mm256_storeu_pd(inputs, v);
+    _mm_storeu_ps(out, _mm256_cvtpd_ps(gelu_near_avx2(v, square)));
+    return far;
 }
 
 __attribute__((target("avx2,fma"))) static void gelu_row_avx2(const float *x, float *out, int64_t n) {
+    double far_x[GELU_BLOCK + 4];
+    int64_t far_at[GELU_BLOCK + 4];
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8) { /* two independent chains of lanes keep both FMA units busy */
-        __m256d low = gelu_lanes_avx2(_mm256_cvtps_pd(_mm_loadu_ps(x + i)));
-        __m256d high = gelu_lanes_avx2(_mm256_cvtps_pd(_mm_loadu_ps(x + i + 4)));
-        _mm_storeu_ps(out + i, _mm256_cvtpd_ps(low));
-        _mm_storeu_ps(out + i + 4, _mm256_cvtpd_ps(high));
+    while (i + 4 <= n) {
+        int64_t end = i + GELU_BLOCK <= n ? i + GELU_BLOCK : n - (n - i) % 4;
+        int count = 0;
+        for (; i < end; i += 4) {
+            double inputs[4];
+            for (int far = gelu_near_lanes_avx2(x + i, out + i, inputs); far; far &= far - 1) {
+                int lane = __builtin_ctz((unsigned)far);
+                far_x[count] = inputs[lane];
+                far_at[count++] = i + lane;
+            }
+        }
+        for (int k = count; k % 4; k++) far_x[k] = 0.0; /* padding lanes, not written */
+        for (int k = 0; k < count; k += 4) {
+            double lanes[4];
+            _mm256_storeu_pd(lanes, gelu_far_avx2(_mm256_loadu_pd(far_x + k)));
+            for (int j = k; j < count && j < k + 4; j++) out[far_at[j]] = (float)lanes[j - k];
+        }
     }
     for (; i < n; i++) out[i] = gelu_one(x[i]);
 }
