@@ -588,9 +588,15 @@ def test_integer_sums_wrap_as_torch_s_and_a_float_dtype_is_computed_in_it(torch)
 @pytest.mark.parametrize("dtype_name", ["float32", "float16", "bfloat16"])
 @pytest.mark.parametrize("normalized", [(64,), (6, 64)], ids=["one-dim", "two-dims"])
 @pytest.mark.parametrize("layout", ["contiguous", "transposed"])
-def test_layer_norm_matches_torch_with_weight_bias_mean_and_rstd(torch, dtype_name, normalized, layout):
-    """The sum of squares is a dot product of each normalized block with itself: over one and two
-    normalized dims, a non-contiguous input, every float dtype, with and without weight and bias."""
+@pytest.mark.parametrize("dot", ["vecdot", "einsum"])
+def test_layer_norm_matches_torch_with_weight_bias_mean_and_rstd(
+    torch, monkeypatch, dtype_name, normalized, layout, dot
+):
+    """The sum of squares is a dot product of each normalized block with itself (np.vecdot, or
+    einsum where NumPy has no vecdot): over one and two normalized dims, a non-contiguous input,
+    every float dtype, with and without weight and bias."""
+    if dot == "einsum":
+        monkeypatch.setattr(normalization, "_row_dot", normalization._einsum_dot)
     dtype = DTYPES[dtype_name]
     rng = np.random.default_rng(zlib.crc32(f"{dtype_name}{normalized}{layout}".encode()))
     shape = (5, *normalized)
