@@ -186,5 +186,5 @@ TABLE: tuple[Op, ...] = (
     Op("Sign", "aclnn_sign.h", "const aclTensor* self, aclTensor* result", SIGN, A, PHASE2_CONST),
 )
 
-register_table(tuple(op for op in TABLE if op.family is not GELU), __name__)
-register_table(tuple(op for op in TABLE if op.family is GELU), __name__, _gelu_kernel)
+for _op in TABLE:  # in the table's order (the listings keep it), Gelu's rows with their own kernel
+    register_table((_op,), __name__, _gelu_kernel if _op.family is GELU else None)
