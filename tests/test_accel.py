@@ -702,3 +702,195 @@ def test_build_into_a_fresh_directory_is_warning_free(monkeypatch, tmp_path):
     assert proc.returncode == 0 and proc.stdout == "" and proc.stderr == "", proc.stderr
     assert _accel.build(tmp_path).is_file()
     assert _accel.build(tmp_path) == _accel.build(tmp_path)  # built once, then found
+
+
+# --------------------------------------------------------------------------
+# Elementwise kernels of the references: Gelu (erf form), float32 -> float16
+# --------------------------------------------------------------------------
+
+# The NumPy reference's documented relative error (pyaclnn.kernels.references.unary.erfc), and the
+# error of the estimate of the exact value below (math.erfc of x/sqrt(2) rounded: 2 a^2 ulp, below
+# 1e-13 for |x| < 15, where float32 results stop being zero).
+GELU_REFERENCE_ERROR = 1e-12
+GELU_ESTIMATE_ERROR = 1e-13
+
+
+def _gelu_inputs(rng) -> np.ndarray:
+    """float32 inputs of every branch: both sides of the near path's bounds (x*x/2 = 4 below 0,
+    4.84 above), the far tail to where results underflow and beyond the exponential's clamp,
+    subnormals, signed zeros, infinities, NaN and an odd count (a scalar tail)."""
+    edges = [2 * np.sqrt(2.0), 2.2 * np.sqrt(2.0), np.sqrt(1400.0), 26 * np.sqrt(2.0)]
+    around = np.concatenate(
+        [np.nextafter(np.float32(e), np.float32(e) + d, dtype=np.float32) for e in edges for d in (-1, 1)]
+        + [np.float32(e) for e in edges],
+        axis=None,
+    )
+    specials = np.array(
+        [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 1e-38, -1e-38, 3.4e38, -3.4e38], np.float32
+    )
+    return np.concatenate(
+        [
+            rng.uniform(-3, 3, 60_001),
+            rng.standard_normal(30_000) * 4,
+            rng.uniform(-16, -10, 10_000),  # results near float32's underflow
+            rng.uniform(3, 12, 3_000),
+            around,
+            -around,
+            specials,
+        ]
+    ).astype(np.float32)
+
+
+def _gelu_reference(x: np.ndarray) -> np.ndarray:
+    from pyaclnn.kernels.references import unary
+
+    with np.errstate(all="ignore"):
+        return unary._gelu(x.astype(np.float64)).astype(np.float32)
+
+
+def _assert_rounds_like_the_reference(x: np.ndarray, got: np.ndarray, want: np.ndarray) -> None:
+    """``got`` is ``want`` bit for bit (NaN for NaN) except next to it where the exact value lies
+    within the errors of the two float64 values of the midpoint between them."""
+    import math
+
+    nan = np.isnan(want)
+    assert np.array_equal(np.isnan(got), nan)
+    differ = np.flatnonzero((got.view(np.uint32) != want.view(np.uint32)) & ~nan)
+    assert differ.size <= max(3, x.size // 10_000), f"{differ.size} of {x.size} differ"
+    for i in differ:
+        a, b = float(got[i]), float(want[i])
+        assert abs(int(got.view(np.int32)[i]) - int(want.view(np.int32)[i])) == 1 or a == b == 0, (x[i], a, b)
+        value = float(x[i])
+        exact = 0.5 * value * math.erfc(-value / math.sqrt(2.0))
+        tolerance = (GELU_REFERENCE_ERROR + GELU_ESTIMATE_ERROR) * abs(exact)
+        assert abs(exact - (a + b) / 2) <= tolerance, (x[i], a, b, exact)
+
+
+def _gelu_compiled(x: np.ndarray) -> np.ndarray:
+    out = np.empty_like(x)
+    assert _accel.gelu(x, out)
+    return out
+
+
+def test_gelu_rounds_as_the_numpy_reference_within_its_error(conversion):
+    x = _gelu_inputs(np.random.default_rng(40))
+    _assert_rounds_like_the_reference(x, _gelu_compiled(x), _gelu_reference(x))
+
+
+def test_gelu_simd_and_scalar_paths_give_the_same_bits(f16c):
+    x = _gelu_inputs(np.random.default_rng(41))
+    simd = _gelu_compiled(x)
+    _accel.use_f16c(False)
+    assert np.array_equal(_gelu_compiled(x).view(np.uint32), simd.view(np.uint32))
+
+
+def test_gelu_special_values_as_the_reference(compiled):
+    x = np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, -1e-45, -40.0, 40.0], np.float32)
+    got = _gelu_compiled(x)
+    assert got[0] == np.inf and np.isnan(got[1]) and np.isnan(got[2])
+    assert got[3:5].view(np.uint32).tolist() == [0, 0x80000000]  # signed zeros kept
+    assert got[6] == 0 and np.signbit(got[6]) and got[7] == 40.0
+    _assert_rounds_like_the_reference(x, got, _gelu_reference(x))
+
+
+def test_gelu_takes_only_what_it_can(compiled):
+    x = np.random.default_rng(42).uniform(-3, 3, 64).astype(np.float32)
+    assert not _accel.gelu(x.astype(np.float64), np.empty(64))
+    assert not _accel.gelu(x.astype(np.float16), np.empty(64, np.float16))
+    assert not _accel.gelu(x[::2], np.empty(32, np.float32))  # strided
+    assert not _accel.gelu(x[1:], x[:-1])  # overlapping, not the same array
+    assert not _accel.gelu(x, np.empty(32, np.float32))
+    x = np.random.default_rng(42).uniform(-6, 6, 4099).astype(np.float32)  # far lanes in most vectors
+    want = _gelu_compiled(x)
+    assert _accel.gelu(x, x)  # in place: each element (a far one too) is read before it is written
+    assert np.array_equal(x.view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize("name", ["gelu", "gelu_v2"])
+def test_gelu_through_the_numpy_backend(compiled, monkeypatch, name):
+    from pyaclnn import ops
+
+    x = np.random.default_rng(43).uniform(-3, 3, (33, 65)).astype(np.float32)
+    call = getattr(ops, name)
+    extra = [0] if name == "gelu_v2" else []
+    with _numpy_backend():
+        out = np.empty_like(x)
+        call(x, *extra, out)
+        assert np.array_equal(out.view(np.uint32), _gelu_compiled(x).view(np.uint32))
+        monkeypatch.setenv("PYACLNN_ACCEL", "0")  # the NumPy reference
+        reference = np.empty_like(x)
+        call(x, *extra, reference)
+    _assert_rounds_like_the_reference(x.ravel(), out.ravel(), reference.ravel())
+
+
+class _numpy_backend:
+    """The numpy backend active inside the block, the previous one restored after."""
+
+    def __enter__(self) -> None:
+        import pyaclnn
+
+        self._before = pyaclnn.get_backend()
+        pyaclnn.set_backend("numpy")
+
+    def __exit__(self, *exc) -> None:
+        import pyaclnn
+
+        pyaclnn.set_backend(self._before)
+
+
+def _half_inputs(rng) -> np.ndarray:
+    """float32 bit patterns around every float16 rounding boundary (halfway points and their
+    neighbours, both signs), the subnormal and overflow ranges, every NaN class, random ones."""
+    halves = np.arange(1 << 15, dtype=np.uint32)
+    boundaries = ((halves << 13)[:, None] + np.array([0xFFF, 0x1000, 0x1001], np.uint32)).ravel() + 0x38000000
+    patterns = np.concatenate(
+        [
+            boundaries,
+            np.arange(0, 0x38800000 + 8, 4099, dtype=np.uint32),  # zero to float16's smallest normal
+            np.arange(0x477FE000, 0x47800100, 3, dtype=np.uint32),  # 65504 .. past 65520 (to inf)
+            np.array(
+                [0x7F800000, 0x7F800001, 0x7F801FFF, 0x7F802000, 0x7FA00000, 0x7FC00000, 0x7FFFFFFF],
+                np.uint32,
+            ),  # inf, NaNs whose top payload bits are zero, signalling, quiet
+            rng.integers(0, 1 << 32, size=1 << 18, dtype=np.uint64).astype(np.uint32),
+        ]
+    )
+    return np.concatenate([patterns, patterns | 0x80000000]).view(np.float32)
+
+
+def test_float_to_half_is_numpys_astype_bit_for_bit(conversion):
+    floats = _half_inputs(np.random.default_rng(44))
+    for count in (floats.size, 13, 8, 1, 0):  # the 8-lane loop and the scalar tail
+        source = floats[:count].copy()
+        out = np.empty(count, np.float16)
+        assert _accel.float_to_half(source, out)
+        with np.errstate(over="ignore", invalid="ignore"):
+            want = source.astype(np.float16)
+        assert np.array_equal(out.view(np.uint16), want.view(np.uint16))
+
+
+def test_float_to_half_takes_only_what_it_can(compiled):
+    x = np.linspace(-3, 3, 64, dtype=np.float32)
+    assert not _accel.float_to_half(x.astype(np.float64), np.empty(64, np.float16))
+    assert not _accel.float_to_half(x, np.empty(64, np.float32))
+    assert not _accel.float_to_half(x[::2], np.empty(32, np.float16))
+    assert not _accel.float_to_half(x, np.empty((64, 1), np.float16))
+    assert not _accel.float_to_half(x, x.view(np.float16)[:64])  # sharing memory
+
+
+def test_cast_and_float16_results_use_the_compiled_conversion(compiled, monkeypatch):
+    from pyaclnn import ops
+
+    calls = []
+    original = _accel.float_to_half
+    monkeypatch.setattr(_accel, "float_to_half", lambda s, o: calls.append(s.shape) or original(s, o))
+    x = np.random.default_rng(45).standard_normal((17, 31)).astype(np.float32) * 3e3
+    with _numpy_backend():
+        out = np.empty(x.shape, np.float16)
+        ops.cast(x, np.float16, out)
+        assert np.array_equal(out.view(np.uint16), x.astype(np.float16).view(np.uint16))
+        assert calls == [x.shape]
+        total = np.empty(x.shape, np.float16)
+        ops.add(x.astype(np.float16), x.astype(np.float16), 1, total)  # computed in float32, rounded once
+        assert len(calls) == 2
+    assert np.array_equal(total, (x.astype(np.float16).astype(np.float32) * 2).astype(np.float16))

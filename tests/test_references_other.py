@@ -583,3 +583,39 @@ def test_integer_sums_wrap_as_torch_s_and_a_float_dtype_is_computed_in_it(torch)
     cumulative = ops.cumsum(x, 1, np.float16, np.empty((4, 100), np.float16))
     expected = A().cumsum.default(torch.from_numpy(x), 1, dtype=torch.float16).numpy()
     np.testing.assert_allclose(cumulative.astype(np.float64), expected.astype(np.float64), rtol=2e-3)
+
+
+@pytest.mark.parametrize("dtype_name", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("normalized", [(64,), (6, 64)], ids=["one-dim", "two-dims"])
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+@pytest.mark.parametrize("dot", ["vecdot", "einsum"])
+def test_layer_norm_matches_torch_with_weight_bias_mean_and_rstd(
+    torch, monkeypatch, dtype_name, normalized, layout, dot
+):
+    """The sum of squares is a dot product of each normalized block with itself (np.vecdot, or
+    einsum where NumPy has no vecdot): over one and two normalized dims, a non-contiguous input,
+    every float dtype, with and without weight and bias."""
+    if dot == "einsum":
+        monkeypatch.setattr(normalization, "_row_dot", normalization._einsum_dot)
+    dtype = DTYPES[dtype_name]
+    rng = np.random.default_rng(zlib.crc32(f"{dtype_name}{normalized}{layout}".encode()))
+    shape = (5, *normalized)
+    x = (rng.standard_normal(shape) * 3 + 1).astype(np.float32).astype(dtype)
+    if layout == "transposed":  # the same values, laid out with the first dim innermost
+        x = np.ascontiguousarray(x.T).T
+        assert not x.flags.c_contiguous
+    weight = rng.standard_normal(normalized).astype(np.float32).astype(dtype)
+    bias = rng.standard_normal(normalized).astype(np.float32).astype(dtype)
+    reduced = (5, *(1,) * len(normalized))
+    rtol, atol = NORMS[dtype_name]
+    for w, b in ((weight, bias), (None, None)):
+        out, mean, rstd = (np.empty(shape, dtype), np.empty(reduced, dtype), np.empty(reduced, dtype))
+        ops.layer_norm(x, list(normalized), w, b, 1e-5, out, mean, rstd)
+        want = A().native_layer_norm.default(
+            _to_torch(torch, x), list(normalized), _to_torch(torch, w), _to_torch(torch, b), 1e-5
+        )
+        for got, expected in zip((out, mean, rstd), want):
+            expected = _to_numpy(expected.to(_torch_dtype(dtype)))
+            np.testing.assert_allclose(
+                got.astype(np.float64), expected.astype(np.float64).reshape(got.shape), rtol=rtol, atol=atol
+            )

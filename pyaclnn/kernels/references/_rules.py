@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from ...constants import ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR
+from .. import _accel
 from ..checks import CheckFailed
 from ._registry import Reference, TensorInfo, register
 
@@ -24,6 +25,8 @@ CATEGORY = {"bool": 0, **dict.fromkeys(INTS, 1), **dict.fromkeys(FLOATS, 2)}
 MATH = frozenset(("float32", "float16", "bfloat16"))
 DATA = frozenset(("float32", "float16", "bfloat16", "int32", "int64", "int8", "uint8", "int16", "bool"))
 INDEX = frozenset(("int32", "int64"))
+
+_FLOAT16 = np.dtype(np.float16)
 
 TAIL = "uint64_t* workspaceSize, aclOpExecutor** executor"
 PHASE2 = "void* workspace, uint64_t workspaceSize, aclOpExecutor* executor, aclrtStream stream"
@@ -173,6 +176,8 @@ def write(out: np.ndarray, value: Any) -> None:
     written into it in one pass: NumPy's casts round once, and copy ``value`` first when it overlaps
     ``out``."""
     value = np.asarray(value)
+    if out.dtype == _FLOAT16 and _accel.float_to_half(value, out):  # NumPy's bits, by F16C
+        return
     if out.dtype == np.bool_ and value.dtype != np.bool_:
         np.not_equal(value, 0, out=out)
     elif dtype_name(value.dtype) == "bfloat16" or (

@@ -125,6 +125,26 @@ class Op:
             params.append(Param(name, role, tensor))
         return tuple(params)
 
+    # The positions of the roles, found once: check and kernel run at every call.
+    @functools.cached_property
+    def tensor_operands(self) -> tuple[int, ...]:
+        """The positions of the operand tensors (an ``Inplace`` operator's selfRef too)."""
+        return tuple(i for i, p in enumerate(self.roles) if p.role in (OPERAND, REF) and p.tensor)
+
+    @functools.cached_property
+    def scalar_operands(self) -> tuple[int, ...]:
+        return tuple(i for i, p in enumerate(self.roles) if p.role == OPERAND and not p.tensor)
+
+    @functools.cached_property
+    def named(self) -> tuple[tuple[int, str], ...]:
+        """(position, name) of the scalars and attributes."""
+        return tuple((i, p.name) for i, p in enumerate(self.roles) if not p.tensor)
+
+    @functools.cached_property
+    def broadcast_inputs(self) -> tuple[tuple[int, str], ...]:
+        """(position, name) of the tensors that broadcast together (all but ``out``)."""
+        return tuple((i, p.name) for i, p in enumerate(self.roles) if p.tensor and p.role != OUT)
+
 
 def _category(value: Any) -> int:
     return CATEGORY.get(dtype_name(np.asarray(value).dtype), 2)
@@ -133,16 +153,19 @@ def _category(value: Any) -> int:
 def _promoted(op: Op, values: tuple[Any, ...]) -> np.dtype:
     """torch's result type of the operands: the tensors' promotion, then a scalar of a higher kind
     (bool < int < float) gives that kind's default (int64, float32)."""
-    tensors = [v.dtype for p, v in zip(op.roles, values) if p.role in (OPERAND, REF) and p.tensor]
-    result: np.dtype = functools.reduce(promote, tensors)
-    for p, v in zip(op.roles, values):
-        if p.role == OPERAND and not p.tensor and _category(v) > CATEGORY[dtype_name(result)]:
-            result = _FLOAT32 if _category(v) == 2 else np.dtype(np.int64)
+    first, *others = op.tensor_operands
+    result: np.dtype = values[first].dtype
+    for index in others:
+        result = promote(result, values[index].dtype)
+    for index in op.scalar_operands:
+        kind = _category(values[index])
+        if kind > CATEGORY[dtype_name(result)]:
+            result = _FLOAT32 if kind == 2 else np.dtype(np.int64)
     return result
 
 
 def _named(op: Op, values: tuple[Any, ...]) -> dict[str, Any]:
-    return {p.name: v for p, v in zip(op.roles, values) if not p.tensor}
+    return {name: values[index] for index, name in op.named}
 
 
 def check(op: Op, *values: Any) -> None:
@@ -168,17 +191,20 @@ def check(op: Op, *values: Any) -> None:
         _category(alpha) > CATEGORY[dtype_name(promoted)] or (_category(alpha) == 0 and promoted != np.bool_)
     ):
         raise fail(f"alpha has type {np.asarray(alpha).dtype.name}, which {promoted.name} cannot take")
-    shape: tuple[int, ...] = ()
-    shape_of = ""
-    for p, v in zip(op.roles, values):
-        if p.tensor and p.role != OUT:
-            shape = broadcast(shape_of or p.name, shape, p.name, v.shape)
-            shape_of = f"{shape_of} with {p.name}" if shape_of else p.name
+    inputs = op.broadcast_inputs
+    shape: tuple[int, ...] = values[inputs[0][0]].shape
+    for seen, (index, name) in enumerate(inputs[1:], 1):
+        if values[index].shape != shape:  # equal shapes (the usual call) need no broadcasting
+            shape = broadcast(_names(inputs[:seen]), shape, name, values[index].shape)
     for p, v in outputs:
         if not can_cast(result, v.dtype):
             raise fail(f"{p.name} has dtype {v.dtype.name}, which the result {result.name} cannot be cast to")
         if v.shape != shape:
-            raise fail(f"{p.name} has shape {list(v.shape)}; {shape_of} broadcast to {list(shape)}")
+            raise fail(f"{p.name} has shape {list(v.shape)}; {_names(inputs)} broadcast to {list(shape)}")
+
+
+def _names(inputs: tuple[tuple[int, str], ...]) -> str:
+    return " with ".join(name for _, name in inputs)
 
 
 def kernel(op: Op, *values: Any) -> None:
@@ -451,7 +477,7 @@ def _check_cast(self: TensorInfo, dtype: np.dtype, out: TensorInfo) -> None:
 
 
 def _kernel_cast(self: np.ndarray, dtype: np.dtype, out: np.ndarray) -> None:
-    write(out, self)
+    write(out, self)  # float32 -> float16 by the compiled conversion where it takes the call
 
 
 register(Reference("Cast", _kernel_cast, "aclnn_cast.h", _CAST_H, _check_cast, ARITHMETIC))

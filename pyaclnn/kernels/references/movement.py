@@ -150,11 +150,22 @@ def _check_arange(row: Row, start: Any, end: Any, step: Any, out: TensorInfo) ->
     shaped("out", out, (max(math.ceil((last - first) / delta), 0),))
 
 
+# Arange's float64 values a block at a time: the three passes over a block stay in the caches
+# (1M float32 values: 10 ms in one go, 6 ms in blocks, the same bits)
+_ARANGE_BLOCK = 1 << 15
+_ARANGE_STEPS = np.arange(_ARANGE_BLOCK, dtype=np.float64)
+_ARANGE_STEPS.flags.writeable = False  # shared by every call, on any thread
+
+
 def _kernel_arange(row: Row, start: Any, end: Any, step: Any, out: np.ndarray) -> None:
-    values = np.arange(out.shape[0], dtype=np.float64)
-    values *= float(step)
-    values += float(start)
-    write(out, values)
+    first, delta = float(start), float(step)
+    buffer = np.empty(min(out.shape[0], _ARANGE_BLOCK))
+    for begin in range(0, out.shape[0], _ARANGE_BLOCK):
+        values = buffer[: min(_ARANGE_BLOCK, out.shape[0] - begin)]
+        np.add(_ARANGE_STEPS[: values.size], begin, out=values)  # k exactly (below 2**53)
+        values *= delta
+        values += first
+        write(out[begin : begin + values.size], values)
 
 
 register_rows(ARANGE, _check_arange, _kernel_arange)

@@ -5,6 +5,7 @@ set to 1 (as torch_npu's op-plugin allocates it)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -77,7 +78,12 @@ def _kernel_layer_norm(
     x = input.astype(np.float32, copy=False)
     mu = x.mean(axis=axes, keepdims=True)
     y = np.subtract(x, mu, out=_float32_buffer(out, input))
-    inverse = 1.0 / np.sqrt(np.mean(np.square(y), axis=axes, keepdims=True) + np.float32(eps))
+    # the sum of squares as a dot product of each normalized block with itself: no squared copy
+    # (a new 1 MB array for (64, 4096), 40% of this kernel)
+    count = int(np.prod(normalized_shape))
+    flat = y.reshape(*y.shape[: y.ndim - len(axes)], count)
+    squares = _row_dot(flat, flat).reshape(mu.shape)
+    inverse = 1.0 / np.sqrt(squares / np.float32(count) + np.float32(eps))
     y *= inverse
     if weight is not None:
         y *= weight.astype(np.float32, copy=False)
@@ -96,6 +102,15 @@ register(
         "LayerNorm", _kernel_layer_norm, "aclnn_layer_norm.h", _LAYER_NORM_H, _check_layer_norm, _NORM_DTYPES
     )
 )
+
+
+def _einsum_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    result: np.ndarray = np.einsum("...i,...i->...", a, b)
+    return result
+
+
+# The dot products of the last dims: np.vecdot from NumPy 2.0, einsum's (a little slower) before.
+_row_dot: Callable[[np.ndarray, np.ndarray], np.ndarray] = getattr(np, "vecdot", _einsum_dot)
 
 
 def _float32_buffer(out: np.ndarray, source: np.ndarray) -> np.ndarray | None:

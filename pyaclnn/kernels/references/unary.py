@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from .. import _accel
 from ._rules import ARITHMETIC, FLOATS, INTS, PHASE2, PHASE2_CONST, fail
-from .elementwise import Family, Op, as_row, floating, into, register_table, same
+from .elementwise import Family, Op, as_row, floating, into, kernel, register_table, same
 
 
 def _gelu_rule(promoted: np.dtype, named: Mapping[str, Any]) -> np.dtype:
@@ -78,6 +79,15 @@ def _gelu(x: np.ndarray, approximate: int = 0) -> np.ndarray:
         return tanh
     erf: np.ndarray = 0.5 * x * erfc(-x / np.sqrt(2.0))  # 1 + erf(z) = erfc(-z), no cancellation
     return erf
+
+
+def _gelu_kernel(op: Op, *values: Any) -> None:
+    """Gelu's and GeluV2's kernel: the compiled erf form (:func:`pyaclnn.kernels._accel.gelu`,
+    checked against this module's NumPy one in tests) when it takes the call, else the table's."""
+    x, out = values[0], values[-1]
+    if (len(values) == 2 or values[1] == 0) and _accel.gelu(x, out):
+        return
+    kernel(op, *values)
 
 
 def _rsqrt(x: np.ndarray, out: np.ndarray | None = None) -> Any:
@@ -176,4 +186,5 @@ TABLE: tuple[Op, ...] = (
     Op("Sign", "aclnn_sign.h", "const aclTensor* self, aclTensor* result", SIGN, A, PHASE2_CONST),
 )
 
-register_table(TABLE, __name__)
+for _op in TABLE:  # in the table's order (the listings keep it), Gelu's rows with their own kernel
+    register_table((_op,), __name__, _gelu_kernel if _op.family is GELU else None)
