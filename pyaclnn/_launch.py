@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from . import _captures, _context, _timeline, acl
-from ._array import DeviceArray, host_array, to_device, writes_queued
+from ._array import DeviceArray, _contiguous_layout, host_array, to_device, writes_queued
 from ._executors import Call
 from ._host_memory import HostMemory, Mapping
 from ._operators import Operator
@@ -608,6 +608,147 @@ class Launch:
         if array in self._outputs:  # not mapped: a device output read into the given array
             np.copyto(entry[1], array.numpy())
         return entry[1]
+
+
+class Checked:
+    """What the Python checks of one crafted call concluded: the C values of its parameters
+    (handles the context caches, flags) and its outputs, each ``(shape, dtype, strides, size,
+    format)``; kept per stream for the call's operator, parameters and input descriptors
+    (``ExecutorCache.checked``), so a repeated call skips them (:func:`crafted`)."""
+
+    __slots__ = ("params", "outputs")
+
+    def __init__(
+        self, params: tuple[Any, ...], outputs: Sequence[tuple[tuple[int, ...], np.dtype, int]]
+    ) -> None:
+        self.params = params
+        self.outputs = tuple((shape, dtype, *_contiguous_layout(shape), fmt) for shape, dtype, fmt in outputs)
+
+
+class Unchecked:
+    """A crafted call :func:`crafted` found no :class:`Checked` for: once the general path has
+    run it without an error, :meth:`remember` keeps what its checks concluded."""
+
+    __slots__ = ("ctx", "state", "phase2", "params", "inputs", "generation")
+
+    def __init__(
+        self, ctx: Any, state: Any, op: Operator, params: tuple[Any, ...], inputs: tuple[Any, ...]
+    ) -> None:
+        self.ctx = ctx
+        self.state = state
+        self.phase2 = op.phase2
+        self.params = params
+        self.inputs = inputs
+        # read before the call: a descriptor forgotten since may be one the key would hold
+        self.generation = state.executors.generation
+
+    def remember(
+        self,
+        formats: tuple[int, ...],
+        params: tuple[Any, ...] | None,
+        outputs: Sequence[tuple[tuple[int, ...], np.dtype, int]],
+    ) -> None:
+        """Keep the C values of the call's parameters (None: not all of them outlive the call,
+        nothing is kept) and its outputs' ``(shape, dtype, format)``, under the key of the call:
+        its operator, parameters and the descriptors its inputs have now, each of the stream's
+        memory and described with its format of ``formats`` (so a hit needs no test of either:
+        the key's descriptors are those very ones)."""
+        if params is None:
+            return
+        state = self.state
+        key = [self.phase2, self.params]
+        for x, fmt in zip(self.inputs, formats):
+            last = x._last_descriptor
+            if last is None or last[0] != fmt or last[1] is not x._block or x._pool is not state.pool:
+                return
+            key.append(last[2])
+        state.executors.remember(tuple(key), Checked(params, outputs), self.generation)
+
+
+def crafted(
+    op: Operator,
+    backend: str | None,
+    stream: Stream | None,
+    inputs: tuple[Any, ...],
+    params: tuple[Any, ...],
+) -> tuple[DeviceArray, ...] | Unchecked | None:
+    """A repeated call of a crafted operator (``pyaclnn.functional``), as :class:`Launch` runs it
+    with the checks skipped: its outputs, once both phases (phase 2 alone on an executor-cache
+    hit) are queued.
+
+    ``inputs`` are the call's array inputs; ``params`` its other arguments, hashable, that decide
+    with the inputs' shapes, dtypes and strides what the checks conclude (each of a type whose
+    equal values the checks treat alike). The checks are skipped when an earlier call with the
+    same operator, parameters and input descriptors (so the same shapes, dtypes, strides,
+    offsets, formats and memory) passed them on this stream and left a :class:`Checked`, and
+    each input is open, read after a write already ordered for the stream and not held by a
+    graph. Otherwise an :class:`Unchecked` (the caller runs the general path, then remembers
+    it), or None when the call is not the common case: an input not a DeviceArray; a stream
+    that is not a plain open Stream of the call's backend, on the thread's bound device; a
+    capture or a profile in progress. Nothing is refused here that the general path would take,
+    and nothing is ordered or queued unless the outputs are returned.
+    """
+    if _timeline.recording:
+        return None
+    if stream is None or backend is None:
+        ctx = _context.context(backend)
+        if stream is None:
+            stream = current(ctx)
+        elif type(stream) is not Stream or stream.backend != ctx.name:
+            return None
+        state = stream._state
+    else:  # both given (no look-up of the active backend): the stream's context, if its backend's
+        if type(stream) is not Stream or stream.backend != backend:
+            return None
+        state = stream._state
+        ctx = state._ctx
+    if not state.open or state.capture is not None or ctx.tls.bound != state.device:
+        return None
+    descriptors = [op.phase2, params]  # (the frozen Operator would hash all its fields)
+    for x in inputs:
+        if type(x) is not DeviceArray:
+            return None
+        if (
+            x._graphs is not None
+            # read after its last write, ordered for this stream (DeviceArray._ordered_for, inline)
+            or (x._stream is not stream and (x._readers is None or stream not in x._readers))
+        ):
+            return Unchecked(ctx, state, op, params, inputs)
+        last = x._last_descriptor  # (DeviceArray.descriptor's own first test, without the call)
+        if last is None or last[1] is not x._block or last[1].gone:
+            return Unchecked(ctx, state, op, params, inputs)
+        descriptors.append(last[2])
+    executors = state.executors
+    checked = executors.checked.get(tuple(descriptors))
+    if checked is None:
+        return Unchecked(ctx, state, op, params, inputs)
+    del descriptors[:2]
+    descriptors += checked.params
+    pool = state.pool
+    outputs = []
+    try:
+        for shape, dtype, strides, size, fmt in checked.outputs:
+            array = DeviceArray.__new__(DeviceArray)
+            array._setup(ctx, shape, dtype, strides, 0, size, stream, pool)
+            outputs.append(array)
+            descriptors.append(array.descriptor(fmt))
+        args = tuple(descriptors)
+        try:
+            if not executors.launch_cached(op, args, None):
+                executors.launch(Call(op, args, True, outputs))
+        except AclnnError as exc:
+            raise _in_python_terms(exc, op.spec.params) from None
+    except BaseException:
+        for array in outputs:
+            array.close()
+        raise
+    # (writes_queued, for arrays no other thread has seen yet: each one's last write is this call)
+    queued = state.queued
+    for array in outputs:
+        array._written_at = queued
+    if ctx.launch_blocking:
+        stream.synchronize()
+    return tuple(outputs)
 
 
 def eager(
