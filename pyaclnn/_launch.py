@@ -611,17 +611,22 @@ class Launch:
 
 
 class Checked:
-    """What the Python checks of one crafted call concluded: the C values of its parameters
-    (handles the context caches, flags) and its outputs, each ``(shape, dtype, strides, size,
-    format)``; kept per stream for the call's operator, parameters and input descriptors
-    (``ExecutorCache.checked``), so a repeated call skips them (:func:`crafted`)."""
+    """What the Python checks of one crafted call concluded: the C arguments before its outputs
+    (``head``: the input descriptors, then its parameters' C values, handles the context caches
+    and flags) and its outputs, each ``(shape, dtype, strides, size, format)``; kept per stream
+    (``ExecutorCache.checked``, dropped once one of ``descriptors`` is forgotten) for the
+    call's operator, parameters and inputs, so a repeated call skips them (:func:`crafted`)."""
 
-    __slots__ = ("params", "outputs")
+    __slots__ = ("descriptors", "head", "outputs")
 
     def __init__(
-        self, params: tuple[Any, ...], outputs: Sequence[tuple[tuple[int, ...], np.dtype, int]]
+        self,
+        descriptors: tuple[Any, ...],
+        params: tuple[Any, ...],
+        outputs: Sequence[tuple[tuple[int, ...], np.dtype, int]],
     ) -> None:
-        self.params = params
+        self.descriptors = descriptors
+        self.head = (*descriptors, *params)
         self.outputs = tuple((shape, dtype, *_contiguous_layout(shape), fmt) for shape, dtype, fmt in outputs)
 
 
@@ -657,12 +662,16 @@ class Unchecked:
             return
         state = self.state
         key = [self.phase2, self.params]
+        descriptors = []
         for x, fmt in zip(self.inputs, formats):
             last = x._last_descriptor
-            if last is None or last[0] != fmt or last[1] is not x._block or x._pool is not state.pool:
+            block = x._block
+            if last is None or last[0] != fmt or last[1] is not block or x._pool is not state.pool:
                 return
-            key.append(last[2])
-        state.executors.remember(tuple(key), Checked(params, outputs), self.generation)
+            key += (block, last)
+            descriptors.append(last[2])
+        checked = Checked(tuple(descriptors), params, outputs)
+        state.executors.remember(tuple(key), checked, self.generation)
 
 
 def crafted(
@@ -704,7 +713,11 @@ def crafted(
         ctx = state._ctx
     if not state.open or state.capture is not None or ctx.tls.bound != state.device:
         return None
-    descriptors = [op.phase2, params]  # (the frozen Operator would hash all its fields)
+    # The key: each input's block and its last descriptor (format, block, handle), so a hit is
+    # an input described already, with its format, for the block it has now (open: a closed
+    # array's block is another). A block freed under an array had its descriptors forgotten,
+    # and with them every entry that holds one (ExecutorCache.forget).
+    key = [op.phase2, params]  # (the frozen Operator would hash all its fields)
     for x in inputs:
         if type(x) is not DeviceArray:
             return None
@@ -714,16 +727,12 @@ def crafted(
             or (x._stream is not stream and (x._readers is None or stream not in x._readers))
         ):
             return Unchecked(ctx, state, op, params, inputs)
-        last = x._last_descriptor  # (DeviceArray.descriptor's own first test, without the call)
-        if last is None or last[1] is not x._block or last[1].gone:
-            return Unchecked(ctx, state, op, params, inputs)
-        descriptors.append(last[2])
+        key += (x._block, x._last_descriptor)
     executors = state.executors
-    checked = executors.checked.get(tuple(descriptors))
+    checked = executors.checked.get(tuple(key))
     if checked is None:
         return Unchecked(ctx, state, op, params, inputs)
-    del descriptors[:2]
-    descriptors += checked.params
+    descriptors = list(checked.head)
     pool = state.pool
     outputs = []
     try:

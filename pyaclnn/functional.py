@@ -477,6 +477,8 @@ def grid_sampler3d_backward(
             (interpolation_mode, padding_mode, align_corners, mask, layout),
         )
         if type(found) is tuple:
+            if mask[0] and mask[1]:
+                return found  # type: ignore[return-value]  # (a pair of DeviceArrays)
             input_grad, grid_grad = found
             if not mask[0]:
                 input_grad.close()  # computed (the plan is the same), not returned
