@@ -175,9 +175,9 @@ class ExecutorCache:
         self.generation = 0  # bumped by forget() and clear(): a plan made before may hold a dead handle
         self._entries: dict[tuple[Any, ...], _Plan] = {}
         # What the Python checks of a crafted call concluded (pyaclnn._launch.Checked), keyed by the
-        # operator, its parameters and its inputs: dropped with the plans (forget: each entry whose
-        # ``descriptors`` hold the one forgotten; clear), so a descriptor recycled at the same
-        # address never finds an old entry.
+        # operator, its parameters and its inputs: dropped with the plans (forget: each entry that
+        # holds the one forgotten; clear), so a descriptor recycled at the same address never
+        # finds an old entry.
         # Read without a lock (one dict look-up); changed under ``_lock``.
         self.checked: dict[tuple[Any, ...], Any] = {}
         self._inflight: Any = None  # the cached executor a launch is queuing right now
@@ -391,7 +391,7 @@ class ExecutorCache:
             dropped = [entries.pop(key) for key in stale]
             checked = self.checked
             if checked:
-                for key in [k for k, c in checked.items() if any(d is descriptor for d in c.descriptors)]:
+                for key in [k for k, c in checked.items() if c.holds(descriptor)]:
                     del checked[key]
         self._drop(dropped)
 

@@ -610,6 +610,9 @@ class Launch:
         return entry[1]
 
 
+_DESCRIBED_LIMIT = 8  # blocks remembered per output of a Checked
+
+
 class Checked:
     """What the Python checks of one crafted call concluded: the C arguments before its outputs
     (``head``: the input descriptors, then its parameters' C values, handles the context caches
@@ -617,7 +620,7 @@ class Checked:
     (``ExecutorCache.checked``, dropped once one of ``descriptors`` is forgotten) for the
     call's operator, parameters and inputs, so a repeated call skips them (:func:`crafted`)."""
 
-    __slots__ = ("descriptors", "head", "outputs")
+    __slots__ = ("descriptors", "head", "outputs", "described")
 
     def __init__(
         self,
@@ -627,7 +630,21 @@ class Checked:
     ) -> None:
         self.descriptors = descriptors
         self.head = (*descriptors, *params)
-        self.outputs = tuple((shape, dtype, *_contiguous_layout(shape), fmt) for shape, dtype, fmt in outputs)
+        self.outputs = tuple(
+            (i, shape, dtype, *_contiguous_layout(shape), fmt)
+            for i, (shape, dtype, fmt) in enumerate(outputs)
+        )
+        # Per output, block -> the last descriptor (format, block, handle) an output of this entry
+        # got on it: the pool usually gives the same few blocks again, and while an array holds a
+        # block only that array makes (or evicts) descriptors of it, so the handle is still the
+        # block's, unless evicted since, which forgot it and dropped this entry (forget).
+        self.described: tuple[dict[Any, tuple[int, Any, Any]], ...] = tuple({} for _ in outputs)
+
+    def holds(self, descriptor: Any) -> bool:
+        """Whether ``descriptor`` is one of the inputs' or one the outputs got."""
+        return any(d is descriptor for d in self.descriptors) or any(
+            last[2] is descriptor for described in self.described for last in described.values()
+        )
 
 
 class Unchecked:
@@ -736,11 +753,20 @@ def crafted(
     pool = state.pool
     outputs = []
     try:
-        for shape, dtype, strides, size, fmt in checked.outputs:
+        described = checked.described
+        for i, shape, dtype, strides, size, fmt in checked.outputs:
             array = DeviceArray.__new__(DeviceArray)
             array._setup(ctx, shape, dtype, strides, 0, size, stream, pool)
             outputs.append(array)
-            descriptors.append(array.descriptor(fmt))
+            last = described[i].get(array._block)
+            if last is not None:
+                array._last_descriptor = last  # (DeviceArray.descriptor's own first test passes now)
+                descriptors.append(last[2])
+            else:
+                descriptors.append(array.descriptor(fmt))
+                if len(described[i]) >= _DESCRIBED_LIMIT:
+                    described[i].clear()
+                described[i][array._block] = array._last_descriptor
         args = tuple(descriptors)
         try:
             if not executors.launch_cached(op, args, None):

@@ -18,6 +18,7 @@ in, ``DeviceArray[np.float16]`` out), max-pool indices int32 (int64 for
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -458,7 +459,7 @@ def grid_sampler3d_backward(
     %(raises_device)s
     %(raises_arguments)s
     """
-    mask = _args.output_mask(output_mask)
+    mask = output_mask if output_mask is _DEFAULT_MASK else _args.output_mask(output_mask)
     unchecked = None
     # Strs and a bool key the checks as given (the types first: an object equal to a str, or 1 ==
     # True, is checked by the general path); anything else takes the general path.
@@ -502,6 +503,10 @@ def grid_sampler3d_backward(
             ((input.shape, dtype, fmt), (grid.shape, dtype, _ND)),
         )
     return result
+
+
+#: grid_sampler3d_backward's default output_mask, the very object (a tuple of two bools): checked
+_DEFAULT_MASK = inspect.signature(grid_sampler3d_backward).parameters["output_mask"].default
 
 
 def _grid_sampler_backward(

@@ -443,3 +443,37 @@ def test_grid_backward_refuses_after_a_shortcut_what_it_refuses_before(backend, 
         _grid_call((arrays[0], arrays[1], bad), stream)
     _check_pair(_grid_call(arrays, stream), want)
     _close(*arrays, bad)
+
+
+def test_an_output_descriptor_evicted_since_is_never_reused(backend, stream, torch, general):
+    """A hit's output gets the descriptor an earlier output got on the same block, unless that
+    descriptor was evicted since (a block keeps a few): then the entry is gone with it."""
+    case, want = _grid_case(torch, np.random.default_rng(13))
+    arrays = _on(stream, *case)
+    shape = want[0].shape
+    # a block of input_grad's size with seven descriptors already: input_grad's will be its eighth
+    assert int(np.prod(shape)) == 120
+    block = pyaclnn.empty((120,), np.float32, backend=backend, stream=stream)
+    views = [block.reshape(s) for s in [(120,), (2, 60), (60, 2), (3, 40), (40, 3), (4, 30), (30, 4)]]
+    for view in views:
+        view.descriptor(pyaclnn.dtypes.ACL_FORMAT_ND)
+        view.close()
+    block.close()
+    for _ in range(3):
+        input_grad, grid_grad = _grid_call(arrays, stream)
+        _check_pair((grid_grad, input_grad), (want[1], want[0]))  # closed last: taken first next
+    assert general["grid"] == 1 and len(stream._state.executors.checked) == 1
+    # that block again, and one more descriptor of it: the newest, input_grad's, is evicted
+    again = pyaclnn.empty((120,), np.float32, backend=backend, stream=stream)
+    again.reshape(5, 24).descriptor(pyaclnn.dtypes.ACL_FORMAT_ND)
+    again.close()
+    assert len(stream._state.executors.checked) == 0  # forgotten with it
+    for _ in range(2):  # checked again (twice when the first evicts another descriptor on the way)
+        input_grad, grid_grad = _grid_call(arrays, stream)
+        _check_pair((grid_grad, input_grad), (want[1], want[0]))
+    checked = general["grid"]
+    assert checked in (2, 3)
+    input_grad, grid_grad = _grid_call(arrays, stream)
+    _check_pair((grid_grad, input_grad), (want[1], want[0]))
+    assert general["grid"] == checked  # then the shortcut, with the new descriptor
+    _close(*arrays)
