@@ -681,6 +681,8 @@ class Unchecked:
         key = [self.phase2, self.params]
         descriptors = []
         for x, fmt in zip(self.inputs, formats):
+            if type(x) is not DeviceArray:  # (crafted looked no further than the first miss)
+                return
             last = x._last_descriptor
             block = x._block
             if last is None or last[0] != fmt or last[1] is not block or x._pool is not state.pool:
@@ -735,16 +737,17 @@ def crafted(
     # array's block is another). A block freed under an array had its descriptors forgotten,
     # and with them every entry that holds one (ExecutorCache.forget).
     key = [op.phase2, params]  # (the frozen Operator would hash all its fields)
-    for x in inputs:
-        if type(x) is not DeviceArray:
-            return None
-        if (
-            x._graphs is not None
-            # read after its last write, ordered for this stream (DeviceArray._ordered_for, inline)
-            or (x._stream is not stream and (x._readers is None or stream not in x._readers))
-        ):
-            return Unchecked(ctx, state, op, params, inputs)
-        key += (x._block, x._last_descriptor)
+    try:
+        for x in inputs:
+            if (
+                x._graphs is not None
+                # read after its last write, ordered for this stream (DeviceArray._ordered_for, inline)
+                or (x._stream is not stream and (x._readers is None or stream not in x._readers))
+            ):
+                return Unchecked(ctx, state, op, params, inputs)
+            key += (x._block, x._last_descriptor)
+    except AttributeError:  # not a DeviceArray (no test of each type: this is the usual call)
+        return None
     executors = state.executors
     checked = executors.checked.get(tuple(key))
     if checked is None:

@@ -179,6 +179,18 @@ def test_equal_parameters_of_a_refused_type_are_refused_after_a_shortcut(backend
     _close(*arrays)
 
 
+def test_numpy_inputs_beside_device_arrays_take_the_general_path(backend, stream, torch, general):
+    case, want = _pool_case(torch, np.random.default_rng(14))
+    with pyaclnn.Stream(backend=backend) as other:
+        grad_d = pyaclnn.to_device(case[0], backend=backend, stream=other)  # not ordered for stream yet
+        idx_d = pyaclnn.to_device(case[2], backend=backend, stream=stream)
+        for _ in range(3):  # x as NumPy, uploaded by each call
+            _check(_pool_call((grad_d, case[1], idx_d), stream), want)
+        assert general["pool"] == 3
+        assert len(stream._state.executors.checked) == 0  # nothing kept for a NumPy input
+        _close(grad_d, idx_d)
+
+
 def test_a_closed_or_freed_input_is_never_read_through_the_shortcut(backend, stream, torch, general):
     rng = np.random.default_rng(4)
     case, want = _pool_case(torch, rng)
