@@ -10,7 +10,8 @@ closed after every call) on
   CANN built from tests/emulator (``tests/emulator_build.py``), so the whole
   Python-to-C path an Atlas host runs is measured, with a C "device" that
   does almost no work. Repeated calls reuse their first call's repeatable
-  executor (pyaclnn/_executors.py), so they skip phase 1;
+  executor (pyaclnn/_executors.py), so they skip phase 1, and the backward
+  ops' repeated calls skip the Python checks too (pyaclnn._launch.crafted);
 * npu no-cache: the same on a stream with that cache off: every call runs
   phase 1, as the first call with new shapes or parameters does;
 * numpy: the numpy backend;
