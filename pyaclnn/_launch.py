@@ -642,8 +642,9 @@ class Checked:
 
     def holds(self, descriptor: Any) -> bool:
         """Whether ``descriptor`` is one of the inputs' or one the outputs got."""
+        # (a copy of each dict first, made in one step: a hit in another thread may add to it)
         return any(d is descriptor for d in self.descriptors) or any(
-            last[2] is descriptor for described in self.described for last in described.values()
+            last[2] is descriptor for described in self.described for last in list(described.values())
         )
 
 
