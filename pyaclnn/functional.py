@@ -248,7 +248,7 @@ def max_pool3d_with_argmax_backward(
                 _args.flag("ceil_mode", ceil_mode),
             )
         found = _launch.crafted(_MAX_POOL_BACKWARD, backend, stream, (grad_output, input, indices), params)
-        if type(found) is tuple:
+        if isinstance(found, tuple):
             return found[0]
         unchecked = found
     ints = _args.pool_ints(kernel_size, stride, padding, dilation)
@@ -477,10 +477,10 @@ def grid_sampler3d_backward(
             (grad_output, input, grid),
             (interpolation_mode, padding_mode, align_corners, mask, layout),
         )
-        if type(found) is tuple:
-            if mask[0] and mask[1]:
-                return found  # type: ignore[return-value]  # (a pair of DeviceArrays)
+        if isinstance(found, tuple):
             input_grad, grid_grad = found
+            if mask[0] and mask[1]:
+                return input_grad, grid_grad
             if not mask[0]:
                 input_grad.close()  # computed (the plan is the same), not returned
             if not mask[1]:
