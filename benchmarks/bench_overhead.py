@@ -10,13 +10,17 @@ closed after every call) on
   CANN built from tests/emulator (``tests/emulator_build.py``), so the whole
   Python-to-C path an Atlas host runs is measured, with a C "device" that
   does almost no work. Repeated calls reuse their first call's repeatable
-  executor (pyaclnn/_executors.py), so they skip phase 1;
+  executor (pyaclnn/_executors.py), so they skip phase 1, and the backward
+  ops' repeated calls skip the Python checks too (pyaclnn._launch.crafted);
 * npu no-cache: the same on a stream with that cache off: every call runs
   phase 1, as the first call with new shapes or parameters does;
 * numpy: the numpy backend;
 
 and compared with ``torch.ops.aten.*`` on CPU tensors of the same tiny shapes.
-Each measurement is the best of ``--loops`` loops of ``--calls`` calls.
+Each measurement is the best of ``--loops`` loops of ``--calls`` calls. The
+contenders of an op take turns: each round runs one loop of every contender,
+the order rotating from round to round, so background load on a shared
+machine lands on all of them alike and the ratios of their bests stay fair.
 
 Target (for the two backward ops): npu over the emulator per
 call <= 1.5x PyTorch per call (the earlier target was 2x). The forwards are
@@ -182,6 +186,26 @@ _LAYERS = (
 )
 
 
+def time_loops_interleaved(
+    fns: dict[str, Callable[[], Any]], calls: int, loops: int, warmup: int = 50
+) -> dict[str, list[float]]:
+    """Seconds per call of each of ``fns`` in each of ``loops`` rounds; a round runs one loop of
+    ``calls`` calls of every contender, in an order that rotates from round to round."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+
+    def loop(fn: Callable[[], Any]) -> Callable[[], None]:
+        def run() -> None:
+            for _ in range(calls):
+                fn()
+
+        return run
+
+    rounds = _common.time_interleaved({name: loop(fn) for name, fn in fns.items()}, loops, warmup=0)
+    return {name: [seconds / calls for seconds in times] for name, times in rounds.items()}
+
+
 COLD_FLUSH_BYTES = 32 << 20
 COLD_PAUSE = 0.020
 
@@ -288,9 +312,9 @@ def main(argv: list[str] | None = None) -> int:
         "torch": torch_calls(torch),
     }
     for op in OPS:
-        for source, fns in sources.items():
-            progress(f"timing {op} on {source}")
-            timings[op][source] = min(_common.time_loops(fns[op], calls, loops))
+        progress(f"timing {op} on {', '.join(sources)}, interleaved")
+        per_call = time_loops_interleaved({source: fns[op] for source, fns in sources.items()}, calls, loops)
+        timings[op] = {source: min(times) for source, times in per_call.items()}
 
     rows, ratios = [], {}
     compared = ("npu", "npu_uncached", "numpy")

@@ -160,6 +160,7 @@ class ExecutorCache:
         "generation",
         "_inflight",
         "_entries",
+        "checked",
         "_lock",
         "_unrepeatable",
         "_waiting",
@@ -173,6 +174,12 @@ class ExecutorCache:
         self.enabled = enabled
         self.generation = 0  # bumped by forget() and clear(): a plan made before may hold a dead handle
         self._entries: dict[tuple[Any, ...], _Plan] = {}
+        # What the Python checks of a crafted call concluded (pyaclnn._launch.Checked), keyed by the
+        # operator, its parameters and its inputs: dropped with the plans (forget: each entry that
+        # holds the one forgotten; clear), so a descriptor recycled at the same address never
+        # finds an old entry.
+        # Read without a lock (one dict look-up); changed under ``_lock``.
+        self.checked: dict[tuple[Any, ...], Any] = {}
         self._inflight: Any = None  # the cached executor a launch is queuing right now
         self._lock = threading.RLock()  # re-entrant: a collection inside may free descriptors
         self._unrepeatable: set[Any] = set()  # ops whose executors the runtime refused to make repeatable
@@ -183,6 +190,16 @@ class ExecutorCache:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    def remember(self, key: tuple[Any, ...], checked: Any, generation: int) -> None:
+        """Keep ``checked`` for ``key`` (see ``checked``), unless a descriptor was forgotten since
+        ``generation`` (read before the call that checked it: ``key`` may hold that descriptor)."""
+        with self._lock:
+            if generation == self.generation:
+                checked_ = self.checked
+                if len(checked_) >= _LIMIT:
+                    del checked_[next(iter(checked_))]  # the oldest goes first
+                checked_[key] = checked
 
     # -- one call -----------------------------------------------------------------
     def launch(self, call: Call) -> None:
@@ -372,6 +389,10 @@ class ExecutorCache:
             entries = self._entries
             stale = [key for key in entries if any(d is descriptor for d in key[1])]
             dropped = [entries.pop(key) for key in stale]
+            checked = self.checked
+            if checked:
+                for key in [k for k, c in checked.items() if c.holds(descriptor)]:
+                    del checked[key]
         self._drop(dropped)
 
     def clear(self) -> None:
@@ -380,6 +401,7 @@ class ExecutorCache:
             self.generation += 1
             dropped = list(self._entries.values())
             self._entries.clear()
+            self.checked.clear()
         self._drop(dropped)
 
     # -- destruction behind the queued launches -----------------------------------

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from . import _captures, _context, _timeline, acl
-from ._array import DeviceArray, host_array, to_device, writes_queued
+from ._array import DeviceArray, _contiguous_layout, host_array, to_device, writes_queued
 from ._executors import Call
 from ._host_memory import HostMemory, Mapping
 from ._operators import Operator
@@ -608,6 +608,186 @@ class Launch:
         if array in self._outputs:  # not mapped: a device output read into the given array
             np.copyto(entry[1], array.numpy())
         return entry[1]
+
+
+_DESCRIBED_LIMIT = 8  # blocks remembered per output of a Checked
+
+
+class Checked:
+    """What the Python checks of one crafted call concluded: the C arguments before its outputs
+    (``head``: the input descriptors, then its parameters' C values, handles the context caches
+    and flags) and its outputs, each ``(shape, dtype, strides, size, format)``; kept per stream
+    (``ExecutorCache.checked``, dropped once one of ``descriptors`` is forgotten) for the
+    call's operator, parameters and inputs, so a repeated call skips them (:func:`crafted`)."""
+
+    __slots__ = ("descriptors", "head", "outputs", "described")
+
+    def __init__(
+        self,
+        descriptors: tuple[Any, ...],
+        params: tuple[Any, ...],
+        outputs: Sequence[tuple[tuple[int, ...], np.dtype, int]],
+    ) -> None:
+        self.descriptors = descriptors
+        self.head = (*descriptors, *params)
+        self.outputs = tuple(
+            (i, shape, dtype, *_contiguous_layout(shape), fmt)
+            for i, (shape, dtype, fmt) in enumerate(outputs)
+        )
+        # Per output, block -> the last descriptor (format, block, handle) an output of this entry
+        # got on it: the pool usually gives the same few blocks again, and while an array holds a
+        # block only that array makes (or evicts) descriptors of it, so the handle is still the
+        # block's, unless evicted since, which forgot it and dropped this entry (forget).
+        self.described: tuple[dict[Any, tuple[int, Any, Any]], ...] = tuple({} for _ in outputs)
+
+    def holds(self, descriptor: Any) -> bool:
+        """Whether ``descriptor`` is one of the inputs' or one the outputs got."""
+        # (a copy of each dict first, made in one step: a hit in another thread may add to it)
+        return any(d is descriptor for d in self.descriptors) or any(
+            last[2] is descriptor for described in self.described for last in list(described.values())
+        )
+
+
+class Unchecked:
+    """A crafted call :func:`crafted` found no :class:`Checked` for: once the general path has
+    run it without an error, :meth:`remember` keeps what its checks concluded."""
+
+    __slots__ = ("ctx", "state", "phase2", "params", "inputs", "generation")
+
+    def __init__(
+        self, ctx: Any, state: Any, op: Operator, params: tuple[Any, ...], inputs: tuple[Any, ...]
+    ) -> None:
+        self.ctx = ctx
+        self.state = state
+        self.phase2 = op.phase2
+        self.params = params
+        self.inputs = inputs
+        # read before the call: a descriptor forgotten since may be one the key would hold
+        self.generation = state.executors.generation
+
+    def remember(
+        self,
+        formats: tuple[int, ...],
+        params: tuple[Any, ...] | None,
+        outputs: Sequence[tuple[tuple[int, ...], np.dtype, int]],
+    ) -> None:
+        """Keep the C values of the call's parameters (None: not all of them outlive the call,
+        nothing is kept) and its outputs' ``(shape, dtype, format)``, under the key of the call:
+        its operator, parameters and the descriptors its inputs have now, each of the stream's
+        memory and described with its format of ``formats`` (so a hit needs no test of either:
+        the key's descriptors are those very ones)."""
+        if params is None:
+            return
+        state = self.state
+        key = [self.phase2, self.params]
+        descriptors = []
+        for x, fmt in zip(self.inputs, formats):
+            if type(x) is not DeviceArray:  # (crafted looked no further than the first miss)
+                return
+            last = x._last_descriptor
+            block = x._block
+            if last is None or last[0] != fmt or last[1] is not block or x._pool is not state.pool:
+                return
+            key += (block, last)
+            descriptors.append(last[2])
+        checked = Checked(tuple(descriptors), params, outputs)
+        state.executors.remember(tuple(key), checked, self.generation)
+
+
+def crafted(
+    op: Operator,
+    backend: str | None,
+    stream: Stream | None,
+    inputs: tuple[Any, ...],
+    params: tuple[Any, ...],
+) -> tuple[DeviceArray, ...] | Unchecked | None:
+    """A repeated call of a crafted operator (``pyaclnn.functional``), as :class:`Launch` runs it
+    with the checks skipped: its outputs, once both phases (phase 2 alone on an executor-cache
+    hit) are queued.
+
+    ``inputs`` are the call's array inputs; ``params`` its other arguments, hashable, that decide
+    with the inputs' shapes, dtypes and strides what the checks conclude (each of a type whose
+    equal values the checks treat alike). The checks are skipped when an earlier call with the
+    same operator, parameters and input descriptors (so the same shapes, dtypes, strides,
+    offsets, formats and memory) passed them on this stream and left a :class:`Checked`, and
+    each input is open, read after a write already ordered for the stream and not held by a
+    graph. Otherwise an :class:`Unchecked` (the caller runs the general path, then remembers
+    it), or None when the call is not the common case: an input not a DeviceArray; a stream
+    that is not a plain open Stream of the call's backend, on the thread's bound device; a
+    capture or a profile in progress. Nothing is refused here that the general path would take,
+    and nothing is ordered or queued unless the outputs are returned.
+    """
+    if _timeline.recording:
+        return None
+    if stream is None or backend is None:
+        ctx = _context.context(backend)
+        if stream is None:
+            stream = current(ctx)
+        elif type(stream) is not Stream or stream.backend != ctx.name:
+            return None
+        state = stream._state
+    else:  # both given (no look-up of the active backend): the stream's context, if its backend's
+        if type(stream) is not Stream or stream.backend != backend:
+            return None
+        state = stream._state
+        ctx = state._ctx
+    if not state.open or state.capture is not None or ctx.tls.bound != state.device:
+        return None
+    # The key: each input's block and its last descriptor (format, block, handle), so a hit is
+    # an input described already, with its format, for the block it has now (open: a closed
+    # array's block is another). A block freed under an array had its descriptors forgotten,
+    # and with them every entry that holds one (ExecutorCache.forget).
+    key = [op.phase2, params]  # (the frozen Operator would hash all its fields)
+    try:
+        for x in inputs:
+            if (
+                x._graphs is not None
+                # read after its last write, ordered for this stream (DeviceArray._ordered_for, inline)
+                or (x._stream is not stream and (x._readers is None or stream not in x._readers))
+            ):
+                return Unchecked(ctx, state, op, params, inputs)
+            key += (x._block, x._last_descriptor)
+    except AttributeError:  # not a DeviceArray (no test of each type: this is the usual call)
+        return None
+    executors = state.executors
+    checked = executors.checked.get(tuple(key))
+    if checked is None:
+        return Unchecked(ctx, state, op, params, inputs)
+    descriptors = list(checked.head)
+    pool = state.pool
+    outputs = []
+    try:
+        described = checked.described
+        for i, shape, dtype, strides, size, fmt in checked.outputs:
+            array = DeviceArray.__new__(DeviceArray)
+            array._setup(ctx, shape, dtype, strides, 0, size, stream, pool)
+            outputs.append(array)
+            last = described[i].get(array._block)
+            if last is not None:
+                array._last_descriptor = last  # (DeviceArray.descriptor's own first test passes now)
+                descriptors.append(last[2])
+            else:
+                descriptors.append(array.descriptor(fmt))
+                if len(described[i]) >= _DESCRIBED_LIMIT:
+                    described[i].clear()
+                described[i][array._block] = array._last_descriptor
+        args = tuple(descriptors)
+        try:
+            if not executors.launch_cached(op, args, None):
+                executors.launch(Call(op, args, True, outputs))
+        except AclnnError as exc:
+            raise _in_python_terms(exc, op.spec.params) from None
+    except BaseException:
+        for array in outputs:
+            array.close()
+        raise
+    # (writes_queued, for arrays no other thread has seen yet: each one's last write is this call)
+    queued = state.queued
+    for array in outputs:
+        array._written_at = queued
+    if ctx.launch_blocking:
+        stream.synchronize()
+    return tuple(outputs)
 
 
 def eager(

@@ -18,6 +18,7 @@ in, ``DeviceArray[np.float16]`` out), max-pool indices int32 (int64 for
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -25,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _arguments as _args
-from . import _docstrings, runtime
+from . import _docstrings, _launch, runtime
 from . import _operators as _ops
 from . import dtypes as _dtypes
 from ._arguments import InterpolationMode, IntOrSeq, Layout, OutArray, OutPair, PaddingMode, PoolInts
@@ -40,6 +41,8 @@ ArrayIn = npt.NDArray[Any] | DeviceArray
 #: integer dtype (functional.pyi).
 Indices = ArrayIn
 
+_ND = _dtypes.ACL_FORMAT_ND
+_ND3 = (_ND, _ND, _ND)
 _FLOAT32 = np.dtype(np.float32)
 _INT32 = np.dtype(np.int32)
 _INT64 = np.dtype(np.int64)
@@ -227,8 +230,49 @@ def max_pool3d_with_argmax_backward(
         (the NPU itself would write out of bounds).
     %(raises_arguments)s
     """
+    unchecked = None
+    if out is None and type(indices) is DeviceArray and indices.dtype is _INT32:  # (no narrowing)
+        # Plain ints and a bool key the checks as given (the types first: True == 1 hashes alike,
+        # and a bool is refused where an int is due); anything else, normalised.
+        if (
+            type(kernel_size) is int
+            and type(padding) is int
+            and type(dilation) is int
+            and type(ceil_mode) is bool
+            and (type(stride) is int or (type(stride) is tuple and not stride))
+        ):
+            params: tuple[Any, ...] = (kernel_size, stride, padding, dilation, ceil_mode)
+        else:
+            params = (
+                _args.pool_ints(kernel_size, stride, padding, dilation),
+                _args.flag("ceil_mode", ceil_mode),
+            )
+        found = _launch.crafted(_MAX_POOL_BACKWARD, backend, stream, (grad_output, input, indices), params)
+        if isinstance(found, tuple):
+            return found[0]
+        unchecked = found
     ints = _args.pool_ints(kernel_size, stride, padding, dilation)
     ceil = _args.flag("ceil_mode", ceil_mode)
+    result = _max_pool_backward(grad_output, input, indices, ints, ceil, out, backend, stream)
+    if unchecked is not None:  # checked now: the next such call skips the checks
+        handles = unchecked.ctx.int_array_sets.get(ints)
+        unchecked.remember(
+            _ND3, None if handles is None else (*handles, ceil), ((input.shape, input.dtype, _ND),)
+        )
+    return result
+
+
+def _max_pool_backward(
+    grad_output: ArrayIn,
+    input: ArrayIn,
+    indices: ArrayIn,
+    ints: PoolInts,
+    ceil: bool,
+    out: OutArray | None,
+    backend: str | None,
+    stream: Stream | None,
+) -> ArrayIn:
+    """max_pool3d_with_argmax_backward with its parameters normalised, through :class:`Launch`."""
     _ops.check_plane_size(_MAX_POOL_BACKWARD, getattr(input, "shape", ()))
     given = _args.out_one(out)
     with Launch(
@@ -415,11 +459,70 @@ def grid_sampler3d_backward(
     %(raises_device)s
     %(raises_arguments)s
     """
+    mask = output_mask if output_mask is _DEFAULT_MASK else _args.output_mask(output_mask)
+    unchecked = None
+    # Strs and a bool key the checks as given (the types first: an object equal to a str, or 1 ==
+    # True, is checked by the general path); anything else takes the general path.
+    if (
+        out is None
+        and type(interpolation_mode) is str
+        and type(padding_mode) is str
+        and type(align_corners) is bool
+        and type(layout) is str
+    ):
+        found = _launch.crafted(
+            _GRID_SAMPLER_BACKWARD,
+            backend,
+            stream,
+            (grad_output, input, grid),
+            (interpolation_mode, padding_mode, align_corners, mask, layout),
+        )
+        if isinstance(found, tuple):
+            input_grad, grid_grad = found
+            if mask[0] and mask[1]:
+                return input_grad, grid_grad
+            if not mask[0]:
+                input_grad.close()  # computed (the plan is the same), not returned
+            if not mask[1]:
+                grid_grad.close()
+            return (input_grad if mask[0] else None, grid_grad if mask[1] else None)
+        unchecked = found
     interp = _args.mode("interpolation_mode", interpolation_mode, _args.INTERPOLATION)
     pad = _args.mode("padding_mode", padding_mode, _args.PADDING)
     corners = _args.flag("align_corners", align_corners)
     fmt = _args.layout(layout)
-    mask = _args.output_mask(output_mask)
+    result = _grid_sampler_backward(
+        grad_output, input, grid, interp, pad, corners, fmt, mask, out, backend, stream
+    )
+    if unchecked is not None:  # checked now: the next such call skips the checks
+        handle = unchecked.ctx.bool_arrays.get(mask)
+        dtype = input.dtype
+        unchecked.remember(
+            (fmt, fmt, _ND),
+            None if handle is None else (interp, pad, corners, handle),
+            ((input.shape, dtype, fmt), (grid.shape, dtype, _ND)),
+        )
+    return result
+
+
+#: grid_sampler3d_backward's default output_mask, the very object (a tuple of two bools): checked
+_DEFAULT_MASK = inspect.signature(grid_sampler3d_backward).parameters["output_mask"].default
+
+
+def _grid_sampler_backward(
+    grad_output: ArrayIn,
+    input: ArrayIn,
+    grid: ArrayIn,
+    interp: int,
+    pad: int,
+    corners: bool,
+    fmt: int,
+    mask: tuple[bool, ...],
+    out: OutPair | None,
+    backend: str | None,
+    stream: Stream | None,
+) -> tuple[ArrayIn | None, ArrayIn | None]:
+    """grid_sampler3d_backward with its parameters normalised, through :class:`Launch`."""
     out_input, out_grid = _args.out_pair(out)
     with Launch(
         backend,

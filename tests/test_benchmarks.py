@@ -143,12 +143,29 @@ OPS = (
 #: The measurements each script announces on stderr, in order (bench_overhead with --cold).
 PROGRESS = {
     "bench_overhead.py": [
-        *(f"{op} on {source}" for op in OPS for source in ("npu", "npu_uncached", "numpy", "torch")),
+        *(f"{op} on npu, npu_uncached, numpy, torch, interleaved" for op in OPS),
         *(f"{op} on cold caches" for op in OPS),
     ],
     "bench_pipeline.py": [f"{op}, {mode}" for op in OPS for mode in ("default", "blocking", "host")]
     + [f"replay chain, {backend}" for backend in ("npu", "numpy")],
 }
+
+
+def test_overhead_contenders_take_turns_one_loop_each_in_a_rotating_order(monkeypatch):
+    """bench_overhead times each round one loop of every contender (not all loops of one, then
+    the next), so that background load lands on all of them; who goes first rotates."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import bench_overhead
+
+    seen: list[str] = []
+    fns = {name: (lambda name=name: seen.append(name)) for name in ("a", "b", "c")}
+    times = bench_overhead.time_loops_interleaved(fns, calls=4, loops=3, warmup=2)
+    assert seen[:6] == ["a", "a", "b", "b", "c", "c"]  # the warm-up
+    loops = [seen[i] for i in range(6, len(seen), 4)]
+    assert all(seen[i : i + 4] == [seen[i]] * 4 for i in range(6, len(seen), 4))
+    assert loops == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]
+    assert {name: len(t) for name, t in times.items()} == {"a": 3, "b": 3, "c": 3}
+    assert all(t > 0 for per_call in times.values() for t in per_call)
 
 
 def test_bench_command_passes_options_on(monkeypatch):
