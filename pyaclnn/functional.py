@@ -459,12 +459,17 @@ def grid_sampler3d_backward(
     %(raises_device)s
     %(raises_arguments)s
     """
-    mask = output_mask if output_mask is _DEFAULT_MASK else _args.output_mask(output_mask)
     unchecked = None
-    # Strs and a bool key the checks as given (the types first: an object equal to a str, or 1 ==
-    # True, is checked by the general path); anything else takes the general path.
+    # Strs and bools key the checks as given (the types first: an object equal to a str, or 1 ==
+    # True, is checked by the general path); anything else takes the general path, which checks
+    # the arguments in their order (a bad mode is reported before a bad mask).
+    mask = output_mask
     if (
         out is None
+        and (
+            mask is _DEFAULT_MASK
+            or (type(mask) is tuple and len(mask) == 2 and type(mask[0]) is bool and type(mask[1]) is bool)
+        )
         and type(interpolation_mode) is str
         and type(padding_mode) is str
         and type(align_corners) is bool
@@ -491,6 +496,7 @@ def grid_sampler3d_backward(
     pad = _args.mode("padding_mode", padding_mode, _args.PADDING)
     corners = _args.flag("align_corners", align_corners)
     fmt = _args.layout(layout)
+    mask = _args.output_mask(output_mask)
     result = _grid_sampler_backward(
         grad_output, input, grid, interp, pad, corners, fmt, mask, out, backend, stream
     )

@@ -447,6 +447,9 @@ def test_grid_backward_refuses_after_a_shortcut_what_it_refuses_before(backend, 
         _grid_call(arrays, stream, mask=(1.0, 1.0))
     with pytest.raises(ValueError, match="interpolation_mode"):
         _grid_call(arrays, stream, mode="bilinear ")
+    # two bad arguments: the first in the signature's order is the one reported, as without a shortcut
+    with pytest.raises(ValueError, match="interpolation_mode"):
+        _grid_call(arrays, stream, mode="bilinear ", mask=(1.0, 1.0))
     with pytest.raises(ValueError, match="layout"):
         pyaclnn.grid_sampler3d_backward(*arrays, layout="ncdhw", backend=backend, stream=stream)
     # the shape rule of the op, for a grid of another size: the general path reports it
