@@ -137,3 +137,20 @@ def active(backend):
     pyaclnn.set_backend(backend)
     yield backend
     pyaclnn.set_backend(previous)
+
+
+@pytest.fixture
+def ops_general(monkeypatch):
+    """The calls of ``pyaclnn.ops`` that took the general path (``ops._call.launch``), each as the
+    last argument it was given: the tests of the shortcuts count them."""
+    from pyaclnn.ops import _call
+
+    calls = []
+    launch = _call.launch
+
+    def counted(*args, **kwargs):
+        calls.append(args[-1])
+        return launch(*args, **kwargs)
+
+    monkeypatch.setattr(_call, "launch", counted)
+    return calls

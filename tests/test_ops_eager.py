@@ -12,38 +12,23 @@ import pytest
 
 import pyaclnn
 from pyaclnn import ops
-from pyaclnn.ops import _call
-
-
-@pytest.fixture
-def general(monkeypatch):
-    """Counts the calls that took the general path (ops._call.launch)."""
-    calls = []
-    launch = _call.launch
-
-    def counted(*args, **kwargs):
-        calls.append(args[-1])
-        return launch(*args, **kwargs)
-
-    monkeypatch.setattr(_call, "launch", counted)
-    return calls
 
 
 def _arrays(*values):
     return [pyaclnn.to_device(np.asarray(v, np.float32)) for v in values]
 
 
-def test_a_repeated_call_on_device_arrays_skips_the_general_path_and_computes_the_same(active, general):
+def test_a_repeated_call_on_device_arrays_skips_the_general_path_and_computes_the_same(active, ops_general):
     x, y, out = _arrays([1, 2], [10, 20], [0, 0])
     for alpha in (7, 7, 8, 7):
         assert ops.add(x, y, alpha, out) is out
         np.testing.assert_array_equal(out.numpy(), [1 + alpha * 10, 2 + alpha * 20])
-    assert len(general) == 2  # the first call with 7 and the first with 8; the repeats were eager
+    assert len(ops_general) == 2  # the first call with 7 and the first with 8; the repeats were eager
     for a in (x, y, out):
         a.close()
 
 
-def test_a_value_equal_to_a_recorded_one_but_of_a_refused_type_is_still_refused(active, general):
+def test_a_value_equal_to_a_recorded_one_but_of_a_refused_type_is_still_refused(active, ops_general):
     x, y, out = _arrays([1, 2], [10, 20], [0, 0])
     ops.add(x, y, 1, out)
     with pytest.raises(TypeError, match="alpha must be a bool, int, float or NumPy scalar"):
@@ -87,17 +72,17 @@ def test_a_closed_array_or_stream_after_a_recorded_call_is_refused_by_name(activ
         a.close()
 
 
-def test_a_numpy_array_after_a_recorded_call_takes_the_general_path(active, general):
+def test_a_numpy_array_after_a_recorded_call_takes_the_general_path(active, ops_general):
     x, y, out = _arrays([1, 2], [10, 20], [0, 0])
     ops.add(x, y, 1, out)
     out.numpy()  # its work done: on the numpy backend the stream is then idle
-    before = len(general)
+    before = len(ops_general)
     result = ops.add(np.array([1, 2], np.float32), np.array([3, 4], np.float32), 1, np.zeros(2, np.float32))
     np.testing.assert_array_equal(result, [4, 6])
     with pytest.raises(TypeError, match="out is a NumPy array the operator writes"):
         ops.add(x, y, 1, np.zeros(2, np.float32))
     # (on the numpy backend the call on NumPy arrays ran at once: tests/test_ops_at_once.py)
-    assert len(general) == before + (1 if active == "numpy" else 2)
+    assert len(ops_general) == before + (1 if active == "numpy" else 2)
     for a in (x, y, out):
         a.close()
 
