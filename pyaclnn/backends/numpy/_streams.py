@@ -255,13 +255,7 @@ class Worker:
             self._execute(task)
         finally:
             with self._lock:
-                self._running = False
-                self._pending.popleft()
-                self._finished += 1
-                if self._waiters:
-                    self._done.notify_all()
-                if self._queued and self._idle:
-                    self._work.notify()
+                self._head_finished()
         return self._error is None
 
     def wake(self) -> None:
@@ -395,6 +389,11 @@ class Worker:
                     self._work.notify()
                 raise
         self._lock.acquire()
+        self._head_finished()
+
+    def _head_finished(self) -> None:
+        """The head of ``_pending`` ran to its end (called holding the lock): count it, wake the
+        threads waiting for a task to finish, and the sleeping worker if tasks are queued."""
         self._running = False
         self._pending.popleft()
         self._finished += 1
