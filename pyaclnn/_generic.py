@@ -18,7 +18,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from . import aclnn
+from . import _executors, aclnn
 from . import backends as _backends
 from ._operators import Operator
 from ._optable import OperatorSpec, Param
@@ -127,12 +127,14 @@ def unavailable(declaration: Declaration, backend: str | None = None) -> str | N
 
 
 def forget(backend: str) -> None:
-    """Drop the operator records of ``backend`` (its libraries or references changed)."""
+    """Drop the operator records of ``backend`` (its libraries or references changed), and what
+    the streams' caches keep of them (the eager calls' records hold the operators)."""
     with _lock:
         for key in [k for k in _operators if k[0] == backend]:
             del _operators[key]
         for key in [k for k in _at_once if k[0] == backend]:
             del _at_once[key]
+    _executors.clear_all(backend)
 
 
 def at_once(declaration: Declaration) -> Callable[..., Any] | None:

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from . import _captures, _context, _timeline, acl
+from . import backends as _backends
 from ._array import DeviceArray, _contiguous_layout, host_array, to_device, writes_queued
 from ._executors import Call
 from ._host_memory import HostMemory, Mapping
@@ -790,13 +791,99 @@ def crafted(
     return tuple(outputs)
 
 
+class Repeated:
+    """What an eager generic call (:func:`eager`) left for the next one like it on the same stream:
+    its operator and phase 1's C arguments (descriptors, cached scalars, the other parameters'
+    C values). Kept in ``ExecutorCache.checked`` under the call's entry (its operator and
+    non-tensor arguments, checked) and each tensor's block and last descriptor, so that
+    :func:`eager_again` makes none of them again; dropped once one of ``descriptors`` is
+    forgotten (its block freed), as a :class:`Checked` is."""
+
+    __slots__ = ("op", "args", "descriptors")
+
+    def __init__(self, op: Operator, args: tuple[Any, ...], descriptors: tuple[Any, ...]) -> None:
+        self.op = op
+        self.args = args
+        self.descriptors = descriptors
+
+    def holds(self, descriptor: Any) -> bool:
+        """Whether ``descriptor`` is one of the call's tensors'."""
+        return any(d is descriptor for d in self.descriptors)
+
+
+def eager_again(
+    entry: Any, stream: Stream | None, values: Sequence[Any], tensors: Sequence[tuple[int, bool, bool, bool]]
+) -> bool:
+    """:func:`eager` once more on what an earlier eager call of ``entry`` on this stream left
+    (a :class:`Repeated`): True once both phases are queued; False, with nothing done, when
+    there is none for these arrays or the call is not the common case (the caller runs
+    :func:`eager`).
+
+    A hit is a call of the same entry whose every tensor is the same block with the same last
+    descriptor as then (so the same shape, dtype, strides, offset and format, in the stream's
+    memory, open), on the same stream, still a plain open Stream of the active backend on
+    the thread's bound device, with no capture or profile in progress; each tensor is ordered
+    for the stream already (no graph holds it, its last write was queued on this stream and,
+    when the call may write it, no other stream reads it), so nothing is to be ordered here.
+    """
+    if _timeline.recording:
+        return False
+    if stream is None:
+        ctx = _context.context(None)
+        stream = current(ctx)
+        state = stream._state
+    elif type(stream) is Stream:
+        state = stream._state
+        ctx = state._ctx
+        if ctx.name != _backends.active_name():
+            return False
+    else:
+        return False
+    if not state.open or state.capture is not None or ctx.tls.bound != state.device:
+        return False
+    key = [entry]
+    written = []
+    outputs = []
+    try:
+        for position, write, _, output in tensors:
+            x = values[position]
+            if x is None:
+                key.append(None)
+                continue
+            if x._graphs is not None or x._stream is not stream:
+                return False
+            if write:
+                if x._readers is not None:
+                    return False
+                written.append(x)
+            if output:
+                outputs.append(x)
+            key += (x._block, x._last_descriptor)
+    except AttributeError:  # not a DeviceArray (no test of each type: this is the usual call)
+        return False
+    executors = state.executors
+    repeated = executors.checked.get(tuple(key))
+    if repeated is None:
+        return False
+    op = repeated.op
+    try:
+        launched = executors.launch_once(op, repeated.args, outputs)
+    except AclnnError as exc:
+        raise _in_python_terms(exc, op.spec.params) from None
+    if launched is None:
+        return False
+    writes_queued(stream, written)
+    if ctx.launch_blocking:
+        stream.synchronize()
+    return True
+
+
 def eager(
     op: Operator,
     stream: Stream | None,
     values: Sequence[Any],
     tensors: Sequence[tuple[int, bool, bool, bool]],
-    template: Sequence[Any],
-    scalars: Sequence[tuple[int, tuple[int, bytes], np.ndarray]],
+    entry: Any,
     formats: dict[int, int],
     default_format: int,
 ) -> bool:
@@ -807,10 +894,12 @@ def eager(
 
     ``values`` are the call's arguments in header order; ``tensors`` ``(position, written,
     optional, output)`` per tensor parameter (outputs are zero-filled when phase 1 finds
-    nothing to compute); ``template`` phase 1's arguments with the C values of
-    the other parameters, checked already; ``scalars`` ``(position, (aclDataType, bytes),
-    0-d array)`` per aclScalar, taken from the context's cache; a tensor is described with
-    ``formats[ndim]`` (else ``default_format``). Nothing is refused here that the general path
+    nothing to compute); ``entry`` what the checks of the other arguments concluded:
+    ``entry.template``, phase 1's arguments with their C values, and ``entry.scalars``,
+    ``(position, (aclDataType, bytes), 0-d array)`` per aclScalar, taken from the context's
+    cache; a tensor is described with ``formats[ndim]`` (else ``default_format``). Once
+    queued, what the call made is left for :func:`eager_again` (a :class:`Repeated` under
+    ``entry``, which it keys by identity). Nothing is refused here that the general path
     would take: an array elsewhere, a closed one, a stream that is not a plain open Stream of
     the active backend, a capture or a profile in progress all go the general way, before
     anything is ordered or queued.
@@ -838,9 +927,11 @@ def eager(
         ctx.set_acl_device(device)  # a device guard, as Launch's
     else:
         previous = None
+    executors = state.executors
+    generation = executors.generation  # before the descriptors: one forgotten since may be in the key
     try:
-        args = list(template)
-        for position, key, value in scalars:  # before any array is ordered: this may still refuse
+        args = list(entry.template)
+        for position, key, value in entry.scalars:  # before any array is ordered: this may still refuse
             handle = ctx.scalars.get(key)
             if handle is None:
                 handle = ctx.cached_scalar(key, value)
@@ -849,9 +940,12 @@ def eager(
             args[position] = handle
         written = []
         outputs = []
+        repeat_key = [entry]
+        descriptors = []
         for position, write, _, output in tensors:
             x = values[position]
             if x is None:
+                repeat_key.append(None)
                 continue
             if not x._ordered_for(stream, write):
                 x._use_on(stream, write)
@@ -865,13 +959,18 @@ def eager(
                 args[position] = last[2]
             else:
                 args[position] = x.descriptor(fmt)
+                last = x._last_descriptor
+            repeat_key += (x._block, last)
+            descriptors.append(last[2])
+        c_args = tuple(args)
         try:
-            launched = state.executors.launch_once(op, tuple(args), outputs)
+            launched = executors.launch_once(op, c_args, outputs)
         except AclnnError as exc:
             raise _in_python_terms(exc, op.spec.params) from None
         if launched is None:
             return False
         writes_queued(stream, written)
+        executors.remember(tuple(repeat_key), Repeated(op, c_args, tuple(descriptors)), generation)
         if ctx.launch_blocking:
             stream.synchronize()
         return True

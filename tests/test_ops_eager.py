@@ -6,6 +6,7 @@ sign), and the tensors are checked at every call (closed, elsewhere, ordered aft
 from __future__ import annotations
 
 import decimal
+import threading
 
 import numpy as np
 import pytest
@@ -131,3 +132,137 @@ def test_once_takes_a_larger_workspace_when_the_streams_one_is_too_small(active)
             output.fill_zero(stream)
     for a in (*arrays, *outputs, stream):
         a.close()
+
+
+@pytest.fixture
+def general_eager(monkeypatch):
+    """The eager calls that made their C arguments (``_launch.eager``), each as its values: a call
+    like an earlier eager one on the same stream and arrays reuses that one's instead."""
+    from pyaclnn import _launch
+
+    calls = []
+    eager = _launch.eager
+
+    def counted(op, stream, values, *args, **kwargs):
+        calls.append(values)
+        return eager(op, stream, values, *args, **kwargs)
+
+    monkeypatch.setattr(_launch, "eager", counted)
+    return calls
+
+
+def test_a_call_like_an_earlier_eager_one_reuses_its_c_arguments(active, general_eager):
+    x, y, out = _arrays([1, 2], [10, 20], [0, 0])
+    stream = pyaclnn.Stream()
+    for alpha in (3, 3, 3, 3, 4, 4, 3):
+        assert ops.add(x, y, alpha, out, stream=stream) is out
+        np.testing.assert_array_equal(out.numpy(), [1 + alpha * 10, 2 + alpha * 20])
+    # the second call with 3 made them (the first was the general one), the second with 4 too
+    assert len(general_eager) == 2
+    for a in (x, y, out, stream):
+        a.close()
+
+
+def test_a_new_array_on_the_block_of_an_earlier_call_gets_its_own_descriptor(active, general_eager):
+    stream = pyaclnn.Stream()
+    x, y = (pyaclnn.to_device(np.asarray(v, np.float32), stream=stream) for v in ([1, 2], [10, 20]))
+    out = pyaclnn.empty((2,), np.float32, stream=stream)
+    for _ in range(3):
+        ops.add(x, y, 1, out, stream=stream)
+    block, ptr = out._block, out.ptr
+    out.close()
+    half = pyaclnn.empty((2,), np.float16, stream=stream)  # the pool gives the same block again
+    assert half._block is block and half.ptr == ptr
+    for _ in range(2):
+        assert ops.add(x, y, 1, half, stream=stream) is half
+        np.testing.assert_array_equal(half.numpy(), np.array([11, 22], np.float16))
+    assert len(general_eager) == 2  # once for each output
+    for a in (x, y, half, stream):
+        a.close()
+
+
+def test_a_reference_registered_later_is_what_a_repeated_call_runs(monkeypatch):
+    """A function of pyaclnn.ops kept across a register_reference (numpy backend) runs the new
+    reference: what its eager calls left holds the operator, and goes with it."""
+    from pyaclnn import _generic
+    from pyaclnn.kernels.references import _registry as references
+
+    previous = pyaclnn.get_backend()
+    pyaclnn.set_backend("numpy")
+    monkeypatch.setattr(references, "_REFERENCES", dict(references._REFERENCES))
+    try:
+        add = ops.add
+        x, y, out = _arrays([1, 2], [10, 20], [0, 0])
+        for _ in range(3):
+            add(x, y, 1, out)
+        np.testing.assert_array_equal(out.numpy(), [11, 22])
+
+        def subtract(self, other, alpha, result):
+            np.subtract(self, alpha * other, out=result)
+
+        ops.register_reference("Add", subtract)
+        add(x, y, 1, out)
+        np.testing.assert_array_equal(out.numpy(), [-9, -18])
+        for a in (x, y, out):
+            a.close()
+    finally:
+        monkeypatch.undo()
+        _generic.forget("numpy")
+        ops._functions.clear()
+        pyaclnn.set_backend(previous)
+
+
+def test_a_repeated_write_waits_for_a_read_on_another_stream(active, general_eager, monkeypatch):
+    """x written again and again on one stream (the call repeated), read on another that is
+    behind with slow kernels, then written once more: that write waits for the read."""
+    monkeypatch.setenv("PYACLNN_EMU_KERNEL_US", "200")  # queued work lags: a missing wait shows
+    writer, reader = pyaclnn.Stream(), pyaclnn.Stream()
+    x, one = (pyaclnn.to_device(np.ones((1, 1, 2, 2, 2), np.float32), stream=writer) for _ in range(2))
+    for _ in range(3):
+        ops.add(x, one, 1, x, stream=writer)  # x = 4 everywhere
+    assert len(general_eager) == 1  # the third call reused the second's
+    z, w = _arrays(np.zeros(100), np.ones(100))
+    grid = pyaclnn.to_device(np.zeros((1, 1, 1, 1, 3), np.float32), stream=reader)
+    pyaclnn.grid_sampler3d(w.reshape(1, 1, 4, 5, 5), grid, stream=reader).close()  # made once, ahead
+    for _ in range(20):  # the reader is 4 ms behind
+        ops.add(z, w, 1, z, stream=reader)
+    assert not reader.query()
+    sampled = pyaclnn.grid_sampler3d(x, grid, stream=reader)  # the centre: the mean of x, 4
+    ops.add(x, one, 1, x, stream=writer)  # x = 5, once the reader has read it
+    np.testing.assert_array_equal(sampled.numpy(), np.full((1, 1, 1, 1, 1), 4, np.float32))
+    np.testing.assert_array_equal(x.numpy(), np.full(x.shape, 5, np.float32))
+    for a in (x, one, z, w, grid, sampled, writer, reader):
+        a.close()
+
+
+def test_threads_repeating_calls_each_get_their_own_sums(active):
+    """Four threads, each adding into its own array 30 times: two on a stream of their own, two
+    sharing one (the calls reuse what the stream's earlier calls left, whichever thread made it)."""
+    shared = pyaclnn.Stream()
+    streams = [pyaclnn.Stream(), pyaclnn.Stream(), shared, shared]
+    results: dict[int, np.ndarray] = {}
+    errors: list[BaseException] = []
+
+    def run(i: int) -> None:
+        try:
+            stream = streams[i]
+            total = pyaclnn.to_device(np.zeros(8, np.float32), stream=stream)
+            step = pyaclnn.to_device(np.full(8, i + 1, np.float32), stream=stream)
+            for _ in range(30):
+                ops.add(total, step, 1, total, stream=stream)
+            results[i] = total.numpy()
+            total.close()
+            step.close()
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for i in range(4):
+        np.testing.assert_array_equal(results[i], np.full(8, 30 * (i + 1), np.float32))
+    for s in streams[:3]:
+        s.close()

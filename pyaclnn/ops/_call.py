@@ -199,6 +199,21 @@ def _exact(value: Any) -> bool:
     return False
 
 
+class _Entry:
+    """What the checks of one set of non-tensor arguments concluded (:meth:`Eager.record`):
+    phase 1's arguments with their C values (``template``; the tensors' places empty) and the
+    aclScalars to take from the context's cache (``scalars``). Compared by identity: the
+    eager calls that follow key what they leave for the next one by it."""
+
+    __slots__ = ("template", "scalars")
+
+    def __init__(
+        self, template: tuple[Any, ...], scalars: tuple[tuple[int, tuple[int, bytes], np.ndarray], ...]
+    ) -> None:
+        self.template = template
+        self.scalars = scalars
+
+
 class Eager:
     """The common call of one operator, with the checks of its other arguments cached: every
     tensor a DeviceArray (or None where optional), the rest equal, in value and type, to the
@@ -224,7 +239,7 @@ class Eager:
         )
         self.others = tuple(i for i, p in enumerate(params) if p.kind != _types.TENSOR)
         self.outputs = tuple(i for i, p in enumerate(params) if p.is_output)
-        self.entries: dict[tuple[Any, ...], tuple[tuple[Any, ...], tuple[Any, ...]]] = {}
+        self.entries: dict[tuple[Any, ...], _Entry] = {}
         self.enabled = all(p.kind in _EAGER_KINDS for p in params)
 
     def _key(self, values: Sequence[Any]) -> tuple[Any, ...]:
@@ -245,9 +260,10 @@ class Eager:
             return NOT_TAKEN
         if entry is None:
             return NOT_TAKEN
-        op = _generic.operator(self.declaration)
-        if not _launch.eager(op, stream, values, self.tensors, entry[0], entry[1], _FORMATS, _ND):
-            return NOT_TAKEN
+        if not _launch.eager_again(entry, stream, values, self.tensors):
+            op = _generic.operator(self.declaration)
+            if not _launch.eager(op, stream, values, self.tensors, entry, _FORMATS, _ND):
+                return NOT_TAKEN
         outputs = self.outputs
         if len(outputs) == 1:
             return values[outputs[0]]
@@ -274,7 +290,7 @@ class Eager:
                 scalars.append((i, (data_type, array.tobytes()), array))
             else:
                 template[i] = value
-        self.entries[self._key(values)] = (tuple(template), tuple(scalars))
+        self.entries[self._key(values)] = _Entry(tuple(template), tuple(scalars))
 
 
 NOT_TAKEN = object()  # what Eager and AtOnce return for a call they leave to the general path
