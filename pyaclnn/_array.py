@@ -915,9 +915,10 @@ def writes_queued(
     try:
         queued = stream._state.queued
         for array in (*written, *more) if more else written:
-            root = array if array._base is None else array._base
-            if root._stream is stream:  # (another stream's write may have come since)
-                root._written_at = queued
+            if array._base is not None:
+                array = array._base  # the base keeps the streams of its views
+            if array._stream is stream:  # (another stream's write may have come since)
+                array._written_at = queued
     finally:
         lock.release()
 
