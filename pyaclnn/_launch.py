@@ -899,10 +899,10 @@ def eager(
     ``(position, (aclDataType, bytes), 0-d array)`` per aclScalar, taken from the context's
     cache; a tensor is described with ``formats[ndim]`` (else ``default_format``). Once
     queued, what the call made is left for :func:`eager_again` (a :class:`Repeated` under
-    ``entry``, which it keys by identity). Nothing is refused here that the general path
-    would take: an array elsewhere, a closed one, a stream that is not a plain open Stream of
-    the active backend, a capture or a profile in progress all go the general way, before
-    anything is ordered or queued.
+    ``entry``, which it keys by identity), when every array had been described before.
+    Nothing is refused here that the general path would take: an array elsewhere, a closed
+    one, a stream that is not a plain open Stream of the active backend, a capture or a
+    profile in progress all go the general way, before anything is ordered or queued.
     """
     if _timeline.recording:
         return False
@@ -940,12 +940,15 @@ def eager(
             args[position] = handle
         written = []
         outputs = []
-        repeat_key = [entry]
+        # What the next such call may reuse; nothing when an array was never described before
+        # (a new one each call, an output say, would only push out what other calls left).
+        repeat_key: list[Any] | None = [entry]
         descriptors = []
         for position, write, _, output in tensors:
             x = values[position]
             if x is None:
-                repeat_key.append(None)
+                if repeat_key is not None:
+                    repeat_key.append(None)
                 continue
             if not x._ordered_for(stream, write):
                 x._use_on(stream, write)
@@ -958,10 +961,13 @@ def eager(
             if last is not None and last[0] == fmt and last[1] is x._block:
                 args[position] = last[2]
             else:
+                if last is None:
+                    repeat_key = None
                 args[position] = x.descriptor(fmt)
                 last = x._last_descriptor
-            repeat_key += (x._block, last)
-            descriptors.append(last[2])
+            if repeat_key is not None:
+                repeat_key += (x._block, last)
+                descriptors.append(last[2])
         c_args = tuple(args)
         try:
             launched = executors.launch_once(op, c_args, outputs)
@@ -970,7 +976,8 @@ def eager(
         if launched is None:
             return False
         writes_queued(stream, written)
-        executors.remember(tuple(repeat_key), Repeated(op, c_args, tuple(descriptors)), generation)
+        if repeat_key is not None:
+            executors.remember(tuple(repeat_key), Repeated(op, c_args, tuple(descriptors)), generation)
         if ctx.launch_blocking:
             stream.synchronize()
         return True

@@ -173,10 +173,12 @@ def test_a_new_array_on_the_block_of_an_earlier_call_gets_its_own_descriptor(act
     out.close()
     half = pyaclnn.empty((2,), np.float16, stream=stream)  # the pool gives the same block again
     assert half._block is block and half.ptr == ptr
-    for _ in range(2):
+    before = len(general_eager)
+    for _ in range(3):
         assert ops.add(x, y, 1, half, stream=stream) is half
         np.testing.assert_array_equal(half.numpy(), np.array([11, 22], np.float16))
-    assert len(general_eager) == 2  # once for each output
+    # half's first two calls (a new array leaves nothing the first time); the third reused
+    assert len(general_eager) == before + 2
     for a in (x, y, half, stream):
         a.close()
 
@@ -266,3 +268,23 @@ def test_threads_repeating_calls_each_get_their_own_sums(active):
         np.testing.assert_array_equal(results[i], np.full(8, 30 * (i + 1), np.float32))
     for s in streams[:3]:
         s.close()
+
+
+def test_a_new_output_each_call_leaves_nothing_behind(active):
+    """Calls that each write a new array (never described before) leave no record: they would
+    only push out what other calls on the stream left (their arrays repeat)."""
+    stream = pyaclnn.Stream()
+    x, y = (pyaclnn.to_device(np.asarray(v, np.float32), stream=stream) for v in ([1, 2], [10, 20]))
+    before = len(stream._state.executors.checked)
+    for _ in range(3):
+        out = pyaclnn.empty((2,), np.float32, stream=stream)
+        ops.add(x, y, 1, out, stream=stream)
+        np.testing.assert_array_equal(out.numpy(), [11, 22])
+        out.close()
+    assert len(stream._state.executors.checked) == before
+    out = pyaclnn.empty((2,), np.float32, stream=stream)
+    for _ in range(3):  # the same arrays again: the second call leaves one, the third takes it
+        ops.add(x, y, 1, out, stream=stream)
+    assert len(stream._state.executors.checked) == before + 1
+    for a in (x, y, out, stream):
+        a.close()
