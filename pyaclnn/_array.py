@@ -938,8 +938,14 @@ class ForeignBlock(Block):
         self.owner = owner  # kept alive as long as the wrapper
 
 
+_INT_ONLY = frozenset({int})
+
+
 def _shape(values: Any, name: str = "shape") -> tuple[int, ...]:
     """``values`` as a tuple of ints >= 0, or an error naming ``name`` and the rule."""
+    # The usual shape, a tuple of plain ints >= 0, as it is: tested in C (no generator per call).
+    if type(values) is tuple and frozenset(map(type, values)) <= _INT_ONLY and min(values, default=0) >= 0:
+        return values
     if isinstance(values, (int, np.integer)) and not isinstance(values, bool):
         values = (values,)
     try:

@@ -209,3 +209,27 @@ def test_the_memory_goes_back_when_the_base_and_its_views_are_closed(backend, fi
     (view if first == "base" else base).close()
     assert pool.stats()["in_use_bytes"] == before
     assert base.closed and view.closed
+
+
+@pytest.mark.parametrize(
+    ("shape", "want"),
+    [((2, 3), (2, 3)), ((), ()), (4, (4,)), ([2, 3], (2, 3)), ((np.int64(2), 3), (2, 3)), ((0, 5), (0, 5))],
+)
+def test_empty_takes_a_shape_of_ints_as_a_tuple_of_python_ints(backend, shape, want):
+    a = pyaclnn.empty(shape, np.float32, backend=backend)
+    assert a.shape == want and all(type(d) is int for d in a.shape)
+    a.close()
+
+
+@pytest.mark.parametrize(
+    ("shape", "error", "words"),
+    [
+        ((2, -1), ValueError, "shape [2, -1] has a negative value"),
+        ((True, 2), TypeError, "shape must be a sequence of ints"),
+        ((2, 2.0), TypeError, "shape must be a sequence of ints"),
+        ((2, "3"), TypeError, "shape must be a sequence of ints"),
+    ],
+)
+def test_empty_refuses_a_shape_that_is_not_ints_naming_shape(backend, shape, error, words):
+    with pytest.raises(error, match=words.replace("[", r"\[").replace("]", r"\]")):
+        pyaclnn.empty(shape, np.float32, backend=backend)
