@@ -796,7 +796,7 @@ class Repeated:
     its operator and phase 1's C arguments (descriptors, cached scalars, the other parameters'
     C values). Kept in ``ExecutorCache.checked`` under the call's entry (its operator and
     non-tensor arguments, checked) and each tensor's block and last descriptor, so that
-    :func:`eager_again` makes none of them again; dropped once one of ``descriptors`` is
+    :func:`eager` makes none of them again; dropped once one of ``descriptors`` is
     forgotten (its block freed), as a :class:`Checked` is."""
 
     __slots__ = ("op", "args", "descriptors")
@@ -811,75 +811,22 @@ class Repeated:
         return any(d is descriptor for d in self.descriptors)
 
 
-def eager_again(
-    entry: Any, stream: Stream | None, values: Sequence[Any], tensors: Sequence[tuple[int, bool, bool, bool]]
-) -> bool:
-    """:func:`eager` once more on what an earlier eager call of ``entry`` on this stream left
-    (a :class:`Repeated`): True once both phases are queued; False, with nothing done, when
-    there is none for these arrays or the call is not the common case (the caller runs
-    :func:`eager`).
-
-    A hit is a call of the same entry whose every tensor is the same block with the same last
-    descriptor as then (so the same shape, dtype, strides, offset and format, in the stream's
-    memory, open), on the same stream, still a plain open Stream of the active backend on
-    the thread's bound device, with no capture or profile in progress; each tensor is ordered
-    for the stream already (no graph holds it, its last write was queued on this stream and,
-    when the call may write it, no other stream reads it), so nothing is to be ordered here.
-    """
-    if _timeline.recording:
-        return False
-    if stream is None:
-        ctx = _context.context(None)
-        stream = current(ctx)
-        state = stream._state
-    elif type(stream) is Stream:
-        state = stream._state
-        ctx = state._ctx
-        if ctx.name != _backends.active_name():
-            return False
-    else:
-        return False
-    if not state.open or state.capture is not None or ctx.tls.bound != state.device:
-        return False
-    key = [entry]
-    written = []
-    outputs = []
-    try:
-        for position, write, _, output in tensors:
-            x = values[position]
-            if x is None:
-                key.append(None)
-                continue
-            if x._graphs is not None or x._stream is not stream:
-                return False
-            if write:
-                if x._readers is not None:
-                    return False
-                written.append(x)
-            if output:
-                outputs.append(x)
-            key += (x._block, x._last_descriptor)
-    except AttributeError:  # not a DeviceArray (no test of each type: this is the usual call)
-        return False
-    executors = state.executors
-    repeated = executors.checked.get(tuple(key))
-    if repeated is None:
-        return False
-    op = repeated.op
-    try:
-        launched = executors.launch_once(op, repeated.args, outputs)
-    except AclnnError as exc:
-        raise _in_python_terms(exc, op.spec.params) from None
-    if launched is None:
-        return False
-    writes_queued(stream, written)
-    if ctx.launch_blocking:
-        stream.synchronize()
-    return True
+def _repeat(
+    entry: Any, op: Operator, args: tuple[Any, ...], used: Sequence[tuple[int, Any, Any] | None]
+) -> tuple[tuple[Any, ...], Repeated]:
+    """The key and the :class:`Repeated` of an eager call of ``entry`` whose tensors were described
+    as ``used`` (None for a None), as :func:`eager` looks them up for the next call."""
+    key: list[Any] = [entry]
+    for last in used:
+        if last is None:
+            key.append(None)
+        else:
+            key += (last[1], last)
+    return tuple(key), Repeated(op, args, tuple(last[2] for last in used if last is not None))
 
 
 def eager(
-    op: Operator,
+    operator: Callable[[], Operator],
     stream: Stream | None,
     values: Sequence[Any],
     tensors: Sequence[tuple[int, bool, bool, bool]],
@@ -892,28 +839,85 @@ def eager(
     when the call is not that common case (the caller then makes the general :class:`Launch`,
     which gives every refusal its message).
 
-    ``values`` are the call's arguments in header order; ``tensors`` ``(position, written,
-    optional, output)`` per tensor parameter (outputs are zero-filled when phase 1 finds
-    nothing to compute); ``entry`` what the checks of the other arguments concluded:
+    ``operator`` gives the operator's record (made once per backend; asked for unless the call
+    is like an earlier one); ``values`` are the call's arguments in
+    header order; ``tensors`` ``(position, written, optional, output)`` per tensor parameter
+    (outputs are zero-filled when phase 1 finds nothing to compute); ``entry`` what the checks
+    of the other arguments concluded:
     ``entry.template``, phase 1's arguments with their C values, and ``entry.scalars``,
     ``(position, (aclDataType, bytes), 0-d array)`` per aclScalar, taken from the context's
     cache; a tensor is described with ``formats[ndim]`` (else ``default_format``). Once
-    queued, what the call made is left for :func:`eager_again` (a :class:`Repeated` under
-    ``entry``, which it keys by identity), when every array had been described before.
+    queued, what the call made is left for the next call like it (a :class:`Repeated` under
+    ``entry``, which it keys by identity), when every array had been described before. A
+    call like an earlier eager one on the same stream takes what that one left, with no check,
+    look-up or descriptor made again.
     Nothing is refused here that the general path would take: an array elsewhere, a closed
     one, a stream that is not a plain open Stream of the active backend, a capture or a
     profile in progress all go the general way, before anything is ordered or queued.
     """
     if _timeline.recording:
         return False
-    ctx = _context.context(None)
     if stream is None:
+        ctx = _context.context(None)
         stream = current(ctx)
-    elif type(stream) is not Stream or stream.backend != ctx.name:
+    elif type(stream) is Stream:
+        ctx = stream._state._ctx  # (the active backend's, as the test below makes sure)
+        if ctx.name != _backends.active_name():
+            return False
+        if ctx.tls.bound is None:
+            ctx.ready()  # the thread's first call: its current device bound, as context() does
+    else:
         return False
     state = stream._state
     if not state.open or state.capture is not None:
         return False
+    executors = state.executors
+    # A call like an earlier eager one on this stream takes what that one left (a Repeated):
+    # the same entry with, for each tensor, the same block and last descriptor as then (so the
+    # same shape, dtype, strides, offset and format, in the stream's memory, open), each ordered
+    # for the stream already: no graph holds it, its last write was queued on this stream and,
+    # when the call may write it, no other stream reads it; and no device to bind. (Inline:
+    # every repeated call comes here, and a call on a new output leaves at its first tensor.)
+    if ctx.tls.bound == state.device:
+        key = [entry]
+        written = []
+        outputs = []
+        try:
+            for position, write, _, output in tensors:  # (outputs first: a new one is told at once)
+                x = values[position]
+                if x is None:
+                    key.append(None)
+                    continue
+                last = x._last_descriptor
+                if (
+                    last is None  # never described: no call left anything for it
+                    or x._graphs is not None
+                    or x._stream is not stream
+                    or (write and x._readers is not None)
+                ):
+                    break
+                key += (x._block, last)
+                if write:
+                    written.append(x)
+                if output:
+                    outputs.append(x)
+            else:
+                repeated = executors.checked.get(tuple(key))
+                if repeated is not None:
+                    op = repeated.op
+                    try:
+                        launched = executors.launch_once(op, repeated.args, outputs)
+                    except AclnnError as exc:
+                        raise _in_python_terms(exc, op.spec.params) from None
+                    if launched is None:  # a capture began meanwhile: the general path declines too
+                        return False
+                    writes_queued(stream, written)
+                    if ctx.launch_blocking:
+                        stream.synchronize()
+                    return True
+        except AttributeError:  # not a DeviceArray (no test of each type): the checks below decline
+            pass
+    op = operator()
     pool = state.pool
     for position, _, optional, _ in tensors:  # every check first, without an effect
         x = values[position]
@@ -927,7 +931,6 @@ def eager(
         ctx.set_acl_device(device)  # a device guard, as Launch's
     else:
         previous = None
-    executors = state.executors
     generation = executors.generation  # before the descriptors: one forgotten since may be in the key
     try:
         args = list(entry.template)
@@ -940,15 +943,12 @@ def eager(
             args[position] = handle
         written = []
         outputs = []
-        # What the next such call may reuse; nothing when an array was never described before
-        # (a new one each call, an output say, would only push out what other calls left).
-        repeat_key: list[Any] | None = [entry]
-        descriptors = []
+        used: list[tuple[int, Any, Any] | None] = []  # each tensor's (format, block, descriptor)
+        described = True  # every array was described before this call
         for position, write, _, output in tensors:
             x = values[position]
             if x is None:
-                if repeat_key is not None:
-                    repeat_key.append(None)
+                used.append(None)
                 continue
             if not x._ordered_for(stream, write):
                 x._use_on(stream, write)
@@ -961,13 +961,10 @@ def eager(
             if last is not None and last[0] == fmt and last[1] is x._block:
                 args[position] = last[2]
             else:
-                if last is None:
-                    repeat_key = None
-                args[position] = x.descriptor(fmt)
-                last = x._last_descriptor
-            if repeat_key is not None:
-                repeat_key += (x._block, last)
-                descriptors.append(last[2])
+                described = described and last is not None
+                args[position] = handle = x.descriptor(fmt)
+                last = (fmt, x._block, handle)  # (equal to the array's last now)
+            used.append(last)
         c_args = tuple(args)
         try:
             launched = executors.launch_once(op, c_args, outputs)
@@ -976,8 +973,10 @@ def eager(
         if launched is None:
             return False
         writes_queued(stream, written)
-        if repeat_key is not None:
-            executors.remember(tuple(repeat_key), Repeated(op, c_args, tuple(descriptors)), generation)
+        # Left for the next such call, unless an array was new (one each call, an output say,
+        # could never be taken: it would only push out what other calls on the stream left).
+        if described:
+            executors.remember(*_repeat(entry, op, c_args, used), generation)
         if ctx.launch_blocking:
             stream.synchronize()
         return True

@@ -136,16 +136,20 @@ def test_once_takes_a_larger_workspace_when_the_streams_one_is_too_small(active)
 
 @pytest.fixture
 def general_eager(monkeypatch):
-    """The eager calls that made their C arguments (``_launch.eager``), each as its values: a call
-    like an earlier eager one on the same stream and arrays reuses that one's instead."""
+    """The eager calls that made their C arguments (``_launch.eager`` asked for the operator), each
+    as its values: a call like an earlier eager one on the same stream and arrays reuses that
+    one's instead."""
     from pyaclnn import _launch
 
     calls = []
     eager = _launch.eager
 
-    def counted(op, stream, values, *args, **kwargs):
-        calls.append(values)
-        return eager(op, stream, values, *args, **kwargs)
+    def counted(operator, stream, values, *args, **kwargs):
+        def counting():
+            calls.append(values)
+            return operator()
+
+        return eager(counting, stream, values, *args, **kwargs)
 
     monkeypatch.setattr(_launch, "eager", counted)
     return calls

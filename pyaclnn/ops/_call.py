@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import numbers
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -226,21 +227,25 @@ class Eager:
     declines whatever is not its common case; the caller then takes the general path.
     """
 
-    __slots__ = ("declaration", "params", "tensors", "others", "outputs", "entries", "enabled")
+    __slots__ = ("declaration", "params", "tensors", "others", "outputs", "entries", "enabled", "operator")
 
     def __init__(self, declaration: Declaration, params: Sequence[_types.Parameter]) -> None:
         self.declaration = declaration
         self.params = params
         unknown = not _types.roles_known(declaration)  # every tensor counts as written (see launch)
-        self.tensors = tuple(
+        tensors = [
             (i, p.is_output or unknown, p.optional, p.is_output)
             for i, p in enumerate(params)
             if p.kind == _types.TENSOR
-        )
+        ]
+        # Outputs first: a call on a new output (never described) is told from a repeated one
+        # by its first tensor (pyaclnn._launch.eager).
+        self.tensors = tuple(sorted(tensors, key=lambda t: not t[3]))
         self.others = tuple(i for i, p in enumerate(params) if p.kind != _types.TENSOR)
         self.outputs = tuple(i for i, p in enumerate(params) if p.is_output)
         self.entries: dict[tuple[Any, ...], _Entry] = {}
         self.enabled = all(p.kind in _EAGER_KINDS for p in params)
+        self.operator = partial(_generic.operator, declaration)  # the active backend's record
 
     def _key(self, values: Sequence[Any]) -> tuple[Any, ...]:
         if len(self.others) == 1:  # the usual operator (add's alpha): no list, no map
@@ -260,10 +265,8 @@ class Eager:
             return NOT_TAKEN
         if entry is None:
             return NOT_TAKEN
-        if not _launch.eager_again(entry, stream, values, self.tensors):
-            op = _generic.operator(self.declaration)
-            if not _launch.eager(op, stream, values, self.tensors, entry, _FORMATS, _ND):
-                return NOT_TAKEN
+        if not _launch.eager(self.operator, stream, values, self.tensors, entry, _FORMATS, _ND):
+            return NOT_TAKEN
         outputs = self.outputs
         if len(outputs) == 1:
             return values[outputs[0]]
