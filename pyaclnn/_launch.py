@@ -839,21 +839,21 @@ def eager(
     when the call is not that common case (the caller then makes the general :class:`Launch`,
     which gives every refusal its message).
 
-    ``operator`` gives the operator's record (made once per backend; asked for unless the call
-    is like an earlier one); ``values`` are the call's arguments in
-    header order; ``tensors`` ``(position, written, optional, output)`` per tensor parameter
+    ``operator`` gives the operator's record (made once per backend; asked for only when the
+    call makes its C arguments); ``values`` are the call's arguments in header order;
+    ``tensors`` ``(position, written, optional, output)`` per tensor parameter, outputs first
     (outputs are zero-filled when phase 1 finds nothing to compute); ``entry`` what the checks
-    of the other arguments concluded:
-    ``entry.template``, phase 1's arguments with their C values, and ``entry.scalars``,
-    ``(position, (aclDataType, bytes), 0-d array)`` per aclScalar, taken from the context's
-    cache; a tensor is described with ``formats[ndim]`` (else ``default_format``). Once
-    queued, what the call made is left for the next call like it (a :class:`Repeated` under
-    ``entry``, which it keys by identity), when every array had been described before. A
-    call like an earlier eager one on the same stream takes what that one left, with no check,
-    look-up or descriptor made again.
-    Nothing is refused here that the general path would take: an array elsewhere, a closed
-    one, a stream that is not a plain open Stream of the active backend, a capture or a
-    profile in progress all go the general way, before anything is ordered or queued.
+    of the other arguments concluded: ``entry.template``, phase 1's arguments with their C
+    values, and ``entry.scalars``, ``(position, (aclDataType, bytes), 0-d array)`` per
+    aclScalar, taken from the context's cache; a tensor is described with ``formats[ndim]``
+    (else ``default_format``).
+
+    Once queued, what the call made is left for the next call like it (a :class:`Repeated`
+    under ``entry``, which it keys by identity), when every array had been described before;
+    that call takes it, with no check, look-up or descriptor made again. Nothing is refused
+    here that the general path would take: an array elsewhere, a closed one, a stream that
+    is not a plain open Stream of the active backend, a capture or a profile in progress all
+    go the general way, before anything is ordered or queued.
     """
     if _timeline.recording:
         return False
