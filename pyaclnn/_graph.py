@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from typing import Any, NoReturn
 
@@ -114,9 +114,6 @@ class GraphPool(MemoryPool):
             self._blocks[ptr] = block
             self._count(size, size)
         return block
-
-    def acquire_each(self, sizes: Sequence[int], stream: Any = None) -> list[Block]:
-        return self._each(sizes, stream)  # through acquire above, block by block
 
     def release(self, block: Block, stream: Any = None) -> None:
         if not self.open:

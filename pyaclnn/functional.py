@@ -485,9 +485,9 @@ def grid_sampler3d_backward(
             grid,
         )
         if isinstance(found, tuple):
+            if mask is _DEFAULT_MASK or (mask[0] and mask[1]):
+                return found  # type: ignore[return-value]  # (both outputs, as the tuple below)
             input_grad, grid_grad = found
-            if mask[0] and mask[1]:
-                return input_grad, grid_grad
             if not mask[0]:
                 input_grad.close()  # computed (the plan is the same), not returned
             if not mask[1]:
