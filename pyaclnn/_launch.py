@@ -617,7 +617,7 @@ _DESCRIBED_LIMIT = 8  # blocks remembered per output of a Checked
 class Checked:
     """What the Python checks of one crafted call concluded: the C arguments before its outputs
     (``head``: the input descriptors, then its parameters' C values, handles the context caches
-    and flags) and its outputs, each ``(described, shape, dtype, strides, size, format)``, with
+    and flags) and its outputs, each ``(index, described, shape, dtype, strides, size, format)``, with
     the size of each one's block (``sizes``, as the pool rounds it); kept per stream
     (``ExecutorCache.checked``, dropped once one of ``descriptors`` is forgotten) for the
     call's operator, parameters and inputs, so a repeated call skips them (:func:`crafted`)."""
@@ -638,10 +638,10 @@ class Checked:
         # block's, unless evicted since, which forgot it and dropped this entry (forget).
         self.described: tuple[dict[Any, tuple[int, Any, Any]], ...] = tuple({} for _ in outputs)
         self.outputs = tuple(
-            (described, shape, dtype, *_contiguous_layout(shape), fmt)
-            for described, (shape, dtype, fmt) in zip(self.described, outputs)
+            (i, described, shape, dtype, *_contiguous_layout(shape), fmt)
+            for i, (described, (shape, dtype, fmt)) in enumerate(zip(self.described, outputs))
         )
-        self.sizes = tuple(rounded(size * dtype.itemsize) for _, _, dtype, _, size, _ in self.outputs)
+        self.sizes = tuple(rounded(size * dtype.itemsize) for _, _, _, dtype, _, size, _ in self.outputs)
 
     def holds(self, descriptor: Any) -> bool:
         """Whether ``descriptor`` is one of the inputs' or one the outputs got."""
@@ -777,9 +777,9 @@ def crafted(
     outputs: list[DeviceArray] = []
     try:
         args = checked.head
-        for described, shape, dtype, strides, size, fmt in checked.outputs:
+        for i, described, shape, dtype, strides, size, fmt in checked.outputs:
             array = DeviceArray.__new__(DeviceArray)
-            block = blocks[len(outputs)]
+            block = blocks[i]
             array._setup(ctx, shape, dtype, strides, 0, size, stream, pool, block)
             outputs.append(array)
             last = described.get(block)
