@@ -612,6 +612,7 @@ class Launch:
 
 
 _DESCRIBED_LIMIT = 8  # blocks remembered per output of a Checked
+_new_array = DeviceArray.__new__  # (looked up once: every output of a repeated call is made with it)
 
 
 class Checked:
@@ -778,7 +779,7 @@ def crafted(
     try:
         args = checked.head
         for i, described, shape, dtype, strides, size, fmt in checked.outputs:
-            array = DeviceArray.__new__(DeviceArray)
+            array = _new_array(DeviceArray)
             block = blocks[i]
             array._setup(ctx, shape, dtype, strides, 0, size, stream, pool, block)
             outputs.append(array)

@@ -486,7 +486,7 @@ def grid_sampler3d_backward(
         )
         if isinstance(found, tuple):
             if mask is _DEFAULT_MASK or (mask[0] and mask[1]):
-                return found  # type: ignore[return-value]  # (both outputs, as the tuple below)
+                return found  # (both outputs, as the tuple below)
             input_grad, grid_grad = found
             if not mask[0]:
                 input_grad.close()  # computed (the plan is the same), not returned

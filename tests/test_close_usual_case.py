@@ -9,6 +9,7 @@ a replay that used it last. (An array read on other streams: tests/test_readers_
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import pyaclnn
 
@@ -33,30 +34,19 @@ def test_the_usual_array_goes_back_to_the_stream_that_used_it_last(backend):
         assert pyaclnn.memory_allocated(backend=backend) == allocated - block.nbytes
 
 
-def test_a_view_closed_keeps_its_base_memory(backend):
+@pytest.mark.parametrize("first", ["view", "base"])
+def test_an_array_sharing_its_block_keeps_it_until_the_last_sharer_closes(backend, first):
     with pyaclnn.Stream(backend=backend) as s:
         data = np.arange(np.prod(SHAPE), dtype=np.float32).reshape(SHAPE)
-        a = pyaclnn.to_device(data, backend=backend, stream=s)
+        base = pyaclnn.to_device(data, backend=backend, stream=s)
         allocated = pyaclnn.memory_allocated(backend=backend)
-        view = a.reshape(-1)
-        view.close()
-        assert view.closed and not a.closed and a._block.in_use
-        assert pyaclnn.memory_allocated(backend=backend) == allocated
-        np.testing.assert_array_equal(a.numpy(), data)
-        a.close()
-
-
-def test_a_base_closed_under_an_open_view_keeps_its_memory_for_the_view(backend):
-    with pyaclnn.Stream(backend=backend) as s:
-        data = np.arange(np.prod(SHAPE), dtype=np.float32).reshape(SHAPE)
-        a = pyaclnn.to_device(data, backend=backend, stream=s)
-        allocated = pyaclnn.memory_allocated(backend=backend)
-        view = a.reshape(-1)
-        a.close()
-        assert a.closed and not view.closed
-        assert pyaclnn.memory_allocated(backend=backend) == allocated
-        np.testing.assert_array_equal(view.numpy(), data.ravel())
-        view.close()  # the last sharer: now the memory goes back
+        view = base.reshape(-1)
+        closed, left = (view, base) if first == "view" else (base, view)
+        closed.close()
+        assert closed.closed and not left.closed
+        assert pyaclnn.memory_allocated(backend=backend) == allocated  # kept for the other
+        np.testing.assert_array_equal(left.numpy().reshape(SHAPE), data)
+        left.close()  # the last sharer: now the memory goes back
         assert pyaclnn.memory_allocated(backend=backend) < allocated
 
 

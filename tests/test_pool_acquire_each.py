@@ -143,7 +143,6 @@ def test_a_failure_gives_back_what_was_taken(backend, stream, monkeypatch):
 
 
 def test_a_graphs_pool_gives_its_own_blocks(backend, stream):
-    """(It releases nothing to a stream's lists: acquire_each goes to its own acquire.)"""
     main = stream._state.pool
     graph_pool = GraphPool(main, lambda: None)
     try:
