@@ -317,11 +317,16 @@ class DeviceArray(Generic[_S]):
         storage_size: int,
         stream: Stream | None,
         pool: MemoryPool,
+        block: Block | None = None,
     ) -> None:
-        nbytes = storage_size * dtype.itemsize
-        # The block first: after an acquire that raised, __del__ finds no _block, nothing to give back.
-        state = stream._state if stream is not None else None
-        self._block = pool.acquire(nbytes, state) if nbytes else pool.empty_block
+        """Every attribute, on ``block`` (taken from ``pool`` for ``stream``; the caller's if given,
+        which the array then owns)."""
+        if block is None:
+            nbytes = storage_size * dtype.itemsize
+            # The block first: after an acquire that raised, __del__ finds no _block, nothing to give back.
+            state = stream._state if stream is not None else None
+            block = pool.acquire(nbytes, state) if nbytes else pool.empty_block
+        self._block = block
         self.backend = ctx.name
         self.shape = shape  # one attribute a statement: no tuple is packed and unpacked
         self.dtype = dtype
@@ -820,6 +825,21 @@ class DeviceArray(Generic[_S]):
         descriptors. While views of the array (:meth:`reshape`) are open, the memory stays
         for them: the last of them to close gives it back.
         """
+        block = self._block
+        # The usual array first (an output closed after its call): a block of the pool, read on
+        # no other stream, held by no graph, no view and viewed by none. (A closed or empty
+        # array's block goes to the pool too, which takes it back once only, a block with memory.)
+        if (
+            type(block) is Block
+            and self._readers is None
+            and self._graphs is None
+            and self._base is None
+            and not self._views
+        ):
+            self._block = _CLOSED
+            stream = self._stream
+            self._pool.release(block, None if stream is None else stream._state)
+            return
         if self._graphs is not None:  # (a base) a replay since its last use is its last use; the
             _settle(self, closing=not self._views)  # memory goes back unless views keep it
         if self._base is not None or self._views:

@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, NoReturn
 
@@ -114,6 +114,10 @@ class GraphPool(MemoryPool):
             self._blocks[ptr] = block
             self._count(size, size)
         return block
+
+    def acquire_each(self, sizes: Sequence[int], stream: Any = None) -> list[Block]:
+        # Block by block through acquire above (the shared pool's fast path counts on itself).
+        return self._each(sizes, stream)
 
     def release(self, block: Block, stream: Any = None) -> None:
         if not self.open:

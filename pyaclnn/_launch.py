@@ -39,6 +39,7 @@ from ._executors import Call
 from ._host_memory import HostMemory, Mapping
 from ._operators import Operator
 from ._operators import in_python_terms as _in_python_terms
+from ._pool import rounded
 from ._stream import Stream, current
 from .errors import AclError, AclnnError
 
@@ -612,16 +613,18 @@ class Launch:
 
 
 _DESCRIBED_LIMIT = 8  # blocks remembered per output of a Checked
+_new_array = DeviceArray.__new__  # (looked up once: every output of a repeated call is made with it)
 
 
 class Checked:
     """What the Python checks of one crafted call concluded: the C arguments before its outputs
     (``head``: the input descriptors, then its parameters' C values, handles the context caches
-    and flags) and its outputs, each ``(shape, dtype, strides, size, format)``; kept per stream
+    and flags) and its outputs, each ``(index, described, shape, dtype, strides, size, format)``, with
+    the size of each one's block (``sizes``, as the pool rounds it); kept per stream
     (``ExecutorCache.checked``, dropped once one of ``descriptors`` is forgotten) for the
     call's operator, parameters and inputs, so a repeated call skips them (:func:`crafted`)."""
 
-    __slots__ = ("descriptors", "head", "outputs", "described")
+    __slots__ = ("descriptors", "head", "outputs", "sizes", "described")
 
     def __init__(
         self,
@@ -631,15 +634,16 @@ class Checked:
     ) -> None:
         self.descriptors = descriptors
         self.head = (*descriptors, *params)
-        self.outputs = tuple(
-            (i, shape, dtype, *_contiguous_layout(shape), fmt)
-            for i, (shape, dtype, fmt) in enumerate(outputs)
-        )
         # Per output, block -> the last descriptor (format, block, handle) an output of this entry
         # got on it: the pool usually gives the same few blocks again, and while an array holds a
         # block only that array makes (or evicts) descriptors of it, so the handle is still the
         # block's, unless evicted since, which forgot it and dropped this entry (forget).
         self.described: tuple[dict[Any, tuple[int, Any, Any]], ...] = tuple({} for _ in outputs)
+        self.outputs = tuple(
+            (i, described, shape, dtype, *_contiguous_layout(shape), fmt)
+            for i, (described, (shape, dtype, fmt)) in enumerate(zip(self.described, outputs))
+        )
+        self.sizes = tuple(rounded(size * dtype.itemsize) for _, _, _, dtype, _, size, _ in self.outputs)
 
     def holds(self, descriptor: Any) -> bool:
         """Whether ``descriptor`` is one of the inputs' or one the outputs got."""
@@ -699,24 +703,27 @@ def crafted(
     op: Operator,
     backend: str | None,
     stream: Stream | None,
-    inputs: tuple[Any, ...],
     params: tuple[Any, ...],
+    first: Any,
+    second: Any,
+    third: Any,
 ) -> tuple[DeviceArray, ...] | Unchecked | None:
     """A repeated call of a crafted operator (``pyaclnn.functional``), as :class:`Launch` runs it
     with the checks skipped: its outputs, once both phases (phase 2 alone on an executor-cache
     hit) are queued.
 
-    ``inputs`` are the call's array inputs; ``params`` its other arguments, hashable, that decide
-    with the inputs' shapes, dtypes and strides what the checks conclude (each of a type whose
-    equal values the checks treat alike). The checks are skipped when an earlier call with the
-    same operator, parameters and input descriptors (so the same shapes, dtypes, strides,
-    offsets, formats and memory) passed them on this stream and left a :class:`Checked`, and
-    each input is open, read after a write already ordered for the stream and not held by a
-    graph. Otherwise an :class:`Unchecked` (the caller runs the general path, then remembers
-    it), or None when the call is not the common case: an input not a DeviceArray; a stream
-    that is not a plain open Stream of the call's backend, on the thread's bound device; a
-    capture or a profile in progress. Nothing is refused here that the general path would take,
-    and nothing is ordered or queued unless the outputs are returned.
+    ``first``, ``second`` and ``third`` are the call's array inputs (both operators that take
+    this way have three); ``params`` its other arguments, hashable, that decide with the inputs'
+    shapes, dtypes and strides what the checks conclude (each of a type whose equal values the
+    checks treat alike). The checks are skipped when an earlier call with the same operator,
+    parameters and input descriptors (so the same shapes, dtypes, strides, offsets, formats and
+    memory) passed them on this stream and left a :class:`Checked`, and each input is open,
+    read after a write already ordered for the stream and not held by a graph. Otherwise an
+    :class:`Unchecked` (the caller runs the general path, then remembers it), or None when the
+    call is not the common case: an input not a DeviceArray; a stream that is not a plain open
+    Stream of the call's backend, on the thread's bound device; a capture or a profile in
+    progress. Nothing is refused here that the general path would take, and nothing is ordered
+    or queued unless the outputs are returned.
     """
     if _timeline.recording:
         return None
@@ -737,42 +744,55 @@ def crafted(
     # The key: each input's block and its last descriptor (format, block, handle), so a hit is
     # an input described already, with its format, for the block it has now (open: a closed
     # array's block is another). A block freed under an array had its descriptors forgotten,
-    # and with them every entry that holds one (ExecutorCache.forget).
-    key = [op.phase2, params]  # (the frozen Operator would hash all its fields)
+    # and with them every entry that holds one (ExecutorCache.forget). Written out for the three
+    # inputs: a loop over them, or a list grown to a tuple, costs as much again as the rest.
     try:
-        for x in inputs:
-            if (
-                x._graphs is not None
-                # read after its last write, ordered for this stream (DeviceArray._ordered_for, inline)
-                or (x._stream is not stream and (x._readers is None or stream not in x._readers))
-            ):
-                return Unchecked(ctx, state, op, params, inputs)
-            key += (x._block, x._last_descriptor)
+        key = (
+            op.phase2,  # (the frozen Operator would hash all its fields)
+            params,
+            first._block,
+            first._last_descriptor,
+            second._block,
+            second._last_descriptor,
+            third._block,
+            third._last_descriptor,
+        )
+        # Each held by no graph and read after its last write, ordered for this stream
+        # (DeviceArray._ordered_for, inline: written on this stream, or read on it since).
+        if (
+            first._graphs is not None
+            or second._graphs is not None
+            or third._graphs is not None
+            or (first._stream is not stream and (first._readers is None or stream not in first._readers))
+            or (second._stream is not stream and (second._readers is None or stream not in second._readers))
+            or (third._stream is not stream and (third._readers is None or stream not in third._readers))
+        ):
+            return Unchecked(ctx, state, op, params, (first, second, third))
     except AttributeError:  # not a DeviceArray (no test of each type: this is the usual call)
         return None
     executors = state.executors
-    checked = executors.checked.get(tuple(key))
+    checked = executors.checked.get(key)
     if checked is None:
-        return Unchecked(ctx, state, op, params, inputs)
-    descriptors = list(checked.head)
+        return Unchecked(ctx, state, op, params, (first, second, third))
     pool = state.pool
-    outputs = []
+    blocks = pool.acquire_each(checked.sizes, state)
+    outputs: list[DeviceArray] = []
     try:
-        described = checked.described
-        for i, shape, dtype, strides, size, fmt in checked.outputs:
-            array = DeviceArray.__new__(DeviceArray)
-            array._setup(ctx, shape, dtype, strides, 0, size, stream, pool)
+        args = checked.head
+        for i, described, shape, dtype, strides, size, fmt in checked.outputs:
+            array = _new_array(DeviceArray)
+            block = blocks[i]
+            array._setup(ctx, shape, dtype, strides, 0, size, stream, pool, block)
             outputs.append(array)
-            last = described[i].get(array._block)
+            last = described.get(block)
             if last is not None:
                 array._last_descriptor = last  # (DeviceArray.descriptor's own first test passes now)
-                descriptors.append(last[2])
+                args += (last[2],)
             else:
-                descriptors.append(array.descriptor(fmt))
-                if len(described[i]) >= _DESCRIBED_LIMIT:
-                    described[i].clear()
-                described[i][array._block] = array._last_descriptor
-        args = tuple(descriptors)
+                args += (array.descriptor(fmt),)
+                if len(described) >= _DESCRIBED_LIMIT:
+                    described.clear()
+                described[block] = array._last_descriptor
         try:
             if not executors.launch_cached(op, args, None):
                 executors.launch(Call(op, args, True, outputs))
@@ -781,6 +801,9 @@ def crafted(
     except BaseException:
         for array in outputs:
             array.close()
+        for block in blocks[len(outputs) :]:  # (taken, not yet an array's)
+            if block.nbytes:
+                pool.release(block, state)
         raise
     # (writes_queued, for arrays no other thread has seen yet: each one's last write is this call)
     queued = state.queued

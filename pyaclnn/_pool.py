@@ -90,6 +90,10 @@ def _rounded(nbytes: int) -> int:
     return -(-nbytes // unit) * unit
 
 
+#: The size of the block the pool gives for ``nbytes``: what :meth:`MemoryPool.acquire_each` takes.
+rounded = _rounded
+
+
 class Block:
     """One device allocation: its pointer (0 once freed), size, whether an array holds it, descriptors,
     and whether it is gone (freed: arrays still holding it are closed)."""
@@ -220,6 +224,51 @@ class MemoryPool:
             self._count(size, size)
         return block
 
+    def acquire_each(self, sizes: Sequence[int], stream: Any = None) -> list[Block]:
+        """A block of each of ``sizes`` (each a size :func:`rounded` gave; 0: the empty block) for
+        work queued on ``stream``, as :meth:`acquire` of each gives them; the usual case, a block of
+        each size that the stream released, under one taking of the lock (the outputs of a call)."""
+        lock = self._lock
+        lock.acquire()
+        try:
+            own = self._released.get(stream)
+            if own is not None:
+                taken: list[Block] = []
+                total = 0
+                for size in sizes:
+                    blocks = own[size]
+                    if not blocks:
+                        for block in reversed(taken):  # back where they were, in their order
+                            block.in_use = False
+                            own[block.nbytes].append(block)
+                        break
+                    block = blocks.pop()
+                    block.in_use = True
+                    taken.append(block)
+                    total += size
+                else:
+                    self._cached_bytes -= total
+                    self._allocated = allocated = self._allocated + total  # _count, inline
+                    if allocated > self._peak_allocated:
+                        self._peak_allocated = allocated
+                    return taken
+        finally:
+            lock.release()
+        return self._each(sizes, stream)
+
+    def _each(self, sizes: Sequence[int], stream: Any) -> list[Block]:
+        """:meth:`acquire` of each of ``sizes`` (0: the empty block); those taken go back if one fails."""
+        taken: list[Block] = []
+        try:
+            for size in sizes:
+                taken.append(self.acquire(size, stream) if size else self._empty_block)
+        except BaseException:
+            for block in taken:
+                if block.nbytes:
+                    self.release(block, stream)  # nothing was queued on it
+            raise
+        return taken
+
     def _malloc(self, size: int) -> int:
         """``aclrtMalloc`` of ``size`` bytes; out of memory, once more after freeing the cached blocks."""
         with self._on_device(self.device):
@@ -248,12 +297,12 @@ class MemoryPool:
             nbytes = block.nbytes
             self._allocated -= nbytes
             cached = self._cached_bytes + nbytes
-            if stream is not None and cached <= _CACHE_LIMIT and stream.open:
-                own = self._released.get(stream)
-                if own is not None:  # the usual case: the stream has released blocks before
-                    own[nbytes].append(block)
-                    self._cached_bytes = cached
-                    return
+            own = self._released.get(stream)  # (None for no stream: never a key)
+            # the usual case: an open stream that has released blocks before, room in the cache
+            if own is not None and cached <= _CACHE_LIMIT and stream.open:
+                own[nbytes].append(block)
+                self._cached_bytes = cached
+                return
             if not self._keep(block, stream):
                 return
         finally:

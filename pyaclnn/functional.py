@@ -247,7 +247,7 @@ def max_pool3d_with_argmax_backward(
                 _args.pool_ints(kernel_size, stride, padding, dilation),
                 _args.flag("ceil_mode", ceil_mode),
             )
-        found = _launch.crafted(_MAX_POOL_BACKWARD, backend, stream, (grad_output, input, indices), params)
+        found = _launch.crafted(_MAX_POOL_BACKWARD, backend, stream, params, grad_output, input, indices)
         if isinstance(found, tuple):
             return found[0]
         unchecked = found
@@ -479,13 +479,15 @@ def grid_sampler3d_backward(
             _GRID_SAMPLER_BACKWARD,
             backend,
             stream,
-            (grad_output, input, grid),
             (interpolation_mode, padding_mode, align_corners, mask, layout),
+            grad_output,
+            input,
+            grid,
         )
         if isinstance(found, tuple):
+            if mask is _DEFAULT_MASK or (mask[0] and mask[1]):
+                return found  # (both outputs, as the tuple below)
             input_grad, grid_grad = found
-            if mask[0] and mask[1]:
-                return input_grad, grid_grad
             if not mask[0]:
                 input_grad.close()  # computed (the plan is the same), not returned
             if not mask[1]:

@@ -492,3 +492,36 @@ def test_an_output_descriptor_evicted_since_is_never_reused(backend, stream, tor
     _check_pair((grid_grad, input_grad), (want[1], want[0]))
     assert general["grid"] == checked  # then the shortcut, with the new descriptor
     _close(*arrays)
+
+
+class _Interrupted(Exception):
+    pass
+
+
+def test_a_failure_while_the_outputs_are_made_gives_their_blocks_back(
+    backend, stream, torch, general, monkeypatch
+):
+    """The shortcut takes both outputs' blocks at once: one not yet an array's goes back too."""
+    case, want = _grid_case(torch, np.random.default_rng(15))
+    arrays = _on(stream, *case)
+    for _ in range(2):
+        _check_pair(_grid_call(arrays, stream), want)
+    allocated = pyaclnn.memory_allocated(backend=backend)
+    original = DeviceArray._setup
+    made = []
+
+    def second_fails(self, *args, **kwargs):
+        if made:
+            raise _Interrupted
+        original(self, *args, **kwargs)
+        made.append(self)
+
+    monkeypatch.setattr(DeviceArray, "_setup", second_fails)
+    with pytest.raises(_Interrupted):
+        _grid_call(arrays, stream)
+    assert made and made[0].closed  # the first output, closed
+    assert pyaclnn.memory_allocated(backend=backend) == allocated  # and the second's block back
+    monkeypatch.setattr(DeviceArray, "_setup", original)
+    _check_pair(_grid_call(arrays, stream), want)
+    assert general["grid"] == 1  # the shortcut throughout
+    _close(*arrays)
