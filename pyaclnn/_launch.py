@@ -699,6 +699,28 @@ class Unchecked:
         state.executors.remember(tuple(key), checked, self.generation)
 
 
+def plain_stream(stream: Stream | None, backend: str | None) -> tuple[Stream, Any, Any] | None:
+    """``stream`` (None: the thread's current stream of ``backend``), its state and its context,
+    when it is a plain open Stream of ``backend`` (None: the active backend) with no capture in
+    progress; None otherwise. The common case of the shortcuts (:func:`crafted`, :func:`eager`,
+    ``pyaclnn.ops``' calls on NumPy arrays), each of which then tests the thread's bound device
+    as it needs (a stream given by a thread that never called before finds it unbound: None);
+    anything else takes the general :class:`Launch`."""
+    if stream is None:
+        ctx = _context.context(backend)
+        stream = current(ctx)
+    elif type(stream) is Stream:
+        ctx = stream._state._ctx
+        if ctx.name != (backend or _backends.active_name()):
+            return None
+    else:
+        return None
+    state = stream._state
+    if not state.open or state.capture is not None:
+        return None
+    return stream, state, ctx
+
+
 def crafted(
     op: Operator,
     backend: str | None,
@@ -727,19 +749,11 @@ def crafted(
     """
     if _timeline.recording:
         return None
-    if stream is None or backend is None:
-        ctx = _context.context(backend)
-        if stream is None:
-            stream = current(ctx)
-        elif type(stream) is not Stream or stream.backend != ctx.name:
-            return None
-        state = stream._state
-    else:  # both given (no look-up of the active backend): the stream's context, if its backend's
-        if type(stream) is not Stream or stream.backend != backend:
-            return None
-        state = stream._state
-        ctx = state._ctx
-    if not state.open or state.capture is not None or ctx.tls.bound != state.device:
+    plain = plain_stream(stream, backend)
+    if plain is None:
+        return None
+    stream, state, ctx = plain
+    if ctx.tls.bound != state.device:
         return None
     # The key: each input's block and its last descriptor (format, block, handle), so a hit is
     # an input described already, with its format, for the block it has now (open: a closed
@@ -880,28 +894,19 @@ def eager(
     """
     if _timeline.recording:
         return False
-    if stream is None:
-        ctx = _context.context(None)
-        stream = current(ctx)
-    elif type(stream) is Stream:
-        ctx = stream._state._ctx  # (the active backend's, as the test below makes sure)
-        if ctx.name != _backends.active_name():
-            return False
-        if ctx.tls.bound is None:
-            ctx.ready()  # the thread's first call: its current device bound, as context() does
-    else:
+    plain = plain_stream(stream, None)
+    if plain is None:
         return False
-    state = stream._state
-    if not state.open or state.capture is not None:
-        return False
+    stream, state, ctx = plain
     executors = state.executors
+    bound = ctx.tls.bound
     # A call like an earlier eager one on this stream takes what that one left (a Repeated):
     # the same entry with, for each tensor, the same block and last descriptor as then (so the
     # same shape, dtype, strides, offset and format, in the stream's memory, open), each ordered
     # for the stream already: no graph holds it, its last write was queued on this stream and,
     # when the call may write it, no other stream reads it; and no device to bind. (Inline:
     # every repeated call comes here, and a call on a new output leaves at its first tensor.)
-    if ctx.tls.bound == state.device:
+    if bound == state.device:
         key = [entry]
         written = []
         outputs = []
@@ -948,6 +953,8 @@ def eager(
             if x is None and optional:
                 continue
             return False
+    if bound is None:  # the thread's first call: its current device bound, as context() does
+        ctx.ready()
     previous = ctx.tls.bound
     device = state.device
     if previous != device:

@@ -6,7 +6,11 @@ sign), and the tensors are checked at every call (closed, elsewhere, ordered aft
 from __future__ import annotations
 
 import decimal
+import os
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -292,3 +296,45 @@ def test_a_new_output_each_call_leaves_nothing_behind(active):
     assert len(stream._state.executors.checked) == before + 1
     for a in (x, y, out, stream):
         a.close()
+
+
+_OTHER_DEVICE = """
+import threading
+import numpy as np
+import pyaclnn
+from pyaclnn import ops
+
+s = pyaclnn.Stream(device=1)
+x, y, out = (pyaclnn.to_device(np.full(4, v, np.float32), stream=s) for v in (1, 2, 0))
+seen = []
+
+def run():  # a thread that never called before: its current device is 0
+    for alpha in (1, 1, 1, 2):
+        ops.add(x, y, alpha, out, stream=s)
+        seen.append(out.numpy()[0])
+    seen.append(pyaclnn.get_device())
+
+t = threading.Thread(target=run)
+t.start()
+t.join()
+assert seen == [3, 3, 3, 5, 0], seen
+assert out.device == 1
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("name", ["numpy", "npu"])
+def test_calls_on_another_devices_stream_from_a_new_thread(name, emulator_home):
+    """A new thread's repeated calls on a stream of device 1 run there and leave the thread's
+    current device 0 (a child: the emulations read PYACLNN_EMU_DEVICES once per process)."""
+    env = dict(
+        os.environ,
+        PYACLNN_EMU_DEVICES="2",
+        PYACLNN_BACKEND=name,
+        PYACLNN_ASCEND_HOME=str(emulator_home),
+        PYTHONPATH=str(Path(__file__).resolve().parent.parent),
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", _OTHER_DEVICE], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stdout + proc.stderr

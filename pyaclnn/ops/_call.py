@@ -22,9 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import _captures, _context, _generic, _launch, _timeline
+from .. import _captures, _generic, _launch, _timeline
 from .. import dtypes as _dtypes
-from .._stream import current
 from ..errors import ArgumentOverflowError
 from ..kernels.references import TensorInfo
 from ..runtime import DeviceArray, Launch, Stream
@@ -391,15 +390,11 @@ class AtOnce:
                     shared += 1
                     if shared > 1:
                         return NOT_TAKEN
-        ctx = _context.context(None)
-        if ctx.host_memory is None:  # PYACLNN_MAP_HOST=0: every array is copied, as asked
+        plain = _launch.plain_stream(stream, None)
+        if plain is None:
             return NOT_TAKEN
-        if stream is None:
-            stream = current(ctx)
-        elif type(stream) is not Stream or stream.backend != ctx.name:
-            return NOT_TAKEN
-        state = stream._state
-        if not state.open or state.capture is not None or state.device != ctx.tls.bound:
+        stream, state, ctx = plain
+        if ctx.host_memory is None or state.device != ctx.tls.bound:  # PYACLNN_MAP_HOST=0: copies
             return NOT_TAKEN
         ran = run(infos, values, state.handle)
         if ran is None:
