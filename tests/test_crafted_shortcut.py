@@ -10,10 +10,9 @@ ran when it had to and that the values are PyTorch's.
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
+from running import in_threads
 
 import pyaclnn
 from pyaclnn import DeviceArray, functional
@@ -292,26 +291,18 @@ def test_threads_calling_at_once_each_get_their_own_values(backend, torch, monke
     rng = np.random.default_rng(7)
     cases = [_pool_case(torch, rng, shape=(1, 2, 4, 4, 2 * (i + 1))) for i in range(4)]
     shared = pyaclnn.Stream(backend=backend)
-    errors: list[BaseException] = []
 
     def work(i: int) -> None:
-        try:
-            case, want = cases[i]
-            own = pyaclnn.Stream(backend=backend)
-            for stream in (own, shared, own, shared):
-                arrays = _on(stream, *case)
-                for _ in range(3):
-                    _check(_pool_call(arrays, stream), want)
-                _close(*arrays)
-            own.close()
-        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
-            errors.append(exc)
+        case, want = cases[i]
+        own = pyaclnn.Stream(backend=backend)
+        for stream in (own, shared, own, shared):
+            arrays = _on(stream, *case)
+            for _ in range(3):
+                _check(_pool_call(arrays, stream), want)
+            _close(*arrays)
+        own.close()
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = in_threads(work, 4)
     shared.close()
     assert not errors, errors
 

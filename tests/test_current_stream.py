@@ -8,15 +8,12 @@ asks, so a wait that was not queued shows.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import threading
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
+from running import on_two_devices
 
 import pyaclnn
 
@@ -194,18 +191,5 @@ print("ok")
 @pytest.mark.parametrize("name", ["numpy", "npu"])
 def test_a_block_on_another_device_makes_that_device_current(name, emulator_home):
     # A child: the emulations read PYACLNN_EMU_DEVICES once per process.
-    env = dict(
-        os.environ,
-        PYACLNN_EMU_DEVICES="2",
-        PYACLNN_BACKEND=name,
-        PYACLNN_ASCEND_HOME=str(emulator_home),
-        PYTHONPATH=str(Path(__file__).resolve().parent.parent),
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", _TWO_DEVICES.format(backend=name)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = on_two_devices(_TWO_DEVICES.format(backend=name), name, emulator_home)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stdout + proc.stderr

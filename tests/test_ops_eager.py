@@ -6,14 +6,10 @@ sign), and the tensors are checked at every call (closed, elsewhere, ordered aft
 from __future__ import annotations
 
 import decimal
-import os
-import subprocess
-import sys
-import threading
-from pathlib import Path
 
 import numpy as np
 import pytest
+from running import in_threads, on_two_devices
 
 import pyaclnn
 from pyaclnn import ops
@@ -251,27 +247,19 @@ def test_threads_repeating_calls_each_get_their_own_sums(active):
     shared = pyaclnn.Stream()
     streams = [pyaclnn.Stream(), pyaclnn.Stream(), shared, shared]
     results: dict[int, np.ndarray] = {}
-    errors: list[BaseException] = []
 
     def run(i: int) -> None:
-        try:
-            stream = streams[i]
-            total = pyaclnn.to_device(np.zeros(8, np.float32), stream=stream)
-            step = pyaclnn.to_device(np.full(8, i + 1, np.float32), stream=stream)
-            for _ in range(30):
-                ops.add(total, step, 1, total, stream=stream)
-            results[i] = total.numpy()
-            total.close()
-            step.close()
-        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
-            errors.append(exc)
+        stream = streams[i]
+        total = pyaclnn.to_device(np.zeros(8, np.float32), stream=stream)
+        step = pyaclnn.to_device(np.full(8, i + 1, np.float32), stream=stream)
+        for _ in range(30):
+            ops.add(total, step, 1, total, stream=stream)
+        results[i] = total.numpy()
+        total.close()
+        step.close()
 
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    errors = in_threads(run, 4)
+    assert not errors, errors
     for i in range(4):
         np.testing.assert_array_equal(results[i], np.full(8, 30 * (i + 1), np.float32))
     for s in streams[:3]:
@@ -327,14 +315,5 @@ print("ok")
 def test_calls_on_another_devices_stream_from_a_new_thread(name, emulator_home):
     """A new thread's repeated calls on a stream of device 1 run there and leave the thread's
     current device 0 (a child: the emulations read PYACLNN_EMU_DEVICES once per process)."""
-    env = dict(
-        os.environ,
-        PYACLNN_EMU_DEVICES="2",
-        PYACLNN_BACKEND=name,
-        PYACLNN_ASCEND_HOME=str(emulator_home),
-        PYTHONPATH=str(Path(__file__).resolve().parent.parent),
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", _OTHER_DEVICE], env=env, capture_output=True, text=True, timeout=120
-    )
+    proc = on_two_devices(_OTHER_DEVICE, name, emulator_home)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stdout + proc.stderr
