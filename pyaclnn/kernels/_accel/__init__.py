@@ -728,18 +728,27 @@ _FLOAT32 = np.dtype(np.float32)
 _FLOAT16 = np.dtype(np.float16)
 
 
-def _contiguous_pair(source: np.ndarray, target: np.ndarray, dtypes: tuple[np.dtype, np.dtype]) -> bool:
-    """Whether an elementwise kernel of the library takes ``source`` -> ``target``: the given
-    (native) dtypes, one shape, both C-contiguous, and ``target`` either ``source`` itself or
-    sharing no memory with it (the kernels read each element before writing it, no other)."""
-    return (
+def _elementwise(
+    kernel: str, source: np.ndarray, target: np.ndarray, dtypes: tuple[np.dtype, np.dtype]
+) -> bool:
+    """The library's elementwise ``kernel`` on ``source`` -> ``target``, if it takes them: the
+    given (native) dtypes, one shape, both C-contiguous, and ``target`` either ``source`` itself
+    or sharing no memory with it (the kernels read each element before writing it, no other).
+    Whether it ran (False: the library is off or absent too)."""
+    if not (
         source.dtype == dtypes[0]
         and target.dtype == dtypes[1]
         and source.shape == target.shape
         and source.flags.c_contiguous
         and target.flags.c_contiguous
         and (target is source or not np.may_share_memory(source, target))
-    )
+    ):
+        return False
+    lib = library()
+    if lib is None:
+        return False
+    getattr(lib, kernel)(_address(source), _address(target), source.size)
+    return True
 
 
 def gelu(x: np.ndarray, out: np.ndarray) -> bool:
@@ -759,13 +768,7 @@ def gelu(x: np.ndarray, out: np.ndarray) -> bool:
         True when done (``out`` written); False when the NumPy reference must run (compiled
         kernels off or absent, another dtype or layout, ``out`` overlapping ``x``).
     """
-    if not _contiguous_pair(x, out, (_FLOAT32, _FLOAT32)):
-        return False
-    lib = library()
-    if lib is None:
-        return False
-    lib.pyaclnn_gelu_float32(_address(x), _address(out), x.size)
-    return True
+    return _elementwise("pyaclnn_gelu_float32", x, out, (_FLOAT32, _FLOAT32))
 
 
 def float_to_half(source: np.ndarray, out: np.ndarray) -> bool:
@@ -779,10 +782,4 @@ def float_to_half(source: np.ndarray, out: np.ndarray) -> bool:
         True when done; False when NumPy must convert (compiled kernels off or absent, other
         dtypes, shapes or layouts, overlapping arrays).
     """
-    if not _contiguous_pair(source, out, (_FLOAT32, _FLOAT16)):
-        return False
-    lib = library()
-    if lib is None:
-        return False
-    lib.pyaclnn_float_to_half_numpy(_address(source), _address(out), source.size)
-    return True
+    return _elementwise("pyaclnn_float_to_half_numpy", source, out, (_FLOAT32, _FLOAT16))
