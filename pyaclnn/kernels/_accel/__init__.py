@@ -140,13 +140,13 @@ instructions against 18.7M, the gradients being an eighth of the cells.
 
 from __future__ import annotations
 
-import os
 import threading
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ... import _compile
 from .. import _env, _workers
 from ..grid_sampler3d import NEAREST
 
@@ -233,12 +233,9 @@ class BadIndex(Exception):
         self.position = position
 
 
-class NoCompiler(RuntimeError):
-    """No C compiler on PATH (or ``$CC`` is not on it): the compiled kernels cannot be built."""
-
-
-class CompilerFailed(RuntimeError):
-    """The C compiler ran and failed; its output is in the message."""
+# (where they come from: pyaclnn._compile, which builds the compiled repeated call too)
+NoCompiler = _compile.NoCompiler
+CompilerFailed = _compile.CompilerFailed
 
 
 class _Loaded:
@@ -257,55 +254,8 @@ _load_lock = threading.Lock()
 # --------------------------------------------------------------------------
 
 
-def _cc() -> str:
-    """``$CC`` as set ("" when unset or blank)."""
-    return os.environ.get("CC", "").strip()
-
-
-def _compiler() -> list[str] | None:
-    """The C compiler command: $CC, else Python's configured CC, else cc; None if none is on PATH.
-
-    Raises
-    ------
-    NoCompiler
-        ``$CC`` is set but not on PATH: the user named a compiler, so no
-        other one is tried in its place.
-    """
-    import shlex
-    import shutil
-    import sysconfig  # here and below: only building needs them, `import pyaclnn` does not
-
-    if _cc():
-        try:
-            words = shlex.split(_cc())
-        except ValueError as exc:  # e.g. an unclosed quote
-            raise NoCompiler(f"CC={_cc()}: not a command ({exc})") from None
-        if not shutil.which(words[0]):
-            raise NoCompiler(f"CC={_cc()}: {words[0]} is not on PATH")
-        return words
-    for candidate in (sysconfig.get_config_var("CC") or "", "cc"):
-        words = shlex.split(candidate)
-        if words and shutil.which(words[0]):
-            return words
-    return None
-
-
-def _cache_dir() -> Path:
-    explicit = _env.value("PYACLNN_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "pyaclnn"
-
-
-def _library_name(command: list[str]) -> str:
-    """File name keyed by everything that changes the binary."""
-    import hashlib
-    import platform
-
-    key = hashlib.sha256(SOURCE.read_bytes())
-    key.update(repr((command, CFLAGS, platform.machine(), platform.system())).encode())
-    return f"libpyaclnn_accel-{key.hexdigest()[:16]}.so"
+_cc = _compile.cc
+_compiler = _compile.compiler
 
 
 def build(directory: Path | None = None) -> Path:
@@ -326,42 +276,9 @@ def build(directory: Path | None = None) -> Path:
     CompilerFailed
         The compiler failed (its output in the message).
     """
-    import fcntl
-    import subprocess
-    import sys
-    import tempfile
-
-    command = _compiler()
-    if command is None:
-        raise NoCompiler("no C compiler found (set CC, or install gcc or clang)")
-    directory = directory or _cache_dir()
-    target = directory / _library_name(command)
-    if target.is_file():
-        return target
-    directory.mkdir(parents=True, exist_ok=True)
-    with open(directory / ".accel.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be building the same file
-        if target.is_file():
-            return target
-        # A first call that stops for seconds without a word looks hung: say why, once per cache.
-        print(f"pyaclnn: compiling the C kernels (once, into {directory}) ...", file=sys.stderr, flush=True)
-        fd, temporary = tempfile.mkstemp(suffix=".so", dir=directory)
-        os.close(fd)
-        try:
-            proc = subprocess.run(
-                [*command, *CFLAGS, "-o", temporary, str(SOURCE)],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-            )
-            if proc.returncode != 0:
-                output = f": {proc.stdout.strip()}" if proc.stdout.strip() else ""
-                raise CompilerFailed(f"{' '.join(command)} failed ({proc.returncode}){output}")
-            os.replace(temporary, target)  # other processes see the whole file or none
-        finally:
-            if os.path.exists(temporary):
-                os.unlink(temporary)
-    return target
+    # A first call that stops for seconds without a word looks hung: say why, once per cache.
+    announce = "pyaclnn: compiling the C kernels (once, into {directory}) ..."
+    return _compile.build(SOURCE, "libpyaclnn_accel", ".so", CFLAGS, directory, announce)
 
 
 def _open(path: Path) -> _Loaded:
