@@ -110,7 +110,8 @@ def operator(declaration: Declaration, backend: str | None = None) -> Operator:
         phase1, phase2, once = aclnn.operator_phases(declaration, b.name)
         params = tuple(Param(p.c.name, p.kind, p.python_name) for p in _types.parameters(declaration))
         spec = OperatorSpec(declaration.name, _types.python_operator_name(declaration.name), params)
-        made = Operator(spec, phase1, phase2, once)
+        make_c_form = getattr(b, "operator_c_form", None)  # (the npu backend's alone)
+        made = Operator(spec, phase1, phase2, once, make_c_form(declaration) if make_c_form else None)
         with _lock:
             found = _operators.setdefault(key, made)
     return found

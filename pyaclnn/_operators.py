@@ -42,12 +42,14 @@ PADDING_MODES: tuple[str, ...] = _checks.PADDING_MODES
 class Operator:
     """One aclnn operator as the runtime launches it: its entry of the table and its two phases
     in the low-level API (and, for an operator of ``pyaclnn.ops``, both in one call:
-    ``once``, see :func:`pyaclnn.aclnn.operator_phases`)."""
+    ``once``, see :func:`pyaclnn.aclnn.operator_phases`, and where the backend has one, how
+    the compiled repeated call passes its arguments: ``c_form``, see :mod:`pyaclnn._repeat`)."""
 
     spec: OperatorSpec
     phase1: Callable[..., tuple[int, Any]]
     phase2: Callable[..., None]
     once: Callable[..., tuple[int, Any, bool]] | None = None
+    c_form: Any = None
 
     @property
     def name(self) -> str:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from .._interface import LIVE_COUNT_NAMES, OperatorPhases, Symbols, install_operator_phases
+from ._c_form import CForm, c_form
 from ._ffi import ffi, out_parameters, parameter_names
 from ._loading import custom_library, load, operator_function
 from ._marshal import (
@@ -279,6 +280,14 @@ class NpuBackend(OperatorPhases):
         phase1.__name__ = phase1.__qualname__ = api
         phase2.__name__ = phase2.__qualname__ = launch_api
         return phase1, phase2
+
+    def operator_c_form(self, declaration: Any) -> CForm | None:
+        """How the compiled repeated call passes the operator's phase-1 arguments (see
+        :mod:`._c_form`); None when a parameter type cannot be passed that way."""
+        d = declaration
+        first = operator_function(self._loaded, d.phase1_api, d.phase1_prototype, d.library)
+        second = operator_function(self._loaded, d.phase2_api, d.phase2_prototype, d.library)
+        return c_form(first, second)
 
     def operator_library(self, path: Any) -> None:
         """Open a custom operator package's library now (locally); OSError when it does not open."""
