@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from . import __version__, _env
+from . import __version__, _env, _repeat
 from . import backends as _backends
 
 _GIB = 1 << 30
@@ -161,6 +161,7 @@ def collect_info() -> dict[str, Any]:
         if report["active_backend"] == "npu" and not npu["usable"]:
             problem = "npu was requested but is not usable: every operator call will raise"
     report.update(usable=problem is None, problem=problem, backends={"npu": npu, "numpy": _numpy_info()})
+    report["compiled_calls"] = _repeat.status(load=True)
     return report
 
 
@@ -207,6 +208,9 @@ def format_info(report: dict[str, Any]) -> str:
         for d in numpy["devices"]
     ]
     lines.append("  compiled kernels: " + _format_accel(numpy["compiled_kernels"]))
+    calls = report["compiled_calls"]
+    how = "compiled" if calls["active"] else f"Python path ({calls['reason']})"
+    lines += ["", f"repeated calls of pyaclnn.ops: {how}"]
     return "\n".join(lines)
 
 

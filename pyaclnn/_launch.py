@@ -32,15 +32,16 @@ from typing import Any
 
 import numpy as np
 
-from . import _captures, _context, _timeline, acl
+from . import _captures, _context, _repeat, _timeline, acl
 from . import backends as _backends
-from ._array import DeviceArray, _contiguous_layout, host_array, to_device, writes_queued
-from ._executors import Call
+from ._array import _ORDER_LOCK, DeviceArray, _contiguous_layout, host_array, to_device, writes_queued
+from ._executors import Call, _consume, _zero_fill
 from ._host_memory import HostMemory, Mapping
 from ._operators import Operator
 from ._operators import in_python_terms as _in_python_terms
 from ._pool import rounded
-from ._stream import Stream, current
+from ._status import check as _check_status
+from ._stream import Stream, StreamState, current
 from .errors import AclError, AclnnError
 
 
@@ -831,35 +832,147 @@ def crafted(
 class Repeated:
     """What an eager generic call (:func:`eager`) left for the next one like it on the same stream:
     its operator and phase 1's C arguments (descriptors, cached scalars, the other parameters'
-    C values). Kept in ``ExecutorCache.checked`` under the call's entry (its operator and
-    non-tensor arguments, checked) and each tensor's block and last descriptor, so that
-    :func:`eager` makes none of them again; dropped once one of ``descriptors`` is
-    forgotten (its block freed), as a :class:`Checked` is."""
+    C values), and the same as words for the compiled call (``c_form``, see
+    :mod:`pyaclnn._repeat`; None where there is none). Kept in ``ExecutorCache.checked``
+    under the call's entry (its operator and non-tensor arguments, checked) and each tensor's
+    block and last descriptor, so that :func:`eager` makes none of them again; dropped once
+    one of ``descriptors`` is forgotten (its block freed), as a :class:`Checked` is."""
 
-    __slots__ = ("op", "args", "descriptors")
+    __slots__ = ("op", "args", "descriptors", "c_form")
 
-    def __init__(self, op: Operator, args: tuple[Any, ...], descriptors: tuple[Any, ...]) -> None:
+    def __init__(
+        self, op: Operator, args: tuple[Any, ...], descriptors: tuple[Any, ...], c_form: bytes | None = None
+    ) -> None:
         self.op = op
         self.args = args
         self.descriptors = descriptors
+        self.c_form = c_form
 
     def holds(self, descriptor: Any) -> bool:
         """Whether ``descriptor`` is one of the call's tensors'."""
         return any(d is descriptor for d in self.descriptors)
 
 
-def _repeat(
-    entry: Any, op: Operator, args: tuple[Any, ...], used: Sequence[tuple[int, Any, Any] | None]
+def _record(
+    entry: Any,
+    op: Operator,
+    args: tuple[Any, ...],
+    used: Sequence[tuple[int, Any, Any] | None],
+    stream: Any,
 ) -> tuple[tuple[Any, ...], Repeated]:
     """The key and the :class:`Repeated` of an eager call of ``entry`` whose tensors were described
-    as ``used`` (None for a None), as :func:`eager` looks them up for the next call."""
+    as ``used`` (None for a None), on the stream whose handle is ``stream``, as :func:`eager`
+    looks them up for the next call."""
     key: list[Any] = [entry]
     for last in used:
         if last is None:
             key.append(None)
         else:
             key += (last[1], last)
-    return tuple(key), Repeated(op, args, tuple(last[2] for last in used if last is not None))
+    c_form = op.c_form.pack(args, stream) if op.c_form is not None and _compiled() is not None else None
+    return tuple(key), Repeated(op, args, tuple(last[2] for last in used if last is not None), c_form)
+
+
+def _compiled() -> Any:
+    """The compiled ``Eager.__call__`` (:data:`compiled_call`), configured on the first call that
+    finds the module (:mod:`pyaclnn._repeat`, built and opened when the first record is made: a
+    process that never repeats a call never builds it); None where the Python path runs."""
+    global compiled_call
+    if compiled_call is None:
+        module = _repeat.module()
+        if module is not None:  # (two threads may both configure it: with the same values)
+            module.configure(
+                DeviceArray,
+                StreamState,
+                Stream,
+                _ORDER_LOCK,
+                _rest,
+                NOT_TAKEN,
+                _timeline,
+                _backends,
+                plain_stream,
+            )
+            compiled_call = module.call
+    return compiled_call
+
+
+NOT_TAKEN = object()  # what an eager call returns when it leaves the call to the general path
+
+# The compiled ``Eager.__call__`` (``call(eager, values, stream)``, see :mod:`pyaclnn._repeat`),
+# once configured; None until then, and where the Python path runs.
+compiled_call: Any = None
+
+
+def _rest(
+    state: Any,
+    repeated: Repeated,
+    values: Sequence[Any],
+    tensors: Sequence[tuple[int, bool, bool, bool]],
+    status1: int,
+    status2: int,
+    size: int,
+    executor: int,
+) -> None:
+    """What the compiled call leaves to Python once phase 1 ran, under the stream's lock, as
+    :meth:`~pyaclnn._executors.ExecutorCache.launch_once` meets it: a failing status of phase 1
+    (``status1``) or of phase 2 (``status2``), nothing to compute (no ``executor``: the outputs
+    are zero-filled) or a workspace of ``size`` bytes larger than the stream's buffer."""
+    op = repeated.op
+    backend = state.backend
+    try:
+        if status1:
+            _check_status(_backends.get(backend), status1, op.phase1_api)
+        if status2:
+            _check_status(_backends.get(backend), status2, op.phase2_api)
+    except AclnnError as exc:
+        raise _in_python_terms(exc, op.spec.params) from None
+    if not executor:  # nothing to compute: the outputs are zeros
+        outputs = [values[p] for p, _, _, output in tensors if output and values[p] is not None]
+        _zero_fill(state, outputs)
+        return
+    handle = op.c_form.executor(executor)
+    try:
+        buffer = state.workspace(size)
+    except BaseException:
+        _consume(handle, backend)  # phase 2 never ran: it is ours to free
+        raise
+    state.enqueue_held(op.phase2, buffer, size, handle, state.handle)
+
+
+def _find(
+    entry: Any,
+    values: Sequence[Any],
+    tensors: Sequence[tuple[int, bool, bool, bool]],
+    stream: Stream,
+    executors: Any,
+) -> tuple[Repeated, list[DeviceArray]] | None:
+    """The :class:`Repeated` an earlier eager call like this one left on ``stream``, with the arrays
+    the call writes, when each tensor is as that call found it and ordered for the stream (see
+    :func:`eager`); None otherwise. What the compiled call (:mod:`pyaclnn._repeat`) does in C
+    before it launches."""
+    key = [entry]
+    written = []
+    try:
+        for position, write, _, _ in tensors:  # (outputs first: a new one is told at once)
+            x = values[position]
+            if x is None:
+                key.append(None)
+                continue
+            last = x._last_descriptor
+            if (
+                last is None  # never described: no call left anything for it
+                or x._graphs is not None
+                or x._stream is not stream
+                or (write and x._readers is not None)
+            ):
+                return None
+            key += (x._block, last)
+            if write:
+                written.append(x)
+    except AttributeError:  # not a DeviceArray (no test of each type): the checks of eager decline
+        return None
+    repeated = executors.checked.get(tuple(key))
+    return None if repeated is None else (repeated, written)
 
 
 def eager(
@@ -898,53 +1011,46 @@ def eager(
     if plain is None:
         return False
     stream, state, ctx = plain
-    executors = state.executors
-    bound = ctx.tls.bound
     # A call like an earlier eager one on this stream takes what that one left (a Repeated):
     # the same entry with, for each tensor, the same block and last descriptor as then (so the
     # same shape, dtype, strides, offset and format, in the stream's memory, open), each ordered
     # for the stream already: no graph holds it, its last write was queued on this stream and,
-    # when the call may write it, no other stream reads it; and no device to bind. (Inline:
-    # every repeated call comes here, and a call on a new output leaves at its first tensor.)
-    if bound == state.device:
-        key = [entry]
-        written = []
-        outputs = []
+    # when the call may write it, no other stream reads it; and no device to bind.
+    found = _find(entry, values, tensors, stream, state.executors) if ctx.tls.bound == state.device else None
+    return eager_rest(operator, stream, state, ctx, values, tensors, entry, formats, default_format, found)
+
+
+def eager_rest(
+    operator: Callable[[], Operator],
+    stream: Stream,
+    state: Any,
+    ctx: Any,
+    values: Sequence[Any],
+    tensors: Sequence[tuple[int, bool, bool, bool]],
+    entry: Any,
+    formats: dict[int, int],
+    default_format: int,
+    found: tuple[Repeated, list[DeviceArray]] | None,
+) -> bool:
+    """:func:`eager` once its stream is known (a plain one: ``stream``, its ``state`` and context
+    ``ctx``, as :func:`plain_stream` gives them): the record ``found`` by :func:`_find` (or the
+    compiled call, when it has no C form of it) launched, or the general way when None."""
+    executors = state.executors
+    if found is not None:
+        repeated, written = found
+        op = repeated.op
+        outputs = [values[p] for p, _, _, output in tensors if output and values[p] is not None]
         try:
-            for position, write, _, output in tensors:  # (outputs first: a new one is told at once)
-                x = values[position]
-                if x is None:
-                    key.append(None)
-                    continue
-                last = x._last_descriptor
-                if (
-                    last is None  # never described: no call left anything for it
-                    or x._graphs is not None
-                    or x._stream is not stream
-                    or (write and x._readers is not None)
-                ):
-                    break
-                key += (x._block, last)
-                if write:
-                    written.append(x)
-                if output:
-                    outputs.append(x)
-            else:
-                repeated = executors.checked.get(tuple(key))
-                if repeated is not None:
-                    op = repeated.op
-                    try:
-                        launched = executors.launch_once(op, repeated.args, outputs)
-                    except AclnnError as exc:
-                        raise _in_python_terms(exc, op.spec.params) from None
-                    if launched is None:  # a capture began meanwhile: the general path declines too
-                        return False
-                    writes_queued(stream, written)
-                    if ctx.launch_blocking:
-                        stream.synchronize()
-                    return True
-        except AttributeError:  # not a DeviceArray (no test of each type): the checks below decline
-            pass
+            launched = executors.launch_once(op, repeated.args, outputs)
+        except AclnnError as exc:
+            raise _in_python_terms(exc, op.spec.params) from None
+        if launched is None:  # a capture began meanwhile: the general path declines too
+            return False
+        writes_queued(stream, written)
+        if ctx.launch_blocking:
+            stream.synchronize()
+        return True
+    bound = ctx.tls.bound
     op = operator()
     pool = state.pool
     for position, _, optional, _ in tensors:  # every check first, without an effect
@@ -1006,7 +1112,7 @@ def eager(
         # Left for the next such call, unless an array was new (one each call, an output say,
         # could never be taken: it would only push out what other calls on the stream left).
         if described:
-            executors.remember(*_repeat(entry, op, c_args, used), generation)
+            executors.remember(*_record(entry, op, c_args, used, state.handle), generation)
         if ctx.launch_blocking:
             stream.synchronize()
         return True

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pyaclnn import _context, _env, _executors
+from pyaclnn import _context, _env, _executors, _repeat
 from pyaclnn.backends.numpy import _device_count, _heap, _streams
 from pyaclnn.kernels import _accel, _workers
 
@@ -48,6 +48,7 @@ READERS = [
     ("PYACLNN_EXECUTOR_CACHE", "maybe", _executors.enabled_by_environment, "1, on, true, yes or 0, off"),
     ("PYACLNN_MAP_HOST", "sometimes", _context.map_host_by_environment, "1, 0 or always"),
     ("PYACLNN_ACCEL", "fast", _accel._disabled, "1, on, true, yes or 0, off"),
+    ("PYACLNN_COMPILED_CALLS", "fast", _repeat._disabled, "1, on, true, yes or 0, off"),
     ("PYACLNN_EMU_DEVICES", "many", _device_count, "an integer >= 1"),
     ("PYACLNN_NUMPY_DEVICE_MEMORY", "lots", lambda: _heap.Heap(base=0x1000), "an integer >= 1"),
 ]

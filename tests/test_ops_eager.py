@@ -136,22 +136,22 @@ def test_once_takes_a_larger_workspace_when_the_streams_one_is_too_small(active)
 
 @pytest.fixture
 def general_eager(monkeypatch):
-    """The eager calls that made their C arguments (``_launch.eager`` asked for the operator), each
-    as its values: a call like an earlier eager one on the same stream and arrays reuses that
-    one's instead."""
+    """The eager calls that made their C arguments (``_launch.eager_rest`` asked for the operator,
+    by the Python path or the compiled one), each as its values: a call like an earlier eager
+    one on the same stream and arrays reuses that one's instead."""
     from pyaclnn import _launch
 
     calls = []
-    eager = _launch.eager
+    rest = _launch.eager_rest
 
-    def counted(operator, stream, values, *args, **kwargs):
+    def counted(operator, stream, state, ctx, values, *args, **kwargs):
         def counting():
             calls.append(values)
             return operator()
 
-        return eager(counting, stream, values, *args, **kwargs)
+        return rest(counting, stream, state, ctx, values, *args, **kwargs)
 
-    monkeypatch.setattr(_launch, "eager", counted)
+    monkeypatch.setattr(_launch, "eager_rest", counted)
     return calls
 
 

@@ -238,6 +238,7 @@ def make(declaration: Declaration, where: str = "") -> Callable[..., Any]:
     python_name = _types.python_operator_name(declaration.name)
     missing = object()
 
+    from .. import _launch
     from . import _call
 
     def bind(args: tuple[Any, ...], kwargs: dict[str, Any], caller: str) -> list[Any]:
@@ -266,7 +267,8 @@ def make(declaration: Declaration, where: str = "") -> Callable[..., Any]:
         # Every argument given by position: bind has nothing to do but REQUIRED, which no entry of
         # the eager cache holds (it is never a DeviceArray, and no check passes it).
         values = args if not kwargs and len(args) == count else bind(args, kwargs, python_name)
-        done = eager(values, stream)
+        compiled = _launch.compiled_call  # (None until the first call left a record, or no compiler)
+        done = eager(values, stream) if compiled is None else compiled(eager, values, stream)
         if done is not _call.NOT_TAKEN:
             return done
         if values is args:  # bind's one work here: a REQUIRED given in place of a value

@@ -266,6 +266,21 @@ class Eager:
             return NOT_TAKEN
         if not _launch.eager(self.operator, stream, values, self.tensors, entry, _FORMATS, _ND):
             return NOT_TAKEN
+        return self._outputs(values)
+
+    def rest(
+        self, values: Sequence[Any], stream: Stream, state: Any, ctx: Any, entry: _Entry, found: Any
+    ) -> Any:
+        """What the compiled call (:mod:`pyaclnn._repeat`, in place of :meth:`__call__`) leaves to
+        Python once it knows ``entry`` and the plain ``stream`` (its ``state`` and context): the
+        record ``found`` (with the arrays the call writes) to launch, or the general way when
+        None (see :func:`pyaclnn._launch.eager_rest`). Returns what :meth:`__call__` returns."""
+        taken = _launch.eager_rest(
+            self.operator, stream, state, ctx, values, self.tensors, entry, _FORMATS, _ND, found
+        )
+        return self._outputs(values) if taken else NOT_TAKEN
+
+    def _outputs(self, values: Sequence[Any]) -> Any:
         outputs = self.outputs
         if len(outputs) == 1:
             return values[outputs[0]]
@@ -295,7 +310,7 @@ class Eager:
         self.entries[self._key(values)] = _Entry(tuple(template), tuple(scalars))
 
 
-NOT_TAKEN = object()  # what Eager and AtOnce return for a call they leave to the general path
+NOT_TAKEN = _launch.NOT_TAKEN  # what Eager and AtOnce return for a call they leave to the general path
 
 _HOST_DTYPES: dict[np.dtype, np.dtype] = {}  # a host array's dtype -> its aclDataType's NumPy dtype
 _INFOS: dict[tuple[Any, ...], Any] = {}  # (shape, dtype) -> the TensorInfo phase 1 would make
