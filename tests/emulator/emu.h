@@ -53,6 +53,9 @@ void pyaclnnEmuSetError(const char *fmt, ...) __attribute__((format(printf, 1, 2
 int pyaclnnEmuHandleAdd(int kind, const void *handle);
 int pyaclnnEmuHandleRemove(int kind, const void *handle);
 int pyaclnnEmuHandleIsLive(int kind, const void *handle);
+/* The first of the n handles that is not a live one of its kind (handles[i] of kinds[i]),
+ * or -1 when all are: one look at the registry for all of them. */
+int pyaclnnEmuHandlesLive(int n, const int kinds[], const void *const handles[]);
 int pyaclnnEmuHandleSetPersistent(int kind, const void *handle);
 int pyaclnnEmuHandleAcquire(int kind, const void *handle);
 
@@ -91,6 +94,10 @@ emu_task *pyaclnnEmuKernelNew(const char *api, void (*run)(void *ctx, emu_task *
  * so freeing it before the task finished is a hazard. 1 done, 0 the range
  * is not inside one live aclrtMalloc allocation, -1 out of host memory. */
 int pyaclnnEmuTaskUse(emu_task *task, const void *ptr, size_t nbytes);
+/* pyaclnnEmuTaskUse of the n ranges [ptrs[i], ptrs[i] + sizes[i]) with sizes[i] > 0, in one
+ * taking of the runtime's lock: 1 done, 0 when range *failed is not inside one live
+ * allocation (the ones before it are used), -1 out of host memory. */
+int pyaclnnEmuTaskUseAll(emu_task *task, int n, const void *const ptrs[], const size_t sizes[], int *failed);
 /* Enqueue (ACL_SUCCESS) or, for a stream that is not live, discard the task
  * and return ACL_ERROR_INVALID_PARAM with the message set. */
 aclError pyaclnnEmuTaskSubmit(emu_task *task, aclrtStream stream);
@@ -101,6 +108,13 @@ void pyaclnnEmuTaskDiscard(emu_task *task);
  * 0x...)" until the next synchronization of it reports it. */
 void pyaclnnEmuTaskFail(emu_task *task, aclError status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* free(ptr) (nothing for NULL). On a stream's worker thread the memory is given back later,
+ * by the next other thread that frees some: a worker mostly frees what the launching host
+ * thread allocated (tasks, executors), and freeing it into that thread's malloc arena makes
+ * the two threads take turns at the arena's lock on every launch. Every free of the
+ * emulator goes through here. */
+void pyaclnnEmuFree(void *ptr);
 
 /* Executors shared by queued launches. Hold: one more launch needs it.
  * Unhold: a launch has finished with it. Dispose: its owner gives it up

@@ -117,7 +117,7 @@ aclTensor *aclCreateTensor(const int64_t *viewDims, uint64_t viewDimsNum, aclDat
     int64_t storage_elems = numel(t->storage_dims, t->storage_ndim);
     if (view_elems < 0 || storage_elems < 0) {
         pyaclnnEmuSetError("%s: the element count of viewDims or storageDims overflows", api);
-        free(t);
+        pyaclnnEmuFree(t);
         return NULL;
     }
     if (view_elems > 0) {
@@ -135,7 +135,7 @@ aclTensor *aclCreateTensor(const int64_t *viewDims, uint64_t viewDimsNum, aclDat
             pyaclnnEmuSetError("%s: the view (offset %lld, shape and strides given) reaches element %lld but "
                                "storageDims hold only %lld elements",
                                api, (long long)offset, (long long)last, (long long)storage_elems);
-            free(t);
+            pyaclnnEmuFree(t);
             return NULL;
         }
     }
@@ -144,12 +144,12 @@ aclTensor *aclCreateTensor(const int64_t *viewDims, uint64_t viewDimsNum, aclDat
         char reason[256];
         snprintf(reason, sizeof reason, err, tensorData);
         pyaclnnEmuSetError("%s: tensorData: %s", api, reason);
-        free(t);
+        pyaclnnEmuFree(t);
         return NULL;
     }
     if (pyaclnnEmuHandleAdd(EMU_TENSOR, t) != 0) {
         pyaclnnEmuSetError("%s: out of host memory", api);
-        free(t);
+        pyaclnnEmuFree(t);
         return NULL;
     }
     return t;
@@ -188,7 +188,7 @@ aclnnStatus aclDestroyTensor(const aclTensor *tensor)
 {
     aclnnStatus rc = destroy_handle("aclDestroyTensor", "tensor", EMU_TENSOR, tensor);
     if (rc == ACLNN_SUCCESS) {
-        free((void *)tensor);
+        pyaclnnEmuFree((void *)tensor);
     }
     return rc;
 }
@@ -203,7 +203,7 @@ aclScalar *aclCreateScalar(void *value, aclDataType dataType)
     }
     aclScalar *s = calloc(1, sizeof *s);
     if (s == NULL || pyaclnnEmuHandleAdd(EMU_SCALAR, s) != 0) {
-        free(s);
+        pyaclnnEmuFree(s);
         pyaclnnEmuSetError("aclCreateScalar: out of host memory");
         return NULL;
     }
@@ -216,7 +216,7 @@ aclnnStatus aclDestroyScalar(const aclScalar *scalar)
 {
     aclnnStatus rc = destroy_handle("aclDestroyScalar", "scalar", EMU_SCALAR, scalar);
     if (rc == ACLNN_SUCCESS) {
-        free((void *)scalar);
+        pyaclnnEmuFree((void *)scalar);
     }
     return rc;
 }
@@ -236,7 +236,7 @@ static void *create_array(const char *api, int kind, const void *value, uint64_t
     /* Header (size + pointer) and the copied values in one block. */
     char *block = calloc(1, header + (size_t)size * elem + 1);
     if (block == NULL || pyaclnnEmuHandleAdd(kind, block) != 0) {
-        free(block);
+        pyaclnnEmuFree(block);
         pyaclnnEmuSetError("%s: out of host memory", api);
         return NULL;
     }
@@ -283,7 +283,7 @@ aclnnStatus aclDestroyIntArray(const aclIntArray *array)
 {
     aclnnStatus rc = destroy_handle("aclDestroyIntArray", "array", EMU_INT_ARRAY, array);
     if (rc == ACLNN_SUCCESS) {
-        free((void *)array);
+        pyaclnnEmuFree((void *)array);
     }
     return rc;
 }
@@ -292,7 +292,7 @@ aclnnStatus aclDestroyFloatArray(const aclFloatArray *array)
 {
     aclnnStatus rc = destroy_handle("aclDestroyFloatArray", "array", EMU_FLOAT_ARRAY, array);
     if (rc == ACLNN_SUCCESS) {
-        free((void *)array);
+        pyaclnnEmuFree((void *)array);
     }
     return rc;
 }
@@ -301,7 +301,7 @@ aclnnStatus aclDestroyBoolArray(const aclBoolArray *array)
 {
     aclnnStatus rc = destroy_handle("aclDestroyBoolArray", "array", EMU_BOOL_ARRAY, array);
     if (rc == ACLNN_SUCCESS) {
-        free((void *)array);
+        pyaclnnEmuFree((void *)array);
     }
     return rc;
 }
@@ -347,7 +347,7 @@ static void *create_list(const char *api, int list_kind, int elem_kind, const ch
     /* Header (size + pointer) and the copied handle pointers in one block. */
     char *block = calloc(1, sizeof(aclTensorList) + (size_t)size * sizeof(void *) + 1);
     if (block == NULL || pyaclnnEmuHandleAdd(list_kind, block) != 0) {
-        free(block);
+        pyaclnnEmuFree(block);
         pyaclnnEmuSetError("%s: out of host memory", api);
         return NULL;
     }
@@ -391,7 +391,7 @@ static aclnnStatus destroy_list(const char *api, int list_kind, int elem_kind, c
     }
     for (uint64_t i = 0; i < size; i++) {
         if (pyaclnnEmuHandleRemove(elem_kind, values[i])) {
-            free((void *)values[i]);
+            pyaclnnEmuFree((void *)values[i]);
         } else if (rc == ACLNN_SUCCESS) {
             pyaclnnEmuSetError("%s: element %llu (%p) of array was already destroyed; the list owns its elements "
                                "(destroy the list only)",
@@ -399,7 +399,7 @@ static aclnnStatus destroy_list(const char *api, int list_kind, int elem_kind, c
             rc = ACLNN_ERR_PARAM_INVALID;
         }
     }
-    free((void *)list);
+    pyaclnnEmuFree((void *)list);
     return rc;
 }
 

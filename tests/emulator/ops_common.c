@@ -422,12 +422,11 @@ aclnnStatus emu_check_args(const char *api, int n, const char *const names[], co
             return ACLNN_ERR_PARAM_NULLPTR;
         }
     }
-    for (int i = 0; i < n; i++) {
-        if (!pyaclnnEmuHandleIsLive(kinds[i], ptrs[i])) {
-            pyaclnnEmuSetError("%s: %s %p is not a live %s (destroyed, or never created)", api, names[i],
-                               ptrs[i], kind_name(kinds[i]));
-            return ACLNN_ERR_PARAM_INVALID;
-        }
+    int i = pyaclnnEmuHandlesLive(n, kinds, ptrs);
+    if (i >= 0) {
+        pyaclnnEmuSetError("%s: %s %p is not a live %s (destroyed, or never created)", api, names[i], ptrs[i],
+                           kind_name(kinds[i]));
+        return ACLNN_ERR_PARAM_INVALID;
     }
     return ACLNN_SUCCESS;
 }
@@ -686,17 +685,27 @@ static void release_launch(void *ctx)
 {
     emu_launch *launch = ctx;
     pyaclnnEmuExecutorUnhold(launch->ex);
-    free(launch);
+    pyaclnnEmuFree(launch);
 }
 
 static void release_lists(const char **names, const char **names_here, const emu_view **views,
                           const emu_view **views_here)
 {
     if (names != names_here) {
-        free(names);
+        pyaclnnEmuFree(names);
     }
     if (views != views_here) {
-        free(views);
+        pyaclnnEmuFree(views);
+    }
+}
+
+static void release_ranges(const void **ptrs, const void **ptrs_here, size_t *sizes, size_t *sizes_here)
+{
+    if (ptrs != ptrs_here) {
+        pyaclnnEmuFree(ptrs);
+    }
+    if (sizes != sizes_here) {
+        pyaclnnEmuFree(sizes);
     }
 }
 
@@ -709,24 +718,32 @@ static aclnnStatus use_memory(const char *api, emu_task *task, const aclOpExecut
     /* On the stack for the usual few views (no allocation per launch); lists may need more. */
     const char *names_here[16];
     const emu_view *views_here[16];
+    const void *ptrs_here[16];
+    size_t sizes_here[16];
     int n = list(ex, NULL, NULL);
     const char **names = n <= 16 ? names_here : malloc((size_t)n * sizeof *names);
     const emu_view **views = n <= 16 ? views_here : malloc((size_t)n * sizeof *views);
-    if (names == NULL || views == NULL) {
+    const void **ptrs = n <= 16 ? ptrs_here : malloc((size_t)n * sizeof *ptrs);
+    size_t *sizes = n <= 16 ? sizes_here : malloc((size_t)n * sizeof *sizes);
+    if (names == NULL || views == NULL || ptrs == NULL || sizes == NULL) {
         release_lists(names, names_here, views, views_here);
+        release_ranges(ptrs, ptrs_here, sizes, sizes_here);
         pyaclnnEmuSetError("%s: out of host memory for the launch", api);
         return ACLNN_ERR_INNER;
     }
     list(ex, names, views);
-    int used = 1;
-    for (int i = 0; used == 1 && i < n; i++) {
-        used = views[i]->storage_bytes == 0 ? 1 : pyaclnnEmuTaskUse(task, views[i]->data, views[i]->storage_bytes);
-        if (used == 0) {
-            pyaclnnEmuSetError("%s: the memory of %s (%p) was freed after phase 1", api, names[i],
-                               (void *)views[i]->data);
-            release_lists(names, names_here, views, views_here);
-            return ACLNN_ERR_RUNTIME_ERROR;
-        }
+    for (int i = 0; i < n; i++) {
+        ptrs[i] = views[i]->data;
+        sizes[i] = views[i]->storage_bytes;
+    }
+    int failed = 0;
+    int used = pyaclnnEmuTaskUseAll(task, n, ptrs, sizes, &failed); /* (one taking of the lock) */
+    release_ranges(ptrs, ptrs_here, sizes, sizes_here);
+    if (used == 0) {
+        pyaclnnEmuSetError("%s: the memory of %s (%p) was freed after phase 1", api, names[failed],
+                           (void *)views[failed]->data);
+        release_lists(names, names_here, views, views_here);
+        return ACLNN_ERR_RUNTIME_ERROR;
     }
     release_lists(names, names_here, views, views_here);
     if (used == 1 && ex->workspace > 0) {
@@ -885,9 +902,9 @@ aclnnStatus emu_check_tensor_list(const char *api, const char *arg, const aclTen
 static void release_multi(aclOpExecutor *base)
 {
     emu_multi_exec *ex = (emu_multi_exec *)base;
-    free(ex->views);
-    free(ex->names);
-    free(ex);
+    pyaclnnEmuFree(ex->views);
+    pyaclnnEmuFree(ex->names);
+    pyaclnnEmuFree(ex);
 }
 
 emu_multi_exec *emu_multi_new(const char *api, const char *op_name, size_t size, int n)
@@ -896,9 +913,9 @@ emu_multi_exec *emu_multi_new(const char *api, const char *op_name, size_t size,
     emu_view *views = calloc((size_t)n + 1, sizeof *views);
     const char **names = calloc((size_t)n + 1, sizeof *names);
     if (ex == NULL || views == NULL || names == NULL) {
-        free(ex);
-        free(views);
-        free(names);
+        pyaclnnEmuFree(ex);
+        pyaclnnEmuFree(views);
+        pyaclnnEmuFree(names);
         pyaclnnEmuSetError("%s: out of host memory", api);
         return NULL;
     }

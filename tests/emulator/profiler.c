@@ -115,7 +115,7 @@ static int make_dirs(const char *path)
     if (rc == 0 && (stat(copy, &st) != 0 || !S_ISDIR(st.st_mode))) {
         rc = errno != 0 && stat(copy, &st) != 0 ? errno : ENOTDIR;
     }
-    free(copy);
+    pyaclnnEmuFree(copy);
     return rc;
 }
 
@@ -167,7 +167,7 @@ aclError aclprofInit(const char *profilerResultPath, size_t length)
     if (rc == ACL_SUCCESS) {
         g_path = path;
     } else {
-        free(path);
+        pyaclnnEmuFree(path);
     }
     pthread_mutex_unlock(&g_lock);
     return rc;
@@ -204,8 +204,8 @@ aclError aclprofFinalize(void)
         pyaclnnEmuSetError("%s: %s/%s cannot be written", api, g_path, PROF_FILE);
         rc = ACL_ERROR_INVALID_FILE;
     }
-    free(file);
-    free(g_path);
+    pyaclnnEmuFree(file);
+    pyaclnnEmuFree(g_path);
     g_path = NULL;
     pthread_mutex_unlock(&g_lock);
     return rc;
@@ -311,7 +311,7 @@ aclError aclprofDestroyConfig(const aclprofConfig *profilerConfig)
     if (!live) {
         return dead_config(api);
     }
-    free((aclprofConfig *)profilerConfig);
+    pyaclnnEmuFree((aclprofConfig *)profilerConfig);
     return ACL_SUCCESS;
 }
 

@@ -53,7 +53,7 @@ static size_t emu_device_total(void);
 #define EMU_DEVICE_TOTAL emu_device_total()
 #define EMU_ALIGN 32
 
-pthread_mutex_t emu_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t emu_lock = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
 
 /* ---- recent error message (per thread) --------------------------------- */
 
@@ -154,6 +154,19 @@ int pyaclnnEmuHandleIsLive(int kind, const void *handle)
     long i = find_handle(kind, handle);
     pthread_mutex_unlock(&emu_lock);
     return i >= 0;
+}
+
+int pyaclnnEmuHandlesLive(int n, const int kinds[], const void *const handles[])
+{
+    int bad = -1;
+    pthread_mutex_lock(&emu_lock);
+    for (int i = 0; bad < 0 && i < n; i++) {
+        if (find_handle(kinds[i], handles[i]) < 0) {
+            bad = i;
+        }
+    }
+    pthread_mutex_unlock(&emu_lock);
+    return bad;
 }
 
 int pyaclnnEmuHandleSetPersistent(int kind, const void *handle)
@@ -401,9 +414,9 @@ static long find_alloc_base(const void *ptr)
 static void block_release(emu_block *b)
 {
     if (b->kind != EMU_MAPPED_ALLOC) { /* a mapping's memory is the caller's */
-        free(b->base);
+        pyaclnnEmuFree(b->base);
     }
-    free(b);
+    pyaclnnEmuFree(b);
 }
 
 void emu_block_unuse(emu_block *b)
@@ -476,7 +489,7 @@ static aclError emu_alloc(const char *api, void **out, size_t size, int kind)
     emu_block *b = calloc(1, sizeof *b);
     char *mem = b != NULL ? aligned_alloc(EMU_ALIGN, rounded) : NULL;
     if (mem == NULL) {
-        free(b);
+        pyaclnnEmuFree(b);
         pyaclnnEmuSetError("%s: the host could not provide %zu bytes", api, size);
         return ACL_ERROR_RT_MEMORY_ALLOCATION;
     }
@@ -642,7 +655,7 @@ aclError aclrtHostRegister(void *ptr, uint64_t size, aclrtHostRegisterType type,
     }
     pthread_mutex_unlock(&emu_lock);
     if (rc != ACL_SUCCESS) {
-        free(b);
+        pyaclnnEmuFree(b);
         return rc;
     }
     *devPtr = ptr;
@@ -810,7 +823,7 @@ static aclError submit_copy(const char *api, const copy_job *job, aclrtStream st
     copy_job *copy = malloc(sizeof *copy);
     emu_task *task = copy != NULL ? emu_task_new(api, run_copy, free, copy, 0) : NULL;
     if (task == NULL) {
-        free(copy);
+        pyaclnnEmuFree(copy);
         pyaclnnEmuSetError("%s: out of host memory for the task", api);
         return ACL_ERROR_RT_RESOURCE_ALLOC_FAIL;
     }

@@ -163,14 +163,32 @@ int pyaclnnEmuTaskUse(emu_task *task, const void *ptr, size_t nbytes)
     return rc;
 }
 
+int pyaclnnEmuTaskUseAll(emu_task *task, int n, const void *const ptrs[], const size_t sizes[], int *failed)
+{
+    int rc = 1;
+    pthread_mutex_lock(&emu_lock);
+    for (int i = 0; rc == 1 && i < n; i++) {
+        if (sizes[i] == 0) {
+            continue;
+        }
+        emu_block *b = emu_operand_block_find(ptrs[i], sizes[i]);
+        rc = b == NULL ? 0 : emu_task_use_block(task, b) == 0 ? 1 : -1;
+        if (rc == 0) {
+            *failed = i;
+        }
+    }
+    pthread_mutex_unlock(&emu_lock);
+    return rc;
+}
+
 /* Caller holds emu_lock. The task's memory may now go; the task goes. */
 static void task_free_locked(emu_task *t)
 {
     for (size_t i = 0; i < t->nblocks; i++) {
         emu_block_unuse(t->blocks[i]);
     }
-    free(t->blocks);
-    free(t);
+    pyaclnnEmuFree(t->blocks);
+    pyaclnnEmuFree(t);
 }
 
 /* Without the lock: release may take it (executors, events). */
@@ -425,7 +443,7 @@ int pyaclnnEmuProfRecordWrite(const char *file)
     if (out != NULL && fclose(out) != 0) {
         rc = -1;
     }
-    free(records);
+    pyaclnnEmuFree(records);
     return rc;
 }
 
@@ -505,9 +523,38 @@ static void linger(const emu_stream *s)
     }
 }
 
+static _Thread_local int t_worker; /* this thread is a stream's worker */
+static void *g_freed_later;        /* what workers freed: a stack linked through each block's first word */
+
+void pyaclnnEmuFree(void *ptr)
+{
+#ifndef __SANITIZE_ADDRESS__ /* (AddressSanitizer: at once, so that it sees every use after free) */
+    if (ptr == NULL) {
+        return;
+    }
+    if (t_worker) {
+        void *head = __atomic_load_n(&g_freed_later, __ATOMIC_RELAXED);
+        do {
+            *(void **)ptr = head; /* (every block malloc gives holds a pointer) */
+        } while (!__atomic_compare_exchange_n(&g_freed_later, &head, ptr, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+        return;
+    }
+    if (__atomic_load_n(&g_freed_later, __ATOMIC_RELAXED) != NULL) {
+        void *later = __atomic_exchange_n(&g_freed_later, NULL, __ATOMIC_ACQUIRE);
+        while (later != NULL) {
+            void *next = *(void **)later;
+            free(later);
+            later = next;
+        }
+    }
+#endif
+    free(ptr);
+}
+
 static void *worker_main(void *arg)
 {
     emu_stream *s = arg;
+    t_worker = 1;
     pthread_mutex_lock(&emu_lock);
     for (;;) {
         if (s->head == NULL && !s->stop) {
@@ -812,7 +859,7 @@ aclError aclrtCreateStream(aclrtStream *stream)
     }
     emu_stream *s = calloc(1, sizeof *s);
     if (s == NULL || pyaclnnEmuHandleAdd(EMU_STREAM, s) != 0) {
-        free(s);
+        pyaclnnEmuFree(s);
         *stream = NULL;
         pyaclnnEmuSetError("aclrtCreateStream: out of host memory");
         return ACL_ERROR_RT_RESOURCE_ALLOC_FAIL;
@@ -934,7 +981,7 @@ aclError aclrtDestroyStream(aclrtStream stream)
         pthread_join(s->thread, NULL);
     }
     pthread_cond_destroy(&s->work);
-    free(s);
+    pyaclnnEmuFree(s);
     return ACL_SUCCESS;
 }
 
@@ -1007,7 +1054,7 @@ typedef struct {
 static void event_unref_locked(emu_event *e)
 {
     if (--e->refs == 0) {
-        free(e);
+        pyaclnnEmuFree(e);
     }
 }
 
@@ -1017,7 +1064,7 @@ static void release_event_job(void *ctx)
     pthread_mutex_lock(&emu_lock);
     event_unref_locked(job->event);
     pthread_mutex_unlock(&emu_lock);
-    free(job);
+    pyaclnnEmuFree(job);
 }
 
 /* Caller holds emu_lock. The event a handle names (with a message if not). */
@@ -1044,7 +1091,7 @@ static aclError create_event(const char *api, aclrtEvent *event, uint32_t flag)
     }
     emu_event *e = calloc(1, sizeof *e);
     if (e == NULL || pyaclnnEmuHandleAdd(EMU_EVENT, e) != 0) {
-        free(e);
+        pyaclnnEmuFree(e);
         pyaclnnEmuSetError("%s: out of host memory", api);
         return ACL_ERROR_RT_RESOURCE_ALLOC_FAIL;
     }
@@ -1437,9 +1484,9 @@ static void graph_unref(emu_graph *g)
             event_unref_locked(step->event);
         }
         pthread_mutex_unlock(&emu_lock);
-        free(step);
+        pyaclnnEmuFree(step);
     }
-    free(g);
+    pyaclnnEmuFree(g);
 }
 
 /* Caller holds emu_lock. 1 when the calling thread may make a call that is
@@ -1537,7 +1584,7 @@ aclError aclmdlRICaptureBegin(aclrtStream stream, aclmdlRICaptureMode mode)
     }
     emu_graph *g = calloc(1, sizeof *g);
     if (g == NULL || pyaclnnEmuHandleAdd(EMU_GRAPH, g) != 0) {
-        free(g);
+        pyaclnnEmuFree(g);
         pyaclnnEmuSetError("%s: out of host memory", api);
         return ACL_ERROR_RT_RESOURCE_ALLOC_FAIL;
     }
@@ -1563,7 +1610,7 @@ aclError aclmdlRICaptureBegin(aclrtStream stream, aclmdlRICaptureMode mode)
     pthread_mutex_unlock(&emu_lock);
     if (rc != ACL_SUCCESS) {
         pyaclnnEmuHandleRemove(EMU_GRAPH, g);
-        free(g);
+        pyaclnnEmuFree(g);
     }
     return rc;
 }
@@ -1695,7 +1742,7 @@ static void release_replay(void *ctx)
 {
     replay_job *job = ctx;
     graph_unref(job->graph);
-    free(job);
+    pyaclnnEmuFree(job);
 }
 
 static void run_recorded(void *ctx, emu_task *task) { ((emu_task *)ctx)->run(((emu_task *)ctx)->ctx, task); }
@@ -1758,7 +1805,7 @@ static void run_span_end(void *ctx, emu_task *task)
     emu_record r = {task->stream->device, (uintptr_t)task->handle, 0, (uintptr_t)span->graph, "replay",
                     "aclmdlRIExecuteAsync", "", span->start_ns, end};
     prof_append(&r);
-    free(span); /* here, not as the task's release: a failed end task must not free it under the first */
+    pyaclnnEmuFree(span); /* here, not as the task's release: a failed end task must not free it under the first */
 }
 
 /* The span of a replay, its first task queued; NULL (nothing recorded) when out of memory. */
@@ -1771,7 +1818,7 @@ static replay_span *replay_span_submit(const void *graph, aclrtStream stream)
     span->graph = graph;
     emu_task *task = emu_task_new("", run_span_begin, NULL, span, 0);
     if (task == NULL || emu_task_submit(task, stream, NULL) != ACL_SUCCESS) {
-        free(span);
+        pyaclnnEmuFree(span);
         return NULL;
     }
     return span;

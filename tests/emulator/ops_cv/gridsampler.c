@@ -48,7 +48,7 @@ static const char k_fwd_name[] = "aclnnGridSampler3D";
 static const char k_bwd_name[] = "aclnnGridSampler3DBackward";
 #define GS_BACKWARD_WORKSPACE 32
 
-static void release_plain(aclOpExecutor *ex) { free(ex); }
+static void release_plain(aclOpExecutor *ex) { pyaclnnEmuFree(ex); }
 
 static int is_gs_dtype(aclDataType t)
 {
@@ -424,7 +424,7 @@ static void gs_backward_kernel(aclOpExecutor *base, emu_task *task)
     if (acc != NULL) {
         store_input_grad(e, acc, is_double);
     }
-    free(acc);
+    pyaclnnEmuFree(acc);
 }
 
 aclnnStatus aclnnGridSampler3DBackward(void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,

@@ -195,7 +195,7 @@ static void add_kernel(aclOpExecutor *base, emu_task *task)
             memcpy(dst->data + (dst->offset + emu_walk(dst->ndim, dst->dims, dst->strides, i)) * item,
                    tmp.data + i * item, dst->itemsize);
         }
-        free(tmp.data);
+        pyaclnnEmuFree(tmp.data);
     }
 }
 

@@ -22,10 +22,10 @@ typedef struct {
 static void release_cat(aclOpExecutor *base)
 {
     cat_exec *ex = (cat_exec *)base;
-    free(ex->starts);
-    free(ex->m.views);
-    free(ex->m.names);
-    free(ex);
+    pyaclnnEmuFree(ex->starts);
+    pyaclnnEmuFree(ex->m.views);
+    pyaclnnEmuFree(ex->m.names);
+    pyaclnnEmuFree(ex);
 }
 
 static int skipped(const aclTensor *t) { return t->ndim == 1 && t->dims[0] == 0; }

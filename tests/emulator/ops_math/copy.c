@@ -85,7 +85,7 @@ static void copy_kernel(aclOpExecutor *base, emu_task *task)
         memcpy(dst->data + (dst->offset + emu_walk(dst->ndim, dst->dims, dst->strides, i)) * (int64_t)dst->itemsize,
                tmp.data + i * (int64_t)dst->itemsize, dst->itemsize);
     }
-    free(tmp.data);
+    pyaclnnEmuFree(tmp.data);
 }
 
 aclnnStatus aclnnInplaceCopy(void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,

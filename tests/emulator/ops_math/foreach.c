@@ -22,11 +22,11 @@ typedef struct {
 static void release_foreach(aclOpExecutor *base)
 {
     foreach_exec *ex = (foreach_exec *)base;
-    free(ex->fvalues);
-    free(ex->ivalues);
-    free(ex->m.views);
-    free(ex->m.names);
-    free(ex);
+    pyaclnnEmuFree(ex->fvalues);
+    pyaclnnEmuFree(ex->ivalues);
+    pyaclnnEmuFree(ex->m.views);
+    pyaclnnEmuFree(ex->m.names);
+    pyaclnnEmuFree(ex);
 }
 
 aclnnStatus aclnnForeachAddScalarListGetWorkspaceSize(const aclTensorList *x, const aclScalarList *scalars,

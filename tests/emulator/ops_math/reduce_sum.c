@@ -144,8 +144,8 @@ static void sum_kernel(aclOpExecutor *base, emu_task *task)
             emu_store(out, oi, (double)iacc[c]);
         }
     }
-    free(facc);
-    free(iacc);
+    pyaclnnEmuFree(facc);
+    pyaclnnEmuFree(iacc);
 }
 
 aclnnStatus aclnnReduceSum(void *workspace, uint64_t workspaceSize, aclOpExecutor *executor, aclrtStream stream)

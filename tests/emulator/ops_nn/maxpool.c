@@ -96,7 +96,7 @@ typedef struct {
 
 static const char k_fwd_name[] = "aclnnMaxPool3dWithArgmax";
 
-static void release_plain(aclOpExecutor *ex) { free(ex); }
+static void release_plain(aclOpExecutor *ex) { pyaclnnEmuFree(ex); }
 
 /* The dtype rules the forward and the backward share: self pools, indices index. */
 static aclnnStatus check_self_and_indices_dtypes(const char *api, const aclTensor *self,
@@ -519,7 +519,7 @@ static void mp_backward_kernel(aclOpExecutor *base, emu_task *task)
             }
         }
     }
-    free(acc);
+    pyaclnnEmuFree(acc);
 }
 
 aclnnStatus aclnnMaxPool3dWithArgmaxBackward(void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,
