@@ -177,6 +177,33 @@ static int call_method(PyObject *obj, PyObject *name) {
     return 0;
 }
 
+/* The stream's lock (a threading.RLock): acquire or release it by the methods of its type,
+ * found once (no look-up per call), or by name for a lock of another type. */
+static PyTypeObject *lock_type;
+static PyObject *lock_acquire, *lock_release;
+
+static int lock_call(PyObject *lock, PyObject *name, PyObject **method) {
+    if (Py_TYPE(lock) != lock_type && lock_type == NULL) {
+        PyObject *acquire = PyObject_GetAttr((PyObject *)Py_TYPE(lock), s_acquire);
+        PyObject *release = acquire == NULL ? NULL : PyObject_GetAttr((PyObject *)Py_TYPE(lock), s_release);
+        if (release == NULL) {
+            Py_XDECREF(acquire);
+            PyErr_Clear();
+        } else {
+            lock_acquire = acquire;
+            lock_release = release;
+            lock_type = (PyTypeObject *)Py_NewRef(Py_TYPE(lock));
+        }
+    }
+    if (Py_TYPE(lock) != lock_type)
+        return call_method(lock, name);
+    PyObject *r = PyObject_Vectorcall(*method, &lock, 1, NULL);
+    if (r == NULL)
+        return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
 static int call_bound(PyObject *method) {
     PyObject *r = PyObject_CallNoArgs(method);
     if (r == NULL)
@@ -250,7 +277,7 @@ static int run(PyObject *state, PyObject *repeated, PyObject *form, PyObject *va
     PyObject *lock = field(state, &state_layout, S_LOCK);
     if (lock == NULL)
         return -1;
-    if (call_method(lock, s_acquire) < 0) {
+    if (lock_call(lock, s_acquire, &lock_acquire) < 0) {
         Py_DECREF(lock);
         return -1;
     }
@@ -317,7 +344,7 @@ out:;
     /* The lock goes back whatever happened; the error being raised, if any, is kept. */
     PyObject *type, *value, *traceback;
     PyErr_Fetch(&type, &value, &traceback);
-    int released = call_method(lock, s_release);
+    int released = lock_call(lock, s_release, &lock_release);
     Py_DECREF(lock);
     if (type != NULL) {
         if (released < 0)
