@@ -868,7 +868,7 @@ def _record(
         if last is None:
             key.append(None)
         else:
-            key += (last[1], last)
+            key += (last[1], last[2])  # (a descriptor is made for one format: no need to hash it)
     c_form = op.c_form.pack(args, stream) if op.c_form is not None and _compiled() is not None else None
     return tuple(key), Repeated(op, args, tuple(last[2] for last in used if last is not None), c_form)
 
@@ -966,7 +966,7 @@ def _find(
                 or (write and x._readers is not None)
             ):
                 return None
-            key += (x._block, last)
+            key += (x._block, last[2])
             if write:
                 written.append(x)
     except AttributeError:  # not a DeviceArray (no test of each type): the checks of eager decline

@@ -123,6 +123,22 @@ static inline int set_field(PyObject *obj, Layout *layout, int i, PyObject *valu
     return r;
 }
 
+/* obj.name where obj's own __dict__ holds it (an attribute __init__ set, with no descriptor of
+ * the same name on the type): read from the dict, with no look-up along the type; else by
+ * getattr. A new reference, or NULL with an error set. (Not for threading.local, whose
+ * attributes are per thread.) */
+static PyObject *own_attr(PyObject *obj, PyObject *name) {
+    PyObject *dict = PyObject_GenericGetDict(obj, NULL);
+    if (dict == NULL) {
+        PyErr_Clear();
+        return PyObject_GetAttr(obj, name);
+    }
+    PyObject *value = PyDict_GetItemWithError(dict, name);
+    Py_XINCREF(value);
+    Py_DECREF(dict);
+    return value != NULL || PyErr_Occurred() ? value : PyObject_GetAttr(obj, name);
+}
+
 static int intern_layout(Layout *layout) {
     for (int i = 0; i < layout->count; i++) {
         layout->interned[i] = PyUnicode_InternFromString(layout->names[i]);
@@ -387,11 +403,12 @@ static int take(PyObject *entry, PyObject *values, PyObject *tensors, PyObject *
         /* As _find: described before, held by no graph, last written on this stream and,
          * when the call writes it, read by no other stream. */
         PyObject *last = slot(x, o_last_descriptor), *block = slot(x, o_block);
-        if (last == NULL || last == Py_None || block == NULL || slot(x, o_graphs) != Py_None ||
-            slot(x, o_stream) != stream || (write && slot(x, o_readers) != Py_None))
+        if (last == NULL || !PyTuple_CheckExact(last) || PyTuple_GET_SIZE(last) != 3 || block == NULL ||
+            slot(x, o_graphs) != Py_None || slot(x, o_stream) != stream ||
+            (write && slot(x, o_readers) != Py_None))
             return 0;
         parts[nparts++] = block;
-        parts[nparts++] = last;
+        parts[nparts++] = PyTuple_GET_ITEM(last, 2); /* its descriptor (format, block, descriptor) */
         if (write)
             written[nwritten++] = x;
     }
@@ -534,7 +551,7 @@ static PyObject *entry_of(PyObject *eager, PyObject *values, int *failed) {
 static int plain_of(PyObject *stream, PyObject **on, PyObject **state, PyObject **ctx) {
     *on = *state = *ctx = NULL;
     if (Py_TYPE(stream) == stream_type) {
-        PyObject *active = PyObject_GetAttr(backends, s_active);
+        PyObject *active = own_attr(backends, s_active);
         int chosen = active == NULL ? -1 : PyObject_IsTrue(active);
         if (chosen <= 0) { /* (none active yet: the Python function selects one) */
             Py_XDECREF(active);
@@ -542,9 +559,9 @@ static int plain_of(PyObject *stream, PyObject **on, PyObject **state, PyObject 
                 return -1;
             goto python;
         }
-        PyObject *st = PyObject_GetAttr(stream, s_state);
+        PyObject *st = own_attr(stream, s_state);
         PyObject *cx = st == NULL ? NULL : field(st, &state_layout, S_CTX);
-        PyObject *name = cx == NULL ? NULL : PyObject_GetAttr(cx, s_name);
+        PyObject *name = cx == NULL ? NULL : own_attr(cx, s_name);
         int same = name == NULL ? -1 : PyObject_RichCompareBool(name, active, Py_EQ);
         Py_XDECREF(name);
         Py_DECREF(active);
@@ -605,7 +622,7 @@ static PyObject *call(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
         return failed ? NULL : Py_NewRef(not_taken);
     Py_INCREF(entry);
     PyObject *result = NULL, *on = NULL, *state = NULL, *ctx = NULL, *tensors = NULL, *found = NULL;
-    int recording = true_of(PyObject_GetAttr(timeline, s_recording));
+    int recording = true_of(own_attr(timeline, s_recording));
     if (recording != 0) {
         result = recording < 0 ? NULL : Py_NewRef(not_taken);
         goto done;
@@ -623,7 +640,7 @@ static PyObject *call(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
         goto done;
     }
     /* A record is taken only with no device to bind (as _launch.eager). */
-    PyObject *tls = PyObject_GetAttr(ctx, s_tls);
+    PyObject *tls = own_attr(ctx, s_tls);
     PyObject *bound = tls == NULL ? NULL : PyObject_GetAttr(tls, s_bound);
     Py_XDECREF(tls);
     PyObject *device = bound == NULL ? NULL : field(state, &state_layout, S_DEVICE);
@@ -641,7 +658,7 @@ static PyObject *call(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
             goto done;
         }
         if (took == 1) {
-            int blocking = true_of(PyObject_GetAttr(ctx, s_launch_blocking));
+            int blocking = true_of(own_attr(ctx, s_launch_blocking));
             if (blocking < 0 || (blocking && call_method(on, s_synchronize) < 0))
                 goto done;
             result = outputs_of(eager, values);
