@@ -189,45 +189,6 @@ def test_a_failing_phase_2_is_raised_naming_the_launch():
 
 
 @on_npu
-def test_a_workspace_larger_than_the_streams_is_taken_before_the_launch(active):
-    """What the compiled call hands to Python when phase 1 asks for more workspace than the
-    stream's buffer holds (no eager operator of the emulator asks for any: the hand-over is
-    called here as the C code calls it, with an executor of grid_sampler3d_backward's phase 1,
-    which asks for 32 bytes)."""
-    from pyaclnn import _context, _generic
-    from pyaclnn.backends.npu._ffi import ffi
-
-    rng = np.random.default_rng(3)
-    x = rng.standard_normal((1, 2, 4, 4, 4)).astype(np.float32)
-    grid = rng.uniform(-1, 1, (1, 2, 2, 2, 3)).astype(np.float32)
-    g = rng.standard_normal((1, 2, 2, 2, 2)).astype(np.float32)
-    expected = pyaclnn.grid_sampler3d_backward(g, x, grid)
-    stream = pyaclnn.Stream()
-    state = stream._state
-    op = _generic.operator(ops.grid_sampler3d_backward.declaration)
-    assert op.c_form is not None  # (int64_t and bool parameters: words)
-    arrays = [pyaclnn.to_device(a, stream=stream) for a in (g, x, grid)]
-    outputs = [
-        pyaclnn.empty(x.shape, np.float32, stream=stream),
-        pyaclnn.empty(grid.shape, np.float32, stream=stream),
-    ]
-    mask = _context.context().cached_bool_array((True, True))
-    args = (*(a.descriptor(2) for a in arrays), 0, 0, False, mask, *(o.descriptor(2) for o in outputs))
-    size, executor = op.phase1(*args)
-    assert size == 32 and state._workspace is None
-    before = state.queued
-    with state.lock:
-        _launch._rest(
-            state, _launch.Repeated(op, args, ()), (), (), 0, 0, size, int(ffi.cast("uintptr_t", executor))
-        )
-    assert state.queued == before + 1 and state._workspace.nbytes >= 32
-    np.testing.assert_array_equal(outputs[0].numpy(), expected[0])
-    np.testing.assert_array_equal(outputs[1].numpy(), expected[1])
-    for a in (*arrays, *outputs, stream):
-        a.close()
-
-
-@on_npu
 def test_nothing_to_compute_is_handed_back_and_counts_no_launch(compiled, python_steps):
     stream = pyaclnn.Stream()
     state = stream._state

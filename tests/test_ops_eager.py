@@ -100,9 +100,10 @@ def test_an_eager_call_waits_for_the_write_of_another_stream(active):
         a.close()
 
 
-def test_once_takes_a_larger_workspace_when_the_streams_one_is_too_small(active):
-    """launch_once on a new stream (no workspace yet) with an operator that needs one: phase 2
-    runs after the stream's buffer was grown, and the next call runs both phases in one."""
+def _grid_backward_launch():
+    """A new stream (no workspace yet), grid_sampler3d_backward's phase-1 C arguments on device
+    arrays of it (the operator asks for a 32-byte workspace), its outputs, and the results
+    the functional API gives: (stream, op, args, outputs, expected, arrays to close)."""
     from pyaclnn import _context, _generic
 
     rng = np.random.default_rng(3)
@@ -118,8 +119,14 @@ def test_once_takes_a_larger_workspace_when_the_streams_one_is_too_small(active)
         pyaclnn.empty(grid.shape, np.float32, stream=stream),
     ]
     mask = _context.context().cached_bool_array((True, True))
-    args = (*(a.descriptor(2) for a in arrays[:2]), arrays[2].descriptor(2), 0, 0, False, mask)
-    args += (outputs[0].descriptor(2), outputs[1].descriptor(2))
+    args = (*(a.descriptor(2) for a in arrays), 0, 0, False, mask, *(o.descriptor(2) for o in outputs))
+    return stream, op, args, outputs, expected, [*arrays, *outputs, stream]
+
+
+def test_once_takes_a_larger_workspace_when_the_streams_one_is_too_small(active):
+    """launch_once on a new stream (no workspace yet) with an operator that needs one: phase 2
+    runs after the stream's buffer was grown, and the next call runs both phases in one."""
+    stream, op, args, outputs, expected, owned = _grid_backward_launch()
     state = stream._state
     assert state._workspace is None
     for call in range(2):
@@ -130,7 +137,32 @@ def test_once_takes_a_larger_workspace_when_the_streams_one_is_too_small(active)
         np.testing.assert_array_equal(outputs[1].numpy(), expected[1], err_msg=f"call {call}")
         for output in outputs:
             output.fill_zero(stream)
-    for a in (*arrays, *outputs, stream):
+    for a in owned:
+        a.close()
+
+
+@pytest.mark.parametrize("backend", ["npu"], indirect=True)  # (the words and their executor: npu's)
+def test_the_compiled_call_hands_a_larger_workspace_to_python_which_takes_it(active):
+    """What the compiled call (pyaclnn._repeat) hands to Python when phase 1 asks for more
+    workspace than the stream's buffer holds: no eager operator of the emulator asks for any,
+    so the hand-over (_launch._rest) is called here as the C code calls it, under the lock,
+    with the address of an executor of grid_sampler3d_backward's phase 1."""
+    from pyaclnn import _launch
+    from pyaclnn.backends.npu._ffi import ffi
+
+    stream, op, args, outputs, expected, owned = _grid_backward_launch()
+    state = stream._state
+    assert op.c_form is not None  # (int64_t and bool parameters: words)
+    size, executor = op.phase1(*args)
+    assert size == 32 and state._workspace is None
+    before = state.queued
+    address = int(ffi.cast("uintptr_t", executor))
+    with state.lock:
+        _launch._rest(state, _launch.Repeated(op, args, ()), (), (), 0, 0, size, address)
+    assert state.queued == before + 1 and state._workspace.nbytes >= 32
+    np.testing.assert_array_equal(outputs[0].numpy(), expected[0])
+    np.testing.assert_array_equal(outputs[1].numpy(), expected[1])
+    for a in owned:
         a.close()
 
 

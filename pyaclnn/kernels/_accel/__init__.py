@@ -259,23 +259,9 @@ _compiler = _compile.compiler
 
 
 def build(directory: Path | None = None) -> Path:
-    """Compile the library into ``directory`` (default: the cache), unless already there.
-
-    Returns
-    -------
-    Path
-        The shared library.
-
-    Prints one line on stderr when it compiles (a second or two), none when
-    the library is already there.
-
-    Raises
-    ------
-    NoCompiler
-        No compiler on PATH, or ``$CC`` is not on it.
-    CompilerFailed
-        The compiler failed (its output in the message).
-    """
+    """Compile the library into ``directory`` (default: the cache), unless already there; its
+    path. Prints one line on stderr when it compiles (a second or two), none when the library
+    is already there. Raises what :func:`pyaclnn._compile.build` raises."""
     # A first call that stops for seconds without a word looks hung: say why, once per cache.
     announce = "pyaclnn: compiling the C kernels (once, into {directory}) ..."
     return _compile.build(SOURCE, "libpyaclnn_accel", ".so", CFLAGS, directory, announce)
