@@ -16,9 +16,10 @@
  *
  * The C form of a record is a bytes object of native uint64 words:
  *     phase 1's address, phase 2's address, the stream's aclrtStream, n, then phase 1's
- *     first n arguments (every one a pointer or a 64-bit integer: passed as uint64_t,
- *     the same registers and stack slots on the 64-bit ABIs CANN runs on, x86-64 and
- *     AArch64; pyaclnn.backends.npu._c_form gives no C form for any other type).
+ *     first n arguments (each a pointer, an integer, an enum or a bool, extended to 64
+ *     bits and passed as a uint64_t: the same registers and 8-byte stack slots on Linux
+ *     on x86-64 and AArch64, where CANN runs; pyaclnn.backends.npu._c_form gives no C
+ *     form for a float or a double, or on another machine).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -41,7 +42,7 @@ typedef int32_t (*phase2_fn)(void *, u64, void *, void *);
 static PyTypeObject *device_array_type;
 static PyObject *order_lock, *order_acquire, *order_release; /* the lock of writes_queued */
 static PyObject *rest;       /* the outcomes Python handles once phase 1 ran */
-static PyObject *not_taken;  /* pyaclnn.ops._call.NOT_TAKEN */
+static PyObject *not_taken;  /* pyaclnn._launch.NOT_TAKEN */
 static PyObject *timeline;   /* pyaclnn._timeline: its attribute "recording" */
 static PyObject *plain_stream;
 
