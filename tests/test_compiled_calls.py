@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 import tracemalloc
 
 import numpy as np
@@ -135,6 +136,35 @@ def test_repeated_calls_leak_no_python_object(compiled):
     assert grown < 20_000, f"{grown} bytes more after 5000 calls"  # one int a call would be 140 kB
     stream.synchronize()
     np.testing.assert_array_equal(out.numpy(), [11, 22, 33])
+    for a in (x, y, out, stream):
+        a.close()
+
+
+@on_npu
+def test_the_write_marks_wait_for_the_order_lock_another_thread_holds(compiled):
+    """The compiled call marks the written arrays without taking the lock of those marks when no
+    thread holds it (it keeps the GIL throughout); when one does, it waits for it."""
+    from pyaclnn import _array
+
+    stream, x, y, out = _add_setup()
+    for _ in range(2):
+        ops.add(x, y, 1, out, stream=stream)
+    taken, events = threading.Event(), []
+
+    def hold():
+        with _array._ORDER_LOCK:
+            taken.set()
+            time.sleep(0.05)
+            events.append("released")
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    taken.wait()
+    ops.add(x, y, 1, out, stream=stream)
+    events.append("marked")
+    holder.join()
+    assert events == ["released", "marked"]
+    assert out._written_at == stream._state.queued
     for a in (x, y, out, stream):
         a.close()
 

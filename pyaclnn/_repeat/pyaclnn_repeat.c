@@ -40,7 +40,7 @@ typedef int32_t (*phase2_fn)(void *, u64, void *, void *);
 
 /* What configure() set. */
 static PyTypeObject *device_array_type;
-static PyObject *order_lock, *order_acquire, *order_release; /* the lock of writes_queued */
+static PyObject *order_lock, *order_acquire, *order_release, *order_locked; /* the lock of writes_queued */
 static PyObject *rest;       /* the outcomes Python handles once phase 1 ran */
 static PyObject *not_taken;  /* pyaclnn._launch.NOT_TAKEN */
 static PyObject *timeline;   /* pyaclnn._timeline: its attribute "recording" */
@@ -252,7 +252,13 @@ static long long size_of(PyObject *v) {
 /* writes_queued(stream, written): each written array (its base, for a view) still last
  * written on this stream gets the stream's count of queued work, under the order lock. */
 static int writes_queued(PyObject *stream, PyObject *state, PyObject **written, int count) {
-    if (call_bound(order_acquire) < 0)
+    /* Taken only when another thread holds it: this function keeps the GIL from start to end
+     * (it runs no Python code and frees nothing but ints), so while the lock is free no
+     * thread can be inside the section it guards, nor enter it, before this one is done. */
+    PyObject *held = PyObject_CallNoArgs(order_locked);
+    int locked = held == NULL ? -1 : PyObject_IsTrue(held);
+    Py_XDECREF(held);
+    if (locked < 0 || (locked && call_bound(order_acquire) < 0))
         return -1;
     int ok = -1;
     PyObject *queued = field(state, &state_layout, S_QUEUED);
@@ -274,7 +280,7 @@ static int writes_queued(PyObject *stream, PyObject *state, PyObject **written, 
     }
 out:
     Py_XDECREF(queued);
-    if (call_bound(order_release) < 0)
+    if (locked && call_bound(order_release) < 0)
         return -1;
     return ok;
 }
@@ -704,8 +710,10 @@ static PyObject *configure(PyObject *self, PyObject *args) {
         return PyErr_Format(PyExc_TypeError, "a field of StreamState is not an object slot");
     PyObject *acquire = PyObject_GetAttr(lock, s_acquire);
     PyObject *release = acquire == NULL ? NULL : PyObject_GetAttr(lock, s_release);
-    if (release == NULL) {
+    PyObject *locked = release == NULL ? NULL : PyObject_GetAttrString(lock, "locked");
+    if (locked == NULL) {
         Py_XDECREF(acquire);
+        Py_XDECREF(release);
         return NULL;
     }
     o_last_descriptor = offsets[0];
@@ -717,6 +725,7 @@ static PyObject *configure(PyObject *self, PyObject *args) {
     o_written_at = offsets[6];
     Py_XSETREF(order_acquire, acquire);
     Py_XSETREF(order_release, release);
+    Py_XSETREF(order_locked, locked);
     Py_XSETREF(order_lock, Py_NewRef(lock));
     Py_XSETREF(rest, Py_NewRef(callback));
     Py_XSETREF(not_taken, Py_NewRef(sentinel));
