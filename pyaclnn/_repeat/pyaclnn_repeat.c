@@ -72,6 +72,7 @@ static Layout executors_layout = {NULL, 1, {"checked"}, {0}, {0}};
 
 static PyTypeObject *stream_type;
 static PyObject *backends; /* pyaclnn.backends: its attribute "_active" */
+static PyObject *backends_dict, *timeline_dict; /* (the two modules' __dict__, borrowed from them) */
 
 static PyObject *s_c_form, *s_acquire, *s_release, *s_recording, *s_tls, *s_bound, *s_launch_blocking,
     *s_synchronize, *s_rest, *s_state, *s_name, *s_active;
@@ -138,6 +139,15 @@ static PyObject *own_attr(PyObject *obj, PyObject *name) {
     Py_XINCREF(value);
     Py_DECREF(dict);
     return value != NULL || PyErr_Occurred() ? value : PyObject_GetAttr(obj, name);
+}
+
+/* obj.name read from dict, obj's __dict__ (a module's, or one of own_attr's), else by getattr.
+ * A new reference, or NULL with an error set. */
+static PyObject *dict_attr(PyObject *dict, PyObject *obj, PyObject *name) {
+    PyObject *value = dict == NULL ? NULL : PyDict_GetItemWithError(dict, name);
+    if (value != NULL)
+        return Py_NewRef(value);
+    return PyErr_Occurred() ? NULL : PyObject_GetAttr(obj, name);
 }
 
 static int intern_layout(Layout *layout) {
@@ -558,7 +568,7 @@ static PyObject *entry_of(PyObject *eager, PyObject *values, int *failed) {
 static int plain_of(PyObject *stream, PyObject **on, PyObject **state, PyObject **ctx) {
     *on = *state = *ctx = NULL;
     if (Py_TYPE(stream) == stream_type) {
-        PyObject *active = own_attr(backends, s_active);
+        PyObject *active = dict_attr(backends_dict, backends, s_active);
         int chosen = active == NULL ? -1 : PyObject_IsTrue(active);
         if (chosen <= 0) { /* (none active yet: the Python function selects one) */
             Py_XDECREF(active);
@@ -629,7 +639,7 @@ static PyObject *call(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
         return failed ? NULL : Py_NewRef(not_taken);
     Py_INCREF(entry);
     PyObject *result = NULL, *on = NULL, *state = NULL, *ctx = NULL, *tensors = NULL, *found = NULL;
-    int recording = true_of(own_attr(timeline, s_recording));
+    int recording = true_of(dict_attr(timeline_dict, timeline, s_recording));
     if (recording != 0) {
         result = recording < 0 ? NULL : Py_NewRef(not_taken);
         goto done;
@@ -731,6 +741,8 @@ static PyObject *configure(PyObject *self, PyObject *args) {
     Py_XSETREF(not_taken, Py_NewRef(sentinel));
     Py_XSETREF(timeline, Py_NewRef(module));
     Py_XSETREF(backends, Py_NewRef(backends_module));
+    timeline_dict = PyModule_Check(timeline) ? PyModule_GetDict(timeline) : NULL;
+    backends_dict = PyModule_Check(backends) ? PyModule_GetDict(backends) : NULL;
     Py_XSETREF(plain_stream, Py_NewRef(plain));
     Py_INCREF(stream_class);
     Py_XSETREF(stream_type, (PyTypeObject *)stream_class);
