@@ -187,8 +187,8 @@ struct aclOpExecutor {
     const char *op_name;
     uint64_t workspace;
     void (*release)(aclOpExecutor *self);
-    int holds;    /* queued launches using it (under the runtime's lock) */
-    int disposed; /* its owner gave it up */
+    int holds;    /* queued launches using it (atomic: pyaclnnEmuExecutorHold and Unhold) */
+    int disposed; /* its owner gave it up (1), its release was claimed (2); atomic */
 };
 
 #endif

@@ -996,35 +996,38 @@ int64_t emu_stream_count_locked(int device)
 
 /* ---- executors ---------------------------------------------------------------- */
 
-void pyaclnnEmuExecutorHold(aclOpExecutor *ex)
+/* Lock-free (the launching thread and the stream's worker would otherwise take turns at
+ * the runtime's lock for each launch): `holds` counts the queued launches, `disposed` is 1
+ * once the owner gave the executor up and 2 once one of them claimed its release. Every
+ * access is sequentially consistent, so of a last Unhold and a Dispose racing, at least
+ * one sees the other's write, and the claim lets exactly one release it. */
+static void release_once(aclOpExecutor *ex)
 {
-    pthread_mutex_lock(&emu_lock);
-    ex->holds++;
-    pthread_mutex_unlock(&emu_lock);
+    int disposed = 1;
+    if (__atomic_compare_exchange_n(&ex->disposed, &disposed, 2, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+        ex->release(ex);
+    }
 }
+
+void pyaclnnEmuExecutorHold(aclOpExecutor *ex) { __atomic_add_fetch(&ex->holds, 1, __ATOMIC_SEQ_CST); }
 
 void pyaclnnEmuExecutorUnhold(aclOpExecutor *ex)
 {
-    pthread_mutex_lock(&emu_lock);
-    int gone = --ex->holds == 0 && ex->disposed;
-    pthread_mutex_unlock(&emu_lock);
-    if (gone) {
-        ex->release(ex);
+    if (__atomic_sub_fetch(&ex->holds, 1, __ATOMIC_SEQ_CST) == 0 && __atomic_load_n(&ex->disposed, __ATOMIC_SEQ_CST)) {
+        release_once(ex);
     }
 }
 
 void pyaclnnEmuExecutorDispose(aclOpExecutor *ex, const char *api)
 {
-    pthread_mutex_lock(&emu_lock);
-    if (api != NULL && ex->holds > 0) {
+    int holds = __atomic_load_n(&ex->holds, __ATOMIC_SEQ_CST);
+    if (api != NULL && holds > 0) {
         emu_hazard("executor %p of %s destroyed while %d queued launch(es) of it have not finished, %s",
-                   (void *)ex, ex->op_name, ex->holds, api);
+                   (void *)ex, ex->op_name, holds, api);
     }
-    ex->disposed = 1;
-    int gone = ex->holds == 0;
-    pthread_mutex_unlock(&emu_lock);
-    if (gone) {
-        ex->release(ex);
+    __atomic_store_n(&ex->disposed, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&ex->holds, __ATOMIC_SEQ_CST) == 0) {
+        release_once(ex);
     }
 }
 
