@@ -6,8 +6,9 @@ stream) is taken by :func:`pyaclnn._launch.eager` from the record the earlier ca
 left. :func:`module` gives a CPython extension that does that whole path in C: the
 tests of each array, the key, the look-up, both phases called by address (no cffi,
 the GIL released around them), the count of queued work and the marks of the written
-arrays. It does exactly what the Python path does, in the same order and under the
-same locks; whatever it does not handle it gives back to Python before anything
+arrays. It does exactly what the Python path does, in the same order and excluding
+the same threads (the stream's lock; the marks' lock when another thread holds it, the
+GIL otherwise); whatever it does not handle it gives back to Python before anything
 happened, or hands to a Python function under the stream's lock (both named when
 :func:`pyaclnn._launch._compiled` configures it).
 
