@@ -201,17 +201,14 @@ def test_a_failing_phase_1_raises_as_the_python_path_does_and_gives_the_lock_bac
         a.close()
 
 
-def test_a_failing_phase_2_is_raised_naming_the_launch():
+def test_a_failing_phase_2_is_raised_naming_the_launch(active):
     """What the compiled call hands to Python when phase 2 failed (the emulator's phase 2 refuses
     nothing a phase 1 accepted, so the hand-over is called here as the C code calls it)."""
+    from pyaclnn import _generic
     from pyaclnn._launch import Repeated, _rest
 
-    pyaclnn.set_backend("numpy")
-    declaration = ops.add.declaration
-    from pyaclnn import _generic
-
-    op = _generic.operator(declaration, "numpy")
-    stream = pyaclnn.Stream(backend="numpy")
+    op = _generic.operator(ops.add.declaration, active)
+    stream = pyaclnn.Stream()
     with pytest.raises(AclnnError) as raised:
         _rest(stream._state, Repeated(op, (), ()), (), (), 0, 561000, 0, 0)
     assert raised.value.api == "aclnnAdd" and raised.value.status == 561000
