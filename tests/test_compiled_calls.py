@@ -22,7 +22,7 @@ import pyaclnn
 from pyaclnn import _launch, _repeat, ops
 from pyaclnn.errors import AclnnError
 
-COMPILED_OFF = os.environ.get("PYACLNN_COMPILED_CALLS", "").strip().lower() in ("0", "off", "false", "no")
+COMPILED_OFF = _repeat._disabled()  # PYACLNN_COMPILED_CALLS=0 (read as pyaclnn reads it)
 
 
 def _f32(*values):
