@@ -286,15 +286,23 @@ class ExecutorCache:
                 # Counted as enqueue_held counts, once the runtime took it (one Python call less).
                 state.queued += 1
                 return True
-            if executor is None:  # nothing to compute: the outputs are zeros
-                _zero_fill(state, outputs)
-                return False
-            try:
-                buffer = state.workspace(size)
-            except BaseException:
-                _consume(executor, self.backend)  # phase 2 never ran: it is ours to free
-                raise
-            state.enqueue_held(op.phase2, buffer, size, executor, state.handle)
+            return self.after_phase1(op, size, executor, outputs)
+
+    def after_phase1(self, op: Any, size: int, executor: Any, outputs: Sequence[Any]) -> bool:
+        """What follows a phase 1 of ``op`` whose phase 2 was not run at once (the caller holds
+        the stream's lock): nothing to compute (``executor`` None: ``outputs`` are zero-filled,
+        False), or phase 2 queued with a workspace of ``size`` bytes, the stream's buffer grown
+        (True). :meth:`launch_once`'s end, and the compiled call's (``pyaclnn._repeat``)."""
+        state = self.state
+        if executor is None:  # nothing to compute: the outputs are zeros
+            _zero_fill(state, outputs)
+            return False
+        try:
+            buffer = state.workspace(size)
+        except BaseException:
+            _consume(executor, self.backend)  # phase 2 never ran: it is ours to free
+            raise
+        state.enqueue_held(op.phase2, buffer, size, executor, state.handle)
         return True
 
     def _bind(self, plan: _Plan, api: str) -> None:

@@ -35,7 +35,7 @@ import numpy as np
 from . import _captures, _context, _repeat, _timeline, acl
 from . import backends as _backends
 from ._array import _ORDER_LOCK, DeviceArray, _contiguous_layout, host_array, to_device, writes_queued
-from ._executors import Call, _consume, _zero_fill
+from ._executors import Call
 from ._host_memory import HostMemory, Mapping
 from ._operators import Operator
 from ._operators import in_python_terms as _in_python_terms
@@ -926,17 +926,8 @@ def _rest(
             _check_status(_backends.get(backend), status2, op.phase2_api)
     except AclnnError as exc:
         raise _in_python_terms(exc, op.spec.params) from None
-    if not executor:  # nothing to compute: the outputs are zeros
-        outputs = [values[p] for p, _, _, output in tensors if output and values[p] is not None]
-        _zero_fill(state, outputs)
-        return
-    handle = op.c_form.executor(executor)
-    try:
-        buffer = state.workspace(size)
-    except BaseException:
-        _consume(handle, backend)  # phase 2 never ran: it is ours to free
-        raise
-    state.enqueue_held(op.phase2, buffer, size, handle, state.handle)
+    outputs = [values[p] for p, _, _, output in tensors if output and values[p] is not None]
+    state.executors.after_phase1(op, size, op.c_form.executor(executor) if executor else None, outputs)
 
 
 def _find(
