@@ -40,7 +40,7 @@ typedef int32_t (*phase2_fn)(void *, u64, void *, void *);
 
 /* What configure() set. */
 static PyTypeObject *device_array_type;
-static PyObject *order_lock, *order_acquire, *order_release, *order_locked; /* the lock of writes_queued */
+static PyObject *order_acquire, *order_release, *order_locked; /* the lock of writes_queued's methods */
 static PyObject *rest;       /* the outcomes Python handles once phase 1 ran */
 static PyObject *not_taken;  /* pyaclnn._launch.NOT_TAKEN */
 static PyObject *timeline;   /* pyaclnn._timeline: its attribute "recording" */
@@ -736,7 +736,6 @@ static PyObject *configure(PyObject *self, PyObject *args) {
     Py_XSETREF(order_acquire, acquire);
     Py_XSETREF(order_release, release);
     Py_XSETREF(order_locked, locked);
-    Py_XSETREF(order_lock, Py_NewRef(lock));
     Py_XSETREF(rest, Py_NewRef(callback));
     Py_XSETREF(not_taken, Py_NewRef(sentinel));
     Py_XSETREF(timeline, Py_NewRef(module));
