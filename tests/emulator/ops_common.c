@@ -688,48 +688,34 @@ static void release_launch(void *ctx)
     pyaclnnEmuFree(launch);
 }
 
-static void release_lists(const char **names, const char **names_here, const emu_view **views,
-                          const emu_view **views_here)
-{
-    if (names != names_here) {
-        pyaclnnEmuFree(names);
-    }
-    if (views != views_here) {
-        pyaclnnEmuFree(views);
-    }
-}
-
-static void release_ranges(const void **ptrs, const void **ptrs_here, size_t *sizes, size_t *sizes_here)
-{
-    if (ptrs != ptrs_here) {
-        pyaclnnEmuFree(ptrs);
-    }
-    if (sizes != sizes_here) {
-        pyaclnnEmuFree(sizes);
-    }
-}
-
 /* The launch-time memory checks: every snapshotted view and the workspace
  * must still be allocated; the task then uses them (freeing them before it
  * ran is a hazard). */
 static aclnnStatus use_memory(const char *api, emu_task *task, const aclOpExecutor *ex, emu_views_fn list,
                               void *workspace)
 {
-    /* On the stack for the usual few views (no allocation per launch); lists may need more. */
+    /* On the stack for the usual few views (no allocation per launch); lists may need more, in
+     * one allocation for the four arrays (all of pointer size). */
     const char *names_here[16];
     const emu_view *views_here[16];
     const void *ptrs_here[16];
     size_t sizes_here[16];
+    const char **names = names_here;
+    const emu_view **views = views_here;
+    const void **ptrs = ptrs_here;
+    size_t *sizes = sizes_here;
     int n = list(ex, NULL, NULL);
-    const char **names = n <= 16 ? names_here : malloc((size_t)n * sizeof *names);
-    const emu_view **views = n <= 16 ? views_here : malloc((size_t)n * sizeof *views);
-    const void **ptrs = n <= 16 ? ptrs_here : malloc((size_t)n * sizeof *ptrs);
-    size_t *sizes = n <= 16 ? sizes_here : malloc((size_t)n * sizeof *sizes);
-    if (names == NULL || views == NULL || ptrs == NULL || sizes == NULL) {
-        release_lists(names, names_here, views, views_here);
-        release_ranges(ptrs, ptrs_here, sizes, sizes_here);
-        pyaclnnEmuSetError("%s: out of host memory for the launch", api);
-        return ACLNN_ERR_INNER;
+    void *heap = NULL;
+    if (n > 16) {
+        heap = malloc((size_t)n * (sizeof *names + sizeof *views + sizeof *ptrs + sizeof *sizes));
+        if (heap == NULL) {
+            pyaclnnEmuSetError("%s: out of host memory for the launch", api);
+            return ACLNN_ERR_INNER;
+        }
+        names = heap;
+        views = (const emu_view **)(names + n);
+        ptrs = (const void **)(views + n);
+        sizes = (size_t *)(ptrs + n);
     }
     list(ex, names, views);
     for (int i = 0; i < n; i++) {
@@ -738,14 +724,14 @@ static aclnnStatus use_memory(const char *api, emu_task *task, const aclOpExecut
     }
     int failed = 0;
     int used = pyaclnnEmuTaskUseAll(task, n, ptrs, sizes, &failed); /* (one taking of the lock) */
-    release_ranges(ptrs, ptrs_here, sizes, sizes_here);
     if (used == 0) {
         pyaclnnEmuSetError("%s: the memory of %s (%p) was freed after phase 1", api, names[failed],
                            (void *)views[failed]->data);
-        release_lists(names, names_here, views, views_here);
+    }
+    pyaclnnEmuFree(heap);
+    if (used == 0) {
         return ACLNN_ERR_RUNTIME_ERROR;
     }
-    release_lists(names, names_here, views, views_here);
     if (used == 1 && ex->workspace > 0) {
         used = pyaclnnEmuTaskUse(task, workspace, (size_t)ex->workspace);
         if (used == 0) {
